@@ -1,0 +1,35 @@
+"""Capabilities: what a backend declares it supports, beyond the core contract.
+
+A backend lists its capabilities in ``Checkpointer.capabilities``. The kit never
+guesses them from the class: rules that need a capability are skipped, with the
+reason, when it is not declared, and an operation whose capability is not
+declared must raise `UnsupportedOperationError` (rule CAP-001).
+"""
+
+from __future__ import annotations
+
+import enum
+
+__all__ = ["CAPABILITY_REASONS", "Capability"]
+
+
+class Capability(enum.StrEnum):
+    """One optional part of the contract."""
+
+    TRUNCATE = "truncate"
+    DURABLE = "durable"
+    MULTI_PROCESS = "multi_process"
+    CODEC = "codec"
+    GENERATION = "generation"
+
+
+CAPABILITY_REASONS: dict[Capability, str] = {
+    Capability.TRUNCATE: "truncate(session_id, to_seq) cuts a log back (time travel)",
+    Capability.DURABLE: "acknowledged writes survive close, reopen and process kill",
+    Capability.MULTI_PROCESS: "handles in several processes share one store safely",
+    Capability.CODEC: "payloads pass through BackendContext.codec (e.g. encryption)",
+    Capability.GENERATION: (
+        "generation(session_id) and expected_generation detect truncate-then-reappend"
+    ),
+}
+"""One line per capability: what declaring it promises. Used in skip reasons."""

@@ -1,0 +1,150 @@
+"""The `Checkpointer` protocol: the storage contract every backend implements.
+
+The names and signatures here are the contract; `checkpointspec.spec.rules` says
+what each operation must do, and `checkpointspec.spec.model.SpecModel` computes
+the right answer for any sequence of calls.
+
+Errors, in the order a backend checks for them:
+1. `CheckpointerClosedError` if the handle was closed (CLOSE-001);
+2. `UnsupportedOperationError` if the operation needs an undeclared capability (CAP-001);
+3. `InvalidArgumentError` for arguments outside the contract (ARG-*), checked
+   before the store is touched;
+4. `CheckpointConflictError` when ``expected_head`` / ``expected_generation``
+   does not match (APPEND-002, TRUNC-003, GEN-002);
+5. `InvalidArgumentError` for a ``to_seq`` beyond the current head (TRUNC-002).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from .capabilities import Capability
+from .events import SessionEvent
+from .records import IntegrityReport, SessionInfo, StoredEvent
+
+__all__ = ["Checkpointer", "GenerationalCheckpointer", "StoreHooks"]
+
+
+@runtime_checkable
+class Checkpointer(Protocol):
+    """An append-only, per-session event log. All operations are async."""
+
+    @property
+    def capabilities(self) -> frozenset[Capability]:
+        """What this backend supports beyond the core contract."""
+        ...
+
+    async def append(
+        self,
+        session_id: str,
+        events: Sequence[SessionEvent],
+        expected_head: int | None = None,
+    ) -> int:
+        """Append ``events`` atomically and return the new head.
+
+        The first event of a session gets seq 1. With ``expected_head`` the append
+        happens only if the head still equals it; otherwise
+        `CheckpointConflictError` and nothing is written. An empty batch writes
+        nothing and returns the current head.
+        """
+        ...
+
+    def read(self, session_id: str, since_seq: int = 0) -> AsyncIterator[StoredEvent]:
+        """Yield the events with ``seq > since_seq`` in order, as one consistent snapshot.
+
+        Unknown sessions yield nothing. Errors are raised no later than the first
+        step of the iteration.
+        """
+        ...
+
+    async def head(self, session_id: str) -> int:
+        """The seq of the session's last event; 0 if it has none or is unknown."""
+        ...
+
+    async def list_sessions(self) -> list[SessionInfo]:
+        """Every existing session, most recently modified first; ties by id ascending."""
+        ...
+
+    async def delete(self, session_id: str) -> None:
+        """Remove a session and all its events. Deleting an unknown session does nothing."""
+        ...
+
+    async def truncate(self, session_id: str, to_seq: int, expected_head: int | None = None) -> int:
+        """Keep events ``1..to_seq`` and return ``to_seq`` (needs TRUNCATE).
+
+        ``to_seq`` beyond the head is `InvalidArgumentError`; a stale
+        ``expected_head`` is `CheckpointConflictError`. A crash leaves the old or
+        the new log, never a mix. Truncating an unknown session creates nothing.
+        """
+        ...
+
+    async def check_integrity(self) -> IntegrityReport:
+        """Inspect the whole store and report what is wrong, without changing it."""
+        ...
+
+    async def close(self) -> None:
+        """Release the handle. Idempotent; every later operation raises CheckpointerClosedError."""
+        ...
+
+
+@runtime_checkable
+class GenerationalCheckpointer(Checkpointer, Protocol):
+    """A checkpointer that declares GENERATION and so can detect the ABA hazard.
+
+    ``expected_head`` alone cannot tell a writer that the log was truncated and
+    re-appended to the same head in the meantime (see TRUNC-006). The generation
+    of a session id starts at 0, grows on every truncate that removes events and
+    on every delete of an existing session, and never goes back — not even after
+    delete and re-append. A writer that also passes ``expected_generation`` is
+    refused with a `CheckpointConflictError` whose ``kind`` is ``"generation"``.
+    """
+
+    async def generation(self, session_id: str) -> int:
+        """The session id's current generation (0 if never truncated or deleted)."""
+        ...
+
+    async def append(
+        self,
+        session_id: str,
+        events: Sequence[SessionEvent],
+        expected_head: int | None = None,
+        *,
+        expected_generation: int | None = None,
+    ) -> int:
+        """`Checkpointer.append`, also refused when the generation moved on."""
+        ...
+
+    async def truncate(
+        self,
+        session_id: str,
+        to_seq: int,
+        expected_head: int | None = None,
+        *,
+        expected_generation: int | None = None,
+    ) -> int:
+        """`Checkpointer.truncate`, also refused when the generation moved on."""
+        ...
+
+
+@runtime_checkable
+class StoreHooks(Protocol):
+    """Optional methods that let the kit change a store out-of-band.
+
+    A backend that implements them (on the checkpointer class) gets SCHEMA-001 and
+    INTEG-002 checked; without them those rules are skipped with this reason. The
+    kit calls them only after every handle on the store is closed.
+    """
+
+    def mark_newer_schema(self, path: Path) -> None:
+        """Make the closed store at ``path`` look written by a newer, incompatible format."""
+        ...
+
+    def damage_store(self, path: Path) -> str:
+        """Damage stored event data of the closed store at ``path``; say what was damaged.
+
+        The damage must be of a kind the backend promises to detect (e.g. a
+        flipped byte inside a checksummed record), not a torn tail it repairs.
+        """
+        ...

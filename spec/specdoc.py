@@ -1,0 +1,93 @@
+"""Render the rule catalog as ``spec/SPEC.md``.
+
+SPEC.md is generated, never edited by hand: ``python -m checkpointspec.spec.specdoc
+> spec/SPEC.md`` rewrites it, and a test fails when the file and the catalog differ.
+The prose around the rules lives here so that it changes in one place.
+"""
+
+from __future__ import annotations
+
+from .capabilities import CAPABILITY_REASONS
+from .rules import RULES
+from .validation import MAX_SESSION_ID_LENGTH
+
+__all__ = ["render_spec"]
+
+_INTRO = f"""\
+# The checkpointer contract
+
+<!-- Generated from checkpointspec/spec/rules.py by
+     `python -m checkpointspec.spec.specdoc > spec/SPEC.md`. Do not edit. -->
+
+A *checkpointer* stores an AI agent session as an append-only log of events.
+This document is the contract every backend implements; the kit
+(`checkpointspec run`) checks each rule below. Rule ids are stable: reports,
+test names and errors refer to them.
+
+## Operations
+
+All operations are async (`checkpointspec.spec.protocol.Checkpointer`):
+
+| operation | result |
+|---|---|
+| `append(session_id, events, expected_head=None)` | new head |
+| `read(session_id, since_seq=0)` | async iterator of `StoredEvent`, seq > since_seq |
+| `head(session_id)` | seq of the last event, 0 if none |
+| `list_sessions()` | `SessionInfo(id, mtime)`, most recently modified first |
+| `delete(session_id)` | None |
+| `truncate(session_id, to_seq, expected_head=None)` | to_seq (capability TRUNCATE) |
+| `check_integrity()` | `IntegrityReport(ok, detail, problems, repairs)` |
+| `close()` | None |
+| `generation(session_id)` | generation (capability GENERATION) |
+
+A session id is a non-empty `str` of at most {MAX_SESSION_ID_LENGTH} characters,
+without NUL and encodable as UTF-8. Otherwise it is opaque: backends must not
+interpret, normalise or fold it.
+
+## Errors, in the order they are checked
+
+1. `CheckpointerClosedError`: the handle was closed.
+2. `UnsupportedOperationError`: the operation needs a capability the backend lacks.
+3. `InvalidArgumentError`: an argument is outside the contract; nothing was touched.
+4. `CheckpointConflictError(session_id, expected, actual, kind)`: `expected_generation`
+   (kind `"generation"`), then `expected_head` (kind `"head"`), did not match.
+5. `InvalidArgumentError` for `to_seq` beyond the head.
+
+Every error derives from `CheckpointError`; after any of them the store is
+unchanged. `CodecError`, `CorruptStoreError`, `SchemaVersionError` and the
+retryable `StoreBusyError` report storage trouble; none of them is ever answered
+by deleting or rewriting data.
+
+## The ABA hazard
+
+`expected_head` is a version number that can repeat: after `truncate(s, 3)` and two
+appends the head is 5 again, and a writer that read head 5 before the truncate
+appends on top of a log it has never seen. Backends that support truncation should
+declare GENERATION: `generation(session_id)` grows with every truncate that removes
+events and every delete, never goes back, and writers pass
+`expected_generation=` together with `expected_head=` to be refused when it moved.
+
+## Capabilities
+
+"""
+
+
+def render_spec() -> str:
+    """The full text of SPEC.md for the current catalog."""
+    lines = [_INTRO]
+    for capability, reason in CAPABILITY_REASONS.items():
+        lines.append(f"- **{capability.name}** (`{capability.value}`): {reason}.\n")
+    lines.append("\n## Rules\n")
+    area = ""
+    for r in RULES:
+        this_area = r.id.split("-")[0]
+        if this_area != area:
+            area = this_area
+            lines.append(f"\n### {area}\n")
+        needs = f" — needs {r.capability.name}" if r.capability else ""
+        lines.append(f"\n**{r.id}** ({r.strength.value}{needs}) — *{r.title}*.  \n{r.statement}\n")
+    return "".join(lines)
+
+
+if __name__ == "__main__":
+    print(render_spec(), end="")
