@@ -34,7 +34,7 @@ class CheckpointError(Exception):
 
 
 class InvalidArgumentError(CheckpointError, ValueError):
-    """An argument is outside the contract (ARG-001..ARG-004, TRUNC-002).
+    """An argument is outside the contract (ARG-001..ARG-003, TRUNC-002).
 
     Raised before anything is written: the store is unchanged. ``argument`` names
     the parameter, ``reason`` says what is wrong with it.

@@ -2,7 +2,7 @@
 
 Each function returns the value when it is inside the contract and raises
 `InvalidArgumentError` (naming the argument) otherwise. Backends call these
-before touching storage, so a bad call changes nothing (ARG-001..ARG-004).
+before touching storage, so a bad call changes nothing (ARG-001..ARG-003).
 """
 
 from __future__ import annotations

@@ -1,0 +1,17 @@
+"""The kit's example and property checks, one module per area of the catalog.
+
+Importing this package registers every check in `checkpointspec.conformance.registry.CHECKS`.
+"""
+
+from . import (  # noqa: F401
+    appending,
+    arguments,
+    codecs,
+    concurrency,
+    integrity,
+    lifecycle,
+    model_based,
+    reading,
+    session_ids,
+    truncation,
+)

@@ -1,0 +1,449 @@
+"""The model-based check: a Hypothesis state machine that drives a backend and
+`SpecModel` with the same operations and compares every result and every error.
+
+Why a separate model, never the backend's own helpers: the model is the
+definition of correct behaviour, so it must not share code paths (or bugs) with
+what it judges. Each machine owns one event loop and runs every backend call on
+it, because Hypothesis' stateful testing is synchronous.
+
+The operations: append (with no, the current, or a stale expected head), read
+since, head, list, delete, truncate, generation, invalid arguments, concurrent
+appends racing on one expected head, a read interleaved with a write, several
+handles on one store, closing handles, and closing everything and reopening
+(DURABLE backends). Every appended event carries a unique marker, so any event
+that shows up where it should not is traced to the rule it proves broken.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import shutil
+from collections.abc import Awaitable, Callable, Coroutine
+from pathlib import Path
+from typing import ClassVar, TypeVar
+
+import msgspec
+from hypothesis import note
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from ..spec import (
+    BackendContext,
+    Capability,
+    Checkpointer,
+    CheckpointConflictError,
+    Codec,
+    ModelEvent,
+    ModelHandle,
+    SessionEvent,
+    SessionInfo,
+    SpecModel,
+    StoredEvent,
+)
+from .factory import BackendRef, open_checkpointer
+from .harness import read_all
+from .outcomes import (
+    EVENT_KINDS,
+    Err,
+    Ok,
+    check_list_order,
+    compare_log,
+    compare_outcomes,
+    make_event,
+    marker_of,
+    run_backend,
+    run_model,
+)
+from .strategies import CONFUSABLE_IDS, invalid_events_arguments, invalid_seqs, invalid_session_ids
+from .violations import RuleViolation, expect
+
+__all__ = ["MachineEnv", "make_machine"]
+
+T = TypeVar("T")
+
+MAX_HANDLES = 4
+CURRENT = "current"  # expected head/generation: whatever the model says it is now
+
+
+class MachineEnv(msgspec.Struct):
+    """What a machine class is bound to: the backend and where to put stores."""
+
+    backend: BackendRef
+    capabilities: frozenset[Capability]
+    root: Path
+    codec_factory: Callable[[], Codec | None] | None = None
+    options: dict[str, str] = msgspec.field(default_factory=dict)
+    warnings: list[str] = msgspec.field(default_factory=list)
+
+
+_handle_index = st.integers(min_value=0, max_value=MAX_HANDLES - 1)
+_session = st.sampled_from(CONFUSABLE_IDS)
+_batch = st.lists(st.sampled_from(EVENT_KINDS), max_size=3)
+_expected = st.none() | st.just(CURRENT) | st.integers(min_value=0, max_value=6)
+_seq = st.integers(min_value=0, max_value=7)
+
+
+class CheckpointerMachine(RuleBasedStateMachine):
+    """Compares one backend store with `SpecModel`, step by step."""
+
+    env: ClassVar[MachineEnv]
+    _stores: ClassVar[itertools.count[int]] = itertools.count()
+
+    def __init__(self) -> None:
+        super().__init__()
+        env = self.env
+        self.loop = asyncio.new_event_loop()
+        self.factory = env.backend.load()
+        self.path = env.root / f"machine-{next(self._stores)}"
+        self.path.mkdir(parents=True)
+        self.codec = env.codec_factory() if env.codec_factory else None
+        self.model = SpecModel(env.capabilities)
+        self.handles: list[Checkpointer] = []
+        self.model_handles: list[ModelHandle] = []
+        self.origin: dict[str, tuple[str, str]] = {}
+        self.markers = itertools.count(1)
+        self._open_handle()
+
+    # -- plumbing ------------------------------------------------------------------
+    def run(self, coro: Coroutine[object, object, T]) -> T:
+        return self.loop.run_until_complete(coro)
+
+    def _open_handle(self) -> None:
+        ctx = BackendContext(path=self.path, codec=self.codec, options=self.env.options)
+        self.handles.append(self.run(open_checkpointer(self.factory, ctx)))
+        self.model_handles.append(self.model.handle())
+
+    def pick(self, index: int) -> tuple[int, Checkpointer, ModelHandle]:
+        i = index % len(self.handles)
+        return i, self.handles[i], self.model_handles[i]
+
+    def compare(
+        self, operation: str, call: str, backend: Callable[[], Awaitable[T]], model: Callable[[], T]
+    ) -> tuple[Ok[T] | Err, Ok[T] | Err]:
+        expected = run_model(model)
+        actual = self.run(run_backend(backend))
+        note(f"{call} -> {'error ' + type(actual.error).__name__ if isinstance(actual, Err) else actual.value!r}")
+        compare_outcomes(operation, actual, expected, call)
+        return actual, expected
+
+    def new_batch(self, kinds: list[str]) -> list[SessionEvent]:
+        return [make_event(kind, f"e{next(self.markers)}") for kind in kinds]
+
+    def resolve(self, expected: int | str | None, session_id: str, generation: bool = False) -> int | None:
+        if expected != CURRENT:
+            return expected if not isinstance(expected, str) else None
+        if generation:
+            return self.model.generation(session_id)
+        return self.model.head(session_id)
+
+    def record(self, session_id: str, batch: list[SessionEvent]) -> None:
+        for event in batch:
+            marker = marker_of(event)
+            if marker is not None:
+                self.origin[marker] = (session_id, "live")
+
+    def mark(self, session_id: str, removed: list[ModelEvent], fate: str) -> None:
+        """Remember that these events were deleted or truncated away."""
+        for stored in removed:
+            marker = marker_of(stored.event)
+            if marker is not None:
+                self.origin[marker] = (session_id, fate)
+
+    # -- operations ----------------------------------------------------------------
+    @rule()
+    @precondition(lambda self: len(self.handles) < MAX_HANDLES)
+    def open_handle(self) -> None:
+        """HANDLE-001: one more handle on the same store."""
+        self._open_handle()
+
+    @rule(h=_handle_index, session_id=_session, kinds=_batch, expected=_expected)
+    def append(self, h: int, session_id: str, kinds: list[str], expected: int | str | None) -> None:
+        i, cp, mh = self.pick(h)
+        batch = self.new_batch(kinds)
+        want = self.resolve(expected, session_id)
+        call = f"handle {i}: append({session_id!r}, {len(batch)} events, expected_head={want})"
+        actual, model = self.compare(
+            "append", call, lambda: cp.append(session_id, batch, want), lambda: mh.append(session_id, batch, want)
+        )
+        if isinstance(model, Ok):
+            self.record(session_id, batch)
+            assert isinstance(actual, Ok)
+            expect(actual.value == model.value, "SEQ-003", f"{call} returned {actual.value}; the new head is {model.value}")
+
+    @rule(h=_handle_index, session_id=_session, since=_seq)
+    def read(self, h: int, session_id: str, since: int) -> None:
+        i, cp, mh = self.pick(h)
+        call = f"handle {i}: read({session_id!r}, since_seq={since})"
+        actual, model = self.compare("read", call, lambda: read_all(cp, session_id, since), lambda: mh.read(session_id, since))
+        if isinstance(actual, Ok) and isinstance(model, Ok):
+            compare_log(actual.value, model.value, session_id, call, self.origin)
+
+    @rule(h=_handle_index, session_id=_session)
+    def head(self, h: int, session_id: str) -> None:
+        i, cp, mh = self.pick(h)
+        call = f"handle {i}: head({session_id!r})"
+        actual, model = self.compare("head", call, lambda: cp.head(session_id), lambda: mh.head(session_id))
+        if isinstance(actual, Ok) and isinstance(model, Ok):
+            expect(actual.value == model.value, "HEAD-001", f"{call} returned {actual.value}; expected {model.value}")
+
+    @rule(h=_handle_index)
+    def list_sessions(self, h: int) -> None:
+        i, cp, mh = self.pick(h)
+        call = f"handle {i}: list_sessions()"
+        actual, model = self.compare("list_sessions", call, cp.list_sessions, mh.list_sessions)
+        if isinstance(actual, Ok) and isinstance(model, Ok):
+            self.check_listing(actual.value, model.value, call)
+
+    @rule(h=_handle_index, session_id=_session)
+    def delete(self, h: int, session_id: str) -> None:
+        i, cp, mh = self.pick(h)
+        before = self.model.log(session_id)
+        call = f"handle {i}: delete({session_id!r})"
+        _, model = self.compare("delete", call, lambda: cp.delete(session_id), lambda: mh.delete(session_id))
+        if isinstance(model, Ok):
+            self.mark(session_id, before, "deleted")
+
+    @rule(h=_handle_index, session_id=_session, to=st.just(CURRENT) | _seq, expected=_expected)
+    def truncate(self, h: int, session_id: str, to: int | str, expected: int | str | None) -> None:
+        i, cp, mh = self.pick(h)
+        head = self.model.head(session_id)
+        to_seq = max(head - 1, 0) if to == CURRENT else int(to)
+        want = self.resolve(expected, session_id)
+        call = f"handle {i}: truncate({session_id!r}, {to_seq}, expected_head={want})"
+        before = self.model.log(session_id)
+        actual, model = self.compare(
+            "truncate", call, lambda: cp.truncate(session_id, to_seq, want), lambda: mh.truncate(session_id, to_seq, want)
+        )
+        if isinstance(model, Ok):
+            self.mark(session_id, before[to_seq:], "truncated")
+            assert isinstance(actual, Ok)
+            expect(actual.value == to_seq, "TRUNC-001", f"{call} returned {actual.value}; expected {to_seq}")
+
+    @rule(h=_handle_index, session_id=_session)
+    @precondition(lambda self: Capability.GENERATION in self.env.capabilities)
+    def generation(self, h: int, session_id: str) -> None:
+        i, cp, mh = self.pick(h)
+        call = f"handle {i}: generation({session_id!r})"
+        gen = getattr(cp, "generation")  # declared by GENERATION (GenerationalCheckpointer)
+        actual, model = self.compare("generation", call, lambda: gen(session_id), lambda: mh.generation(session_id))
+        if isinstance(actual, Ok) and isinstance(model, Ok):
+            expect(actual.value == model.value, "GEN-001", f"{call} returned {actual.value}; expected {model.value}")
+
+    @rule(h=_handle_index, session_id=_session, kinds=_batch, expected=_expected,
+          generation=st.just(CURRENT) | st.integers(min_value=0, max_value=3))
+    @precondition(lambda self: Capability.GENERATION in self.env.capabilities)
+    def append_with_generation(
+        self, h: int, session_id: str, kinds: list[str], expected: int | str | None, generation: int | str
+    ) -> None:
+        i, cp, mh = self.pick(h)
+        batch = self.new_batch(kinds)
+        want = self.resolve(expected, session_id)
+        want_gen = self.resolve(generation, session_id, generation=True)
+        call = f"handle {i}: append({session_id!r}, {len(batch)} events, expected_head={want}, expected_generation={want_gen})"
+        append = getattr(cp, "append")
+        actual, model = self.compare(
+            "append",
+            call,
+            lambda: append(session_id, batch, want, expected_generation=want_gen),
+            lambda: mh.append(session_id, batch, want, want_gen),
+        )
+        if isinstance(model, Ok):
+            self.record(session_id, batch)
+            assert isinstance(actual, Ok)
+            expect(actual.value == model.value, "SEQ-003", f"{call} returned {actual.value}; the new head is {model.value}")
+
+    @rule(h=_handle_index, operation=st.sampled_from(["append", "read", "head", "delete", "truncate"]), data=st.data())
+    def invalid_argument(self, h: int, operation: str, data: st.DataObject) -> None:
+        """ARG-001..ARG-003: bad input gives the documented error and changes nothing."""
+        i, cp, mh = self.pick(h)
+        which = data.draw(st.sampled_from(_INVALID_ARGUMENTS[operation]), label="invalid argument")
+        value = data.draw(_INVALID_VALUES[which], label=which)
+        args: dict[str, object] = {"session_id": "s1"}
+        if operation == "append":
+            args.update(events=[make_event("user_prompt", f"e{next(self.markers)}")], expected_head=None)
+        elif operation == "read":
+            args["since_seq"] = 0
+        elif operation == "truncate":
+            args.update(to_seq=0, expected_head=None)
+        args[which] = value
+        call = f"handle {i}: {operation}({', '.join(f'{k}={v!r}' for k, v in args.items())})"
+
+        async def backend() -> object:
+            if operation == "read":
+                return await read_all(cp, args["session_id"], args["since_seq"])  # type: ignore[arg-type]
+            method: Callable[..., Awaitable[object]] = getattr(cp, operation)
+            return await method(*args.values())
+
+        def model() -> object:
+            method: Callable[..., object] = getattr(mh, operation)
+            return method(*args.values())
+
+        self.compare(operation, call, backend, model)
+
+    @rule(hs=st.lists(_handle_index, min_size=2, max_size=4), session_id=_session, use_expected=st.booleans())
+    def concurrent_appends(self, hs: list[int], session_id: str, use_expected: bool) -> None:
+        """APPEND-004: racing appends never fork the log."""
+        picked = [self.pick(h) for h in hs]
+        if any(mh.closed for _, _, mh in picked):
+            return
+        head = self.model.head(session_id)
+        want = head if use_expected else None
+        batches = [self.new_batch(["user_prompt", "assistant_message"]) for _ in picked]
+        call = f"{len(picked)} concurrent append({session_id!r}, 2 events, expected_head={want}) on handles {[i for i, _, _ in picked]}"
+
+        async def race() -> list[Ok[int] | Err]:
+            return list(await asyncio.gather(*(run_backend(lambda cp=cp, b=b: cp.append(session_id, b, want)) for (_, cp, _), b in zip(picked, batches, strict=True))))
+
+        outcomes = self.run(race())
+        note(f"{call} -> {outcomes}")
+        winners = [(o.value, b) for o, b in zip(outcomes, batches, strict=True) if isinstance(o, Ok)]
+        for outcome in outcomes:
+            if isinstance(outcome, Err) and not isinstance(outcome.error, CheckpointConflictError):
+                raise RuleViolation("APPEND-004", f"{call}: one raised {type(outcome.error).__name__}: {outcome.error}")
+        if use_expected:
+            expect(len(winners) == 1, "APPEND-004", f"{call}: {len(winners)} appends succeeded; exactly one may")
+            for outcome in outcomes:
+                if isinstance(outcome, Err):
+                    assert isinstance(outcome.error, CheckpointConflictError)
+                    expect(outcome.error.actual != outcome.error.expected, "APPEND-002",
+                           f"{call}: a conflict reported actual == expected == {outcome.error.actual}")
+        else:
+            expect(len(winners) == len(picked), "APPEND-004", f"{call}: only {len(winners)} of {len(picked)} appends succeeded")
+        for new_head, batch in sorted(winners, key=lambda w: w[0]):
+            applied = self.model.append(session_id, batch)
+            self.record(session_id, batch)
+            expect(applied == new_head, "APPEND-004", f"{call}: an append returned head {new_head}; in the serial order it is {applied}")
+
+    @rule(reader=_handle_index, writer=_handle_index, session_id=_session, kinds=st.lists(st.sampled_from(EVENT_KINDS), min_size=1, max_size=2), cut=st.booleans())
+    def read_during_write(self, reader: int, writer: int, session_id: str, kinds: list[str], cut: bool) -> None:
+        """READ-003: a read started before a write sees the log before or after it, never a mix."""
+        (ri, rcp, rmh), (wi, wcp, wmh) = self.pick(reader), self.pick(writer)
+        before = self.model.log(session_id)
+        if rmh.closed or wmh.closed or len(before) < 2:
+            return
+        truncating = cut and Capability.TRUNCATE in self.env.capabilities
+        batch = self.new_batch(kinds)
+        call = f"handle {ri}: read({session_id!r}) while handle {wi} {'truncates to 1' if truncating else 'appends'}"
+
+        async def interleave() -> list[StoredEvent]:
+            iterator = rcp.read(session_id, 0).__aiter__()
+            first = await iterator.__anext__()
+            if truncating:
+                await wcp.truncate(session_id, 1)
+            else:
+                await wcp.append(session_id, batch)
+            rest = [stored async for stored in iterator]
+            return [first, *rest]
+
+        got = self.run(run_backend(interleave))
+        if isinstance(got, Err):
+            raise RuleViolation("READ-003", f"{call} raised {type(got.error).__name__}: {got.error}")
+        if truncating:
+            self.mark(session_id, before[1:], "truncated")
+            wmh.truncate(session_id, 1)
+        else:
+            wmh.append(session_id, batch)
+            self.record(session_id, batch)
+        after = self.model.log(session_id)
+        got_markers = [marker_of(s.event) for s in got.value]
+        allowed = ([marker_of(e.event) for e in before], [marker_of(e.event) for e in after])
+        expect(got_markers in allowed, "READ-003", f"{call} yielded {got_markers}; a snapshot is {allowed[0]} or {allowed[1]}")
+
+    @rule(h=_handle_index)
+    @precondition(lambda self: sum(not mh.closed for mh in self.model_handles) > 1)
+    def close_handle(self, h: int) -> None:
+        """CLOSE-001/CLOSE-002: close one handle (twice: close is idempotent)."""
+        i, cp, mh = self.pick(h)
+        for attempt in ("close()", "close() again"):
+            self.compare("close", f"handle {i}: {attempt}", cp.close, mh.close)
+
+    @rule()
+    @precondition(lambda self: Capability.DURABLE in self.env.capabilities)
+    def reopen_store(self) -> None:
+        """DUR-001: close every handle, reopen through the factory: everything acknowledged is there."""
+        for cp in self.handles:
+            self.run(cp.close())
+        self.handles.clear()
+        self.model_handles.clear()
+        self._open_handle()
+
+    @rule(h=_handle_index)
+    def check_integrity(self, h: int) -> None:
+        i, cp, mh = self.pick(h)
+        call = f"handle {i}: check_integrity()"
+        actual, _ = self.compare("check_integrity", call, cp.check_integrity, mh.check_integrity)
+        if isinstance(actual, Ok):
+            report = actual.value
+            expect(report.ok, "INTEG-001", f"{call} reported a problem with a healthy store: {report.detail}")
+
+    # -- invariants ------------------------------------------------------------------
+    def check_listing(self, infos: list[object], expected: list[str], call: str) -> None:
+        for info in infos:
+            if not isinstance(info, SessionInfo):
+                raise RuleViolation("LIST-001", f"{call} returned {info!r}, not a SessionInfo")
+        listed = [info.id for info in infos if isinstance(info, SessionInfo)]
+        expect(
+            sorted(listed) == sorted(expected),
+            "LIST-001",
+            f"{call} listed {sorted(listed)}; the existing sessions are {sorted(expected)}",
+        )
+        typed = [info for info in infos if isinstance(info, SessionInfo)]
+        check_list_order(typed, call)
+        by_id = {info.id: info.mtime for info in typed}
+        for a, b in itertools.combinations(expected, 2):
+            later, earlier = (a, b) if self.model.modified_at(a) > self.model.modified_at(b) else (b, a)
+            if by_id[later] < by_id[earlier]:
+                message = (f"{call}: {later!r} was modified after {earlier!r} but has an earlier mtime "
+                           f"({by_id[later]} < {by_id[earlier]})")
+                line = f"[LIST-003] {message}"
+                if line not in self.env.warnings:
+                    self.env.warnings.append(line)
+
+    @invariant()
+    def logs_match_model(self) -> None:
+        """Every session's full log equals the model's (SEQ-*, EVENT-001, ID-002)."""
+        open_handles = [i for i, mh in enumerate(self.model_handles) if not mh.closed]
+        if not open_handles:
+            return
+        i = open_handles[-1]
+        cp = self.handles[i]
+        for session_id in CONFUSABLE_IDS:
+            call = f"handle {i}: read({session_id!r})"
+            got = self.run(run_backend(lambda sid=session_id: read_all(cp, sid)))
+            if isinstance(got, Err):
+                raise RuleViolation("READ-001", f"{call} raised {type(got.error).__name__}: {got.error}")
+            compare_log(got.value, self.model.log(session_id), session_id, call, self.origin)
+        listing = self.run(run_backend(cp.list_sessions))
+        if isinstance(listing, Err):
+            raise RuleViolation("LIST-001", f"handle {i}: list_sessions() raised {listing.error!r}")
+        self.check_listing(list(listing.value), self.model.session_ids(), f"handle {i}: list_sessions()")
+
+    def teardown(self) -> None:
+        try:
+            for cp in self.handles:
+                self.run(run_backend(cp.close))
+        finally:
+            self.loop.close()
+            shutil.rmtree(self.path, ignore_errors=True)
+
+
+_INVALID_ARGUMENTS: dict[str, list[str]] = {
+    "append": ["session_id", "events", "expected_head"],
+    "read": ["session_id", "since_seq"],
+    "head": ["session_id"],
+    "delete": ["session_id"],
+    "truncate": ["session_id", "to_seq", "expected_head"],
+}
+_INVALID_VALUES: dict[str, st.SearchStrategy[object]] = {
+    "session_id": invalid_session_ids(),
+    "events": invalid_events_arguments(),
+    "expected_head": invalid_seqs(),
+    "since_seq": invalid_seqs(),
+    "to_seq": invalid_seqs(),
+}
+
+
+def make_machine(env: MachineEnv) -> type[CheckpointerMachine]:
+    """A machine class bound to one backend (Hypothesis instantiates it per example)."""
+    return type("CheckpointerMachine", (CheckpointerMachine,), {"env": env})
