@@ -65,6 +65,7 @@ def property_settings(h: Harness) -> settings:
         database=None,
         derandomize=False,
         print_blob=True,
+        report_multiple_bugs=False,
         suppress_health_check=list(HealthCheck),
     )
 
