@@ -1,0 +1,222 @@
+"""The filesystem port: every byte the file backend reads or writes goes through here.
+
+`FileSystem` is the small set of operations the file backend needs (open, read,
+write, fsync, rename, unlink, directory fsync, stat, listdir, lock). The backend
+never calls ``os`` for store I/O itself, so a test or a crash-injection harness
+can substitute its own implementation: one that records calls, fails at a chosen
+step, or keeps a volatile and a durable image of each file to simulate power loss.
+
+`OsFileSystem` is the default and the only one shipped: the real POSIX file
+system. Paths are ``str`` and file descriptors are ``int``, but an implementation
+may hand out any ints it likes as descriptors, as long as it accepts them back.
+
+Semantics an implementation must keep, because the backend's correctness rests on them:
+
+* ``write`` either writes all of ``data`` or raises; bytes written before the
+  error may remain (the backend cuts them off itself).
+* ``fsync`` makes the file's data and size durable; ``fsync_dir`` makes the
+  directory's entries (files created, renamed or removed in it) durable.
+* ``rename`` atomically replaces ``dst``; open descriptors of the old ``dst``
+  keep reading the old content.
+* ``lock`` is an exclusive advisory lock owned by the *open file description*:
+  two descriptors opened separately exclude each other, even in one process, and
+  closing an unrelated descriptor of the same file does not release it (BSD
+  ``flock`` semantics, not POSIX ``lockf``).
+* ``stat``/``fstat`` report an identity that stays unique while any descriptor
+  of the file is open, so "same identity" means "same file".
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import sys
+from typing import NamedTuple, Protocol
+
+import fcntl
+
+__all__ = ["FileStat", "FileSystem", "OsFileSystem"]
+
+
+class FileStat(NamedTuple):
+    """What the backend needs to know about a file: which one it is, and how long."""
+
+    identity: tuple[int, int]
+    """(device, inode) or any pair that is unique while the file is open."""
+    size: int
+
+
+class FileSystem(Protocol):
+    """The I/O operations of the file backend. See the module docstring for the guarantees."""
+
+    def open(self, path: str, *, create: bool = False, truncate: bool = False) -> int:
+        """Open ``path`` for reading and writing; FileNotFoundError if it is missing and not ``create``."""
+        ...
+
+    def close(self, fd: int) -> None:
+        """Close a descriptor (releasing its lock if it holds one)."""
+        ...
+
+    def dup(self, fd: int) -> int:
+        """A second descriptor for the same open file description."""
+        ...
+
+    def read(self, fd: int, size: int, offset: int) -> bytes:
+        """Up to ``size`` bytes at ``offset``; fewer only at end of file."""
+        ...
+
+    def write(self, fd: int, data: bytes, offset: int) -> None:
+        """Write all of ``data`` at ``offset`` or raise."""
+        ...
+
+    def truncate(self, fd: int, size: int) -> None:
+        """Cut the file to ``size`` bytes."""
+        ...
+
+    def fsync(self, fd: int) -> None:
+        """Make the file's data and size durable."""
+        ...
+
+    def fsync_dir(self, path: str) -> None:
+        """Make the entries of the directory ``path`` durable."""
+        ...
+
+    def rename(self, src: str, dst: str) -> None:
+        """Atomically replace ``dst`` by ``src``."""
+        ...
+
+    def unlink(self, path: str) -> None:
+        """Remove a file; FileNotFoundError if it is missing."""
+        ...
+
+    def stat(self, path: str) -> FileStat | None:
+        """Identity and size of ``path``, or None if it does not exist."""
+        ...
+
+    def fstat(self, fd: int) -> FileStat:
+        """Identity and size of an open file."""
+        ...
+
+    def listdir(self, path: str) -> list[str]:
+        """The names in a directory, in no particular order."""
+        ...
+
+    def mkdir(self, path: str) -> None:
+        """Create a directory; do nothing if it exists."""
+        ...
+
+    def lock(self, fd: int, *, blocking: bool) -> bool:
+        """Take the exclusive lock of ``fd``'s open file description.
+
+        Returns False instead of waiting when ``blocking`` is False and another
+        description holds it.
+        """
+        ...
+
+    def unlock(self, fd: int) -> None:
+        """Release the lock taken by `lock`."""
+        ...
+
+
+class OsFileSystem:
+    """The real file system, through ``os`` and ``fcntl`` (POSIX only).
+
+    ``fsync`` uses ``fdatasync`` where the platform has it: it flushes the data and
+    the size, which is all a log needs, and skips the timestamps. On macOS it uses
+    ``F_FULLFSYNC``, because plain ``fsync`` there does not flush the drive's cache.
+    """
+
+    _full_fsync: int | None = getattr(fcntl, "F_FULLFSYNC", None) if sys.platform == "darwin" else None
+
+    def open(self, path: str, *, create: bool = False, truncate: bool = False) -> int:
+        flags = os.O_RDWR | getattr(os, "O_CLOEXEC", 0)
+        if create:
+            flags |= os.O_CREAT
+        if truncate:
+            flags |= os.O_TRUNC
+        return os.open(path, flags, 0o644)
+
+    def close(self, fd: int) -> None:
+        os.close(fd)
+
+    def dup(self, fd: int) -> int:
+        return os.dup(fd)
+
+    def read(self, fd: int, size: int, offset: int) -> bytes:
+        data = os.pread(fd, size, offset)
+        if len(data) == size or not data:
+            return data
+        # pread on a regular file returns short only at end of file, but nothing
+        # in POSIX promises that; keep reading until EOF or the full size.
+        parts = [data]
+        got = len(data)
+        while got < size:
+            more = os.pread(fd, size - got, offset + got)
+            if not more:
+                break
+            parts.append(more)
+            got += len(more)
+        return b"".join(parts)
+
+    def write(self, fd: int, data: bytes, offset: int) -> None:
+        view = memoryview(data)
+        while view:
+            written = os.pwrite(fd, view, offset)
+            view = view[written:]
+            offset += written
+
+    def truncate(self, fd: int, size: int) -> None:
+        os.ftruncate(fd, size)
+
+    def fsync(self, fd: int) -> None:
+        if self._full_fsync is not None:
+            fcntl.fcntl(fd, self._full_fsync)
+        elif hasattr(os, "fdatasync"):
+            os.fdatasync(fd)
+        else:  # pragma: no cover - platforms without fdatasync
+            os.fsync(fd)
+
+    def fsync_dir(self, path: str) -> None:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def rename(self, src: str, dst: str) -> None:
+        os.rename(src, dst)
+
+    def unlink(self, path: str) -> None:
+        os.unlink(path)
+
+    def stat(self, path: str) -> FileStat | None:
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            return None
+        return FileStat((st.st_dev, st.st_ino), st.st_size)
+
+    def fstat(self, fd: int) -> FileStat:
+        st = os.fstat(fd)
+        return FileStat((st.st_dev, st.st_ino), st.st_size)
+
+    def listdir(self, path: str) -> list[str]:
+        return os.listdir(path)
+
+    def mkdir(self, path: str) -> None:
+        try:
+            os.mkdir(path)
+        except FileExistsError:
+            pass
+
+    def lock(self, fd: int, *, blocking: bool) -> bool:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX if blocking else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if not blocking and exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                return False
+            raise
+        return True
+
+    def unlock(self, fd: int) -> None:
+        fcntl.flock(fd, fcntl.LOCK_UN)
