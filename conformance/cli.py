@@ -39,17 +39,50 @@ _STYLE = {
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="checkpointspec", description="Conformance kit for checkpointers.")
+    parser = argparse.ArgumentParser(
+        prog="checkpointspec", description="Conformance kit for checkpointers."
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="run the kit against a backend")
-    run.add_argument("backend", help="memory, file, sqlite, or module:function returning a Checkpointer")
-    run.add_argument("--profile", choices=sorted(PROFILES), default="default", help="how hard to try (default: default)")
-    run.add_argument("--seed", type=int, help="seed for every random choice; printed with each failure")
-    run.add_argument("-n", "--workers", type=int, default=1, help="run checks in this many processes")
-    run.add_argument("--only", action="append", default=[], metavar="CHECK_OR_RULE", help="run only checks whose name starts with this or that verify this rule (repeatable)")
-    run.add_argument("--xfail", action="append", default=[], metavar="RULE", help="a rule expected to fail; it is an error if it passes (repeatable)")
-    run.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="backend option passed in BackendContext.options (repeatable)")
-    run.add_argument("--report", type=Path, metavar="FILE.json", help="write the machine-readable report")
+    run.add_argument(
+        "backend", help="memory, file, sqlite, or module:function returning a Checkpointer"
+    )
+    run.add_argument(
+        "--profile",
+        choices=sorted(PROFILES),
+        default="default",
+        help="how hard to try (default: default)",
+    )
+    run.add_argument(
+        "--seed", type=int, help="seed for every random choice; printed with each failure"
+    )
+    run.add_argument(
+        "-n", "--workers", type=int, default=1, help="run checks in this many processes"
+    )
+    run.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="CHECK_OR_RULE",
+        help="run only checks whose name starts with this or that verify this rule (repeatable)",
+    )
+    run.add_argument(
+        "--xfail",
+        action="append",
+        default=[],
+        metavar="RULE",
+        help="a rule expected to fail; it is an error if it passes (repeatable)",
+    )
+    run.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="backend option passed in BackendContext.options (repeatable)",
+    )
+    run.add_argument(
+        "--report", type=Path, metavar="FILE.json", help="write the machine-readable report"
+    )
     run.add_argument("--junit", type=Path, metavar="FILE.xml", help="write a JUnit XML report")
     run.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     commands.add_parser("rules", help="print the rule catalog")
@@ -67,7 +100,9 @@ def _options(pairs: Sequence[str]) -> dict[str, str]:
 
 
 def _rules_table(report: KitReport) -> Table:
-    table = Table(title=f"checkpointspec · {report.backend} · profile {report.profile} · seed {report.seed}")
+    table = Table(
+        title=f"checkpointspec · {report.backend} · profile {report.profile} · seed {report.seed}"
+    )
     table.add_column("rule", no_wrap=True)
     table.add_column("", no_wrap=True)
     table.add_column("status", no_wrap=True)
@@ -103,8 +138,13 @@ def _summary(report: KitReport) -> str:
 
 def _run(args: argparse.Namespace, console: Console) -> int:
     progress = Progress(
-        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        TextColumn("{task.fields[last]}"), console=console, disable=args.quiet or not console.is_terminal,
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[last]}"),
+        console=console,
+        disable=args.quiet or not console.is_terminal,
     )
     task = progress.add_task(f"checking {args.backend}", total=None, last="")
 
@@ -116,8 +156,15 @@ def _run(args: argparse.Namespace, console: Console) -> int:
 
     with progress:
         report = run_kit(
-            args.backend, profile=args.profile, seed=args.seed, workers=args.workers, only=args.only,
-            expected_failures=args.xfail, options=_options(args.option), on_result=finished, on_start=started,
+            args.backend,
+            profile=args.profile,
+            seed=args.seed,
+            workers=args.workers,
+            only=args.only,
+            expected_failures=args.xfail,
+            options=_options(args.option),
+            on_result=finished,
+            on_start=started,
         )
     console.print(_rules_table(report))
     _print_failures(console, report)
@@ -139,7 +186,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         for column in ("rule", "", "needs", "title"):
             table.add_column(column)
         for r in RULES:
-            table.add_row(r.id, r.strength.value, r.capability.value if r.capability else "", r.title)
+            table.add_row(
+                r.id, r.strength.value, r.capability.value if r.capability else "", r.title
+            )
         console.print(table)
         return 0
     try:

@@ -9,7 +9,6 @@ name, so it must be importable from a fresh interpreter.
 from __future__ import annotations
 
 import importlib
-import inspect
 from collections.abc import Awaitable
 from typing import cast
 
@@ -17,7 +16,13 @@ import msgspec
 
 from ..spec import BackendContext, BackendFactory, Checkpointer
 
-__all__ = ["BUILTIN_BACKENDS", "BackendLoadError", "BackendRef", "open_checkpointer", "resolve_backend"]
+__all__ = [
+    "BUILTIN_BACKENDS",
+    "BackendLoadError",
+    "BackendRef",
+    "open_checkpointer",
+    "resolve_backend",
+]
 
 BUILTIN_BACKENDS: dict[str, str] = {
     "memory": "checkpointspec.backends.memory:make",
@@ -68,6 +73,7 @@ def resolve_backend(name: str) -> BackendRef:
 async def open_checkpointer(factory: BackendFactory, ctx: BackendContext) -> Checkpointer:
     """Call the factory and await its result if needed."""
     made = factory(ctx)
-    if inspect.isawaitable(made):
-        made = await cast(Awaitable[Checkpointer], made)
-    return cast(Checkpointer, made)
+    if isinstance(made, Awaitable):
+        opened: Checkpointer = await made
+        return opened
+    return made

@@ -18,7 +18,6 @@ from ..spec import (
     Capability,
     Checkpointer,
     Codec,
-    SessionEvent,
     StoredEvent,
     UserPrompt,
 )
@@ -106,6 +105,6 @@ class Harness:
         self._handles.clear()
 
     @staticmethod
-    def prompt(text: str) -> SessionEvent:
+    def prompt(text: str) -> UserPrompt:
         """A small event; checks use unique texts so every event is recognisable."""
         return UserPrompt(text)

@@ -8,6 +8,7 @@ defines that error, and so on.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Generic, TypeVar
@@ -115,15 +116,15 @@ def rule_for_expected_error(operation: str, error: BaseException) -> str:
     return PRIMARY_RULE[operation]
 
 
-def _describe(outcome: Ok[T] | Err) -> str:
+def _describe(outcome: object) -> str:
     if isinstance(outcome, Err):
         return f"raised {type(outcome.error).__name__}: {outcome.error}"
-    return f"returned {outcome.value!r}"
+    if isinstance(outcome, Ok):
+        return f"returned {outcome.value!r}"
+    return repr(outcome)
 
 
-def compare_outcomes(
-    operation: str, actual: Ok[T] | Err, expected: Ok[T] | Err, call: str
-) -> None:
+def compare_outcomes(operation: str, actual: object, expected: object, call: str) -> None:
     """Errors must match in type and facts; values are compared by the caller."""
     if isinstance(expected, Err):
         want = expected.error
@@ -256,8 +257,10 @@ def compare_log(
     got = [s.seq for s in actual]
     want = [e.seq for e in expected]
     if got != want:
-        contiguous = all(b == a + 1 for a, b in zip(got, got[1:], strict=False))
-        rule_id = "SEQ-001" if not contiguous or (got and want and got[0] != want[0]) else "READ-001"
+        contiguous = all(b == a + 1 for a, b in itertools.pairwise(got))
+        rule_id = (
+            "SEQ-001" if not contiguous or (got and want and got[0] != want[0]) else "READ-001"
+        )
         raise RuleViolation(rule_id, f"{call} yielded seqs {got}; expected {want}")
     for stored, model in zip(actual, expected, strict=True):
         expect(
@@ -280,7 +283,7 @@ def compare_log(
 
 def check_list_order(infos: Sequence[SessionInfo], call: str) -> None:
     """LIST-002: mtime descending, ties by id ascending."""
-    for before, after in zip(infos, infos[1:], strict=False):
+    for before, after in itertools.pairwise(infos):
         ordered = before.mtime > after.mtime or (
             before.mtime == after.mtime and before.id < after.id
         )

@@ -10,7 +10,7 @@ __all__ = ["PROFILES", "Profile"]
 class Profile(msgspec.Struct, frozen=True):
     """Budgets for one run.
 
-    ``stateful_examples`` × ``stateful_steps`` bound the model-based machine;
+    ``stateful_examples`` times ``stateful_steps`` bound the model-based machine;
     ``property_examples`` bounds each property check; ``process_rounds`` the
     multi-process and kill checks.
     """
@@ -23,7 +23,17 @@ class Profile(msgspec.Struct, frozen=True):
 
 
 PROFILES: dict[str, Profile] = {
-    "quick": Profile("quick", stateful_examples=40, stateful_steps=30, property_examples=40, process_rounds=2),
-    "default": Profile("default", stateful_examples=150, stateful_steps=50, property_examples=150, process_rounds=5),
-    "thorough": Profile("thorough", stateful_examples=1000, stateful_steps=80, property_examples=1000, process_rounds=30),
+    "quick": Profile(
+        "quick", stateful_examples=40, stateful_steps=30, property_examples=40, process_rounds=2
+    ),
+    "default": Profile(
+        "default", stateful_examples=150, stateful_steps=50, property_examples=150, process_rounds=5
+    ),
+    "thorough": Profile(
+        "thorough",
+        stateful_examples=1000,
+        stateful_steps=80,
+        property_examples=1000,
+        process_rounds=30,
+    ),
 }

@@ -27,11 +27,34 @@ __all__ = ["CheckItem", "KitCollector"]
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("checkpointspec", "checkpointer conformance kit")
-    group.addoption("--checkpointer", metavar="BACKEND", help="run the kit against BACKEND (memory, file, sqlite or module:function)")
-    group.addoption("--checkpointer-profile", choices=sorted(PROFILES), default="quick", help="kit profile (default: quick)")
-    group.addoption("--checkpointer-seed", type=int, default=None, help="seed for the kit's random choices")
-    group.addoption("--checkpointer-only", action="append", default=[], metavar="CHECK_OR_RULE", help="run only these checks or rules")
-    group.addoption("--checkpointer-option", action="append", default=[], metavar="KEY=VALUE", help="backend option (repeatable)")
+    group.addoption(
+        "--checkpointer",
+        metavar="BACKEND",
+        help="run the kit against BACKEND (memory, file, sqlite or module:function)",
+    )
+    group.addoption(
+        "--checkpointer-profile",
+        choices=sorted(PROFILES),
+        default="quick",
+        help="kit profile (default: quick)",
+    )
+    group.addoption(
+        "--checkpointer-seed", type=int, default=None, help="seed for the kit's random choices"
+    )
+    group.addoption(
+        "--checkpointer-only",
+        action="append",
+        default=[],
+        metavar="CHECK_OR_RULE",
+        help="run only these checks or rules",
+    )
+    group.addoption(
+        "--checkpointer-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="backend option (repeatable)",
+    )
 
 
 class CheckFailed(Exception):
@@ -45,7 +68,9 @@ class CheckFailed(Exception):
 class KitCollector(pytest.Collector):
     """Collects one item per kit check for the configured backend."""
 
-    def __init__(self, *, backend: BackendRef, probe: BackendProbe, seed: int, **kwargs: object) -> None:
+    def __init__(
+        self, *, backend: BackendRef, probe: BackendProbe, seed: int, **kwargs: object
+    ) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.backend = backend
         self.probe = probe
@@ -72,13 +97,23 @@ class CheckItem(pytest.Item):
         options = _options(self.config.getoption("checkpointer_option"))
         profile = PROFILES[self.config.getoption("checkpointer_profile")]
         with tempfile.TemporaryDirectory(prefix="checkpointspec-") as root:
-            result = run_check(self.kit_check, parent.backend, parent.probe, profile, parent.seed, Path(root), options)
+            result = run_check(
+                self.kit_check,
+                parent.backend,
+                parent.probe,
+                profile,
+                parent.seed,
+                Path(root),
+                options,
+            )
         if result.status == "skipped":
             pytest.skip(result.reason)
         if result.status == "failed":
             raise CheckFailed(result)
 
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: object = None) -> str:
+    def repr_failure(
+        self, excinfo: pytest.ExceptionInfo[BaseException], style: object = None
+    ) -> str:
         if isinstance(excinfo.value, CheckFailed):
             result = excinfo.value.result
             return f"rule {result.violated_rule} violated\n{result.detail}\nreplay: {result.replay}"
@@ -99,10 +134,14 @@ def _options(pairs: list[str]) -> dict[str, str]:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "checkpointspec_rule(rule_id): the kit rule a check verifies")
+    config.addinivalue_line(
+        "markers", "checkpointspec_rule(rule_id): the kit rule a check verifies"
+    )
 
 
-def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(
+    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+) -> None:
     name = config.getoption("checkpointer")
     if not name:
         return
@@ -114,7 +153,9 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     seed = config.getoption("checkpointer_seed")
     if seed is None:
         seed = random.SystemRandom().randrange(2**31)
-    collector = KitCollector.from_parent(session, name=f"checkpointspec[{name}]", backend=backend, probe=probe, seed=seed)
+    collector = KitCollector.from_parent(
+        session, name=f"checkpointspec[{name}]", backend=backend, probe=probe, seed=seed
+    )
     items.extend(collector.collect())
 
 

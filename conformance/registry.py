@@ -20,7 +20,8 @@ if TYPE_CHECKING:
 
 __all__ = ["CHECKS", "Check", "CheckFunc", "check"]
 
-CheckFunc = Callable[["Harness"], Awaitable[None]]
+CheckFunc = Callable[["Harness"], Awaitable[None] | None]
+"""A check: async (runs on the runner's event loop) or sync (owns its loops, e.g. Hypothesis)."""
 
 
 class Check(msgspec.Struct, frozen=True):

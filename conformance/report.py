@@ -92,9 +92,14 @@ def _rule_verdict(
     failures = [r for r in results if r.status == "failed" and r.violated_rule == rule.id]
     completed = [r for r in results if r.status == "passed"]
     capability = rule.capability.value if rule.capability else None
-    base = {"id": rule.id, "strength": rule.strength, "capability": capability, "title": rule.title, "checks": names}
+
+    def verdict(status: RuleStatus, reason: str = "", first_failure: str = "") -> RuleResult:
+        return RuleResult(
+            rule.id, rule.strength, capability, rule.title, status, names, reason, first_failure
+        )
+
     if capability is not None and capability not in capabilities:
-        return RuleResult(**base, status="skipped", reason=f"the backend does not declare {capability}")
+        return verdict("skipped", f"the backend does not declare {capability}")
     if failures:
         first = failures[0]
         status: RuleStatus
@@ -102,24 +107,23 @@ def _rule_verdict(
             status = "xfailed"
         else:
             status = "failed" if rule.strength is Strength.MUST else "warning"
-        return RuleResult(**base, status=status, reason=f"{first.name}", first_failure=first.detail)
+        return verdict(status, f"{first.name}", first.detail)
     warned = [w for r in results for w in r.warnings if w.startswith(f"[{rule.id}]")]
     if warned:
-        return RuleResult(**base, status="warning", reason="SHOULD rule not met", first_failure=warned[0])
+        return verdict("warning", "SHOULD rule not met", warned[0])
     if completed:
         if rule.id in expected_failures:
-            return RuleResult(**base, status="xpassed", reason="listed as an expected failure, but it passed")
-        return RuleResult(**base, status="passed")
+            return verdict("xpassed", "listed as an expected failure, but it passed")
+        return verdict("passed")
     skipped = [r for r in results if r.status == "skipped"]
     if skipped and len(skipped) == len(results):
-        return RuleResult(**base, status="skipped", reason=skipped[0].reason)
+        return verdict("skipped", skipped[0].reason)
     if not results:
-        return RuleResult(**base, status="not_checked", reason="no check selected for this rule")
+        return verdict("not_checked", "no check selected for this rule")
     other = next(r for r in results if r.status == "failed")
-    return RuleResult(
-        **base,
-        status="not_checked",
-        reason=f"{other.name} stopped on {other.violated_rule} before reaching this rule",
+    return verdict(
+        "not_checked",
+        f"{other.name} stopped on {other.violated_rule} before reaching this rule",
     )
 
 
@@ -140,7 +144,9 @@ def summarise_rules(
         if result.violated_rule is not None and result.violated_rule not in result.rules:
             by_rule[result.violated_rule].append(result)
     declared = frozenset(capabilities)
-    return tuple(_rule_verdict(rule, by_rule[rule.id], expected_failures, declared) for rule in RULES)
+    return tuple(
+        _rule_verdict(rule, by_rule[rule.id], expected_failures, declared) for rule in RULES
+    )
 
 
 def exit_status_for(rules: Iterable[RuleResult]) -> int:
@@ -150,7 +156,8 @@ def exit_status_for(rules: Iterable[RuleResult]) -> int:
 
 def to_json(report: KitReport) -> bytes:
     """The report as indented JSON."""
-    return msgspec.json.format(msgspec.json.encode(report), indent=2)
+    formatted: bytes = msgspec.json.format(msgspec.json.encode(report), indent=2)
+    return formatted
 
 
 def to_junit(report: KitReport) -> bytes:
@@ -167,15 +174,22 @@ def to_junit(report: KitReport) -> bytes:
     )
     for result in report.checks:
         case = ET.SubElement(
-            suite, "testcase", classname=result.rules[0], name=result.name, time=f"{result.duration:.3f}"
+            suite,
+            "testcase",
+            classname=result.rules[0],
+            name=result.name,
+            time=f"{result.duration:.3f}",
         )
         if result.status == "failed":
             failure = ET.SubElement(
-                case, "failure", message=f"[{result.violated_rule}] {result.detail.splitlines()[0] if result.detail else ''}"
+                case,
+                "failure",
+                message=f"[{result.violated_rule}] {result.detail.splitlines()[0] if result.detail else ''}",
             )
             failure.text = f"{result.detail}\n\nreplay: {result.replay}"
         elif result.status == "skipped":
             ET.SubElement(case, "skipped", message=result.reason)
     suites = ET.Element("testsuites")
     suites.append(suite)
-    return ET.tostring(suites, encoding="utf-8", xml_declaration=True)
+    xml: bytes = ET.tostring(suites, encoding="utf-8", xml_declaration=True)
+    return xml

@@ -53,7 +53,9 @@ def probe_backend(backend: BackendRef, options: dict[str, str] | None = None) ->
     scratch = Path(tempfile.mkdtemp(prefix="checkpointspec-probe-"))
 
     async def probe() -> BackendProbe:
-        cp = await open_checkpointer(factory, BackendContext(path=scratch, options=dict(options or {})))
+        cp = await open_checkpointer(
+            factory, BackendContext(path=scratch, options=dict(options or {}))
+        )
         try:
             capabilities = frozenset(Capability(c) for c in cp.capabilities)
             return BackendProbe(capabilities, isinstance(cp, StoreHooks))
@@ -65,7 +67,9 @@ def probe_backend(backend: BackendRef, options: dict[str, str] | None = None) ->
     except BackendLoadError:
         raise
     except Exception as exc:
-        raise BackendLoadError(f"the factory {backend.target} failed: {type(exc).__name__}: {exc}") from exc
+        raise BackendLoadError(
+            f"the factory {backend.target} failed: {type(exc).__name__}: {exc}"
+        ) from exc
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -87,10 +91,13 @@ def _skip_reason(check: Check, probe: BackendProbe) -> str | None:
     missing = sorted(check.needs - probe.capabilities)
     if missing:
         return "; ".join(
-            f"needs {c.name} ({CAPABILITY_REASONS[c]}), which the backend does not declare" for c in missing
+            f"needs {c.name} ({CAPABILITY_REASONS[c]}), which the backend does not declare"
+            for c in missing
         )
     if check.hooks and not probe.has_hooks:
-        return "needs StoreHooks (mark_newer_schema, damage_store), which the backend does not offer"
+        return (
+            "needs StoreHooks (mark_newer_schema, damage_store), which the backend does not offer"
+        )
     return None
 
 
@@ -121,28 +128,44 @@ def run_check(
         else:
             check.func(harness)
     except CheckSkipped as skip:
-        return CheckResult(check.name, check.rules, "skipped", time.perf_counter() - started, reason=str(skip))
+        return CheckResult(
+            check.name, check.rules, "skipped", time.perf_counter() - started, reason=str(skip)
+        )
     except RuleViolation as violation:
         detail = str(violation)
         steps = getattr(violation, "__notes__", None)
         if steps:
             detail += "\n" + "\n".join(steps)
         return CheckResult(
-            check.name, check.rules, "failed", time.perf_counter() - started,
-            violated_rule=violation.rule_id, detail=detail, replay=replay,
+            check.name,
+            check.rules,
+            "failed",
+            time.perf_counter() - started,
+            violated_rule=violation.rule_id,
+            detail=detail,
+            replay=replay,
         )
     except Exception as exc:
         detail = f"unexpected {type(exc).__name__}: {exc}\n" + "".join(
             traceback.format_exception(exc, limit=-6)
         )
         return CheckResult(
-            check.name, check.rules, "failed", time.perf_counter() - started,
-            violated_rule=check.rule_id, detail=detail, replay=replay,
+            check.name,
+            check.rules,
+            "failed",
+            time.perf_counter() - started,
+            violated_rule=check.rule_id,
+            detail=detail,
+            replay=replay,
         )
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     return CheckResult(
-        check.name, check.rules, "passed", time.perf_counter() - started, warnings=tuple(harness.warnings)
+        check.name,
+        check.rules,
+        "passed",
+        time.perf_counter() - started,
+        warnings=tuple(harness.warnings),
     )
 
 
@@ -156,7 +179,12 @@ async def _run_async(check: Check, harness: Harness) -> None:
 
 
 def _run_in_worker(
-    name: str, backend: BackendRef, probe: BackendProbe, profile: Profile, seed: int, root: str,
+    name: str,
+    backend: BackendRef,
+    probe: BackendProbe,
+    profile: Profile,
+    seed: int,
+    root: str,
     options: dict[str, str],
 ) -> CheckResult:
     return run_check(CHECKS[name], backend, probe, profile, seed, Path(root), options)
@@ -194,7 +222,9 @@ def run_kit(
         if workers > 1:
             with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
                 futures = [
-                    pool.submit(_run_in_worker, c.name, backend, probe, chosen, run_seed, str(root), opts)
+                    pool.submit(
+                        _run_in_worker, c.name, backend, probe, chosen, run_seed, str(root), opts
+                    )
                     for c in selected
                 ]
                 for future in as_completed(futures):

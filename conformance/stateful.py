@@ -19,9 +19,10 @@ from __future__ import annotations
 import asyncio
 import itertools
 import shutil
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from functools import partial
 from pathlib import Path
-from typing import ClassVar, TypeVar
+from typing import ClassVar, TypeVar, cast
 
 import msgspec
 from hypothesis import note
@@ -31,9 +32,10 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from ..spec import (
     BackendContext,
     Capability,
-    Checkpointer,
     CheckpointConflictError,
+    Checkpointer,
     Codec,
+    GenerationalCheckpointer,
     ModelEvent,
     ModelHandle,
     SessionEvent,
@@ -61,6 +63,8 @@ from .violations import RuleViolation, expect
 __all__ = ["MachineEnv", "make_machine"]
 
 T = TypeVar("T")
+A = TypeVar("A")
+M = TypeVar("M")
 
 MAX_HANDLES = 4
 CURRENT = "current"  # expected head/generation: whatever the model says it is now
@@ -119,18 +123,22 @@ class CheckpointerMachine(RuleBasedStateMachine):
         return i, self.handles[i], self.model_handles[i]
 
     def compare(
-        self, operation: str, call: str, backend: Callable[[], Awaitable[T]], model: Callable[[], T]
-    ) -> tuple[Ok[T] | Err, Ok[T] | Err]:
+        self, operation: str, call: str, backend: Callable[[], Awaitable[A]], model: Callable[[], M]
+    ) -> tuple[Ok[A] | Err, Ok[M] | Err]:
         expected = run_model(model)
         actual = self.run(run_backend(backend))
-        note(f"{call} -> {'error ' + type(actual.error).__name__ if isinstance(actual, Err) else actual.value!r}")
+        note(
+            f"{call} -> {'error ' + type(actual.error).__name__ if isinstance(actual, Err) else actual.value!r}"
+        )
         compare_outcomes(operation, actual, expected, call)
         return actual, expected
 
     def new_batch(self, kinds: list[str]) -> list[SessionEvent]:
         return [make_event(kind, f"e{next(self.markers)}") for kind in kinds]
 
-    def resolve(self, expected: int | str | None, session_id: str, generation: bool = False) -> int | None:
+    def resolve(
+        self, expected: int | str | None, session_id: str, generation: bool = False
+    ) -> int | None:
         if expected != CURRENT:
             return expected if not isinstance(expected, str) else None
         if generation:
@@ -164,18 +172,30 @@ class CheckpointerMachine(RuleBasedStateMachine):
         want = self.resolve(expected, session_id)
         call = f"handle {i}: append({session_id!r}, {len(batch)} events, expected_head={want})"
         actual, model = self.compare(
-            "append", call, lambda: cp.append(session_id, batch, want), lambda: mh.append(session_id, batch, want)
+            "append",
+            call,
+            lambda: cp.append(session_id, batch, want),
+            lambda: mh.append(session_id, batch, want),
         )
         if isinstance(model, Ok):
             self.record(session_id, batch)
             assert isinstance(actual, Ok)
-            expect(actual.value == model.value, "SEQ-003", f"{call} returned {actual.value}; the new head is {model.value}")
+            expect(
+                actual.value == model.value,
+                "SEQ-003",
+                f"{call} returned {actual.value}; the new head is {model.value}",
+            )
 
     @rule(h=_handle_index, session_id=_session, since=_seq)
     def read(self, h: int, session_id: str, since: int) -> None:
         i, cp, mh = self.pick(h)
         call = f"handle {i}: read({session_id!r}, since_seq={since})"
-        actual, model = self.compare("read", call, lambda: read_all(cp, session_id, since), lambda: mh.read(session_id, since))
+        actual, model = self.compare(
+            "read",
+            call,
+            lambda: read_all(cp, session_id, since),
+            lambda: mh.read(session_id, since),
+        )
         if isinstance(actual, Ok) and isinstance(model, Ok):
             compare_log(actual.value, model.value, session_id, call, self.origin)
 
@@ -183,9 +203,15 @@ class CheckpointerMachine(RuleBasedStateMachine):
     def head(self, h: int, session_id: str) -> None:
         i, cp, mh = self.pick(h)
         call = f"handle {i}: head({session_id!r})"
-        actual, model = self.compare("head", call, lambda: cp.head(session_id), lambda: mh.head(session_id))
+        actual, model = self.compare(
+            "head", call, lambda: cp.head(session_id), lambda: mh.head(session_id)
+        )
         if isinstance(actual, Ok) and isinstance(model, Ok):
-            expect(actual.value == model.value, "HEAD-001", f"{call} returned {actual.value}; expected {model.value}")
+            expect(
+                actual.value == model.value,
+                "HEAD-001",
+                f"{call} returned {actual.value}; expected {model.value}",
+            )
 
     @rule(h=_handle_index)
     def list_sessions(self, h: int) -> None:
@@ -200,7 +226,9 @@ class CheckpointerMachine(RuleBasedStateMachine):
         i, cp, mh = self.pick(h)
         before = self.model.log(session_id)
         call = f"handle {i}: delete({session_id!r})"
-        _, model = self.compare("delete", call, lambda: cp.delete(session_id), lambda: mh.delete(session_id))
+        _, model = self.compare(
+            "delete", call, lambda: cp.delete(session_id), lambda: mh.delete(session_id)
+        )
         if isinstance(model, Ok):
             self.mark(session_id, before, "deleted")
 
@@ -213,35 +241,58 @@ class CheckpointerMachine(RuleBasedStateMachine):
         call = f"handle {i}: truncate({session_id!r}, {to_seq}, expected_head={want})"
         before = self.model.log(session_id)
         actual, model = self.compare(
-            "truncate", call, lambda: cp.truncate(session_id, to_seq, want), lambda: mh.truncate(session_id, to_seq, want)
+            "truncate",
+            call,
+            lambda: cp.truncate(session_id, to_seq, want),
+            lambda: mh.truncate(session_id, to_seq, want),
         )
         if isinstance(model, Ok):
             self.mark(session_id, before[to_seq:], "truncated")
             assert isinstance(actual, Ok)
-            expect(actual.value == to_seq, "TRUNC-001", f"{call} returned {actual.value}; expected {to_seq}")
+            expect(
+                actual.value == to_seq,
+                "TRUNC-001",
+                f"{call} returned {actual.value}; expected {to_seq}",
+            )
 
     @rule(h=_handle_index, session_id=_session)
     @precondition(lambda self: Capability.GENERATION in self.env.capabilities)
     def generation(self, h: int, session_id: str) -> None:
         i, cp, mh = self.pick(h)
         call = f"handle {i}: generation({session_id!r})"
-        gen = getattr(cp, "generation")  # declared by GENERATION (GenerationalCheckpointer)
-        actual, model = self.compare("generation", call, lambda: gen(session_id), lambda: mh.generation(session_id))
+        gen = cast(GenerationalCheckpointer, cp).generation  # GENERATION is declared
+        actual, model = self.compare(
+            "generation", call, lambda: gen(session_id), lambda: mh.generation(session_id)
+        )
         if isinstance(actual, Ok) and isinstance(model, Ok):
-            expect(actual.value == model.value, "GEN-001", f"{call} returned {actual.value}; expected {model.value}")
+            expect(
+                actual.value == model.value,
+                "GEN-001",
+                f"{call} returned {actual.value}; expected {model.value}",
+            )
 
-    @rule(h=_handle_index, session_id=_session, kinds=_batch, expected=_expected,
-          generation=st.just(CURRENT) | st.integers(min_value=0, max_value=3))
+    @rule(
+        h=_handle_index,
+        session_id=_session,
+        kinds=_batch,
+        expected=_expected,
+        generation=st.just(CURRENT) | st.integers(min_value=0, max_value=3),
+    )
     @precondition(lambda self: Capability.GENERATION in self.env.capabilities)
     def append_with_generation(
-        self, h: int, session_id: str, kinds: list[str], expected: int | str | None, generation: int | str
+        self,
+        h: int,
+        session_id: str,
+        kinds: list[str],
+        expected: int | str | None,
+        generation: int | str,
     ) -> None:
         i, cp, mh = self.pick(h)
         batch = self.new_batch(kinds)
         want = self.resolve(expected, session_id)
         want_gen = self.resolve(generation, session_id, generation=True)
         call = f"handle {i}: append({session_id!r}, {len(batch)} events, expected_head={want}, expected_generation={want_gen})"
-        append = getattr(cp, "append")
+        append = cast(GenerationalCheckpointer, cp).append  # GENERATION is declared
         actual, model = self.compare(
             "append",
             call,
@@ -251,9 +302,17 @@ class CheckpointerMachine(RuleBasedStateMachine):
         if isinstance(model, Ok):
             self.record(session_id, batch)
             assert isinstance(actual, Ok)
-            expect(actual.value == model.value, "SEQ-003", f"{call} returned {actual.value}; the new head is {model.value}")
+            expect(
+                actual.value == model.value,
+                "SEQ-003",
+                f"{call} returned {actual.value}; the new head is {model.value}",
+            )
 
-    @rule(h=_handle_index, operation=st.sampled_from(["append", "read", "head", "delete", "truncate"]), data=st.data())
+    @rule(
+        h=_handle_index,
+        operation=st.sampled_from(["append", "read", "head", "delete", "truncate"]),
+        data=st.data(),
+    )
     def invalid_argument(self, h: int, operation: str, data: st.DataObject) -> None:
         """ARG-001..ARG-003: bad input gives the documented error and changes nothing."""
         i, cp, mh = self.pick(h)
@@ -261,7 +320,9 @@ class CheckpointerMachine(RuleBasedStateMachine):
         value = data.draw(_INVALID_VALUES[which], label=which)
         args: dict[str, object] = {"session_id": "s1"}
         if operation == "append":
-            args.update(events=[make_event("user_prompt", f"e{next(self.markers)}")], expected_head=None)
+            args.update(
+                events=[make_event("user_prompt", f"e{next(self.markers)}")], expected_head=None
+            )
         elif operation == "read":
             args["since_seq"] = 0
         elif operation == "truncate":
@@ -281,7 +342,11 @@ class CheckpointerMachine(RuleBasedStateMachine):
 
         self.compare(operation, call, backend, model)
 
-    @rule(hs=st.lists(_handle_index, min_size=2, max_size=4), session_id=_session, use_expected=st.booleans())
+    @rule(
+        hs=st.lists(_handle_index, min_size=2, max_size=4),
+        session_id=_session,
+        use_expected=st.booleans(),
+    )
     def concurrent_appends(self, hs: list[int], session_id: str, use_expected: bool) -> None:
         """APPEND-004: racing appends never fork the log."""
         picked = [self.pick(h) for h in hs]
@@ -293,30 +358,65 @@ class CheckpointerMachine(RuleBasedStateMachine):
         call = f"{len(picked)} concurrent append({session_id!r}, 2 events, expected_head={want}) on handles {[i for i, _, _ in picked]}"
 
         async def race() -> list[Ok[int] | Err]:
-            return list(await asyncio.gather(*(run_backend(lambda cp=cp, b=b: cp.append(session_id, b, want)) for (_, cp, _), b in zip(picked, batches, strict=True))))
+            return list(
+                await asyncio.gather(
+                    *(
+                        run_backend(partial(cp.append, session_id, b, want))
+                        for (_, cp, _), b in zip(picked, batches, strict=True)
+                    )
+                )
+            )
 
         outcomes = self.run(race())
         note(f"{call} -> {outcomes}")
-        winners = [(o.value, b) for o, b in zip(outcomes, batches, strict=True) if isinstance(o, Ok)]
+        winners = [
+            (o.value, b) for o, b in zip(outcomes, batches, strict=True) if isinstance(o, Ok)
+        ]
         for outcome in outcomes:
             if isinstance(outcome, Err) and not isinstance(outcome.error, CheckpointConflictError):
-                raise RuleViolation("APPEND-004", f"{call}: one raised {type(outcome.error).__name__}: {outcome.error}")
+                raise RuleViolation(
+                    "APPEND-004",
+                    f"{call}: one raised {type(outcome.error).__name__}: {outcome.error}",
+                )
         if use_expected:
-            expect(len(winners) == 1, "APPEND-004", f"{call}: {len(winners)} appends succeeded; exactly one may")
+            expect(
+                len(winners) == 1,
+                "APPEND-004",
+                f"{call}: {len(winners)} appends succeeded; exactly one may",
+            )
             for outcome in outcomes:
                 if isinstance(outcome, Err):
                     assert isinstance(outcome.error, CheckpointConflictError)
-                    expect(outcome.error.actual != outcome.error.expected, "APPEND-002",
-                           f"{call}: a conflict reported actual == expected == {outcome.error.actual}")
+                    expect(
+                        outcome.error.actual != outcome.error.expected,
+                        "APPEND-002",
+                        f"{call}: a conflict reported actual == expected == {outcome.error.actual}",
+                    )
         else:
-            expect(len(winners) == len(picked), "APPEND-004", f"{call}: only {len(winners)} of {len(picked)} appends succeeded")
+            expect(
+                len(winners) == len(picked),
+                "APPEND-004",
+                f"{call}: only {len(winners)} of {len(picked)} appends succeeded",
+            )
         for new_head, batch in sorted(winners, key=lambda w: w[0]):
             applied = self.model.append(session_id, batch)
             self.record(session_id, batch)
-            expect(applied == new_head, "APPEND-004", f"{call}: an append returned head {new_head}; in the serial order it is {applied}")
+            expect(
+                applied == new_head,
+                "APPEND-004",
+                f"{call}: an append returned head {new_head}; in the serial order it is {applied}",
+            )
 
-    @rule(reader=_handle_index, writer=_handle_index, session_id=_session, kinds=st.lists(st.sampled_from(EVENT_KINDS), min_size=1, max_size=2), cut=st.booleans())
-    def read_during_write(self, reader: int, writer: int, session_id: str, kinds: list[str], cut: bool) -> None:
+    @rule(
+        reader=_handle_index,
+        writer=_handle_index,
+        session_id=_session,
+        kinds=st.lists(st.sampled_from(EVENT_KINDS), min_size=1, max_size=2),
+        cut=st.booleans(),
+    )
+    def read_during_write(
+        self, reader: int, writer: int, session_id: str, kinds: list[str], cut: bool
+    ) -> None:
         """READ-003: a read started before a write sees the log before or after it, never a mix."""
         (ri, rcp, rmh), (wi, wcp, wmh) = self.pick(reader), self.pick(writer)
         before = self.model.log(session_id)
@@ -338,7 +438,9 @@ class CheckpointerMachine(RuleBasedStateMachine):
 
         got = self.run(run_backend(interleave))
         if isinstance(got, Err):
-            raise RuleViolation("READ-003", f"{call} raised {type(got.error).__name__}: {got.error}")
+            raise RuleViolation(
+                "READ-003", f"{call} raised {type(got.error).__name__}: {got.error}"
+            )
         if truncating:
             self.mark(session_id, before[1:], "truncated")
             wmh.truncate(session_id, 1)
@@ -348,7 +450,11 @@ class CheckpointerMachine(RuleBasedStateMachine):
         after = self.model.log(session_id)
         got_markers = [marker_of(s.event) for s in got.value]
         allowed = ([marker_of(e.event) for e in before], [marker_of(e.event) for e in after])
-        expect(got_markers in allowed, "READ-003", f"{call} yielded {got_markers}; a snapshot is {allowed[0]} or {allowed[1]}")
+        expect(
+            got_markers in allowed,
+            "READ-003",
+            f"{call} yielded {got_markers}; a snapshot is {allowed[0]} or {allowed[1]}",
+        )
 
     @rule(h=_handle_index)
     @precondition(lambda self: sum(not mh.closed for mh in self.model_handles) > 1)
@@ -375,10 +481,14 @@ class CheckpointerMachine(RuleBasedStateMachine):
         actual, _ = self.compare("check_integrity", call, cp.check_integrity, mh.check_integrity)
         if isinstance(actual, Ok):
             report = actual.value
-            expect(report.ok, "INTEG-001", f"{call} reported a problem with a healthy store: {report.detail}")
+            expect(
+                report.ok,
+                "INTEG-001",
+                f"{call} reported a problem with a healthy store: {report.detail}",
+            )
 
     # -- invariants ------------------------------------------------------------------
-    def check_listing(self, infos: list[object], expected: list[str], call: str) -> None:
+    def check_listing(self, infos: Sequence[object], expected: list[str], call: str) -> None:
         for info in infos:
             if not isinstance(info, SessionInfo):
                 raise RuleViolation("LIST-001", f"{call} returned {info!r}, not a SessionInfo")
@@ -392,10 +502,14 @@ class CheckpointerMachine(RuleBasedStateMachine):
         check_list_order(typed, call)
         by_id = {info.id: info.mtime for info in typed}
         for a, b in itertools.combinations(expected, 2):
-            later, earlier = (a, b) if self.model.modified_at(a) > self.model.modified_at(b) else (b, a)
+            later, earlier = (
+                (a, b) if self.model.modified_at(a) > self.model.modified_at(b) else (b, a)
+            )
             if by_id[later] < by_id[earlier]:
-                message = (f"{call}: {later!r} was modified after {earlier!r} but has an earlier mtime "
-                           f"({by_id[later]} < {by_id[earlier]})")
+                message = (
+                    f"{call}: {later!r} was modified after {earlier!r} but has an earlier mtime "
+                    f"({by_id[later]} < {by_id[earlier]})"
+                )
                 line = f"[LIST-003] {message}"
                 if line not in self.env.warnings:
                     self.env.warnings.append(line)
@@ -410,14 +524,18 @@ class CheckpointerMachine(RuleBasedStateMachine):
         cp = self.handles[i]
         for session_id in CONFUSABLE_IDS:
             call = f"handle {i}: read({session_id!r})"
-            got = self.run(run_backend(lambda sid=session_id: read_all(cp, sid)))
+            got = self.run(run_backend(partial(read_all, cp, session_id)))
             if isinstance(got, Err):
-                raise RuleViolation("READ-001", f"{call} raised {type(got.error).__name__}: {got.error}")
+                raise RuleViolation(
+                    "READ-001", f"{call} raised {type(got.error).__name__}: {got.error}"
+                )
             compare_log(got.value, self.model.log(session_id), session_id, call, self.origin)
         listing = self.run(run_backend(cp.list_sessions))
         if isinstance(listing, Err):
             raise RuleViolation("LIST-001", f"handle {i}: list_sessions() raised {listing.error!r}")
-        self.check_listing(list(listing.value), self.model.session_ids(), f"handle {i}: list_sessions()")
+        self.check_listing(
+            list(listing.value), self.model.session_ids(), f"handle {i}: list_sessions()"
+        )
 
     def teardown(self) -> None:
         try:

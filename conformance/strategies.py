@@ -52,7 +52,7 @@ CONFUSABLE_IDS: tuple[str, ...] = (
 )
 
 _text = st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\x00"), max_size=20)
-_small_text = st.text(alphabet="ab \u00e9\n\"\\{}", max_size=6)
+_small_text = st.text(alphabet='ab \u00e9\n"\\{}', max_size=6)
 _ints = st.integers(min_value=0, max_value=2**53)
 
 _tool_calls = st.builds(ToolCall, id=_small_text, name=_small_text, arguments=_text)
@@ -108,7 +108,9 @@ def invalid_session_ids() -> st.SearchStrategy[object]:
     return st.one_of(
         st.just(""),
         st.text(min_size=0, max_size=5).map(lambda s: s + "\x00"),
-        st.text(alphabet="x", min_size=MAX_SESSION_ID_LENGTH + 1, max_size=MAX_SESSION_ID_LENGTH + 40),
+        st.text(
+            alphabet="x", min_size=MAX_SESSION_ID_LENGTH + 1, max_size=MAX_SESSION_ID_LENGTH + 40
+        ),
         st.just("bad\ud800id"),
         st.none(),
         st.integers(),
@@ -134,6 +136,10 @@ def invalid_events_arguments() -> st.SearchStrategy[object]:
         st.just(b"bytes"),
         st.just({"type": "user_prompt", "text": "dict"}),
         st.none(),
-        st.lists(st.sampled_from([None, "text", {"type": "user_prompt", "text": "x"}, 3]), min_size=1, max_size=2),
+        st.lists(
+            st.sampled_from([None, "text", {"type": "user_prompt", "text": "x"}, 3]),
+            min_size=1,
+            max_size=2,
+        ),
         st.tuples(st.just(UserPrompt("ok")), st.just(object())),
     )

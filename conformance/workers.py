@@ -32,7 +32,17 @@ def worker_command(
     backend: str, path: Path, session_id: str, tag: str, count: int, size: int, expected: bool
 ) -> list[str]:
     """The argv that starts one worker."""
-    argv = [sys.executable, "-m", "checkpointspec.conformance.workers", backend, str(path), session_id, tag, str(count), str(size)]
+    argv = [
+        sys.executable,
+        "-m",
+        "checkpointspec.conformance.workers",
+        backend,
+        str(path),
+        session_id,
+        tag,
+        str(count),
+        str(size),
+    ]
     return [*argv, "--expected"] if expected else argv
 
 

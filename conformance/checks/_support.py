@@ -35,7 +35,9 @@ async def unchanged(cp: Checkpointer, before: Snapshot, rule_id: str, call: str)
     """Fail ``rule_id`` unless the store looks exactly as in ``before``."""
     after = await snapshot(cp, before[1].keys())
     if after != before:
-        changed = [sid for sid in set(after[1]) | set(before[1]) if after[1].get(sid) != before[1].get(sid)]
+        changed = [
+            sid for sid in set(after[1]) | set(before[1]) if after[1].get(sid) != before[1].get(sid)
+        ]
         raise RuleViolation(
             rule_id,
             f"{call} changed the store: listed {list(before[0])} -> {list(after[0])}; sessions changed: {changed}",
@@ -48,7 +50,9 @@ async def expect_error(
     """Run ``call`` and fail ``rule_id`` unless it raises ``error``."""
     outcome = await run_backend(call)
     if not isinstance(outcome, Err):
-        raise RuleViolation(rule_id, f"{description} returned {outcome.value!r}; expected {error.__name__}")
+        raise RuleViolation(
+            rule_id, f"{description} returned {outcome.value!r}; expected {error.__name__}"
+        )
     if not isinstance(outcome.error, error):
         raise RuleViolation(
             rule_id,

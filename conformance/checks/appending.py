@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 from hypothesis import strategies as st
 
 from ...spec import (
@@ -59,7 +61,11 @@ async def stored_events_carry_id_and_utc_time(h: Harness) -> None:
     cp = await h.open()
     await cp.append("sess/1", [h.prompt("a"), h.prompt("b")])
     for stored in await read_all(cp, "sess/1"):
-        expect(stored.session_id == "sess/1", "SEQ-004", f"seq {stored.seq} carries session_id {stored.session_id!r}")
+        expect(
+            stored.session_id == "sess/1",
+            "SEQ-004",
+            f"seq {stored.seq} carries session_id {stored.session_id!r}",
+        )
         check_ts(stored, "read('sess/1')")
 
 
@@ -72,7 +78,9 @@ def every_event_kind_round_trips(h: Harness) -> None:
         back = [s.event for s in await read_all(cp, "s")]
         expect(back == batch, "EVENT-001", f"appended {batch!r}; read back {back!r}")
         kinds = [type(e).__name__ for e in back]
-        expect(kinds == [type(e).__name__ for e in batch], "EVENT-001", f"event kinds changed: {kinds}")
+        expect(
+            kinds == [type(e).__name__ for e in batch], "EVENT-001", f"event kinds changed: {kinds}"
+        )
 
     run_property(h, st.lists(events(), min_size=1, max_size=4), body)
 
@@ -83,8 +91,13 @@ async def unstorable_event_is_refused_whole(h: Harness) -> None:
     cp = await h.open()
     await cp.append("s", [h.prompt("kept")])
     before = await snapshot(cp, ["s"])
-    bad = [h.prompt("fine"), AssistantMessage("lone \ud800 surrogate")]
-    await expect_error(lambda: cp.append("s", bad), InvalidArgumentError, "EVENT-002", "append with a lone surrogate")
+    bad: list[SessionEvent] = [h.prompt("fine"), AssistantMessage("lone \ud800 surrogate")]
+    await expect_error(
+        lambda: cp.append("s", bad),
+        InvalidArgumentError,
+        "EVENT-002",
+        "append with a lone surrogate",
+    )
     await unchanged(cp, before, "APPEND-003", "a refused batch")
 
 
@@ -92,17 +105,34 @@ async def unstorable_event_is_refused_whole(h: Harness) -> None:
 async def empty_append_writes_nothing(h: Harness) -> None:
     """APPEND-001: an empty batch returns the head, creates nothing, still checks expected_head."""
     cp = await h.open()
-    expect(await cp.append("new", []) == 0, "APPEND-001", "empty append to an unknown session did not return 0")
+    expect(
+        await cp.append("new", []) == 0,
+        "APPEND-001",
+        "empty append to an unknown session did not return 0",
+    )
     listed = [i.id for i in await cp.list_sessions()]
     expect("new" not in listed, "APPEND-001", f"empty append created a session: listed {listed}")
     await cp.append("s", [h.prompt("a"), h.prompt("b")])
     mtime = {i.id: i.mtime for i in await cp.list_sessions()}["s"]
-    expect(await cp.append("s", []) == 2, "APPEND-001", "empty append did not return the current head 2")
-    expect(await cp.append("s", [], expected_head=2) == 2, "APPEND-001", "empty append with the right expected_head")
-    error = await expect_error(
-        lambda: cp.append("s", [], expected_head=1), CheckpointConflictError, "APPEND-001", "empty append with expected_head=1"
+    expect(
+        await cp.append("s", []) == 2,
+        "APPEND-001",
+        "empty append did not return the current head 2",
     )
-    expect(error.actual == 2, "APPEND-001", f"conflict reported actual={error.actual}; the head is 2")
+    expect(
+        await cp.append("s", [], expected_head=2) == 2,
+        "APPEND-001",
+        "empty append with the right expected_head",
+    )
+    error = await expect_error(
+        lambda: cp.append("s", [], expected_head=1),
+        CheckpointConflictError,
+        "APPEND-001",
+        "empty append with expected_head=1",
+    )
+    expect(
+        error.actual == 2, "APPEND-001", f"conflict reported actual={error.actual}; the head is 2"
+    )
     after = {i.id: i.mtime for i in await cp.list_sessions()}["s"]
     expect(after == mtime, "APPEND-001", f"empty append changed mtime {mtime} -> {after}")
 
@@ -115,19 +145,31 @@ async def stale_expected_head_conflicts(h: Harness) -> None:
     before = await snapshot(cp, ["s"])
     for stale in (0, 1, 3, 100):
         error = await expect_error(
-            lambda stale=stale: cp.append("s", [h.prompt("lost")], expected_head=stale),
-            CheckpointConflictError, "APPEND-002", f"append with expected_head={stale} at head 2",
+            partial(cp.append, "s", [h.prompt("lost")], expected_head=stale),
+            CheckpointConflictError,
+            "APPEND-002",
+            f"append with expected_head={stale} at head 2",
         )
         facts = (error.session_id, error.expected, error.actual)
-        expect(facts == ("s", stale, 2), "APPEND-002", f"conflict facts (session_id, expected, actual) = {facts}; expected ('s', {stale}, 2)")
+        expect(
+            facts == ("s", stale, 2),
+            "APPEND-002",
+            f"conflict facts (session_id, expected, actual) = {facts}; expected ('s', {stale}, 2)",
+        )
         await unchanged(cp, before, "APPEND-002", f"a conflicting append (expected_head={stale})")
     new_head = await cp.append("s", [h.prompt("c")], expected_head=2)
     expect(new_head == 3, "APPEND-002", f"append with the right expected_head returned {new_head}")
     unknown = await expect_error(
-        lambda: cp.append("nobody", [h.prompt("x")], expected_head=1), CheckpointConflictError,
-        "APPEND-002", "append to an unknown session with expected_head=1",
+        lambda: cp.append("nobody", [h.prompt("x")], expected_head=1),
+        CheckpointConflictError,
+        "APPEND-002",
+        "append to an unknown session with expected_head=1",
     )
-    expect(unknown.actual == 0, "APPEND-002", f"unknown session reported actual={unknown.actual}; expected 0")
+    expect(
+        unknown.actual == 0,
+        "APPEND-002",
+        f"unknown session reported actual={unknown.actual}; expected 0",
+    )
 
 
 @check("APPEND-003")
@@ -136,10 +178,18 @@ async def refused_batch_leaves_no_trace(h: Harness) -> None:
     cp = await h.open()
     await cp.append("s", [h.prompt("a")])
     before = await snapshot(cp, ["s", "other"])
-    batch: list[object] = [h.prompt("b"), h.prompt("c"), UserPrompt("d"), "not an event"]
-    await expect_error(lambda: cp.append("s", batch), InvalidArgumentError, "APPEND-003", "append of a batch ending in a str")  # type: ignore[arg-type]
-    await expect_error(lambda: cp.append("other", batch), InvalidArgumentError, "APPEND-003", "append of a bad batch to a new session")  # type: ignore[arg-type]
+    # Deliberately outside the contract: the last item is not an event.
+    batch: list[SessionEvent] = [h.prompt("b"), h.prompt("c"), UserPrompt("d"), "x"]  # type: ignore[list-item]
+    for sid in ("s", "other"):
+        await expect_error(
+            partial(cp.append, sid, batch),
+            InvalidArgumentError,
+            "APPEND-003",
+            f"append of a batch ending in a str to {sid!r}",
+        )
     await unchanged(cp, before, "APPEND-003", "a refused batch")
     tool = AssistantMessage("t", tool_calls=(ToolCall("1", "edit", "{}"),))
     head = await cp.append("s", [tool, h.prompt("e")])
-    expect(head == 3, "APPEND-003", f"a good batch after refused ones returned head {head}; expected 3")
+    expect(
+        head == 3, "APPEND-003", f"a good batch after refused ones returned head {head}; expected 3"
+    )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-
+from functools import partial
 
 from ...spec import Capability, Checkpointer, InvalidArgumentError
 from ..harness import Harness, read_all
@@ -14,7 +14,9 @@ from ._support import expect, expect_error, run_property, snapshot, unchanged
 __all__: list[str] = []
 
 
-def _calls_with_session_id(cp: Checkpointer, h: Harness, bad: object) -> dict[str, Callable[[], Awaitable[object]]]:
+def _calls_with_session_id(
+    cp: Checkpointer, h: Harness, bad: object
+) -> dict[str, Callable[[], Awaitable[object]]]:
     sid: str = bad  # type: ignore[assignment]  # deliberately outside the contract
     calls: dict[str, Callable[[], Awaitable[object]]] = {
         "append": lambda: cp.append(sid, [h.prompt("x")]),
@@ -39,8 +41,14 @@ def bad_session_ids_are_refused(h: Harness) -> None:
         await _seeded(cp, h)
         before = await snapshot(cp, ["s"])
         for name, call in _calls_with_session_id(cp, h, bad).items():
-            error = await expect_error(call, InvalidArgumentError, "ARG-001", f"{name}(session_id={bad!r})")
-            expect(error.argument == "session_id", "ARG-001", f"{name} blamed argument {error.argument!r}")
+            error = await expect_error(
+                call, InvalidArgumentError, "ARG-001", f"{name}(session_id={bad!r})"
+            )
+            expect(
+                error.argument == "session_id",
+                "ARG-001",
+                f"{name} blamed argument {error.argument!r}",
+            )
             await unchanged(cp, before, "ARG-001", f"{name}(session_id={bad!r})")
 
     run_property(h, invalid_session_ids(), body)
@@ -77,13 +85,15 @@ def bad_batches_are_refused(h: Harness) -> None:
         before = await snapshot(cp, ["s", "t"])
         for sid in ("s", "t"):
             error = await expect_error(
-                lambda sid=sid: cp.append(sid, bad),  # type: ignore[arg-type]
-                InvalidArgumentError, "ARG-003", f"append({sid!r}, events={bad!r})",
+                partial(cp.append, sid, bad),  # type: ignore[arg-type]
+                InvalidArgumentError,
+                "ARG-003",
+                f"append({sid!r}, events={bad!r})",
             )
-            expect(error.argument == "events", "ARG-003", f"append blamed argument {error.argument!r}")
+            expect(
+                error.argument == "events", "ARG-003", f"append blamed argument {error.argument!r}"
+            )
         await unchanged(cp, before, "ARG-003", f"append(events={bad!r})")
         expect(await read_all(cp, "t") == [], "ARG-003", "a refused batch created session 't'")
 
     run_property(h, invalid_events_arguments(), body)
-
-

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from functools import partial
 from pathlib import Path
 
 from ...spec import CodecError
@@ -25,10 +26,18 @@ async def payloads_round_trip_through_the_codec(h: Harness) -> None:
     cp = await h.open(codec=codec)
     events = [h.prompt(f"secret {i} {CANARY}") for i in range(5)]
     await cp.append("s", events)
-    expect([s.event for s in await read_all(cp, "s")] == events, "CODEC-001", "events changed through the codec")
+    expect(
+        [s.event for s in await read_all(cp, "s")] == events,
+        "CODEC-001",
+        "events changed through the codec",
+    )
     await cp.close()
     again = await h.open(codec=SealedCodec())
-    expect([s.event for s in await read_all(again, "s")] == events, "CODEC-001", "events changed after reopen")
+    expect(
+        [s.event for s in await read_all(again, "s")] == events,
+        "CODEC-001",
+        "events changed after reopen",
+    )
 
 
 @check("CODEC-002", "APPEND-003")
@@ -42,7 +51,12 @@ async def encode_failure_writes_nothing(h: Harness) -> None:
         before = await snapshot(cp, ["s"])
         codec.encode_calls, codec.encode_fails_at = 0, fails_at
         batch = [h.prompt(f"b{i}") for i in range(3)]
-        await expect_error(lambda: cp.append("s", batch), CodecError, "CODEC-002", f"append whose encode call {fails_at} fails")
+        await expect_error(
+            partial(cp.append, "s", batch),
+            CodecError,
+            "CODEC-002",
+            f"append whose encode call {fails_at} fails",
+        )
         await unchanged(cp, before, "CODEC-002", f"a batch whose encode call {fails_at} failed")
         expect(await cp.head("s") == 1, "CODEC-002", "the head moved after a failed encode")
         await cp.close()
@@ -65,12 +79,25 @@ async def decode_failure_is_raised_not_repaired(h: Harness) -> None:
         events = await _written(h, store)
         before = fingerprint(store)
         cp = await h.open(store, FailingCodec(decode_fails_from=fails_from))
-        await expect_error(lambda cp=cp: read_all(cp, "s"), CodecError, "CODEC-003", f"read whose decode call {fails_from} fails")
+        await expect_error(
+            partial(read_all, cp, "s"),
+            CodecError,
+            "CODEC-003",
+            f"read whose decode call {fails_from} fails",
+        )
         await cp.close()
-        expect(fingerprint(store) == before, "CODEC-003", f"a failed decode (call {fails_from}) changed the store's files")
+        expect(
+            fingerprint(store) == before,
+            "CODEC-003",
+            f"a failed decode (call {fails_from}) changed the store's files",
+        )
         healthy = await h.open(store, SealedCodec())
         got = [s.event for s in await read_all(healthy, "s")]
-        expect(got == events, "CODEC-003", f"after a failed decode, {len(got)} of {len(events)} events are left")
+        expect(
+            got == events,
+            "CODEC-003",
+            f"after a failed decode, {len(got)} of {len(events)} events are left",
+        )
         await healthy.close()
 
 
@@ -80,9 +107,12 @@ async def no_plaintext_fallback(h: Harness) -> None:
     store = h.new_store()
     await _written(h, store)
     before = fingerprint(store)
-    for name, codec in (("a wrong key", SealedCodec(b"another key")), ("a corrupting codec", CorruptingCodec())):
+    for name, codec in (
+        ("a wrong key", SealedCodec(b"another key")),
+        ("a corrupting codec", CorruptingCodec()),
+    ):
         cp = await h.open(store, codec)
-        outcome = await run_backend(lambda cp=cp: read_all(cp, "s"))
+        outcome = await run_backend(partial(read_all, cp, "s"))
         expect(
             isinstance(outcome, Err) and isinstance(outcome.error, CodecError),
             "CODEC-004",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import random
 import signal
+from functools import partial
 
 from ...spec import CheckpointConflictError, StoredEvent
 from ..harness import Harness, read_all
@@ -22,21 +23,40 @@ async def racing_appends_never_fork(h: Harness) -> None:
     handles = [await h.open() for _ in range(3)]
     for round_ in range(10):
         head = await handles[0].head("s")
-        contenders = [(cp, [h.prompt(f"r{round_} w{n} a"), h.prompt(f"r{round_} w{n} b")]) for n, cp in enumerate(handles * 2)]
-        outcomes = await asyncio.gather(*(run_backend(lambda cp=cp, b=b: cp.append("s", b, head)) for cp, b in contenders))
+        contenders = [
+            (cp, [h.prompt(f"r{round_} w{n} a"), h.prompt(f"r{round_} w{n} b")])
+            for n, cp in enumerate(handles * 2)
+        ]
+        outcomes = await asyncio.gather(
+            *(run_backend(partial(cp.append, "s", b, head)) for cp, b in contenders)
+        )
         winners = [o for o in outcomes if isinstance(o, Ok)]
         others = [o.error for o in outcomes if isinstance(o, Err)]
-        expect(len(winners) == 1, "APPEND-004", f"round {round_}: {len(winners)} of {len(outcomes)} appends with expected_head={head} succeeded")
+        expect(
+            len(winners) == 1,
+            "APPEND-004",
+            f"round {round_}: {len(winners)} of {len(outcomes)} appends with expected_head={head} succeeded",
+        )
         for error in others:
-            expect(isinstance(error, CheckpointConflictError), "APPEND-004", f"round {round_}: a loser raised {error!r}")
+            expect(
+                isinstance(error, CheckpointConflictError),
+                "APPEND-004",
+                f"round {round_}: a loser raised {error!r}",
+            )
     free = [[h.prompt(f"free {n} {i}") for i in range(3)] for n in range(8)]
     await asyncio.gather(*(handles[n % 3].append("t", batch) for n, batch in enumerate(free)))
-    _check_whole_batches(await read_all(handles[0], "t"), [[e.text for e in b] for b in free], "APPEND-004")
+    _check_whole_batches(
+        await read_all(handles[0], "t"), [[e.text for e in b] for b in free], "APPEND-004"
+    )
 
 
 def _check_whole_batches(log: list[StoredEvent], batches: list[list[str]], rule_id: str) -> None:
     seqs = [s.seq for s in log]
-    expect(seqs == list(range(1, len(log) + 1)), rule_id, f"seqs are not contiguous from 1: {seqs[:20]}")
+    expect(
+        seqs == list(range(1, len(log) + 1)),
+        rule_id,
+        f"seqs are not contiguous from 1: {seqs[:20]}",
+    )
     texts = [getattr(s.event, "text", None) for s in log]
     position = {text: i for i, text in enumerate(texts)}
     expect(len(position) == len(texts), rule_id, "some event was stored twice")
@@ -45,15 +65,20 @@ def _check_whole_batches(log: list[StoredEvent], batches: list[list[str]], rule_
         if all(p is None for p in places):
             continue
         expect(
-            None not in places and places == list(range(places[0] or 0, (places[0] or 0) + len(batch))),
+            None not in places
+            and places == list(range(places[0] or 0, (places[0] or 0) + len(batch))),
             rule_id,
             f"batch {batch[0].rsplit(':', 1)[0]} is not stored whole and contiguous: positions {places}",
         )
 
 
-async def _spawn(h: Harness, session: str, tag: str, count: int, size: int, expected: bool) -> asyncio.subprocess.Process:
+async def _spawn(
+    h: Harness, session: str, tag: str, count: int, size: int, expected: bool
+) -> asyncio.subprocess.Process:
     argv = worker_command(h.backend.target, h.path, session, tag, count, size, expected)
-    return await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=worker_env())
+    return await asyncio.create_subprocess_exec(
+        *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=worker_env()
+    )
 
 
 def _acks(lines: list[str]) -> list[tuple[int, int]]:
@@ -68,20 +93,38 @@ async def processes_share_one_log(h: Harness) -> None:
     results = await asyncio.gather(*(p.communicate() for p in procs))
     acks: dict[str, list[tuple[int, int]]] = {}
     for n, (proc, (out, err)) in enumerate(zip(procs, results, strict=True)):
-        expect(proc.returncode == 0, "MP-001", f"worker {n} failed (exit {proc.returncode}): {err.decode()[-500:]}")
+        expect(
+            proc.returncode == 0,
+            "MP-001",
+            f"worker {n} failed (exit {proc.returncode}): {err.decode()[-500:]}",
+        )
         acks[f"w{n}"] = _acks(out.decode().splitlines())
     heads = [head for tag_acks in acks.values() for _, head in tag_acks]
     duplicates = sorted({x for x in heads if heads.count(x) > 1})
-    expect(not duplicates, "MP-001", f"two processes were both acknowledged with heads {duplicates}: a lost update")
+    expect(
+        not duplicates,
+        "MP-001",
+        f"two processes were both acknowledged with heads {duplicates}: a lost update",
+    )
     cp = await h.open()
     log = await read_all(cp, "shared")
-    expect(len(log) == workers * count * size, "MP-001", f"{len(log)} events stored; {workers * count * size} were acknowledged")
+    expect(
+        len(log) == workers * count * size,
+        "MP-001",
+        f"{len(log)} events stored; {workers * count * size} were acknowledged",
+    )
     by_text = {getattr(s.event, "text", ""): s.seq for s in log}
     for tag, tag_acks in acks.items():
         for batch, head in tag_acks:
             last = by_text.get(f"{tag}:{batch}:{size - 1}")
-            expect(last == head, "MP-001", f"{tag} batch {batch} was acknowledged at head {head}; it is stored at {last}")
-    _check_whole_batches(log, [[f"{t}:{b}:{i}" for i in range(size)] for t in acks for b in range(count)], "MP-001")
+            expect(
+                last == head,
+                "MP-001",
+                f"{tag} batch {batch} was acknowledged at head {head}; it is stored at {last}",
+            )
+    _check_whole_batches(
+        log, [[f"{t}:{b}:{i}" for i in range(size)] for t in acks for b in range(count)], "MP-001"
+    )
 
 
 @check("DUR-002", "APPEND-003", "INTEG-001")
@@ -104,13 +147,25 @@ async def acknowledged_writes_survive_kill(h: Harness) -> None:
         rest, err = await proc.communicate()
         lines += rest.decode().splitlines()
         acked = _acks(lines)
-        expect(len(acked) >= min(stop_after, 1), "DUR-002", f"the writer acknowledged nothing before it was killed: {err.decode()[-300:]}")
+        expect(
+            len(acked) >= min(stop_after, 1),
+            "DUR-002",
+            f"the writer acknowledged nothing before it was killed: {err.decode()[-300:]}",
+        )
         cp = await h.open()
         log = await read_all(cp, session)
         stored = {getattr(s.event, "text", "") for s in log}
         for batch, head in acked:
-            expect(f"k{round_}:{batch}:{size - 1}" in stored, "DUR-002", f"batch {batch}, acknowledged at head {head}, is gone after the kill")
-        _check_whole_batches(log, [[f"k{round_}:{b}:{i}" for i in range(size)] for b in range(len(log) // size + 2)], "APPEND-003")
+            expect(
+                f"k{round_}:{batch}:{size - 1}" in stored,
+                "DUR-002",
+                f"batch {batch}, acknowledged at head {head}, is gone after the kill",
+            )
+        _check_whole_batches(
+            log,
+            [[f"k{round_}:{b}:{i}" for i in range(size)] for b in range(len(log) // size + 2)],
+            "APPEND-003",
+        )
         report = await cp.check_integrity()
         expect(report.ok, "DUR-002", f"check_integrity after a kill: {report.detail}")
         await cp.close()

@@ -55,11 +55,19 @@ async def damage_is_reported(h: Harness) -> None:
     what = (await _hooks(h)).damage_store(h.path)
     cp = await h.open()
     report = await cp.check_integrity()
-    expect(not report.ok, "INTEG-002", f"after damage ({what}) check_integrity reported ok: {report.detail}")
+    expect(
+        not report.ok,
+        "INTEG-002",
+        f"after damage ({what}) check_integrity reported ok: {report.detail}",
+    )
     expect(bool(report.detail), "INTEG-002", "the integrity report names nothing")
     read = await run_backend(lambda: read_all(cp, "s"))
     if isinstance(read, Err):
-        expect(isinstance(read.error, CheckpointError), "INTEG-002", f"reading damaged data raised {read.error!r}")
+        expect(
+            isinstance(read.error, CheckpointError),
+            "INTEG-002",
+            f"reading damaged data raised {read.error!r}",
+        )
     else:
         expect(
             [s.event for s in read.value] == events,

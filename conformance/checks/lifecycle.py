@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from ...spec import Capability, CheckpointConflictError, CheckpointerClosedError, Checkpointer
+from ...spec import Capability, CheckpointConflictError, Checkpointer, CheckpointerClosedError
 from ..harness import Harness, read_all
 from ..registry import check
 from ._support import expect, expect_error, snapshot
@@ -19,12 +19,20 @@ async def delete_removes_everything(h: Harness) -> None:
     await cp.append("s", [h.prompt("a"), h.prompt("b")])
     await cp.append("t", [h.prompt("t")])
     await cp.delete("s")
-    expect([i.id for i in await cp.list_sessions()] == ["t"], "DELETE-001", "the deleted session is still listed")
+    expect(
+        [i.id for i in await cp.list_sessions()] == ["t"],
+        "DELETE-001",
+        "the deleted session is still listed",
+    )
     expect(await cp.head("s") == 0, "DELETE-001", "head of a deleted session is not 0")
     expect(await read_all(cp, "s") == [], "DELETE-001", "read of a deleted session yielded events")
     await cp.delete("never-existed")
     await cp.delete("s")
-    expect([i.id for i in await cp.list_sessions()] == ["t"], "DELETE-001", "deleting unknown ids changed the listing")
+    expect(
+        [i.id for i in await cp.list_sessions()] == ["t"],
+        "DELETE-001",
+        "deleting unknown ids changed the listing",
+    )
 
 
 @check("DELETE-002")
@@ -33,9 +41,15 @@ async def reappend_after_delete_starts_afresh(h: Harness) -> None:
     cp = await h.open()
     await cp.append("s", [h.prompt(f"old {i}") for i in range(4)])
     await cp.delete("s")
-    expect(await cp.append("s", [h.prompt("new")]) == 1, "DELETE-002", "the first append after delete did not return 1")
+    expect(
+        await cp.append("s", [h.prompt("new")]) == 1,
+        "DELETE-002",
+        "the first append after delete did not return 1",
+    )
     got = [(s.seq, s.event) for s in await read_all(cp, "s")]
-    expect(got == [(1, h.prompt("new"))], "DELETE-002", f"after delete and one append the log is {got}")
+    expect(
+        got == [(1, h.prompt("new"))], "DELETE-002", f"after delete and one append the log is {got}"
+    )
 
 
 @check("HANDLE-001", "APPEND-002")
@@ -43,14 +57,24 @@ async def handles_share_one_log(h: Harness) -> None:
     """HANDLE-001: writes through one handle are visible through another; conflicts span handles."""
     first, second = await h.open(), await h.open()
     await first.append("s", [h.prompt("one")])
-    expect(await second.head("s") == 1, "HANDLE-001", "a second handle does not see the first handle's append")
+    expect(
+        await second.head("s") == 1,
+        "HANDLE-001",
+        "a second handle does not see the first handle's append",
+    )
     await second.append("s", [h.prompt("two")], expected_head=1)
     error = await expect_error(
         lambda: first.append("s", [h.prompt("lost")], expected_head=1),
-        CheckpointConflictError, "HANDLE-001", "append with a head made stale through another handle",
+        CheckpointConflictError,
+        "HANDLE-001",
+        "append with a head made stale through another handle",
     )
     expect(error.actual == 2, "HANDLE-001", f"conflict reported actual={error.actual}; expected 2")
-    expect(await snapshot(first, ["s"]) == await snapshot(second, ["s"]), "HANDLE-001", "two handles see different stores")
+    expect(
+        await snapshot(first, ["s"]) == await snapshot(second, ["s"]),
+        "HANDLE-001",
+        "two handles see different stores",
+    )
 
 
 @check("CLOSE-001")
@@ -82,8 +106,14 @@ async def closing_one_handle_spares_the_others(h: Harness) -> None:
     keep, drop = await h.open(), await h.open()
     await drop.append("s", [h.prompt("from the closed handle")])
     await drop.close()
-    expect(await keep.head("s") == 1, "CLOSE-002", "data acknowledged by a closed handle disappeared")
-    expect(await keep.append("s", [h.prompt("still working")]) == 2, "CLOSE-002", "a remaining handle stopped working")
+    expect(
+        await keep.head("s") == 1, "CLOSE-002", "data acknowledged by a closed handle disappeared"
+    )
+    expect(
+        await keep.append("s", [h.prompt("still working")]) == 2,
+        "CLOSE-002",
+        "a remaining handle stopped working",
+    )
     third = await h.open()
     expect(await third.head("s") == 2, "CLOSE-002", "a new handle does not see the store")
 
@@ -108,4 +138,8 @@ async def acknowledged_writes_survive_reopen(h: Harness) -> None:
     again = await _reopened(h, [cp])
     after = await snapshot(again, ["kept", "gone", "cut"])
     expect(after == before, "DUR-001", f"after reopen the store differs: {before[0]} -> {after[0]}")
-    expect(await again.append("kept", [h.prompt("more")]) == 11, "DUR-001", "appending after reopen did not continue at 11")
+    expect(
+        await again.append("kept", [h.prompt("more")]) == 11,
+        "DUR-001",
+        "appending after reopen did not continue at 11",
+    )

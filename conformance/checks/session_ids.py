@@ -28,7 +28,8 @@ def ids_round_trip_exactly(h: Harness) -> None:
         for n, sid in enumerate(ids):
             stored = await read_all(cp, sid)
             expect(
-                [s.event for s in stored] == [h.prompt(f"event {n}")] and stored[0].session_id == sid,
+                [s.event for s in stored] == [h.prompt(f"event {n}")]
+                and stored[0].session_id == sid,
                 "ID-001",
                 f"session {sid!r} read back {stored!r}",
             )
@@ -50,7 +51,11 @@ async def confusable_ids_never_share_storage(h: Harness) -> None:
             f"session {sid!r} holds {len(got)} events {got[:3]!r}...; it was given {n + 1} of its own",
         )
     await cp.delete("a/b")
-    expect(await cp.head("a_b") == CONFUSABLE_IDS.index("a_b") + 1, "ID-002", "deleting 'a/b' changed 'a_b'")
+    expect(
+        await cp.head("a_b") == CONFUSABLE_IDS.index("a_b") + 1,
+        "ID-002",
+        "deleting 'a/b' changed 'a_b'",
+    )
 
 
 def _tree(path: Path) -> set[str]:
@@ -67,13 +72,26 @@ async def ids_cannot_escape_the_store(h: Harness) -> None:
     outer = h.new_store()
     store = outer / "store"
     store.mkdir()
-    escape_ids = ["../escaped", "../../escaped", "/tmp/escaped", "..", ".", "sub/../../escaped", "~", "\\..\\escaped"]
+    escape_ids = [
+        "../escaped",
+        "../../escaped",
+        "/tmp/escaped",
+        "..",
+        ".",
+        "sub/../../escaped",
+        "~",
+        "\\..\\escaped",
+    ]
     before = _tree(outer) - _tree_prefixed(store, outer)
     cp = await h.open(store)
     for sid in escape_ids:
         await cp.append(sid, [h.prompt(sid)])
     for sid in escape_ids:
-        expect([s.event for s in await read_all(cp, sid)] == [h.prompt(sid)], "ID-003", f"session {sid!r} did not read back")
+        expect(
+            [s.event for s in await read_all(cp, sid)] == [h.prompt(sid)],
+            "ID-003",
+            f"session {sid!r} did not read back",
+        )
     for sid in escape_ids:
         await cp.delete(sid)
     await cp.close()

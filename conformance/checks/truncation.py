@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 from ...spec import (
     Capability,
     CheckpointConflictError,
@@ -34,7 +36,11 @@ async def truncate_keeps_exactly_the_prefix(h: Harness) -> None:
         "TRUNC-001",
         f"after truncate to 2 the log is {[(s.seq, s.event) for s in after]}",
     )
-    expect(await cp.append("s", [h.prompt("next")]) == 3, "TRUNC-001", "the append after truncate to 2 did not get seq 3")
+    expect(
+        await cp.append("s", [h.prompt("next")]) == 3,
+        "TRUNC-001",
+        "the append after truncate to 2 did not get seq 3",
+    )
     seqs = [s.seq for s in await read_all(cp, "s")]
     expect(seqs == [1, 2, 3], "SEQ-001", f"seqs after truncate and append: {seqs}")
 
@@ -46,8 +52,18 @@ async def truncate_beyond_head_is_refused(h: Harness) -> None:
     await _five(cp, h)
     before = await snapshot(cp, ["s", "ghost"])
     for to_seq in (6, 100):
-        await expect_error(lambda to_seq=to_seq: cp.truncate("s", to_seq), InvalidArgumentError, "TRUNC-002", f"truncate('s', {to_seq}) at head 5")
-    await expect_error(lambda: cp.truncate("ghost", 1), InvalidArgumentError, "TRUNC-002", "truncate('ghost', 1) of an unknown session")
+        await expect_error(
+            partial(cp.truncate, "s", to_seq),
+            InvalidArgumentError,
+            "TRUNC-002",
+            f"truncate('s', {to_seq}) at head 5",
+        )
+    await expect_error(
+        lambda: cp.truncate("ghost", 1),
+        InvalidArgumentError,
+        "TRUNC-002",
+        "truncate('ghost', 1) of an unknown session",
+    )
     await unchanged(cp, before, "TRUNC-002", "a refused truncate")
 
 
@@ -57,11 +73,20 @@ async def truncate_honours_expected_head(h: Harness) -> None:
     cp = await h.open()
     await _five(cp, h)
     before = await snapshot(cp, ["s"])
-    error = await expect_error(lambda: cp.truncate("s", 2, expected_head=4), CheckpointConflictError, "TRUNC-003", "truncate('s', 2, expected_head=4) at head 5")
+    error = await expect_error(
+        lambda: cp.truncate("s", 2, expected_head=4),
+        CheckpointConflictError,
+        "TRUNC-003",
+        "truncate('s', 2, expected_head=4) at head 5",
+    )
     facts = (error.session_id, error.expected, error.actual)
     expect(facts == ("s", 4, 5), "TRUNC-003", f"conflict facts {facts}; expected ('s', 4, 5)")
     await unchanged(cp, before, "TRUNC-003", "a conflicting truncate")
-    expect(await cp.truncate("s", 2, expected_head=5) == 2, "TRUNC-003", "truncate with the right expected_head failed")
+    expect(
+        await cp.truncate("s", 2, expected_head=5) == 2,
+        "TRUNC-003",
+        "truncate with the right expected_head failed",
+    )
 
 
 @check("TRUNC-004")
@@ -72,7 +97,9 @@ async def truncate_creates_no_phantom(h: Harness) -> None:
     await cp.truncate("ghost", 0, expected_head=0)
     listed = [i.id for i in await cp.list_sessions()]
     expect(listed == [], "TRUNC-004", f"truncating an unknown session created {listed}")
-    expect(await cp.head("ghost") == 0, "TRUNC-004", "head of the truncated unknown session is not 0")
+    expect(
+        await cp.head("ghost") == 0, "TRUNC-004", "head of the truncated unknown session is not 0"
+    )
 
 
 @check("TRUNC-005", "LIST-001")
@@ -84,10 +111,18 @@ async def truncate_to_head_changes_nothing(h: Harness) -> None:
     before = await snapshot(cp, ["s"])
     expect(await cp.truncate("s", 5) == 5, "TRUNC-005", "truncate to the head did not return it")
     await unchanged(cp, before, "TRUNC-005", "truncate to the head")
-    expect((await cp.list_sessions())[0].mtime == mtime, "TRUNC-005", "truncate to the head changed mtime")
+    expect(
+        (await cp.list_sessions())[0].mtime == mtime,
+        "TRUNC-005",
+        "truncate to the head changed mtime",
+    )
     await cp.truncate("s", 0)
     listed = [i.id for i in await cp.list_sessions()]
-    expect(listed == ["s"], "TRUNC-005", f"after truncate to 0, listed {listed}; the session must stay, empty")
+    expect(
+        listed == ["s"],
+        "TRUNC-005",
+        f"after truncate to 0, listed {listed}; the session must stay, empty",
+    )
     expect(await read_all(cp, "s") == [], "TRUNC-005", "truncate to 0 left events behind")
 
 
@@ -97,12 +132,19 @@ async def truncating_backends_offer_generations(h: Harness) -> None:
     if not h.has(Capability.TRUNCATE):
         raise CheckSkipped("the backend cannot truncate, so the ABA hazard cannot arise")
     if not h.has(Capability.GENERATION):
-        h.warn("TRUNC-006", "TRUNCATE is declared without GENERATION: a stale writer can append after truncate-and-reappend")
+        h.warn(
+            "TRUNC-006",
+            "TRUNCATE is declared without GENERATION: a stale writer can append after truncate-and-reappend",
+        )
     cp = await h.open()
     await _five(cp, h)
     await cp.truncate("s", 3)
     await cp.append("s", [h.prompt("x"), h.prompt("y")])
-    expect(await cp.head("s") == 5, "TRUNC-001", "the head did not return to 5 after truncate to 3 and two appends")
+    expect(
+        await cp.head("s") == 5,
+        "TRUNC-001",
+        "the head did not return to 5 after truncate to 3 and two appends",
+    )
 
 
 @check("CAP-001")
@@ -114,11 +156,21 @@ async def undeclared_operations_refuse_loudly(h: Harness) -> None:
     tried = 0
     if not h.has(Capability.TRUNCATE):
         tried += 1
-        await expect_error(lambda: cp.truncate("s", 1), UnsupportedOperationError, "CAP-001", "truncate without TRUNCATE")
+        await expect_error(
+            lambda: cp.truncate("s", 1),
+            UnsupportedOperationError,
+            "CAP-001",
+            "truncate without TRUNCATE",
+        )
     generation = getattr(cp, "generation", None)
     if not h.has(Capability.GENERATION) and callable(generation):
         tried += 1
-        await expect_error(lambda: generation("s"), UnsupportedOperationError, "CAP-001", "generation without GENERATION")
+        await expect_error(
+            lambda: generation("s"),
+            UnsupportedOperationError,
+            "CAP-001",
+            "generation without GENERATION",
+        )
     if not tried:
         raise CheckSkipped("the backend declares every optional operation it has")
     await unchanged(cp, before, "CAP-001", "a refused optional operation")
@@ -150,7 +202,9 @@ async def generations_only_grow(h: Harness) -> None:
     expect(seen[-1] > seen[-2], "GEN-001", f"delete did not raise the generation: {seen}")
     await cp.append("s", [h.prompt("again")])
     seen.append(await cp.generation("s"))
-    expect(seen[-1] == seen[-2], "GEN-001", f"re-appending after delete reset the generation: {seen}")
+    expect(
+        seen[-1] == seen[-2], "GEN-001", f"re-appending after delete reset the generation: {seen}"
+    )
 
 
 @check("GEN-002")
@@ -164,13 +218,21 @@ async def expected_generation_catches_aba(h: Harness) -> None:
     before = await snapshot(cp, ["s"])
     error = await expect_error(
         lambda: cp.append("s", [h.prompt("stale")], 5, expected_generation=stale),
-        CheckpointConflictError, "GEN-002", "append with the head right but the generation stale",
+        CheckpointConflictError,
+        "GEN-002",
+        "append with the head right but the generation stale",
     )
     expect(error.kind == "generation", "GEN-002", f"conflict kind is {error.kind!r}")
     await expect_error(
         lambda: cp.truncate("s", 1, 5, expected_generation=stale),
-        CheckpointConflictError, "GEN-002", "truncate with a stale generation",
+        CheckpointConflictError,
+        "GEN-002",
+        "truncate with a stale generation",
     )
     await unchanged(cp, before, "GEN-002", "a refused stale-generation write")
     current = await cp.generation("s")
-    expect(await cp.append("s", [h.prompt("ok")], 5, expected_generation=current) == 6, "GEN-002", "an append with the current generation failed")
+    expect(
+        await cp.append("s", [h.prompt("ok")], 5, expected_generation=current) == 6,
+        "GEN-002",
+        "an append with the current generation failed",
+    )

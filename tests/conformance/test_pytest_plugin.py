@@ -1,0 +1,51 @@
+"""The pytest plugin turns every check into a test item and reports rule violations."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+BROKEN = """
+from checkpointspec.backends.memory import MemoryCheckpointer, store_for
+
+class IgnoresExpectedHead(MemoryCheckpointer):
+    async def append(self, session_id, events, expected_head=None, *, expected_generation=None):
+        return await super().append(session_id, events, None)
+
+def make(ctx):
+    return IgnoresExpectedHead(store_for(ctx.path))
+"""
+
+
+def test_reference_backend_passes(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest_subprocess(
+        "--checkpointer", "memory", "--checkpointer-seed", "1", "--checkpointer-only", "APPEND"
+    )
+    result.assert_outcomes(passed=4)
+
+
+def test_broken_backend_fails_with_rule_and_replay(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(brokenbackend=BROKEN)
+    result = pytester.runpytest_subprocess(
+        "--checkpointer",
+        "brokenbackend:make",
+        "--checkpointer-seed",
+        "1",
+        "--checkpointer-only",
+        "APPEND-002::",
+    )
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["*rule APPEND-002 violated*", "*replay: checkpointspec run brokenbackend:make*--seed 1*"]
+    )
+
+
+def test_without_the_option_nothing_is_added(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_plain="def test_one():\n    assert True\n")
+    pytester.runpytest_subprocess().assert_outcomes(passed=1)
+
+
+def test_bad_backend_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest_subprocess("--checkpointer", "nonexistent_mod:make")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
