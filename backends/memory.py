@@ -79,6 +79,10 @@ class MemoryCheckpointer:
             raise CheckpointerClosedError(operation)
         return self._store
 
+    def _require(self, capability: Capability, operation: str) -> None:
+        if capability not in self.capabilities:
+            raise UnsupportedOperationError(operation, capability.value)
+
     def _check_expectations(
         self,
         store: MemoryStore,
@@ -103,6 +107,8 @@ class MemoryCheckpointer:
         expected_generation: int | None = None,
     ) -> int:
         store = self._open("append")
+        if expected_generation is not None:
+            self._require(Capability.GENERATION, "append")
         sid = check_session_id(session_id)
         batch = check_events(events)
         for event in batch:
@@ -156,8 +162,9 @@ class MemoryCheckpointer:
         expected_generation: int | None = None,
     ) -> int:
         store = self._open("truncate")
-        if Capability.TRUNCATE not in self.capabilities:
-            raise UnsupportedOperationError("truncate", Capability.TRUNCATE.value)
+        self._require(Capability.TRUNCATE, "truncate")
+        if expected_generation is not None:
+            self._require(Capability.GENERATION, "truncate")
         sid = check_session_id(session_id)
         target = check_seq("to_seq", to_seq)
         want_head = check_optional_seq("expected_head", expected_head)
@@ -175,6 +182,7 @@ class MemoryCheckpointer:
 
     async def generation(self, session_id: str) -> int:
         store = self._open("generation")
+        self._require(Capability.GENERATION, "generation")
         return store.generations.get(check_session_id(session_id), 0)
 
     async def check_integrity(self) -> IntegrityReport:

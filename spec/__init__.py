@@ -34,7 +34,13 @@ from .events import (
     encode_event,
 )
 from .model import ModelEvent, ModelHandle, SpecModel
-from .protocol import Checkpointer, GenerationalCheckpointer, StoreHooks
+from .protocol import (
+    Checkpointer,
+    FaultHook,
+    FaultInjectable,
+    GenerationalCheckpointer,
+    StoreHooks,
+)
 from .records import IntegrityReport, SessionInfo, StoredEvent
 from .rules import RULES, RULES_BY_ID, Rule, Strength, rule
 from .validation import (
@@ -63,6 +69,8 @@ __all__ = [
     "Codec",
     "CodecError",
     "CorruptStoreError",
+    "FaultHook",
+    "FaultInjectable",
     "FileSnapshot",
     "GenerationalCheckpointer",
     "IntegrityReport",

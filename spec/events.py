@@ -155,15 +155,24 @@ _decoder: msgspec.json.Decoder[SessionEvent] = msgspec.json.Decoder(SessionEvent
 
 
 def encode_event(event: SessionEvent) -> bytes:
-    """Serialise one event to its canonical bytes.
+    """Serialise one event to its canonical bytes, refusing what would not come back equal.
 
     Raises `InvalidArgumentError` (rule EVENT-002) for an event that cannot be
-    stored exactly, such as a string holding a lone surrogate.
+    stored exactly: a string holding a lone surrogate, or a field of the wrong
+    type (msgspec does not check types when a Struct is built, so
+    ``UserPrompt(text=123)`` exists until it is stored).
     """
     try:
-        return _encoder.encode(event)
+        data = _encoder.encode(event)
     except (UnicodeEncodeError, TypeError, OverflowError) as exc:
         raise InvalidArgumentError("events", f"event cannot be serialised: {exc}") from exc
+    try:
+        exact = _decoder.decode(data) == event
+    except msgspec.DecodeError as exc:
+        raise InvalidArgumentError("events", f"event cannot be serialised exactly: {exc}") from exc
+    if not exact:
+        raise InvalidArgumentError("events", f"event cannot be serialised exactly: {event!r}")
+    return data
 
 
 def decode_event(data: bytes | memoryview) -> SessionEvent:

@@ -105,14 +105,14 @@ class SpecModel:
         expected_head: object = None,
         expected_generation: object = None,
     ) -> int:
+        if expected_generation is not None:
+            self._require(Capability.GENERATION, "append")
         sid = check_session_id(session_id)
         batch = check_events(events)
         for event in batch:
             encode_event(event)  # EVENT-002: refuse what cannot be stored exactly
         want_head = check_optional_seq("expected_head", expected_head)
         want_generation = check_optional_seq("expected_generation", expected_generation)
-        if want_generation is not None:
-            self._require(Capability.GENERATION, "append(expected_generation=...)")
         self._check_expectations(sid, want_head, want_generation)
         log = self._logs.get(sid)
         if not batch:
@@ -149,12 +149,12 @@ class SpecModel:
         expected_generation: object = None,
     ) -> int:
         self._require(Capability.TRUNCATE, "truncate")
+        if expected_generation is not None:
+            self._require(Capability.GENERATION, "truncate")
         sid = check_session_id(session_id)
         target = check_seq("to_seq", to_seq)
         want_head = check_optional_seq("expected_head", expected_head)
         want_generation = check_optional_seq("expected_generation", expected_generation)
-        if want_generation is not None:
-            self._require(Capability.GENERATION, "truncate(expected_generation=...)")
         self._check_expectations(sid, want_head, want_generation)
         log = self._logs.get(sid, [])
         if target > len(log):

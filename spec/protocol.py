@@ -16,7 +16,7 @@ Errors, in the order a backend checks for them:
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -24,7 +24,13 @@ from .capabilities import Capability
 from .events import SessionEvent
 from .records import IntegrityReport, SessionInfo, StoredEvent
 
-__all__ = ["Checkpointer", "GenerationalCheckpointer", "StoreHooks"]
+__all__ = [
+    "Checkpointer",
+    "FaultHook",
+    "FaultInjectable",
+    "GenerationalCheckpointer",
+    "StoreHooks",
+]
 
 
 @runtime_checkable
@@ -95,8 +101,8 @@ class GenerationalCheckpointer(Checkpointer, Protocol):
 
     ``expected_head`` alone cannot tell a writer that the log was truncated and
     re-appended to the same head in the meantime (see TRUNC-006). The generation
-    of a session id starts at 0, grows on every truncate that removes events and
-    on every delete of an existing session, and never goes back — not even after
+    of a session id starts at 0, grows by 1 on every truncate that removes events
+    and on every delete of an existing session, and never goes back — not even after
     delete and re-append. A writer that also passes ``expected_generation`` is
     refused with a `CheckpointConflictError` whose ``kind`` is ``"generation"``.
     """
@@ -147,4 +153,32 @@ class StoreHooks(Protocol):
         The damage must be of a kind the backend promises to detect (e.g. a
         flipped byte inside a checksummed record), not a torn tail it repairs.
         """
+        ...
+
+
+FaultHook = Callable[[str], None]
+"""Called by a backend with the name of the fault point it has reached."""
+
+
+@runtime_checkable
+class FaultInjectable(Protocol):
+    """Optional: named points inside write operations where the kit may pause or kill.
+
+    ``fault_points`` names every point the backend reports, e.g.
+    ``"append.after_begin"`` or ``"truncate.before_rename"``. After
+    ``set_fault_hook(hook)`` the backend calls ``hook(name)`` each time it
+    reaches one, from whatever thread does the work, and carries on when the hook
+    returns; ``set_fault_hook(None)`` removes it. The kit's worker processes block
+    in the hook to hold an operation at that point while other processes act, or
+    are killed there (DUR-002, APPEND-003, READ-003). Without this protocol the
+    kit still kills workers, at random moments.
+    """
+
+    @property
+    def fault_points(self) -> tuple[str, ...]:
+        """Every fault point name this backend reports."""
+        ...
+
+    def set_fault_hook(self, hook: FaultHook | None) -> None:
+        """Install (or with None, remove) the hook for this handle."""
         ...

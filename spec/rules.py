@@ -322,7 +322,7 @@ RULES: Final[tuple[Rule, ...]] = (
         _G,
         "Generations only grow",
         "generation(session_id) is 0 until the first truncate that removes events or "
-        "delete of an existing session, grows by at least 1 with each, is unchanged "
+        "delete of an existing session, grows by exactly 1 with each, is unchanged "
         "by append, and survives delete and re-append.",
     ),
     Rule(

@@ -87,18 +87,20 @@ def every_event_kind_round_trips(h: Harness) -> None:
 
 @check("EVENT-002", "APPEND-003")
 async def unstorable_event_is_refused_whole(h: Harness) -> None:
-    """EVENT-002: a batch holding an unstorable event raises InvalidArgumentError; nothing is written."""
+    """EVENT-002: a batch holding an unstorable event (lone surrogate, wrongly typed field) is refused whole."""
     cp = await h.open()
     await cp.append("s", [h.prompt("kept")])
     before = await snapshot(cp, ["s"])
-    bad: list[SessionEvent] = [h.prompt("fine"), AssistantMessage("lone \ud800 surrogate")]
-    await expect_error(
-        lambda: cp.append("s", bad),
-        InvalidArgumentError,
-        "EVENT-002",
-        "append with a lone surrogate",
-    )
-    await unchanged(cp, before, "APPEND-003", "a refused batch")
+    wrongly_typed = AssistantMessage(text=42)  # type: ignore[arg-type]
+    for bad_event in (AssistantMessage("lone \ud800 surrogate"), wrongly_typed):
+        bad: list[SessionEvent] = [h.prompt("fine"), bad_event]
+        await expect_error(
+            partial(cp.append, "s", bad),
+            InvalidArgumentError,
+            "EVENT-002",
+            f"append of a batch holding {bad_event!r}",
+        )
+        await unchanged(cp, before, "APPEND-003", "a refused batch")
 
 
 @check("APPEND-001")

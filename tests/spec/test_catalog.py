@@ -1,0 +1,191 @@
+"""The rule catalog (spec/rules.py), the generated SPEC.md, and spec/'s purity.
+
+The catalog is data that reports, test names and errors refer to, so its ids must
+be unique and well formed, every rule must say something, capabilities must be
+real, and SPEC.md must be exactly what the catalog renders to.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+from collections import Counter
+from pathlib import Path
+
+import checkpointspec.spec
+import pytest
+from checkpointspec.spec import (
+    CAPABILITY_REASONS,
+    RULES,
+    RULES_BY_ID,
+    Capability,
+    Rule,
+    Strength,
+    rule,
+)
+from checkpointspec.spec.specdoc import render_spec
+
+SPEC_DIR = Path(checkpointspec.spec.__file__).parent
+SPEC_MODULES = sorted(SPEC_DIR.glob("*.py"))
+RULE_ID = re.compile(r"^[A-Z]+-\d{3}$")
+REGENERATE = "python -m checkpointspec.spec.specdoc > spec/SPEC.md"
+
+
+def test_spec_modules_are_found() -> None:
+    names = {path.name for path in SPEC_MODULES}
+    assert {"model.py", "rules.py", "events.py", "errors.py", "validation.py"} <= names
+
+
+# -- rule ids and content --------------------------------------------------------------
+
+
+def test_rule_ids_are_unique() -> None:
+    duplicates = [rule_id for rule_id, n in Counter(r.id for r in RULES).items() if n > 1]
+    assert duplicates == []
+    assert len(RULES_BY_ID) == len(RULES)
+
+
+@pytest.mark.parametrize("r", RULES, ids=lambda r: r.id)
+def test_rule_ids_are_area_dash_three_digits(r: Rule) -> None:
+    assert RULE_ID.match(r.id), r.id
+
+
+@pytest.mark.parametrize("r", RULES, ids=lambda r: r.id)
+def test_every_rule_has_a_title_and_a_statement(r: Rule) -> None:
+    for text in (r.title, r.statement, r.since):
+        assert text.strip(), r.id
+        assert text == text.strip(), f"{r.id}: stray whitespace in {text!r}"
+    assert r.statement.endswith("."), f"{r.id}: the statement is one or more sentences"
+
+
+@pytest.mark.parametrize("r", RULES, ids=lambda r: r.id)
+def test_every_rule_has_a_strength_and_a_real_capability_or_none(r: Rule) -> None:
+    assert isinstance(r.strength, Strength)
+    assert r.capability is None or isinstance(r.capability, Capability)
+    assert r.capability is None or r.capability in set(Capability)
+
+
+def test_every_capability_is_needed_by_some_rule() -> None:
+    # A capability no rule needs could be declared without anything being checked.
+    needed = {r.capability for r in RULES if r.capability is not None}
+    assert needed == set(Capability)
+
+
+def test_every_capability_has_a_reason() -> None:
+    assert set(CAPABILITY_REASONS) == set(Capability)
+    assert all(reason.strip() for reason in CAPABILITY_REASONS.values())
+
+
+def test_rules_of_one_area_are_numbered_in_order() -> None:
+    seen: dict[str, list[int]] = {}
+    for r in RULES:
+        area, number = r.id.split("-")
+        seen.setdefault(area, []).append(int(number))
+    for area, numbers in seen.items():
+        assert numbers == sorted(numbers), area
+    # Areas are contiguous blocks: SPEC.md renders one heading per area.
+    areas = [r.id.split("-")[0] for r in RULES]
+    assert [area for i, area in enumerate(areas) if i == 0 or areas[i - 1] != area] == list(seen)
+
+
+def test_rule_looks_up_by_id_and_names_unknown_ids() -> None:
+    for r in RULES:
+        assert rule(r.id) is r is RULES_BY_ID[r.id]
+    with pytest.raises(KeyError, match="NOPE-999"):
+        rule("NOPE-999")
+
+
+def test_rule_ids_mentioned_in_spec_sources_exist() -> None:
+    # Docstrings point readers at rules; a reference to a missing rule misleads them.
+    areas = {r.id.split("-")[0] for r in RULES}
+    missing = []
+    for path in SPEC_MODULES:
+        for mention in re.findall(r"\b([A-Z]+)-(\d{3})\b", path.read_text(encoding="utf-8")):
+            rule_id = "-".join(mention)
+            if mention[0] in areas and rule_id not in RULES_BY_ID:
+                missing.append(f"{path.name}: {rule_id}")
+    assert missing == []
+
+
+# -- SPEC.md ---------------------------------------------------------------------------
+
+
+def test_spec_md_is_the_rendered_catalog() -> None:
+    spec_md = SPEC_DIR / "SPEC.md"
+    assert spec_md.exists(), f"spec/SPEC.md is missing; run `{REGENERATE}`"
+    assert spec_md.read_text(encoding="utf-8") == render_spec(), (
+        f"spec/SPEC.md differs from the catalog; run `{REGENERATE}`"
+    )
+
+
+def test_rendered_spec_states_every_rule() -> None:
+    rendered = render_spec()
+    for r in RULES:
+        assert f"**{r.id}** ({r.strength.value}" in rendered
+        assert r.statement in rendered
+    for capability in Capability:
+        assert f"**{capability.name}**" in rendered
+
+
+# -- purity: spec/ imports only the standard library and msgspec --------------------------
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    """(relative level, module) of every import in the file, at any depth."""
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found.extend((0, alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            found.append((node.level, node.module or ""))
+    return found
+
+
+def _foreign_imports(path: Path) -> list[str]:
+    """Imports that are neither stdlib, msgspec, nor a sibling module inside spec/."""
+    foreign = []
+    for level, module in _imports(path):
+        if level == 1:
+            continue
+        if level > 1:
+            foreign.append("." * level + module)  # climbs out of spec/
+        elif (
+            module.split(".")[0] != "msgspec"
+            and module.split(".")[0] not in sys.stdlib_module_names
+        ):
+            foreign.append(module)
+    return foreign
+
+
+@pytest.mark.parametrize("path", SPEC_MODULES, ids=lambda path: path.name)
+def test_spec_imports_only_stdlib_and_msgspec(path: Path) -> None:
+    assert _foreign_imports(path) == []
+
+
+@pytest.mark.parametrize("path", SPEC_MODULES, ids=lambda path: path.name)
+def test_spec_does_not_import_dynamically(path: Path) -> None:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    dynamic = [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name | ast.Attribute)
+        and (getattr(node.func, "id", None) or getattr(node.func, "attr", None))
+        in {"__import__", "import_module"}
+    ]
+    assert dynamic == []
+    assert all(module.split(".")[0] != "importlib" for _, module in _imports(path))
+
+
+def test_import_check_recognises_foreign_imports(tmp_path: Path) -> None:
+    sample = tmp_path / "sample.py"
+    sample.write_text(
+        "import os, msgspec.json\n"
+        "from . import events\n"
+        "from ..backends import memory\n"
+        "import aiosqlite\n"
+        "def f():\n"
+        "    from checkpointspec.conformance import cli\n"
+    )
+    assert _foreign_imports(sample) == ["..backends", "aiosqlite", "checkpointspec.conformance"]

@@ -1,0 +1,145 @@
+"""The error hierarchy (spec/errors.py): one root, facts as attributes, picklable.
+
+Errors cross process boundaries (the kit's worker processes, ``-n`` runs), so
+every class must survive pickling with its attributes and message intact.
+"""
+
+from __future__ import annotations
+
+import copy
+import pickle
+
+import pytest
+from checkpointspec.spec import errors
+from checkpointspec.spec.errors import (
+    CheckpointConflictError,
+    CheckpointerClosedError,
+    CheckpointError,
+    CodecError,
+    CorruptStoreError,
+    InvalidArgumentError,
+    SchemaVersionError,
+    StoreBusyError,
+    UnsupportedOperationError,
+)
+
+# (error, the attributes it must carry). At least one case per class; the facts
+# are the constructor's arguments, so nothing here is read back from the code.
+CASES: list[tuple[CheckpointError, dict[str, object]]] = [
+    (
+        InvalidArgumentError("session_id", "must not be empty"),
+        {"argument": "session_id", "reason": "must not be empty"},
+    ),
+    (
+        CheckpointConflictError("s/1", 2, 3),
+        {"session_id": "s/1", "expected": 2, "actual": 3, "kind": "head"},
+    ),
+    (
+        CheckpointConflictError("s", 0, 4, kind="generation"),
+        {"session_id": "s", "expected": 0, "actual": 4, "kind": "generation"},
+    ),
+    (
+        UnsupportedOperationError("truncate", "truncate"),
+        {"operation": "truncate", "capability": "truncate"},
+    ),
+    (CheckpointerClosedError("read"), {"operation": "read"}),
+    (
+        CodecError("s", "decode", "authentication tag mismatch", seq=7),
+        {
+            "session_id": "s",
+            "direction": "decode",
+            "detail": "authentication tag mismatch",
+            "seq": 7,
+        },
+    ),
+    (
+        CodecError("s", "encode", "key unavailable"),
+        {"session_id": "s", "direction": "encode", "detail": "key unavailable", "seq": None},
+    ),
+    (
+        CorruptStoreError("s", "record 12", "checksum mismatch"),
+        {"session_id": "s", "location": "record 12", "detail": "checksum mismatch"},
+    ),
+    (
+        CorruptStoreError(None, "header", "bad magic"),
+        {"session_id": None, "location": "header", "detail": "bad magic"},
+    ),
+    (SchemaVersionError(3, 2), {"found": 3, "supported": 2}),
+    (StoreBusyError("append", 1.25), {"operation": "append", "waited_seconds": 1.25}),
+    (CheckpointError("anything went wrong"), {"args": ("anything went wrong",)}),
+]
+
+ids = [f"{type(err).__name__}-{i}" for i, (err, _) in enumerate(CASES)]
+
+
+def test_every_exported_error_class_has_a_case() -> None:
+    exported = {getattr(errors, name) for name in errors.__all__}
+    assert {type(err) for err, _ in CASES} == exported
+
+
+@pytest.mark.parametrize(("err", "attributes"), CASES, ids=ids)
+def test_every_error_derives_from_checkpoint_error(
+    err: CheckpointError, attributes: dict[str, object]
+) -> None:
+    assert isinstance(err, CheckpointError)
+    assert isinstance(err, Exception)
+
+
+@pytest.mark.parametrize(("err", "attributes"), CASES, ids=ids)
+def test_errors_carry_their_facts_as_attributes(
+    err: CheckpointError, attributes: dict[str, object]
+) -> None:
+    assert {name: getattr(err, name) for name in attributes} == attributes
+
+
+@pytest.mark.parametrize(("err", "attributes"), CASES, ids=ids)
+def test_messages_name_the_facts(err: CheckpointError, attributes: dict[str, object]) -> None:
+    message = str(err)
+    for name, value in attributes.items():
+        if value is not None and name != "args":
+            assert str(value) in message, f"{name}={value!r} missing from {message!r}"
+
+
+@pytest.mark.parametrize("protocol", range(pickle.HIGHEST_PROTOCOL + 1))
+@pytest.mark.parametrize(("err", "attributes"), CASES, ids=ids)
+def test_errors_pickle_with_attributes_intact(
+    err: CheckpointError, attributes: dict[str, object], protocol: int
+) -> None:
+    clone = pickle.loads(pickle.dumps(err, protocol=protocol))
+    assert type(clone) is type(err)
+    assert {name: getattr(clone, name) for name in attributes} == attributes
+    assert str(clone) == str(err)
+    assert clone.args == err.args
+
+
+@pytest.mark.parametrize(("err", "attributes"), CASES, ids=ids)
+def test_errors_copy_with_attributes_intact(
+    err: CheckpointError, attributes: dict[str, object]
+) -> None:
+    for clone in (copy.copy(err), copy.deepcopy(err)):
+        assert type(clone) is type(err)
+        assert {name: getattr(clone, name) for name in attributes} == attributes
+
+
+def test_invalid_argument_error_is_also_a_value_error() -> None:
+    assert isinstance(InvalidArgumentError("to_seq", "negative"), ValueError)
+
+
+def test_conflict_kind_defaults_to_head() -> None:
+    assert CheckpointConflictError("s", 1, 2).kind == "head"
+
+
+def test_codec_error_message_names_the_seq_only_when_known() -> None:
+    assert "seq 7" in str(CodecError("s", "decode", "bad", seq=7))
+    assert "seq" not in str(CodecError("s", "decode", "bad"))
+
+
+def test_corrupt_store_error_without_session_names_no_session() -> None:
+    assert "session" not in str(CorruptStoreError(None, "header", "bad magic"))
+    assert "'s'" in str(CorruptStoreError("s", "record 1", "bad"))
+
+
+def test_errors_can_be_caught_by_the_root() -> None:
+    for err, _ in CASES:
+        with pytest.raises(CheckpointError):
+            raise err
