@@ -20,14 +20,29 @@ class Profile(msgspec.Struct, frozen=True):
     stateful_steps: int
     property_examples: int
     process_rounds: int
+    commanded_examples: int = 10
+    """Runs of the commanded-workers machine (each starts three worker processes once)."""
+    commanded_steps: int = 20
 
 
 PROFILES: dict[str, Profile] = {
     "quick": Profile(
-        "quick", stateful_examples=40, stateful_steps=30, property_examples=40, process_rounds=2
+        "quick",
+        stateful_examples=40,
+        stateful_steps=30,
+        property_examples=40,
+        process_rounds=2,
+        commanded_examples=6,
+        commanded_steps=20,
     ),
     "default": Profile(
-        "default", stateful_examples=150, stateful_steps=50, property_examples=150, process_rounds=5
+        "default",
+        stateful_examples=150,
+        stateful_steps=50,
+        property_examples=150,
+        process_rounds=5,
+        commanded_examples=25,
+        commanded_steps=30,
     ),
     "thorough": Profile(
         "thorough",
@@ -35,5 +50,7 @@ PROFILES: dict[str, Profile] = {
         stateful_steps=80,
         property_examples=1000,
         process_rounds=30,
+        commanded_examples=200,
+        commanded_steps=40,
     ),
 }

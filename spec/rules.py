@@ -379,6 +379,15 @@ RULES: Final[tuple[Rule, ...]] = (
         "seqs, and check_integrity reports ok.",
     ),
     Rule(
+        "KILL-001",
+        _M,
+        _P,
+        "A killed writer leaves nothing half-done",
+        "A process killed at any point of a write leaves that write wholly applied or "
+        "wholly absent, and releases everything it held: other processes carry on "
+        "without waiting for it.",
+    ),
+    Rule(
         "MP-001",
         _M,
         _P,

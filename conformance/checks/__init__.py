@@ -7,6 +7,7 @@ from . import (  # noqa: F401
     appending,
     arguments,
     codecs,
+    commanded,
     concurrency,
     integrity,
     lifecycle,
