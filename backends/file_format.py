@@ -67,6 +67,7 @@ __all__ = [
     "HeaderError",
     "LogHeader",
     "Scan",
+    "frame_more",
     "iso_utc",
     "marker_bytes",
     "pack_frames",
@@ -76,6 +77,8 @@ __all__ = [
     "probe_last",
     "read_generation",
     "scan_frames",
+    "verify_frame",
+    "walk_back",
     "write_generation",
 ]
 
@@ -94,6 +97,9 @@ FRAME_HEAD: Final = struct.Struct("<IQqIII")
 FRAME_OVERHEAD: Final = FRAME_HEAD.size + _U32.size
 _PREFIX_SIZE: Final = _FRAME_PREFIX.size
 _HEAD_SIZE: Final = FRAME_HEAD.size
+
+_WALK_WINDOW: Final = 1 << 12
+_WALK_WINDOW_MAX: Final = 1 << 20
 
 _META_SLOT: Final = struct.Struct("<Q4sI")
 _META_MAGIC: Final = b"GEN1"
@@ -185,14 +191,22 @@ def pack_frames(payloads: Sequence[bytes], first_seq: int, ts_ns: int) -> tuple[
     last = len(payloads) - 1
     for index, payload in enumerate(payloads):
         length = len(payload)
-        prefix = _FRAME_PREFIX.pack(
-            length, first_seq + index, ts_ns, last - index, _crc32(payload)
-        )
+        prefix = _FRAME_PREFIX.pack(length, first_seq + index, ts_ns, last - index, _crc32(payload))
         trailer = _U32.pack(length)
         parts += (prefix, _U32.pack(_crc32(prefix)), payload, trailer)
         offsets.append(position)
         position += FRAME_OVERHEAD + length
     return b"".join(parts), offsets
+
+
+def frame_more(head: bytes) -> int:
+    """The ``more`` field of a frame header; ValueError if the header fails its checksum."""
+    if len(head) != _HEAD_SIZE:
+        raise ValueError("record header cut short")
+    _, _, _, more, _, hcrc = FRAME_HEAD.unpack(head)
+    if _crc32(head[:_PREFIX_SIZE]) != hcrc:
+        raise ValueError("record header checksum mismatch")
+    return int(more)
 
 
 class Frame(NamedTuple):
@@ -260,6 +274,51 @@ def probe_last(read: Callable[[int, int], bytes], first: int, end: int) -> Frame
     return frame if frame.more == 0 else None
 
 
+def walk_back(
+    read: Callable[[int, int], bytes], first: int, position: int, seq: int, down_to: int
+) -> list[int]:
+    """Offsets of records ``down_to .. seq - 1``, walking back from record ``seq`` at ``position``.
+
+    Each step reads the previous frame's trailer to find its start and checks its
+    header (checksum, length, seq); payloads are checked when they are read.
+    ``first`` is where record 1 starts. Raises `BadFrame` on anything inconsistent.
+    Reads in windows that start at 4 KiB and double up to 1 MiB, so the cost is
+    proportional to the records walked.
+    """
+    offsets: list[int] = []
+    window_start, window = position, b""
+    size = _WALK_WINDOW
+    while seq > down_to:
+        if position - first < FRAME_OVERHEAD:
+            raise BadFrame(position, seq - 1, "no room for the record before this one")
+        if position - _U32.size < window_start:
+            window_start = max(first, position - size)
+            window = read(window_start, position - window_start)
+            size = min(2 * size, _WALK_WINDOW_MAX)
+        (length,) = _U32.unpack_from(window, position - _U32.size - window_start)
+        start = position - FRAME_OVERHEAD - length
+        if start < first:
+            raise BadFrame(
+                position, seq - 1, "the trailer before this record points outside the log"
+            )
+        if start < window_start:
+            window_start = max(first, min(start, position - size))
+            window = read(window_start, position - window_start)
+        head = window[start - window_start : start - window_start + _HEAD_SIZE]
+        got_length, got_seq, _, _, _, hcrc = FRAME_HEAD.unpack(head)
+        if _crc32(head[:_PREFIX_SIZE]) != hcrc:
+            raise BadFrame(start, seq - 1, "record header checksum mismatch")
+        if got_length != length or got_seq != seq - 1:
+            raise BadFrame(start, seq - 1, "record header does not match its trailer")
+        offsets.append(start)
+        position = start
+        seq -= 1
+    if seq == 1 and position != first:
+        raise BadFrame(first, 1, "records do not start right after the header")
+    offsets.reverse()
+    return offsets
+
+
 class Scan(NamedTuple):
     """What `scan_frames` found: the committed frames and whether a torn tail follows."""
 
@@ -311,7 +370,9 @@ def scan_frames(
             base, buf = pos, read(pos, max(min(chunk, end - pos), frame_end - pos))
         frame = verify_frame(buf, pos - base, seq, pos)
         if expected_more is not None and more != expected_more:
-            raise BadFrame(pos, seq, f"batch broken: {more} events announced, {expected_more} expected")
+            raise BadFrame(
+                pos, seq, f"batch broken: {more} events announced, {expected_more} expected"
+            )
         if visit is not None:
             visit(frame)
         pending.append(pos)

@@ -28,12 +28,12 @@ Semantics an implementation must keep, because the backend's correctness rests o
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import fcntl
 import os
 import sys
 from typing import NamedTuple, Protocol
-
-import fcntl
 
 __all__ = ["FileStat", "FileSystem", "OsFileSystem"]
 
@@ -126,7 +126,10 @@ class OsFileSystem:
     ``F_FULLFSYNC``, because plain ``fsync`` there does not flush the drive's cache.
     """
 
-    _full_fsync: int | None = getattr(fcntl, "F_FULLFSYNC", None) if sys.platform == "darwin" else None
+    _full_fsync: int | None = (
+        getattr(fcntl, "F_FULLFSYNC", None) if sys.platform == "darwin" else None
+    )
+    _datasync = staticmethod(getattr(os, "fdatasync", os.fsync))
 
     def open(self, path: str, *, create: bool = False, truncate: bool = False) -> int:
         flags = os.O_RDWR | getattr(os, "O_CLOEXEC", 0)
@@ -159,7 +162,11 @@ class OsFileSystem:
         return b"".join(parts)
 
     def write(self, fd: int, data: bytes, offset: int) -> None:
-        view = memoryview(data)
+        written = os.pwrite(fd, data, offset)
+        if written == len(data):
+            return
+        view = memoryview(data)[written:]
+        offset += written
         while view:
             written = os.pwrite(fd, view, offset)
             view = view[written:]
@@ -171,10 +178,8 @@ class OsFileSystem:
     def fsync(self, fd: int) -> None:
         if self._full_fsync is not None:
             fcntl.fcntl(fd, self._full_fsync)
-        elif hasattr(os, "fdatasync"):
-            os.fdatasync(fd)
-        else:  # pragma: no cover - platforms without fdatasync
-            os.fsync(fd)
+        else:
+            self._datasync(fd)
 
     def fsync_dir(self, path: str) -> None:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
@@ -204,10 +209,8 @@ class OsFileSystem:
         return os.listdir(path)
 
     def mkdir(self, path: str) -> None:
-        try:
+        with contextlib.suppress(FileExistsError):
             os.mkdir(path)
-        except FileExistsError:
-            pass
 
     def lock(self, fd: int, *, blocking: bool) -> bool:
         try:

@@ -22,14 +22,15 @@ which no timeout fixes. A lock held past the timeout is `StoreBusyError`, never
 a made-up conflict.
 
 *Group commit.* An fsync per transaction caps one writer at a few thousand
-commits a second. Writes issued on one handle (append, truncate, delete) go into
-a queue; a single flush task takes everything queued, runs it in one
-transaction and commits once, while new writes queue up for the next round. A
-lone writer pays no extra latency (its transaction starts at once); many
-concurrent tasks share one fsync per round. Each request keeps its own checks
-and result: conflicts are found before a request writes anything, so a
-conflicting request is simply skipped; a request that fails part-way with an
-SQLite error rolls the transaction back and the round is redone without it.
+commits a second. The writes of one handle (append, truncate, delete) run in
+rounds, one transaction and one commit each. A write that finds the handle idle
+runs its own round at once, from its own task: a lone writer pays nothing for
+grouping. Writes issued while a round is in flight queue up; when the round
+ends, a flush task runs everything queued as the next round. Under load, many
+tasks thus share each fsync. Each request keeps its own checks and result:
+conflicts are found before a request writes anything, so a conflicting request
+is simply skipped; a request that fails part-way with an SQLite error rolls the
+transaction back, and the round is redone without it.
 
 *One thread hop per operation.* aiosqlite runs a worker thread per connection
 and hands each call to it through a queue; awaiting every statement separately
@@ -52,17 +53,24 @@ database is migrated in one transaction, a newer one is refused with
 CRC-32 of its stored payload, so a damaged payload raises `CorruptStoreError`
 instead of decoding into a wrong event; `SqliteCheckpointer.check_integrity`
 runs ``PRAGMA quick_check`` and the contract's own checks.
+
+For the conformance kit the class also offers `StoreHooks` and
+`FaultInjectable`. Power-loss simulation (DUR-003) is not offered: SQLite does its
+own file I/O, which the stdlib sqlite3 module cannot route through a simulated
+disk; durability rests on SQLite's WAL with ``synchronous=FULL``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import os
 import sqlite3
+import threading
 import time
 import zlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -80,6 +88,7 @@ from ..spec import (
     Codec,
     CodecError,
     CorruptStoreError,
+    FaultHook,
     IntegrityReport,
     InvalidArgumentError,
     SchemaVersionError,
@@ -98,6 +107,7 @@ from ..spec import (
 __all__ = [
     "DATABASE_NAME",
     "DEFAULT_BUSY_TIMEOUT_MS",
+    "FAULT_POINTS",
     "MIGRATIONS",
     "SCHEMA_VERSION",
     "GroupCommitStats",
@@ -154,9 +164,8 @@ SCHEMA_VERSION: Final = len(MIGRATIONS)
 _SYNCHRONOUS: Final = {"OFF": "OFF", "NORMAL": "NORMAL", "FULL": "FULL", "EXTRA": "EXTRA"}
 _SYNCHRONOUS.update({"0": "OFF", "1": "NORMAL", "2": "FULL", "3": "EXTRA"})
 _OPTIONS: Final = ("synchronous", "busy_timeout")
-_MAX_ROUND: Final = (
-    1000  # requests per group-commit transaction: bounds how long one holds the lock
-)
+# Requests per group-commit transaction: bounds how long one round holds the lock.
+_MAX_ROUND: Final = 1000
 _DECODE_CHUNK: Final = 2048  # rows decoded per GC pause in read
 _SCAN_PAGE: Final = 4096  # rows per hop when check_integrity scans payloads
 _MAX_PROBLEMS: Final = 100
@@ -168,14 +177,26 @@ _HEAD_AND_GENERATION: Final = (
 _INSERT_EVENT: Final = (
     "INSERT INTO events (session_id, seq, ts, crc, payload) VALUES (?, ?, ?, ?, ?)"
 )
+_ADVANCE_CLOCK: Final = "UPDATE clock SET last_mtime = max(last_mtime, ?)"
 _UPSERT_SESSION: Final = (
-    "INSERT INTO sessions (session_id, head, mtime) VALUES (?, ?, ?)"
+    "INSERT INTO sessions (session_id, head, mtime) VALUES (?, ?, (SELECT last_mtime FROM clock))"
     " ON CONFLICT (session_id) DO UPDATE SET head = excluded.head, mtime = excluded.mtime"
 )
 _BUMP_GENERATION: Final = (
     "INSERT INTO generations (session_id, generation) VALUES (?, 1)"
     " ON CONFLICT (session_id) DO UPDATE SET generation = generation + 1"
 )
+
+FAULT_POINTS: Final = (
+    "append.locked",
+    "append.events_written",
+    "append.before_commit",
+    "truncate.locked",
+    "truncate.before_commit",
+    "delete.locked",
+    "delete.before_commit",
+)
+"""The fault points `SqliteCheckpointer` reports (see `SqliteCheckpointer.fault_points`)."""
 
 _T = TypeVar("_T")
 _Row: TypeAlias = tuple[int, str, int, bytes]
@@ -184,7 +205,23 @@ _Outcome: TypeAlias = "int | Exception | None"
 """What one write request ends with: its result, or the error to raise."""
 
 
-# -- the aiosqlite boundary -----------------------------------------------------------
+# -- the aiosqlite boundary: the only code that touches aiosqlite's internals -----------
+
+
+async def _connect(database: str | Path) -> aiosqlite.Connection:
+    """Open an aiosqlite connection whose worker thread is a daemon thread.
+
+    aiosqlite starts a non-daemon thread, so a handle never closed would keep the
+    interpreter from exiting. A daemon worker stopped at exit is no worse than a
+    process kill, which WAL makes safe: nothing acknowledged is lost and nothing
+    partial becomes visible. ``isolation_level=None``: the sqlite3 module issues
+    no implicit BEGIN; every transaction here is explicit.
+    """
+    db = aiosqlite.connect(database, isolation_level=None)
+    thread = getattr(db, "_thread", None)  # not started until awaited
+    if isinstance(thread, threading.Thread):
+        thread.daemon = True
+    return await db
 
 
 async def _call(db: aiosqlite.Connection, fn: Callable[[sqlite3.Connection], _T]) -> _T:
@@ -192,8 +229,8 @@ async def _call(db: aiosqlite.Connection, fn: Callable[[sqlite3.Connection], _T]
 
     aiosqlite (0.22) offers no public way to run a callable on its worker thread,
     only one hop per statement. ``Connection._execute`` queues a callable there and
-    ``Connection._conn`` is the sqlite3 connection that thread owns; this function
-    is the only place that touches either, so an aiosqlite upgrade breaks one spot.
+    ``Connection._conn`` is the sqlite3 connection that thread owns. Only this
+    function and `_connect` touch aiosqlite internals, so an upgrade breaks here.
     """
     execute = cast(Callable[..., Awaitable[object]], db._execute)
     return cast(_T, await execute(fn, db._conn))
@@ -224,9 +261,41 @@ def _translate(
     return exc
 
 
+_gc_lock = threading.Lock()
+_gc_pauses = 0
+_gc_was_enabled = False
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic GC while bulk rows or events are built.
+
+    Those objects form no cycles; the collector would only rescan them again and
+    again (1.4-2x slower on large reads). Counted, because the worker thread and
+    the event loop thread may pause it at the same time.
+    """
+    global _gc_pauses, _gc_was_enabled
+    with _gc_lock:
+        if _gc_pauses == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_pauses += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_pauses -= 1
+            if _gc_pauses == 0 and _gc_was_enabled:
+                gc.enable()
+
+
 def _rollback(conn: sqlite3.Connection) -> None:
-    """Roll back after an error. SQLite may already have rolled back on its own
-    (SQLITE_FULL, SQLITE_IOERR ...), hence the check."""
+    """End a transaction without keeping anything: after an error, or to end a read.
+
+    SQLite may already have rolled back on its own (SQLITE_FULL, SQLITE_IOERR ...),
+    hence the check. Reads end with ROLLBACK rather than COMMIT: there is nothing
+    to keep, and COMMIT can fail on a damaged file where ROLLBACK does not.
+    """
     if conn.in_transaction:
         conn.execute("ROLLBACK")
 
@@ -310,28 +379,31 @@ def _migrate(conn: sqlite3.Connection) -> None:
 # -- write requests, run together in one transaction -----------------------------------
 
 
-class _Stamp:
-    """The ts and mtime of one write round, read from the store on first use."""
+class _RoundState:
+    """What the writes of one round share: the round's ts and the fault hook."""
 
-    __slots__ = ("mtime", "ts", "used")
+    __slots__ = ("hook", "ts")
 
-    def __init__(self) -> None:
-        self.used = False
-        self.mtime = 0.0
+    def __init__(self, hook: FaultHook | None) -> None:
+        self.hook = hook
         self.ts = ""
 
-    def take(self, conn: sqlite3.Connection) -> tuple[str, float]:
-        if not self.used:
-            now = time.time()
-            last = conn.execute("SELECT last_mtime FROM clock").fetchone()[0]
-            self.mtime = max(now, last)
-            self.ts = datetime.fromtimestamp(now, UTC).isoformat()
-            self.used = True
-        return self.ts, self.mtime
+    def stamp(self, conn: sqlite3.Connection) -> str:
+        """Advance the store clock (once per round) and return the round's ts.
 
-    def save(self, conn: sqlite3.Connection) -> None:
-        if self.used:
-            conn.execute("UPDATE clock SET last_mtime = ?", (self.mtime,))
+        mtime is ``max(now, the store clock)``: written to the clock row here and
+        read back by the statements that set a session's mtime.
+        """
+        if not self.ts:
+            now = time.time()
+            if conn.execute(_ADVANCE_CLOCK, (now,)).rowcount != 1:
+                raise CorruptStoreError(None, "clock", "the clock row is missing")
+            self.ts = datetime.fromtimestamp(now, UTC).isoformat()
+        return self.ts
+
+    def reached(self, point: str) -> None:
+        if self.hook is not None:
+            self.hook(point)
 
 
 class _Append:
@@ -352,23 +424,29 @@ class _Append:
         self.expected_head = expected_head
         self.expected_generation = expected_generation
 
-    def apply(self, conn: sqlite3.Connection, stamp: _Stamp) -> int:
+    def apply(self, conn: sqlite3.Connection, state: _RoundState) -> int:
         sid = self.session_id
+        state.reached("append.locked")
         head, generation = conn.execute(_HEAD_AND_GENERATION, (sid,)).fetchone()
         head = head or 0
         _check_expectations(
             sid, head, generation or 0, self.expected_head, self.expected_generation
         )
-        ts, mtime = stamp.take(conn)
-        conn.executemany(
-            _INSERT_EVENT,
-            [
-                (sid, seq, ts, zlib.crc32(payload), payload)
-                for seq, payload in enumerate(self.payloads, head + 1)
-            ],
-        )
-        head += len(self.payloads)
-        conn.execute(_UPSERT_SESSION, (sid, head, mtime))
+        ts = state.stamp(conn)
+        payloads = self.payloads
+        if len(payloads) == 1:  # the common case, without executemany's overhead
+            conn.execute(_INSERT_EVENT, (sid, head + 1, ts, zlib.crc32(payloads[0]), payloads[0]))
+        else:
+            conn.executemany(
+                _INSERT_EVENT,
+                [
+                    (sid, seq, ts, zlib.crc32(payload), payload)
+                    for seq, payload in enumerate(payloads, head + 1)
+                ],
+            )
+        state.reached("append.events_written")
+        head += len(payloads)
+        conn.execute(_UPSERT_SESSION, (sid, head))
         return head
 
 
@@ -390,8 +468,9 @@ class _Truncate:
         self.expected_head = expected_head
         self.expected_generation = expected_generation
 
-    def apply(self, conn: sqlite3.Connection, stamp: _Stamp) -> int:
+    def apply(self, conn: sqlite3.Connection, state: _RoundState) -> int:
         sid, target = self.session_id, self.to_seq
+        state.reached("truncate.locked")
         head, generation = conn.execute(_HEAD_AND_GENERATION, (sid,)).fetchone()
         head = head or 0
         _check_expectations(
@@ -404,10 +483,12 @@ class _Truncate:
         if target < head:
             # target < head implies the session exists: an unknown one has head 0, so
             # no phantom session is ever created (TRUNC-004).
-            _, mtime = stamp.take(conn)
+            state.stamp(conn)
             conn.execute("DELETE FROM events WHERE session_id = ? AND seq > ?", (sid, target))
             conn.execute(
-                "UPDATE sessions SET head = ?, mtime = ? WHERE session_id = ?", (target, mtime, sid)
+                "UPDATE sessions SET head = ?, mtime = (SELECT last_mtime FROM clock)"
+                " WHERE session_id = ?",
+                (target, sid),
             )
             conn.execute(_BUMP_GENERATION, (sid,))
         return target
@@ -422,8 +503,9 @@ class _Delete:
     def __init__(self, session_id: str) -> None:
         self.session_id = session_id
 
-    def apply(self, conn: sqlite3.Connection, stamp: _Stamp) -> None:
+    def apply(self, conn: sqlite3.Connection, state: _RoundState) -> None:
         sid = self.session_id
+        state.reached("delete.locked")
         if conn.execute("DELETE FROM sessions WHERE session_id = ?", (sid,)).rowcount:
             conn.execute("DELETE FROM events WHERE session_id = ?", (sid,))
             conn.execute(_BUMP_GENERATION, (sid,))
@@ -432,7 +514,9 @@ class _Delete:
 _Write: TypeAlias = _Append | _Truncate | _Delete
 
 
-def _run_round(conn: sqlite3.Connection, writes: Sequence[_Write], where: str) -> list[_Outcome]:
+def _run_round(
+    conn: sqlite3.Connection, writes: Sequence[_Write], where: str, hook: FaultHook | None
+) -> list[_Outcome]:
     """Run every write in one transaction and commit once; one outcome per write.
 
     Runs on the worker thread. Requests see each other's effects in order, so of
@@ -448,17 +532,18 @@ def _run_round(conn: sqlite3.Connection, writes: Sequence[_Write], where: str) -
         failed: tuple[int, sqlite3.Error] | None = None
         try:
             conn.execute("BEGIN IMMEDIATE")
-            stamp = _Stamp()
+            state = _RoundState(hook)
             for index in remaining:
                 try:
-                    outcomes[index] = writes[index].apply(conn, stamp)
+                    outcomes[index] = writes[index].apply(conn, state)
                 except CheckpointError as err:
                     outcomes[index] = err
                 except sqlite3.Error as exc:
                     failed = (index, exc)
                     break
             if failed is None:
-                stamp.save(conn)
+                for index in remaining:
+                    state.reached(f"{writes[index].operation}.before_commit")
                 conn.execute("COMMIT")
                 return outcomes
             _rollback(conn)
@@ -501,13 +586,14 @@ def _read_log(conn: sqlite3.Connection, session_id: str, since_seq: int) -> tupl
         row = conn.execute(
             "SELECT head FROM sessions WHERE session_id = ?", (session_id,)
         ).fetchone()
-        rows = conn.execute(
-            "SELECT seq, ts, crc, payload FROM events WHERE session_id = ? AND seq > ? ORDER BY seq",
-            (session_id, since_seq),
-        ).fetchall()
+        with _gc_paused():
+            rows = conn.execute(
+                "SELECT seq, ts, crc, payload FROM events WHERE session_id = ? AND seq > ?"
+                " ORDER BY seq",
+                (session_id, since_seq),
+            ).fetchall()
     finally:
-        if conn.in_transaction:
-            conn.execute("COMMIT")
+        _rollback(conn)
     return (row[0] if row else 0), rows
 
 
@@ -526,52 +612,94 @@ def _list_sessions(conn: sqlite3.Connection) -> list[SessionInfo]:
     ]
 
 
-def _structure_problems(conn: sqlite3.Connection) -> tuple[list[str], int, int]:
-    """``quick_check`` plus the contract's structural checks, in one read transaction.
+def _quick_check(conn: sqlite3.Connection) -> list[str]:
+    lines = [row[0] for row in conn.execute("PRAGMA quick_check")]
+    return [] if lines == ["ok"] else [f"sqlite quick_check: {line}" for line in lines]
 
-    Returns the problems found, the number of sessions and of events.
-    """
-    problems: list[str] = []
-    conn.execute("BEGIN")
-    try:
-        quick = [row[0] for row in conn.execute("PRAGMA quick_check")]
-        if quick != ["ok"]:
-            problems += [f"sqlite quick_check: {line}" for line in quick]
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
-        if version != SCHEMA_VERSION:
-            problems.append(f"schema version is {version}, expected {SCHEMA_VERSION}")
-        sessions = events = 0
-        for sid, head, count, lowest, highest in conn.execute(
+
+def _check_version(conn: sqlite3.Connection) -> list[str]:
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    return (
+        [] if version == SCHEMA_VERSION else [f"schema version is {version}, not {SCHEMA_VERSION}"]
+    )
+
+
+def _check_heads(conn: sqlite3.Connection) -> list[str]:
+    # seq is unique per session, so count == head, min == 1 and max == head mean
+    # exactly the seqs 1..head.
+    return [
+        f"session {sid!r}: head is {head} but it has {count} event rows, seqs {low}..{high}"
+        for sid, head, count, low, high in conn.execute(
             "SELECT s.session_id, s.head, count(e.seq), min(e.seq), max(e.seq)"
             " FROM sessions AS s LEFT JOIN events AS e USING (session_id)"
             " GROUP BY s.session_id"
-        ):
-            sessions += 1
-            events += count
-            # seq is unique per session, so count == max and min == 1 means exactly 1..head.
-            if count != head or (count and (lowest != 1 or highest != head)):
-                problems.append(
-                    f"session {sid!r}: head is {head} but its events are {count} rows"
-                    f" with seqs {lowest}..{highest}"
-                )
+        )
+        if count != head or (count and (low != 1 or high != head))
+    ]
+
+
+def _check_orphans(conn: sqlite3.Connection) -> list[str]:
+    return [
+        f"session {sid!r}: {count} event rows but no session row"
         for sid, count in conn.execute(
             "SELECT session_id, count(*) FROM events"
             " WHERE session_id NOT IN (SELECT session_id FROM sessions) GROUP BY session_id"
-        ):
-            problems.append(f"session {sid!r}: {count} event rows but no session row")
-        last = conn.execute("SELECT last_mtime FROM clock").fetchone()
-        if last is None:
-            problems.append("the clock row is missing")
-        else:
-            for sid, mtime in conn.execute(
-                "SELECT session_id, mtime FROM sessions WHERE mtime > ?", (last[0],)
-            ):
-                problems.append(
-                    f"session {sid!r}: mtime {mtime} is after the store clock {last[0]}"
-                )
+        )
+    ]
+
+
+def _check_clock(conn: sqlite3.Connection) -> list[str]:
+    row = conn.execute("SELECT last_mtime FROM clock").fetchone()
+    if row is None:
+        return ["the clock row is missing"]
+    return [
+        f"session {sid!r}: mtime {mtime} is after the store clock {row[0]}"
+        for sid, mtime in conn.execute(
+            "SELECT session_id, mtime FROM sessions WHERE mtime > ?", (row[0],)
+        )
+    ]
+
+
+_STRUCTURE_CHECKS: Final = (
+    _quick_check,
+    _check_version,
+    _check_heads,
+    _check_orphans,
+    _check_clock,
+)
+"""Run in this order by `_structure_problems`; each returns its problems."""
+
+
+def _is_damage(exc: sqlite3.Error) -> bool:
+    return _primary_code(exc) in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
+
+
+def _structure_problems(conn: sqlite3.Connection) -> tuple[list[str], int, int]:
+    """`_STRUCTURE_CHECKS` in one read transaction: problems, sessions, events.
+
+    A check that SQLite cannot even run on a damaged file is itself a problem;
+    the remaining checks still run.
+    """
+    problems: list[str] = []
+    sessions = events = 0
+    conn.execute("BEGIN")
+    try:
+        for check in _STRUCTURE_CHECKS:
+            try:
+                problems += check(conn)
+            except sqlite3.DatabaseError as exc:
+                if not _is_damage(exc):
+                    raise
+                problems.append(f"{check.__name__.lstrip('_')} could not run: {exc}")
+        try:
+            sessions = conn.execute("SELECT count(*) FROM sessions").fetchone()[0]
+            events = conn.execute("SELECT count(*) FROM events").fetchone()[0]
+        except sqlite3.DatabaseError as exc:
+            # Only the summary line loses its counts: the damage is already a problem.
+            if not _is_damage(exc):
+                raise
     finally:
-        if conn.in_transaction:
-            conn.execute("COMMIT")
+        _rollback(conn)
     return problems, sessions, events
 
 
@@ -589,9 +717,13 @@ def _payload_page(
 
 
 class GroupCommitStats(msgspec.Struct, frozen=True):
-    """How a handle's writes were grouped: ``requests`` writes in ``transactions`` commits."""
+    """How a handle's writes were grouped: ``requests`` writes in ``rounds``.
 
-    transactions: int
+    A round is one write transaction, unless a request in it failed part-way and
+    the round was redone without it; ``requests / rounds`` is the group-commit factor.
+    """
+
+    rounds: int
     requests: int
 
 
@@ -607,7 +739,8 @@ class SqliteCheckpointer:
     ``busy_timeout_ms`` is how long a write waits for another writer's lock
     before raising `StoreBusyError`.
 
-    Also implements `StoreHooks` for the conformance kit.
+    Also implements `StoreHooks` (out-of-band damage and schema marking) and
+    `FaultInjectable` (named points inside writes) for the conformance kit.
     """
 
     capabilities: frozenset[Capability] = frozenset(
@@ -647,9 +780,12 @@ class SqliteCheckpointer:
         self._closed = False
         self._closing: asyncio.Task[None] | None = None
         self._pending: list[tuple[_Write, asyncio.Future[int | None]]] = []
-        self._flusher: asyncio.Task[None] | None = None
-        self._transactions = 0
+        self._flusher: asyncio.Task[None] | None = None  # holds the running flush task
+        self._idle = asyncio.Event()  # set: no write round in flight
+        self._idle.set()
+        self._rounds = 0
         self._requests = 0
+        self._fault_hook: FaultHook | None = None
 
     # -- lifecycle ------------------------------------------------------------------
 
@@ -684,9 +820,7 @@ class SqliteCheckpointer:
             found = _header_user_version(self._database)
             if found is not None and found > SCHEMA_VERSION:
                 raise SchemaVersionError(found, SCHEMA_VERSION)
-        # isolation_level=None: the sqlite3 module issues no implicit BEGIN; every
-        # transaction here is explicit.
-        db = await aiosqlite.connect(self._database, isolation_level=None)
+        db = await _connect(self._database)
         started = time.monotonic()
         try:
             await _call(
@@ -719,8 +853,7 @@ class SqliteCheckpointer:
     async def _shutdown(self) -> None:
         async with self._open_lock:  # an open in progress completes first
             pass
-        while self._flusher is not None:
-            await asyncio.shield(self._flusher)
+        await self._idle.wait()  # writes accepted before close still complete
         db, self._db = self._db, None
         if db is not None:
             await db.close()
@@ -731,8 +864,8 @@ class SqliteCheckpointer:
 
     @property
     def group_commit_stats(self) -> GroupCommitStats:
-        """How many write transactions this handle committed for how many requests."""
-        return GroupCommitStats(self._transactions, self._requests)
+        """How many write rounds this handle ran, for how many write requests."""
+        return GroupCommitStats(self._rounds, self._requests)
 
     async def _query(
         self, operation: str, fn: Callable[[sqlite3.Connection], _T], session_id: str | None = None
@@ -752,40 +885,58 @@ class SqliteCheckpointer:
 
     async def _write(self, operation: str, write: _Write) -> int | None:
         db = await self._connection(operation)
-        future: asyncio.Future[int | None] = asyncio.get_running_loop().create_future()
-        self._pending.append((write, future))
-        if self._flusher is None:
+        if not self._idle.is_set():
+            # A round is in flight: join the next one.
+            future: asyncio.Future[int | None] = asyncio.get_running_loop().create_future()
+            self._pending.append((write, future))
+            return await future
+        # Idle: this request is a round of its own, run by its caller directly (one
+        # hop, no extra task). Writes arriving meanwhile queue up for the flusher.
+        self._idle.clear()
+        try:
+            (outcome,) = await _call(
+                db, partial(_run_round, writes=[write], where=self._where, hook=self._fault_hook)
+            )
+        finally:
+            self._rounds += 1
+            self._requests += 1
+            self._next_round(db)
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    def _next_round(self, db: aiosqlite.Connection) -> None:
+        """After a round: hand what queued up meanwhile to a flusher, or become idle."""
+        if self._pending:
+            # A task of its own, so that a caller cancelled while it waits cannot
+            # strand the other requests of its round.
             self._flusher = asyncio.ensure_future(self._flush(db))
-        return await future
+        else:
+            self._idle.set()
 
     async def _flush(self, db: aiosqlite.Connection) -> None:
-        """Commit queued writes round by round until the queue is empty.
-
-        A task of its own, so that a caller cancelled while waiting cannot strand
-        the other requests of its round.
-        """
+        """Commit the queued writes, all of them (up to `_MAX_ROUND`) in one round."""
+        round_ = self._pending[:_MAX_ROUND]
+        del self._pending[:_MAX_ROUND]
+        writes = [write for write, _ in round_]
         try:
-            while self._pending:
-                round_ = self._pending[:_MAX_ROUND]
-                del self._pending[:_MAX_ROUND]
-                writes = [write for write, _ in round_]
-                try:
-                    outcomes = await _call(
-                        db, partial(_run_round, writes=writes, where=self._where)
-                    )
-                except Exception as exc:
-                    outcomes = [exc] * len(round_)
-                self._transactions += 1
-                self._requests += len(round_)
-                for (_, future), outcome in zip(round_, outcomes, strict=True):
-                    if future.done():  # the caller was cancelled
-                        continue
-                    if isinstance(outcome, Exception):
-                        future.set_exception(outcome)
-                    else:
-                        future.set_result(outcome)
+            outcomes = await _call(
+                db, partial(_run_round, writes=writes, where=self._where, hook=self._fault_hook)
+            )
+        except Exception as exc:
+            outcomes = [exc] * len(round_)
         finally:
+            self._rounds += 1
+            self._requests += len(round_)
             self._flusher = None
+            self._next_round(db)
+        for (_, future), outcome in zip(round_, outcomes, strict=True):
+            if future.done():  # its caller was cancelled
+                continue
+            if isinstance(outcome, Exception):
+                future.set_exception(outcome)
+            else:
+                future.set_result(outcome)
 
     # -- payloads -------------------------------------------------------------------
 
@@ -830,19 +981,6 @@ class SqliteCheckpointer:
             append(StoredEvent(seq, session_id, seq - 1 if seq > 1 else None, ts, event))
             seq += 1
         return decoded
-
-    def _decode_paused(
-        self, session_id: str, rows: Sequence[_Row], first_seq: int
-    ) -> list[StoredEvent]:
-        # Decoding allocates many objects and none become garbage cycles; the cyclic GC
-        # would only rescan them over and over (1.4-2x slower on large reads).
-        enabled = gc.isenabled()
-        gc.disable()
-        try:
-            return self._decode(session_id, rows, first_seq)
-        finally:
-            if enabled:
-                gc.enable()
 
     # -- the contract ---------------------------------------------------------------
 
@@ -900,7 +1038,8 @@ class SqliteCheckpointer:
                 sid, "events", f"head is {head} but {len(rows)} events follow seq {since}"
             )
         for start in range(0, len(rows), _DECODE_CHUNK):
-            chunk = self._decode_paused(sid, rows[start : start + _DECODE_CHUNK], since + start + 1)
+            with _gc_paused():
+                chunk = self._decode(sid, rows[start : start + _DECODE_CHUNK], since + start + 1)
             for stored in chunk:
                 yield stored
 
@@ -912,7 +1051,7 @@ class SqliteCheckpointer:
         return await self._query("head", partial(_read_one, sql=sql, session_id=sid), sid)
 
     async def generation(self, session_id: str) -> int:
-        """The session id's generation: bumped by each delete and each truncate that removes events."""
+        """The session id's generation: 0, then one more per delete or shortening truncate."""
         self._check_open("generation")
         sid = check_session_id(session_id)
         sql = "SELECT generation FROM generations WHERE session_id = ?"
@@ -961,14 +1100,8 @@ class SqliteCheckpointer:
         reported, never raised or repaired.
         """
         self._check_open("check_integrity")
-        db = await self._connection("check_integrity")
-        problems: list[str] = []
-        sessions = events = 0
-        try:
-            problems, sessions, events = await _call(db, _structure_problems)
-            problems += await self._payload_problems(db)
-        except sqlite3.DatabaseError as exc:
-            problems.append(f"sqlite: {exc}")
+        problems, sessions, events = await self._query("check_integrity", _structure_problems)
+        problems += await self._payload_problems(await self._connection("check_integrity"))
         shown = problems[:_MAX_PROBLEMS]
         if len(problems) > _MAX_PROBLEMS:
             shown.append(f"... and {len(problems) - _MAX_PROBLEMS} more problems")
@@ -984,7 +1117,13 @@ class SqliteCheckpointer:
         problems: list[str] = []
         after = ("", 0)
         while True:
-            page = await _call(db, partial(_payload_page, after=after, limit=_SCAN_PAGE))
+            try:
+                page = await _call(db, partial(_payload_page, after=after, limit=_SCAN_PAGE))
+            except sqlite3.DatabaseError as exc:
+                if not _is_damage(exc):
+                    raise
+                problems.append(f"payload scan stopped after {after}: {exc}")
+                return problems
             for sid, seq, crc, payload in page:
                 try:
                     self._decode(sid, [(seq, "", crc, payload)], seq)
@@ -993,6 +1132,26 @@ class SqliteCheckpointer:
             if len(page) < _SCAN_PAGE:
                 return problems
             after = (page[-1][0], page[-1][1])
+
+    # -- FaultInjectable -------------------------------------------------------------
+
+    @property
+    def fault_points(self) -> tuple[str, ...]:
+        """The points inside writes where an installed fault hook is called.
+
+        ``*.locked``: the write lock is held and nothing of this request is
+        written; ``append.events_written``: the events rows are in, the session
+        row not yet; ``*.before_commit``: everything is written, not committed.
+        """
+        return FAULT_POINTS
+
+    def set_fault_hook(self, hook: FaultHook | None) -> None:
+        """Call ``hook(point)`` at each fault point, on the worker thread; None removes it.
+
+        The write carries on when the hook returns; while it blocks, the write
+        lock stays held, as it would in a stalled or dying process.
+        """
+        self._fault_hook = hook
 
     # -- StoreHooks -----------------------------------------------------------------
 

@@ -23,6 +23,16 @@ class Profile(msgspec.Struct, frozen=True):
     commanded_examples: int = 10
     """Runs of the commanded-workers machine (each starts three worker processes once)."""
     commanded_steps: int = 20
+    powerloss_states: int = 1000
+    """Crash states the power-loss check (DUR-003) rebuilds, reopens and verifies."""
+    stress_processes: int = 4
+    """Worker processes of the free-running stress check (MP-001)."""
+    stress_operations: int = 1_000
+    """Calls the stress workers make between them."""
+    stress_seconds: float = 30.0
+    """Each stress worker stops after this long, whatever calls it has left."""
+    stress_kills: int = 1
+    """Stress workers killed (SIGKILL) at a random moment of the run."""
 
 
 PROFILES: dict[str, Profile] = {
@@ -34,6 +44,9 @@ PROFILES: dict[str, Profile] = {
         process_rounds=2,
         commanded_examples=6,
         commanded_steps=20,
+        powerloss_states=200,
+        stress_operations=2_000,
+        stress_seconds=6.0,
     ),
     "default": Profile(
         "default",
@@ -43,6 +56,9 @@ PROFILES: dict[str, Profile] = {
         process_rounds=5,
         commanded_examples=25,
         commanded_steps=30,
+        powerloss_states=1000,
+        stress_operations=5_000,
+        stress_seconds=60.0,
     ),
     "thorough": Profile(
         "thorough",
@@ -52,5 +68,9 @@ PROFILES: dict[str, Profile] = {
         process_rounds=30,
         commanded_examples=200,
         commanded_steps=40,
+        powerloss_states=5000,
+        stress_operations=32_000,
+        stress_seconds=600.0,
+        stress_kills=2,
     ),
 }

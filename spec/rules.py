@@ -379,6 +379,21 @@ RULES: Final[tuple[Rule, ...]] = (
         "seqs, and check_integrity reports ok.",
     ),
     Rule(
+        "DUR-003",
+        _M,
+        _D,
+        "Acknowledged writes survive power loss",
+        "After a power loss at any point, where only what was made durable survives "
+        "and unsynced writes may be lost, reordered or torn (cut short or "
+        "zero-filled), reopening shows every acknowledged append, truncate and "
+        "delete in effect and the interrupted operation wholly or not at all: no "
+        "partially visible batch, contiguous seqs with correct parent links, and "
+        "check_integrity reports ok; cutting off a torn tail is allowed. A write "
+        "torn into garbage may instead make reads of the damaged session raise "
+        "CorruptStoreError, with check_integrity reporting it, but never return "
+        "wrong events.",
+    ),
+    Rule(
         "KILL-001",
         _M,
         _P,

@@ -12,7 +12,9 @@ from . import (  # noqa: F401
     integrity,
     lifecycle,
     model_based,
+    powerloss,
     reading,
     session_ids,
+    stress,
     truncation,
 )

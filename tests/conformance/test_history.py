@@ -1,0 +1,512 @@
+"""The history checker: one hand-made history per anomaly, and valid histories accepted.
+
+Times are small integers (the checker only compares them). Each anomaly test
+asserts the rule the verdict names, so a checker that finds the right problem for
+the wrong reason fails. The properties at the end run random calls against
+`SpecModel` one at a time, give each call an interval around the instant it took
+effect, and require the checker to accept every such history.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+import pytest
+from checkpointspec.conformance.history import (
+    Conflicted,
+    HistoryVerdict,
+    Operation,
+    Outcome,
+    Raised,
+    Returned,
+    Unknown,
+    check_history,
+)
+from checkpointspec.spec import (
+    Capability,
+    CheckpointConflictError,
+    CheckpointError,
+    SpecModel,
+    UserPrompt,
+)
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+
+class History:
+    """Builds operations; each process numbers its calls from 0."""
+
+    def __init__(self) -> None:
+        self.ops: list[Operation] = []
+        self._next: Counter[int] = Counter()
+
+    def add(
+        self,
+        process: int,
+        kind: str,
+        times: tuple[int, int | None],
+        outcome: Outcome,
+        **args: object,
+    ) -> Operation:
+        index = self._next[process]
+        self._next[process] += 1
+        op = Operation(
+            process,
+            index,
+            kind,  # type: ignore[arg-type]
+            str(args.pop("session", "s")),
+            times[0],
+            times[1],
+            outcome,
+            **args,  # type: ignore[arg-type]
+        )
+        self.ops.append(op)
+        return op
+
+    def append(
+        self,
+        process: int,
+        markers: str,
+        times: tuple[int, int | None],
+        head: int | None = None,
+        expected: int | None = None,
+        conflict: int | None = None,
+        session: str = "s",
+    ) -> Operation:
+        outcome: Outcome
+        if conflict is not None:
+            assert expected is not None
+            outcome = Conflicted(expected, conflict)
+        elif head is not None:
+            outcome = Returned(head)
+        else:
+            outcome = Unknown()
+        return self.add(
+            process,
+            "append",
+            times,
+            outcome,
+            markers=tuple(markers.split()),
+            expected_head=expected,
+            session=session,
+        )
+
+    def read(
+        self, process: int, since: int, markers: str, times: tuple[int, int], session: str = "s"
+    ) -> Operation:
+        events = tuple((since + 1 + n, m) for n, m in enumerate(markers.split()))
+        return self.add(
+            process, "read", times, Returned(0, events), since_seq=since, session=session
+        )
+
+    def head(self, process: int, value: int, times: tuple[int, int]) -> Operation:
+        return self.add(process, "head", times, Returned(value))
+
+    def truncate(
+        self, process: int, to_seq: int, times: tuple[int, int], expected: int | None = None
+    ) -> Operation:
+        return self.add(
+            process, "truncate", times, Returned(to_seq), to_seq=to_seq, expected_head=expected
+        )
+
+    def check(self, final: str, **kwargs: int) -> HistoryVerdict:
+        return check_history(self.ops, {"s": final.split()}, **kwargs)
+
+
+def rules(verdict: HistoryVerdict) -> list[str]:
+    return [a.rule_id for a in verdict.anomalies]
+
+
+# -- valid histories -------------------------------------------------------------------------
+
+
+def test_a_valid_concurrent_history_is_accepted_by_the_chain() -> None:
+    h = History()
+    h.append(1, "a1", (0, 10), head=1, expected=0)
+    h.append(2, "b1 b2", (5, 20), head=3)  # overlaps a1, lands after it
+    h.append(3, "c1", (6, 25), expected=0, conflict=1)  # saw a1 only
+    h.read(4, 0, "a1", (8, 30))  # may run before b's append took effect
+    h.head(1, 3, (21, 22))
+    h.read(2, 1, "b1 b2", (26, 40))
+    verdict = h.check("a1 b1 b2")
+    assert verdict.ok, verdict.report()
+    assert verdict.decided_by == {"s": "chain"}
+
+
+def test_appends_may_take_effect_in_either_order_while_they_overlap() -> None:
+    h = History()
+    h.append(1, "a1", (0, 50), head=2)
+    h.append(2, "b1", (10, 20), head=1)  # invoked later, took effect first
+    assert h.check("b1 a1").ok
+
+
+# -- one test per anomaly ----------------------------------------------------------------------
+
+
+def test_lost_update_names_both_appends() -> None:
+    h = History()
+    for n in range(4):
+        h.append(1, f"x{n}", (10 * n, 10 * n + 5), head=n + 1, expected=n)
+    first = h.append(2, "e17", (50, 60), head=5, expected=4)
+    second = h.append(3, "e18", (51, 61), head=5, expected=4)
+    verdict = h.check("x0 x1 x2 x3 e17")
+    assert rules(verdict) == ["APPEND-004"]
+    anomaly = verdict.anomalies[0]
+    assert "lost update" in anomaly.summary
+    assert "process 2 appended e17 with expected_head 4 (ok, head 5)" in anomaly.summary
+    assert "process 3 appended e18 with expected_head 4 (ok, head 5)" in anomaly.summary
+    assert anomaly.operations == (first, second)
+
+
+def test_forked_chain_two_appends_acknowledged_at_one_seq() -> None:
+    h = History()
+    h.append(1, "a1", (0, 10), head=1)
+    h.append(2, "b1", (0, 10), head=1)
+    verdict = h.check("a1")
+    assert rules(verdict) == ["APPEND-004"]
+    assert "forked" in verdict.anomalies[0].summary
+
+
+def test_torn_batch_in_the_final_log() -> None:
+    h = History()
+    h.append(1, "a1 a2 a3", (0, 10), head=3)
+    verdict = h.check("a1 a2")
+    assert rules(verdict) == ["APPEND-003"]
+
+
+def test_batch_interleaved_with_another_is_torn() -> None:
+    h = History()
+    h.append(1, "a1 a2", (0, 10), head=2)
+    h.append(2, "b1", (0, 10), head=3)
+    assert rules(h.check("a1 b1 a2")) == ["APPEND-003"]
+
+
+def test_duplicated_event() -> None:
+    h = History()
+    h.append(1, "a1", (0, 10), head=1)
+    h.append(2, "b1", (20, 30), head=2)
+    assert rules(h.check("a1 b1 a1")) == ["APPEND-003"]
+
+
+def test_read_that_is_not_a_slice_of_the_log() -> None:
+    h = History()
+    h.append(1, "a1", (0, 10), head=1)
+    h.append(1, "b1", (20, 30), head=2)
+    h.append(1, "c1", (40, 50), head=3)
+    read = h.read(2, 1, "c1", (60, 70))  # skips b1
+    verdict = h.check("a1 b1 c1")
+    assert rules(verdict) == ["READ-003"]
+    assert read in verdict.anomalies[0].operations
+
+
+def test_stale_read_violates_real_time() -> None:
+    h = History()
+    h.append(1, "a1", (0, 10), head=1)
+    append = h.append(2, "b1 b2", (5, 20), head=3)
+    read = h.read(3, 0, "a1", (25, 30))  # began after b's append returned
+    verdict = h.check("a1 b1 b2")
+    assert rules(verdict) == ["READ-003"]
+    anomaly = verdict.anomalies[0]
+    assert "stale" in anomaly.summary
+    assert read in anomaly.operations
+    assert append in anomaly.operations
+
+
+def test_read_that_sees_a_write_before_it_was_made() -> None:
+    h = History()
+    h.read(3, 0, "a1", (0, 5))
+    h.append(1, "a1", (10, 20), head=1)
+    assert rules(h.check("a1")) == ["READ-003"]
+
+
+def test_appends_out_of_real_time_order() -> None:
+    h = History()
+    h.append(1, "a1", (0, 10), head=2)
+    h.append(2, "b1", (20, 30), head=1)  # began after a1 returned, yet sits before it
+    assert rules(h.check("b1 a1")) == ["MP-001"]
+
+
+def test_stale_head() -> None:
+    h = History()
+    h.append(1, "a1", (0, 10), head=1)
+    h.head(2, 0, (20, 30))
+    assert rules(h.check("a1")) == ["HEAD-001"]
+
+
+def test_conflict_reporting_a_head_that_never_existed() -> None:
+    h = History()
+    h.append(1, "a1 a2", (0, 10), head=2)
+    h.append(2, "b1 b2", (20, 30), head=4)
+    h.append(3, "c1", (40, 50), expected=0, conflict=3)  # 3 is inside b's batch
+    h.append(3, "c2", (60, 70), expected=0, conflict=9)  # the log never got that long
+    verdict = h.check("a1 a2 b1 b2")
+    assert rules(verdict) == ["APPEND-002", "APPEND-002"]
+    assert "never had" in verdict.anomalies[0].summary
+    assert "never held more than 4" in verdict.anomalies[1].summary
+
+
+def test_conflict_reporting_a_head_that_was_gone_before_the_call() -> None:
+    h = History()
+    h.append(1, "a1", (0, 10), head=1)
+    h.append(1, "a2", (20, 30), head=2)
+    h.append(2, "c1", (40, 50), expected=0, conflict=1)  # head 1 ended at 30 at the latest
+    assert rules(h.check("a1 a2")) == ["APPEND-002"]
+
+
+def test_conflicted_append_that_wrote_anyway() -> None:
+    h = History()
+    h.append(1, "a1", (0, 10), head=1)
+    h.append(2, "b1", (20, 30), expected=0, conflict=1)
+    assert rules(h.check("a1 b1")) == ["APPEND-002"]
+
+
+def test_acknowledged_append_missing_from_the_final_log() -> None:
+    h = History()
+    h.append(1, "a1", (0, 10), head=1)
+    h.append(2, "b1", (20, 30), head=2)
+    assert rules(h.check("a1")) == ["MP-001"]
+
+
+def test_acknowledged_head_that_disagrees_with_where_the_batch_is() -> None:
+    h = History()
+    h.append(1, "a1", (0, 10), head=1)
+    h.append(2, "b1", (20, 30), head=5)
+    assert rules(h.check("a1 b1")) == ["SEQ-003"]
+
+
+@pytest.mark.parametrize(("final", "effect"), [("a1 k1 k2", "took effect"), ("a1", "did not")])
+def test_unknown_outcome_is_resolved_by_the_final_log(final: str, effect: str) -> None:
+    h = History()
+    h.append(1, "a1", (0, 10), head=1)
+    h.append(2, "k1 k2", (5, None), expected=1)  # killed in flight
+    h.read(3, 0, "a1", (20, 30))
+    verdict = h.check(final)
+    assert verdict.ok, verdict.report()
+    assert len(verdict.resolved) == 1
+    assert effect in verdict.resolved[0]
+
+
+def test_unknown_outcome_that_took_effect_must_respect_real_time() -> None:
+    h = History()
+    h.append(2, "k1", (50, None))  # killed after a1 had been acknowledged...
+    h.append(1, "a1", (0, 10), head=2)
+    assert rules(h.check("k1 a1")) == ["MP-001"]  # ...yet stored before it
+
+
+def test_event_of_another_session_is_reported() -> None:
+    h = History()
+    h.append(1, "a1", (0, 10), head=1)
+    h.append(2, "t1", (0, 10), head=1, session="t")
+    verdict = check_history(h.ops, {"s": ["a1", "t1"], "t": ["t1"]})
+    assert rules(verdict) == ["ID-002"]
+
+
+# -- truncates and deletes: epochs, and the search behind them --------------------------------
+
+
+def test_truncate_between_epochs_is_decided_by_the_chain() -> None:
+    h = History()
+    h.append(1, "a1", (0, 10), head=1, expected=0)
+    h.append(2, "b1 b2", (5, 20), head=3)
+    h.truncate(1, 2, (30, 40), expected=3)  # keeps a1 b1: cuts b's batch
+    h.append(2, "c1", (50, 60), head=3, expected=2)  # expected_head 2 again after the cut
+    h.read(3, 0, "a1 b1 c1", (70, 80))
+    verdict = h.check("a1 b1 c1")
+    assert verdict.ok, verdict.report()
+    assert verdict.decided_by == {"s": "chain"}
+
+
+def test_event_removed_by_a_truncate_reappearing() -> None:
+    h = History()
+    h.append(1, "a1 a2", (0, 10), head=2)
+    h.truncate(1, 1, (20, 30), expected=2)
+    h.read(2, 0, "a1 a2", (40, 50))
+    assert rules(h.check("a1")) == ["TRUNC-001"]
+
+
+def test_truncate_with_a_stale_expected_head_that_succeeded() -> None:
+    h = History()
+    h.append(1, "a1 a2", (0, 10), head=2)
+    h.truncate(1, 0, (20, 30), expected=1)
+    assert rules(h.check("")) == ["TRUNC-003"]
+
+
+def test_truncate_overlapping_appends_goes_to_the_search() -> None:
+    h = History()
+    h.append(1, "a1 a2", (0, 10), head=2)
+    h.truncate(2, 1, (15, 40), expected=2)
+    h.append(3, "b1", (20, 30), head=2, expected=1)  # ran after the truncate took effect
+    h.read(1, 0, "a1 b1", (50, 60))
+    verdict = h.check("a1 b1")
+    assert verdict.ok, verdict.report()
+    assert verdict.decided_by == {"s": "search"}
+
+
+def test_the_search_reports_what_no_order_explains() -> None:
+    h = History()
+    h.append(1, "a1 a2", (0, 10), head=2)
+    h.truncate(2, 1, (15, 40), expected=2)
+    h.append(3, "b1", (20, 30), head=2, expected=1)
+    h.read(1, 0, "a1 a2", (50, 60))  # the truncate had returned: a2 must be gone
+    verdict = h.check("a1 b1")
+    assert rules(verdict) == ["READ-003"]
+    assert "linearizability search" in verdict.anomalies[0].summary
+
+
+def test_delete_starts_a_new_epoch() -> None:
+    h = History()
+    h.append(1, "a1", (0, 10), head=1)
+    h.add(2, "delete", (20, 30), Returned(0))
+    h.append(1, "b1", (40, 50), head=1, expected=0)
+    assert h.check("b1").ok
+    h.read(3, 0, "a1", (60, 70))
+    assert rules(h.check("b1")) == ["DELETE-001"]
+
+
+def test_a_search_out_of_budget_is_undecided_not_wrong() -> None:
+    h = History()
+    h.append(1, "a1 a2", (0, 10), head=2)
+    h.add(2, "truncate", (15, None), Unknown(), to_seq=1)  # may or may not have happened
+    for n in range(6):
+        h.append(3, f"b{n}", (20 + n * 10, 25 + n * 10), head=3 + n)
+    verdict = h.check("a1 a2 b0 b1 b2 b3 b4 b5", search_steps=3)
+    assert verdict.ok
+    assert verdict.undecided
+    assert verdict.decided_by == {"s": "undecided"}
+
+
+def test_malformed_histories_are_refused() -> None:
+    h = History()
+    h.append(1, "a1", (0, 10), head=1)
+    h.append(1, "a2", (5, 15), head=2)  # process 1 cannot have two calls in flight
+    with pytest.raises(ValueError, match="before op 0 returned"):
+        h.check("a1 a2")
+    h = History()
+    h.append(1, "a1", (0, 10), head=1)
+    h.append(2, "a1", (0, 10), head=1)
+    with pytest.raises(ValueError, match="two appends"):
+        h.check("a1")
+    with pytest.raises(ValueError, match="no final log"):
+        check_history(h.ops[:1], {})
+
+
+# -- properties: every sequential execution of the model is accepted ------------------------
+
+
+@st.composite
+def model_histories(
+    draw: st.DrawFn, removals: bool
+) -> tuple[list[Operation], dict[str, list[str]]]:
+    """Random calls run one at a time on `SpecModel`, each given a consistent interval.
+
+    Call k takes effect at instant 10k; its process invoked it after its previous
+    call returned and sees it return before its next call. A process may be
+    killed in flight, its call then taking effect or not.
+    """
+    processes = draw(st.integers(1, 4))
+    model = SpecModel([Capability.TRUNCATE])
+    kinds = ["append", "append", "read", "head"] + (["truncate", "delete"] if removals else [])
+    calls: dict[int, list[tuple[int, Operation]]] = {p: [] for p in range(processes)}
+    killed: set[int] = set()
+    markers = iter(range(10**6))
+    for k in range(draw(st.integers(0, 30))):
+        process = draw(st.integers(0, processes - 1))
+        if process in killed:
+            continue
+        session = draw(st.sampled_from(["s", "t"]))
+        kind = draw(st.sampled_from(kinds))
+        head = model.head(session)
+        expected = draw(st.sampled_from([None, head, head, max(0, head - 1), head + 1]))
+        dies = draw(st.integers(0, 9)) == 0
+        applies = not dies or draw(st.booleans())
+        args: dict[str, object] = {}
+        outcome: Outcome
+        try:
+            if kind == "append":
+                batch = tuple(f"m{next(markers)}" for _ in range(draw(st.integers(0, 3))))
+                args = {"markers": batch, "expected_head": expected}
+                value = (
+                    model.append(session, [UserPrompt(m) for m in batch], expected)
+                    if applies
+                    else 0
+                )
+                outcome = Returned(value)
+            elif kind == "read":
+                since = draw(st.integers(0, head + 1))
+                args = {"since_seq": since}
+                events = tuple(
+                    (e.seq, getattr(e.event, "text", "")) for e in model.read(session, since)
+                )
+                outcome = Returned(0, events)
+            elif kind == "head":
+                outcome = Returned(model.head(session))
+            elif kind == "truncate":
+                to_seq = draw(st.integers(0, head + 1))
+                args = {"to_seq": to_seq, "expected_head": expected}
+                outcome = Returned(model.truncate(session, to_seq, expected) if applies else 0)
+            else:
+                if applies:
+                    model.delete(session)
+                outcome = Returned(0)
+        except CheckpointConflictError as conflict:
+            outcome = Conflicted(conflict.expected, conflict.actual)
+        except CheckpointError as error:
+            outcome = Raised(type(error).__name__)
+        if dies:
+            outcome = Unknown()
+            killed.add(process)
+        op = Operation(process, len(calls[process]), kind, session, 0, None, outcome, **args)  # type: ignore[arg-type]
+        calls[process].append((10 * k + 10, op))
+    history: list[Operation] = []
+    for ops in calls.values():
+        previous_end = 0
+        for n, (instant, op) in enumerate(ops):
+            invoked = draw(st.integers(previous_end + 1, instant))
+            limit = ops[n + 1][0] - 1 if n + 1 < len(ops) else instant + 60
+            completed = (
+                None if isinstance(op.outcome, Unknown) else draw(st.integers(instant, limit))
+            )
+            history.append(
+                Operation(
+                    op.process,
+                    op.index,
+                    op.kind,
+                    op.session,
+                    invoked,
+                    completed,
+                    op.outcome,
+                    op.markers,
+                    op.expected_head,
+                    op.since_seq,
+                    op.to_seq,
+                )
+            )
+            previous_end = completed if completed is not None else instant
+    finals = {sid: [getattr(e.event, "text", "") for e in model.read(sid)] for sid in ("s", "t")}
+    return history, finals
+
+
+_fast = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@_fast
+@given(model_histories(removals=False))
+def test_model_histories_without_removals_are_accepted_by_the_chain(
+    case: tuple[Sequence[Operation], dict[str, list[str]]],
+) -> None:
+    history, finals = case
+    verdict = check_history(history, finals)
+    assert verdict.ok, verdict.report()
+    assert set(verdict.decided_by.values()) == {"chain"}
+
+
+@_fast
+@given(model_histories(removals=True))
+def test_model_histories_with_truncates_and_deletes_are_accepted(
+    case: tuple[Sequence[Operation], dict[str, list[str]]],
+) -> None:
+    history, finals = case
+    verdict = check_history(history, finals)
+    assert verdict.ok, verdict.report()
+    assert not verdict.undecided

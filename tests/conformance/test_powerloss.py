@@ -1,0 +1,455 @@
+"""The power-loss simulation: `SimulatedDisk`, its crash states, and the DUR-003 check.
+
+The first half drives the disk by hand and checks each rule of crash-state
+generation (`checkpointspec.conformance.crashstates`). The second half runs the
+check against the file backend, correct and with one durability bug each; the
+factories are module-level so that the kit can load them by ``module:function``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, cast
+
+import msgspec
+import pytest
+from checkpointspec.backends.file import Durability, FileCheckpointer
+from checkpointspec.backends.fsport import FileSystem
+from checkpointspec.conformance.checks import powerloss as powerloss_check
+from checkpointspec.conformance.crashstates import SECTOR, CrashPlan, CrashSpec, CrashState
+from checkpointspec.conformance.factory import resolve_backend
+from checkpointspec.conformance.powerloss import FileSystemPorted, SimulatedDisk, tears
+from checkpointspec.conformance.profiles import PROFILES
+from checkpointspec.conformance.registry import CHECKS
+from checkpointspec.conformance.report import CheckResult
+from checkpointspec.conformance.runner import probe_backend, run_check
+from checkpointspec.spec import BackendContext, SessionEvent, UserPrompt
+
+POWERLOSS = CHECKS["DUR-003::acknowledged_writes_survive_power_loss"]
+
+
+# -- the disk -------------------------------------------------------------------------
+@pytest.fixture
+def disk(tmp_path: Path) -> SimulatedDisk:
+    return SimulatedDisk(tmp_path / "root")
+
+
+def p(disk: SimulatedDisk, name: str) -> str:
+    return os.path.join(disk.root, name)
+
+
+def states(plan: CrashPlan, point: int | None = None) -> list[CrashState]:
+    points = plan.points if point is None else [point]
+    return [plan.build(spec) for k in points for spec in plan.specs(k)]
+
+
+def by_kind(plan: CrashPlan, point: int, kind: str) -> list[CrashState]:
+    return [plan.build(s) for s in plan.specs(point) if s.kind == kind]
+
+
+def full(plan: CrashPlan, point: int) -> CrashState:
+    n = len(plan.pending(point))
+    return (
+        plan.build(CrashSpec(point, "prefix", n, "all"))
+        if n
+        else by_kind(plan, point, "durable")[0]
+    )
+
+
+def test_reads_writes_and_descriptors_behave_like_files(disk: SimulatedDisk) -> None:
+    disk.mkdir(p(disk, "d"))
+    fd = disk.open(p(disk, "d/f"), create=True)
+    disk.write(fd, b"abc", 0)
+    disk.write(fd, b"Z", 5)
+    assert disk.read(fd, 100, 0) == b"abc\0\0Z"
+    assert disk.fstat(fd).size == 6
+    disk.truncate(fd, 2)
+    assert disk.read(fd, 100, 0) == b"ab"
+    assert sorted(disk.listdir(disk.root)) == ["d"]
+    assert disk.listdir(p(disk, "d")) == ["f"]
+    with pytest.raises(FileNotFoundError):
+        disk.open(p(disk, "d/missing"))
+    with pytest.raises(FileNotFoundError):
+        disk.open(p(disk, "nodir/f"), create=True)
+    with pytest.raises(PermissionError, match="outside"):
+        disk.open("/elsewhere/f", create=True)
+    assert disk.stat(p(disk, "d/missing")) is None
+    disk.close(fd)
+    with pytest.raises(OSError, match="Bad file descriptor"):
+        disk.read(fd, 1, 0)
+
+
+def test_rename_replaces_atomically_and_old_descriptors_keep_the_old_file(
+    disk: SimulatedDisk,
+) -> None:
+    old = disk.open(p(disk, "log"), create=True)
+    disk.write(old, b"old", 0)
+    new = disk.open(p(disk, "tmp"), create=True)
+    disk.write(new, b"new", 0)
+    identity = disk.fstat(new).identity
+    disk.rename(p(disk, "tmp"), p(disk, "log"))
+    assert disk.read(old, 10, 0) == b"old"
+    stat = disk.stat(p(disk, "log"))
+    assert stat is not None
+    assert stat.identity == identity
+    assert disk.stat(p(disk, "tmp")) is None
+
+
+def test_locks_belong_to_open_file_descriptions(disk: SimulatedDisk) -> None:
+    a = disk.open(p(disk, "m"), create=True)
+    b = disk.open(p(disk, "m"))
+    a2 = disk.dup(a)
+    assert disk.lock(a, blocking=False)
+    assert not disk.lock(b, blocking=False), "two opens exclude each other"
+    assert disk.lock(a2, blocking=False), "a dup shares the lock"
+    disk.close(a2)
+    assert not disk.lock(b, blocking=False), "closing one of two descriptors keeps the lock"
+    disk.close(a)
+    assert disk.lock(b, blocking=False), "closing the last descriptor releases it"
+
+
+def test_a_blocking_lock_returns_once_another_thread_releases_it(disk: SimulatedDisk) -> None:
+    held = disk.open(p(disk, "m"), create=True)
+    waiter = disk.open(p(disk, "m"))
+    assert disk.lock(held, blocking=False)
+    got: list[bool] = []
+    thread = threading.Thread(target=lambda: got.append(disk.lock(waiter, blocking=True)))
+    thread.start()
+    disk.unlock(held)
+    thread.join()
+    assert got == [True]
+    assert not disk.lock(held, blocking=False), "the waiter holds it now"
+
+
+def test_every_mutation_is_recorded_with_its_inode(disk: SimulatedDisk) -> None:
+    disk.mkdir(p(disk, "d"))
+    fd = disk.open(p(disk, "d/a"), create=True)
+    disk.write(fd, b"x", 0)
+    disk.truncate(fd, 0)
+    disk.fsync(fd)
+    disk.rename(p(disk, "d/a"), p(disk, "d/b"))
+    disk.fsync_dir(p(disk, "d"))
+    disk.unlink(p(disk, "d/b"))
+    kinds = [(op.kind, op.path) for op in disk.ops]
+    assert kinds == [
+        ("mkdir", "d"),
+        ("create", "d/a"),
+        ("write", "d/a"),
+        ("truncate", "d/a"),
+        ("fsync", "d/a"),
+        ("rename", "d/a"),
+        ("fsync_dir", "d"),
+        ("unlink", "d/b"),
+    ]
+    inodes = {op.ino for op in disk.ops if op.kind not in ("mkdir", "fsync_dir")}
+    assert len(inodes) == 1
+
+
+# -- crash states ---------------------------------------------------------------------
+def test_an_fsynced_write_survives_every_crash_state(disk: SimulatedDisk) -> None:
+    fd = disk.open(p(disk, "f"), create=True)
+    disk.fsync_dir(disk.root)
+    disk.write(fd, b"durable", 0)
+    disk.fsync(fd)
+    synced = disk.op_count
+    disk.write(fd, b" and more", 7)
+    other = disk.open(p(disk, "g"), create=True)
+    disk.write(other, b"unsynced", 0)
+    plan = disk.crash_plan()
+    for k in plan.points:
+        for state in states(plan, k):
+            if k >= synced:
+                assert state.files["f"].startswith(b"durable"), state.spec
+
+
+def test_an_unsynced_write_is_absent_from_the_durable_image_and_present_in_the_full_state(
+    disk: SimulatedDisk,
+) -> None:
+    fd = disk.open(p(disk, "f"), create=True)
+    disk.fsync_dir(disk.root)
+    disk.write(fd, b"volatile", 0)
+    plan = disk.crash_plan()
+    k = disk.op_count
+    assert by_kind(plan, k, "durable")[0].files == {"f": b""}
+    assert full(plan, k).files == {"f": b"volatile"}
+
+
+def test_a_file_created_without_fsync_dir_may_vanish(disk: SimulatedDisk) -> None:
+    fd = disk.open(p(disk, "f"), create=True)
+    disk.write(fd, b"data", 0)
+    disk.fsync(fd)
+    plan = disk.crash_plan()
+    k = disk.op_count
+    assert "f" not in by_kind(plan, k, "durable")[0].files
+    assert full(plan, k).files["f"] == b"data"
+    disk.fsync_dir(disk.root)
+    plan = disk.crash_plan()
+    assert all(s.files.get("f") == b"data" for s in states(plan, disk.op_count))
+
+
+def test_a_rename_without_fsync_dir_may_be_lost(disk: SimulatedDisk) -> None:
+    for name in ("log", "tmp"):
+        fd = disk.open(p(disk, name), create=True)
+        disk.write(fd, name.encode(), 0)
+        disk.fsync(fd)
+    disk.fsync_dir(disk.root)
+    disk.rename(p(disk, "tmp"), p(disk, "log"))
+    plan = disk.crash_plan()
+    k = disk.op_count
+    assert by_kind(plan, k, "durable")[0].files == {"log": b"log", "tmp": b"tmp"}
+    assert full(plan, k).files == {"log": b"tmp"}
+    disk.fsync_dir(disk.root)
+    assert all(s.files == {"log": b"tmp"} for s in states(disk.crash_plan(), disk.op_count))
+
+
+def test_a_single_omission_keeps_the_later_ops(disk: SimulatedDisk) -> None:
+    fds = [disk.open(p(disk, name), create=True) for name in ("a", "b", "c")]
+    disk.fsync_dir(disk.root)
+    for fd in fds:
+        disk.write(fd, b"x", 0)
+    plan = disk.crash_plan()
+    k = disk.op_count
+    omitted = {s.files["a"] + s.files["b"] + s.files["c"] for s in by_kind(plan, k, "omit")}
+    assert omitted == {b"xx"}
+    assert len(by_kind(plan, k, "omit")) == 2, "leaving out the last op is a prefix already"
+    prefixes = sorted(
+        s.files["a"] + s.files["b"] + s.files["c"] for s in by_kind(plan, k, "prefix")
+    )
+    assert prefixes == [b"x", b"xx", b"xxx"]
+
+
+def test_torn_writes_produce_the_documented_byte_prefixes(disk: SimulatedDisk) -> None:
+    fd = disk.open(p(disk, "f"), create=True)
+    disk.fsync_dir(disk.root)
+    disk.write(fd, b"h" * 100, 0)
+    disk.fsync(fd)
+    data = bytes(range(256)) * 5 + b"end!"  # 1284 bytes at offset 100: ends at 1384
+    disk.write(fd, data, 100)
+    plan = disk.crash_plan()
+    torn = {
+        (t.keep, t.fill): state.files["f"]
+        for t, state in zip(tears(plan.ops[-1]), by_kind(plan, disk.op_count, "torn"), strict=True)
+    }
+    head = b"h" * 100
+    assert torn.keys() == {(642, ""), (412, ""), (924, ""), (0, "zeros"), (924, "garbage")}
+    assert torn[(642, "")] == head + data[:642]  # half
+    assert torn[(412, "")] == head + data[: SECTOR - 100]  # up to the sector at 512
+    assert torn[(924, "")] == head + data[: 2 * SECTOR - 100]  # up to the sector at 1024
+    assert torn[(0, "zeros")] == head + bytes(len(data))
+    garbage = torn[(924, "garbage")]
+    assert garbage[:1024] == head + data[:924]
+    assert len(garbage) == 1384
+    assert garbage[1024:] != data[924:]
+    assert garbage[1024:].count(0) == 0
+
+
+def test_long_writes_tear_at_the_first_and_last_sector_boundaries(disk: SimulatedDisk) -> None:
+    fd = disk.open(p(disk, "f"), create=True)
+    disk.write(fd, bytes(10 * SECTOR), 0)
+    cut_short = sorted(t.keep for t in tears(disk.ops[-1]) if not t.fill)
+    assert cut_short == [512, 1024, 5 * SECTOR, 8 * SECTOR, 9 * SECTOR]  # 5 * SECTOR: half
+
+
+def test_the_full_state_is_what_the_disk_shows(disk: SimulatedDisk) -> None:
+    run_file_workload(disk)
+    plan = disk.crash_plan()
+    image = disk.image()
+    live = {path: image.data[ino] for path, ino in image.names.items()}
+    assert full(plan, disk.op_count).files == live
+
+
+def test_sampling_is_deterministic_and_keeps_the_core_states(disk: SimulatedDisk) -> None:
+    run_file_workload(disk, durability=Durability.PROCESS)
+    plan = disk.crash_plan()
+    assert len(plan.all_specs()) > 200
+    first = plan.sample(200, random.Random(4))
+    assert first == plan.sample(200, random.Random(4))
+    assert first != plan.sample(200, random.Random(5))
+    core = [s for s in plan.all_specs() if plan.is_core(s)]
+    assert set(core) <= set(first)
+    assert first == sorted(first, key=plan.all_specs().index)
+
+
+def test_a_crash_state_reopens_from_a_directory_and_from_a_fresh_disk(tmp_path: Path) -> None:
+    disk = SimulatedDisk(tmp_path / "store")
+    run_file_workload(disk)
+    plan = disk.crash_plan()
+    state = by_kind(plan, disk.op_count, "durable")[0]
+    target = tmp_path / "copy"
+    target.mkdir()
+    state.materialise(target)
+    from_dir = asyncio.run(texts_in(FileCheckpointer(target), "s"))
+    again = SimulatedDisk.from_state(tmp_path / "store", state)
+    from_disk = asyncio.run(texts_in(FileCheckpointer(tmp_path / "store", fs=again), "s"))
+    assert from_dir == from_disk == ["one", "two", "three"]
+
+
+def run_file_workload(disk: SimulatedDisk, durability: Durability = Durability.FSYNC) -> None:
+    async def work() -> None:
+        cp = FileCheckpointer(disk.root, fs=disk, durability=durability)
+        await cp.append("s", [UserPrompt("one"), UserPrompt("two")])
+        await cp.append("t", [UserPrompt("t1")])
+        await cp.append("s", [UserPrompt("three")])
+        await cp.truncate("t", 0)
+        await cp.delete("t")
+        await cp.append("t", [UserPrompt("t2")])
+        await cp.close()
+
+    asyncio.run(work())
+
+
+async def texts_in(cp: FileCheckpointer, sid: str) -> list[str]:
+    try:
+        return [cast(UserPrompt, s.event).text async for s in cp.read(sid)]
+    finally:
+        await cp.close()
+
+
+# -- the check against the file backend ---------------------------------------------------
+class Ported(FileCheckpointer):
+    """The file backend with the `FileSystemPorted` opt-in (what FileCheckpointer should have)."""
+
+    def on_filesystem(self, fs: FileSystem) -> FileCheckpointer:
+        durability = Durability.FSYNC if self._durable else Durability.PROCESS
+        return FileCheckpointer(self._root, codec=self._codec, durability=durability, fs=fs)
+
+
+class _DropBarriers:
+    """A port that forwards everything but the barriers named in ``dropped``."""
+
+    def __init__(self, fs: FileSystem, dropped: Sequence[str]) -> None:
+        self._fs = fs
+        self._dropped = frozenset(dropped)
+
+    def __getattr__(self, name: str) -> Any:
+        if name in self._dropped:
+            return lambda *args, **kwargs: None
+        return getattr(self._fs, name)
+
+
+class NoDirSync(Ported):
+    """Bug: fsyncs file data but never a directory, so new logs and renames may vanish."""
+
+    def on_filesystem(self, fs: FileSystem) -> FileCheckpointer:
+        return super().on_filesystem(cast(FileSystem, _DropBarriers(fs, ["fsync_dir"])))
+
+
+class NoDataSync(Ported):
+    """Bug: fsyncs directories but never file data, so appends may be lost."""
+
+    def on_filesystem(self, fs: FileSystem) -> FileCheckpointer:
+        return super().on_filesystem(cast(FileSystem, _DropBarriers(fs, ["fsync"])))
+
+
+class SplitBatches(FileCheckpointer):
+    """Bug: appends a batch one event at a time, each durable on its own."""
+
+    async def append(
+        self,
+        session_id: str,
+        events: Sequence[SessionEvent],
+        expected_head: int | None = None,
+        *,
+        expected_generation: int | None = None,
+    ) -> int:
+        head = 0
+        for event in events:
+            head = await super().append(session_id, [event])
+        return head
+
+
+class PortedSplitBatches(Ported):
+    def on_filesystem(self, fs: FileSystem) -> FileCheckpointer:
+        return SplitBatches(self._root, codec=self._codec, fs=fs)
+
+
+def make_ported(ctx: BackendContext) -> Ported:
+    return Ported(ctx.path, codec=ctx.codec)
+
+
+def make_unsynced(ctx: BackendContext) -> Ported:
+    """Bug: durability=process never fsyncs, yet the handle still declares DURABLE."""
+    return Ported(ctx.path, codec=ctx.codec, durability=Durability.PROCESS)
+
+
+def make_no_dir_sync(ctx: BackendContext) -> Ported:
+    return NoDirSync(ctx.path, codec=ctx.codec)
+
+
+def make_no_data_sync(ctx: BackendContext) -> Ported:
+    return NoDataSync(ctx.path, codec=ctx.codec)
+
+
+def make_split_batches(ctx: BackendContext) -> Ported:
+    return PortedSplitBatches(ctx.path, codec=ctx.codec)
+
+
+def run_powerloss(target: str, seed: int, tmp_path: Path) -> CheckResult:
+    backend = resolve_backend(target)
+    return run_check(POWERLOSS, backend, probe_backend(backend), PROFILES["quick"], seed, tmp_path)
+
+
+def test_the_opt_in_is_a_runtime_protocol(tmp_path: Path) -> None:
+    assert isinstance(Ported(tmp_path), FileSystemPorted)
+    assert not isinstance(FileCheckpointer(tmp_path / "other"), FileSystemPorted)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_DUR_003_the_file_backend_survives_every_crash_state(seed: int, tmp_path: Path) -> None:
+    result = run_powerloss(f"{__name__}:make_ported", seed, tmp_path)
+    assert result.status == "passed", result.detail
+
+
+@pytest.mark.parametrize(
+    ("factory", "rule_id", "evidence"),
+    [
+        ("make_unsynced", "DUR-003", "acknowledged events lost"),
+        ("make_no_dir_sync", "DUR-003", "acknowledged events lost"),
+        ("make_no_data_sync", "DUR-003", "raised corrupt store"),
+        ("make_split_batches", "APPEND-003", "a partial batch"),
+    ],
+)
+def test_DUR_003_catches_a_backend_that_does_not_sync(
+    factory: str, rule_id: str, evidence: str, tmp_path: Path
+) -> None:
+    for seed in (0, 1):
+        result = run_powerloss(f"{__name__}:{factory}", seed, tmp_path)
+        assert result.status == "failed"
+        assert result.violated_rule == rule_id, result.detail
+        assert evidence in (result.detail or "")
+        assert "crash state: power loss after op #" in (result.detail or "")
+        assert result.replay is not None
+        assert f"--seed {seed}" in result.replay
+
+
+def test_DUR_003_checks_as_many_crash_states_as_the_profile_says(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    checked: list[CrashSpec] = []
+    check_state = powerloss_check._check_state
+
+    async def counting(h: Any, rnd: Any, spec: CrashSpec) -> None:
+        checked.append(spec)
+        await check_state(h, rnd, spec)
+
+    monkeypatch.setattr(powerloss_check, "_check_state", counting)
+    backend = resolve_backend(f"{__name__}:make_ported")
+    profile = msgspec.structs.replace(PROFILES["quick"], powerloss_states=300)
+    result = run_check(POWERLOSS, backend, probe_backend(backend), profile, 3, tmp_path)
+    assert result.status == "passed", result.detail
+    assert len(checked) == 300
+    assert {spec.kind for spec in checked} == {"durable", "prefix", "omit", "torn"}
+
+
+def test_DUR_003_is_skipped_with_a_reason_without_the_opt_in(tmp_path: Path) -> None:
+    result = run_powerloss("file", 0, tmp_path)
+    assert result.status == "skipped"
+    assert "FileSystemPorted" in (result.reason or "")
+    memory = run_powerloss("memory", 0, tmp_path)
+    assert memory.status == "skipped"
+    assert "DURABLE" in (memory.reason or "")

@@ -1,0 +1,16 @@
+"""Make ``broken_backends`` importable as a top-level module.
+
+The kit loads a backend by ``module:function``, in this process and in the
+processes it spawns (``workers > 1``, and the multi-process checks, whose
+workers get this interpreter's ``sys.path`` as PYTHONPATH). Putting this
+directory on ``sys.path`` here covers all of them.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+HERE = str(Path(__file__).resolve().parent)
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)

@@ -1,0 +1,77 @@
+"""Reading a `KitReport` in the quality tests: verdict lookups and a readable dump.
+
+Every assertion on a report passes `describe(report)` as its message, so a
+failing test shows what the kit saw: each check's status, the rule it blamed,
+its detail and the replay command.
+"""
+
+from __future__ import annotations
+
+from checkpointspec.conformance.report import CheckResult, KitReport, RuleResult
+
+__all__ = ["MODEL_BASED", "describe", "failed_checks", "failed_rules", "verdict"]
+
+MODEL_BASED = "SEQ-001::model_based"
+"""The model-based check: random operation sequences compared with SpecModel."""
+
+_DETAIL_LINES = 25
+
+
+def verdict(report: KitReport, rule_id: str) -> RuleResult:
+    """The report's verdict on ``rule_id``."""
+    by_id = {r.id: r for r in report.rules}
+    assert rule_id in by_id, f"the report has no verdict on {rule_id}\n{describe(report)}"
+    return by_id[rule_id]
+
+
+def failed_rules(report: KitReport) -> set[str]:
+    """Ids of the MUST rules the report says failed."""
+    return {r.id for r in report.rules if r.status == "failed"}
+
+
+def failed_checks(report: KitReport, rule_id: str | None = None) -> list[CheckResult]:
+    """Failed checks, only those that blamed ``rule_id`` when it is given."""
+    return [
+        c
+        for c in report.checks
+        if c.status == "failed" and (rule_id is None or c.violated_rule == rule_id)
+    ]
+
+
+def _check_lines(check: CheckResult) -> list[str]:
+    line = f"  {check.status:7} {check.name}"
+    if check.status == "failed":
+        line += f"  -> {check.violated_rule}"
+    elif check.status == "skipped":
+        line += f"  ({check.reason})"
+    lines = [line]
+    if check.status == "failed":
+        detail = check.detail.splitlines()
+        lines += [f"      {text}" for text in detail[:_DETAIL_LINES]]
+        if len(detail) > _DETAIL_LINES:
+            lines.append(f"      ... {len(detail) - _DETAIL_LINES} more lines")
+        lines.append(f"      replay: {check.replay}")
+    return lines
+
+
+def _unpassed(report: KitReport) -> list[str]:
+    # Rules no selected check verifies are left out: with --only they are most of the catalog.
+    return [
+        f"{r.id}={r.status}"
+        for r in report.rules
+        if r.status not in ("passed", "skipped") and r.checks
+    ]
+
+
+def describe(report: KitReport) -> str:
+    """The report as text: summary, non-passing rules, then every check."""
+    lines = [
+        f"kit report for {report.backend} (profile {report.profile}, seed {report.seed}): "
+        f"exit status {report.exit_status}",
+        "rules not passed: " + (", ".join(_unpassed(report)) or "none"),
+        "checks:",
+    ]
+    for check in report.checks:
+        lines += _check_lines(check)
+    lines += [f"warning: {w}" for w in report.warnings]
+    return "\n".join(lines)
