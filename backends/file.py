@@ -154,7 +154,9 @@ _clock = _Clock()
 class FileCheckpointer:
     """A conforming checkpointer that keeps each session in its own file (see the module docstring).
 
-    Capabilities: TRUNCATE, DURABLE, MULTI_PROCESS, CODEC and GENERATION. Also
+    Capabilities: TRUNCATE, MULTI_PROCESS, CODEC and GENERATION, plus DURABLE in
+    ``fsync`` mode only: ``process`` mode survives a killed process but not a power
+    loss, and DURABLE promises both (DUR-003). Also
     implements `StoreHooks`, and `on_filesystem` for crash simulation. ``fs``
     replaces the file system (tests, crash injection); ``durability`` is
     described on `Durability`.
@@ -184,6 +186,8 @@ class FileCheckpointer:
         self._codec = codec
         self._durability = durability
         self._durable = durability is Durability.FSYNC
+        if not self._durable:
+            self.capabilities = self.capabilities - {Capability.DURABLE}
         self._repairs: list[str] = []
         self._files = LogFiles(self._fs, self._durable, self._repairs)
         self._sessions: OrderedDict[str, SessionLog] = OrderedDict()
@@ -262,7 +266,7 @@ class FileCheckpointer:
     async def _wait_for_file_lock(self, fd: int) -> None:
         # flock cannot be interrupted, so a cancelled wait still ends with the
         # lock taken; it is then given back at once, and only after that does the
-        # cancellation go through (the caller releases the task lock).
+        # cancellation go through (the caller then leaves the task gate).
         waiter = asyncio.ensure_future(asyncio.to_thread(self._fs.lock, fd, blocking=True))
         cancelled = False
         while not waiter.done():

@@ -27,7 +27,6 @@ from typing import Literal
 import msgspec
 
 from ..spec import (
-    BackendContext,
     CheckpointConflictError,
     Checkpointer,
     CheckpointError,
@@ -35,7 +34,7 @@ from ..spec import (
     UserPrompt,
 )
 from .factory import open_checkpointer, resolve_backend
-from .workers import worker_env
+from .workers import worker_context, worker_env
 
 __all__ = ["Command", "Reply", "WorkerClient", "WorkerHung"]
 
@@ -85,14 +84,16 @@ _encode = msgspec.json.Encoder().encode
 class WorkerClient:
     """The parent's end of one worker process."""
 
-    def __init__(self, backend_target: str, timeout: float = 30.0) -> None:
+    def __init__(
+        self, backend_target: str, options: dict[str, str] | None = None, timeout: float = 30.0
+    ) -> None:
         self.timeout = timeout
         self.process = subprocess.Popen(
             [sys.executable, "-m", "checkpointspec.conformance.commanded", backend_target],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
-            env=worker_env(),
+            env=worker_env(options),
         )
 
     def send(self, command: Command) -> None:
@@ -169,7 +170,7 @@ class _Worker:
         if command.op == "open":
             if self.cp is not None:
                 await self.cp.close()
-            self.cp = await open_checkpointer(self.factory, BackendContext(path=Path(command.path)))
+            self.cp = await open_checkpointer(self.factory, worker_context(Path(command.path)))
             points: tuple[str, ...] = ()
             if isinstance(self.cp, FaultInjectable):
                 self.cp.set_fault_hook(self.hook)

@@ -13,6 +13,7 @@ conflict, printing ``conflict BATCH_NUMBER EXPECTED ACTUAL``.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 from pathlib import Path
@@ -20,7 +21,7 @@ from pathlib import Path
 from ..spec import BackendContext, CheckpointConflictError, UserPrompt
 from .factory import open_checkpointer, resolve_backend
 
-__all__ = ["batch_events", "worker_command", "worker_env"]
+__all__ = ["batch_events", "worker_command", "worker_context", "worker_env"]
 
 
 def batch_events(tag: str, batch: int, size: int) -> list[UserPrompt]:
@@ -46,18 +47,29 @@ def worker_command(
     return [*argv, "--expected"] if expected else argv
 
 
-def worker_env() -> dict[str, str]:
-    """The environment for workers: this interpreter's import path, so ``module:function`` resolves."""
+OPTIONS_VARIABLE = "CHECKPOINTSPEC_BACKEND_OPTIONS"
+
+
+def worker_env(options: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment for workers: this interpreter's import path, so ``module:function``
+    resolves, and the backend options (as JSON), so workers open the store as the kit does."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    env[OPTIONS_VARIABLE] = json.dumps(options or {})
     return env
+
+
+def worker_context(path: Path) -> BackendContext:
+    """The BackendContext a worker process opens ``path`` with."""
+    options = json.loads(os.environ.get(OPTIONS_VARIABLE, "{}"))
+    return BackendContext(path=path, options={str(k): str(v) for k, v in options.items()})
 
 
 async def _work(argv: list[str]) -> None:
     backend, path, session_id, tag, count, size = argv[:6]
     expected = "--expected" in argv[6:]
     factory = resolve_backend(backend).load()
-    cp = await open_checkpointer(factory, BackendContext(path=Path(path)))
+    cp = await open_checkpointer(factory, worker_context(Path(path)))
     out = sys.stdout
     for batch in range(int(count)):
         events = batch_events(tag, batch, int(size))

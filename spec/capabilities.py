@@ -25,7 +25,9 @@ class Capability(enum.StrEnum):
 
 CAPABILITY_REASONS: dict[Capability, str] = {
     Capability.TRUNCATE: "truncate(session_id, to_seq) cuts a log back (time travel)",
-    Capability.DURABLE: "acknowledged writes survive close, reopen and process kill",
+    Capability.DURABLE: (
+        "acknowledged writes survive close and reopen, a killed process and a power loss"
+    ),
     Capability.MULTI_PROCESS: "handles in several processes share one store safely",
     Capability.CODEC: "payloads pass through BackendContext.codec (e.g. encryption)",
     Capability.GENERATION: (

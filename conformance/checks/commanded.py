@@ -62,7 +62,7 @@ class CommandedMachine(RuleBasedStateMachine):
     def open_worker(self, k: int) -> tuple[str, ...]:
         worker = self.pool[k]
         if worker is None or worker.process.poll() is not None:
-            worker = self.pool[k] = WorkerClient(self.harness.backend.target)
+            worker = self.pool[k] = WorkerClient(self.harness.backend.target, self.harness.options)
         reply = self.call(k, Command("open", path=str(self.path)))
         return reply.fault_points
 

@@ -77,7 +77,10 @@ async def _spawn(
 ) -> asyncio.subprocess.Process:
     argv = worker_command(h.backend.target, h.path, session, tag, count, size, expected)
     return await asyncio.create_subprocess_exec(
-        *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=worker_env()
+        *argv,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=worker_env(h.options),
     )
 
 
