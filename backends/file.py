@@ -84,6 +84,7 @@ from ..spec import (
     Codec,
     CodecError,
     CorruptStoreError,
+    FaultHook,
     IntegrityReport,
     InvalidArgumentError,
     SchemaVersionError,
@@ -106,7 +107,7 @@ from .file_format import (
 from .file_integrity import StoreInspector, damage_first_record, decode_frames, read_session_id
 from .file_log import LOG_SUFFIX, LogFiles, SessionLog, logger
 from .file_naming import id_from_stem, is_hashed_stem, stem_for
-from .fsport import FileSystem, OsFileSystem
+from .fsport import FAULT_POINTS, FileSystem, HookedFileSystem, OsFileSystem
 
 __all__ = ["Durability", "FileCheckpointer", "make"]
 
@@ -180,7 +181,8 @@ class FileCheckpointer:
         durability: Durability = Durability.FSYNC,
         fs: FileSystem | None = None,
     ) -> None:
-        self._fs: FileSystem = fs if fs is not None else OsFileSystem()
+        self._hooked = HookedFileSystem(fs if fs is not None else OsFileSystem())
+        self._fs: FileSystem = self._hooked
         self._root = os.fspath(path)
         self._dir = os.path.join(self._root, SESSIONS_DIR)
         self._codec = codec
@@ -543,6 +545,16 @@ class FileCheckpointer:
             if log.users == 0:
                 log.close(self._fs)
         self._sessions.clear()
+
+    # -- FaultInjectable: pause or kill points between the port's calls -----------------
+    @property
+    def fault_points(self) -> tuple[str, ...]:
+        """Every point `HookedFileSystem` reports: before/after writes, fsyncs, renames."""
+        return FAULT_POINTS
+
+    def set_fault_hook(self, hook: FaultHook | None) -> None:
+        """Report each mutating file-system call of this handle to ``hook``."""
+        self._hooked.hook = hook
 
     def on_filesystem(self, fs: FileSystem) -> FileCheckpointer:
         """A new handle on this store (same path, codec and durability) doing all its I/O

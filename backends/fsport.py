@@ -33,9 +33,10 @@ import errno
 import fcntl
 import os
 import sys
+from collections.abc import Callable
 from typing import NamedTuple, Protocol
 
-__all__ = ["FileStat", "FileSystem", "OsFileSystem"]
+__all__ = ["FAULT_POINTS", "FileStat", "FileSystem", "HookedFileSystem", "OsFileSystem"]
 
 
 class FileStat(NamedTuple):
@@ -223,3 +224,91 @@ class OsFileSystem:
 
     def unlock(self, fd: int) -> None:
         fcntl.flock(fd, fcntl.LOCK_UN)
+
+
+FAULT_POINTS: tuple[str, ...] = (
+    "write.before",
+    "write.after",
+    "truncate.after",
+    "fsync.before",
+    "fsync.after",
+    "fsync_dir.after",
+    "rename.before",
+    "rename.after",
+    "unlink.after",
+)
+"""The fault points `HookedFileSystem` reports: one before or after each mutating call."""
+
+
+class HookedFileSystem:
+    """Wraps a `FileSystem` and reports each mutating call to a fault hook.
+
+    This is how a backend built on the port gets `FaultInjectable` for free: the
+    kit's worker processes pause or die at exactly these points, between the
+    writes, fsyncs and renames the backend makes. Without a hook it only forwards.
+    """
+
+    def __init__(self, inner: FileSystem) -> None:
+        self.inner = inner
+        self.hook: Callable[[str], None] | None = None
+
+    def _reach(self, point: str) -> None:
+        if self.hook is not None:
+            self.hook(point)
+
+    def open(self, path: str, *, create: bool = False, truncate: bool = False) -> int:
+        return self.inner.open(path, create=create, truncate=truncate)
+
+    def close(self, fd: int) -> None:
+        self.inner.close(fd)
+
+    def dup(self, fd: int) -> int:
+        return self.inner.dup(fd)
+
+    def read(self, fd: int, size: int, offset: int) -> bytes:
+        return self.inner.read(fd, size, offset)
+
+    def write(self, fd: int, data: bytes, offset: int) -> None:
+        self._reach("write.before")
+        self.inner.write(fd, data, offset)
+        self._reach("write.after")
+
+    def truncate(self, fd: int, size: int) -> None:
+        self.inner.truncate(fd, size)
+        self._reach("truncate.after")
+
+    def fsync(self, fd: int) -> None:
+        self._reach("fsync.before")
+        self.inner.fsync(fd)
+        self._reach("fsync.after")
+
+    def fsync_dir(self, path: str) -> None:
+        self.inner.fsync_dir(path)
+        self._reach("fsync_dir.after")
+
+    def rename(self, src: str, dst: str) -> None:
+        self._reach("rename.before")
+        self.inner.rename(src, dst)
+        self._reach("rename.after")
+
+    def unlink(self, path: str) -> None:
+        self.inner.unlink(path)
+        self._reach("unlink.after")
+
+    def stat(self, path: str) -> FileStat | None:
+        return self.inner.stat(path)
+
+    def fstat(self, fd: int) -> FileStat:
+        return self.inner.fstat(fd)
+
+    def listdir(self, path: str) -> list[str]:
+        return self.inner.listdir(path)
+
+    def mkdir(self, path: str) -> None:
+        self.inner.mkdir(path)
+
+    def lock(self, fd: int, *, blocking: bool) -> bool:
+        return self.inner.lock(fd, blocking=blocking)
+
+    def unlock(self, fd: int) -> None:
+        self.inner.unlock(fd)

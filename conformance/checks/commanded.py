@@ -54,6 +54,7 @@ class CommandedMachine(RuleBasedStateMachine):
         self.model = SpecModel(self.harness.capabilities)
         self.markers = itertools.count(1)
         self.paused: tuple[int, Command] | None = None
+        self.busy: dict[int, tuple[str, list[list[tuple[int, str]]]]] = {}
         self.fault_points: tuple[str, ...] = ()
         for k in range(WORKERS):
             self.fault_points = self.open_worker(k)
@@ -120,9 +121,6 @@ class CommandedMachine(RuleBasedStateMachine):
     def log(self, session: str) -> list[tuple[int, str]]:
         return [(e.seq, getattr(e.event, "text", "")) for e in self.model.log(session)]
 
-    def live_worker(self) -> int:
-        return next(k for k in range(WORKERS) if self.paused is None or self.paused[0] != k)
-
     # -- rules --------------------------------------------------------------------------
     @rule(k=_worker, session=_session, size=st.integers(1, 3), expected=_expected)
     @precondition(lambda self: self.paused is None)
@@ -141,15 +139,13 @@ class CommandedMachine(RuleBasedStateMachine):
 
     @rule(k=_worker, session=_session)
     def read(self, k: int, session: str) -> None:
-        """READ-003: while a write is paused, a read sees the log before or after it."""
-        if self.paused is not None and self.paused[0] == k:
+        """READ-003: a read sees the log before or after a write paused in another process.
+
+        While a write is paused the read is only started: a backend may make readers
+        wait for the writer's lock. Its answer is collected when the pause ends.
+        """
+        if k in self.busy or (self.paused is not None and self.paused[0] == k):
             return
-        reply = self.call(k, Command("read", session=session))
-        got = (
-            [tuple(pair) for pair in reply.value or []]
-            if isinstance(reply.value, list)
-            else reply.value
-        )
         allowed = [self.log(session)]
         if self.paused is not None:
             saved = self.model
@@ -157,18 +153,34 @@ class CommandedMachine(RuleBasedStateMachine):
             self.apply(self.paused[1])
             allowed.append(self.log(session))
             self.model = saved
+            worker = self.pool[k]
+            assert worker is not None
+            worker.send(Command("read", session=session))
+            self.busy[k] = (session, allowed)
+            return
+        self.check_read(k, session, self.call(k, Command("read", session=session)), allowed)
+
+    def check_read(
+        self, k: int, session: str, reply: Reply, allowed: list[list[tuple[int, str]]]
+    ) -> None:
+        got = [tuple(pair) for pair in reply.value] if isinstance(reply.value, list) else reply
         expect(
             got in allowed,
             "READ-003",
-            f"worker {k} read {got}; the log is {' or '.join(map(str, allowed))}",
+            f"worker {k} read {session!r} as {got}; the log is {' or '.join(map(str, allowed))}",
         )
+
+    def drain(self) -> None:
+        """Collect the reads started during a pause that has just ended."""
+        for k, (session, allowed) in sorted(self.busy.items()):
+            self.check_read(k, session, self.call_receive(k), allowed)
+        self.busy.clear()
 
     @rule(k=_worker, session=_session, size=st.integers(1, 3), point=st.integers(0, 20))
     @precondition(lambda self: self.paused is None and bool(self.fault_points))
     def pause_inside_append(self, k: int, session: str, size: int, point: int) -> None:
-        candidates = [p for p in self.fault_points if p.startswith("append")]
-        if not candidates:
-            return
+        # Any point may be reached by an append; one it never reaches just lets it finish.
+        candidates = self.fault_points
         command = self.command("append", session, "current", size)
         command = Command(
             "append",
@@ -194,6 +206,7 @@ class CommandedMachine(RuleBasedStateMachine):
         worker.send(Command("resume"))
         reply = self.call_receive(k)
         self.check_write(k, command, reply, self.apply(command))
+        self.drain()
 
     def call_receive(self, k: int) -> Reply:
         worker = self.pool[k]
@@ -223,11 +236,14 @@ class CommandedMachine(RuleBasedStateMachine):
         assert worker is not None
         worker.kill()
         self.pool[k] = None
+        self.busy.pop(k, None)
         cut = self.paused if self.paused is not None and self.paused[0] == k else None
-        self.paused = None if cut is not None else self.paused
         if cut is not None:
+            self.paused = None
             session = cut[1].session
-            observer = self.live_worker() if self.live_worker() != k else (k + 1) % WORKERS
+            # Readers waiting on the dead writer must now get their answers (KILL-001).
+            self.drain()
+            observer = (k + 1) % WORKERS
             reply = self.call(observer, Command("read", session=session))
             got = (
                 [tuple(pair) for pair in reply.value or []] if isinstance(reply.value, list) else []
