@@ -44,6 +44,7 @@ CONFUSABLE_IDS: tuple[str, ...] = (
     "a",
     "..",
     "../x",
+    "x",
     "x ",
     "\u00e9",  # é, NFC
     "e\u0301",  # é, NFD

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import time
 
 from ...spec import Capability
 from ..harness import Harness, read_all
@@ -53,10 +54,12 @@ async def read_is_a_snapshot(h: Harness) -> None:
         scenarios.append("truncate")
     for scenario in scenarios:
         sid = f"s-{scenario}"
-        before = [h.prompt(f"{scenario} {i}") for i in range(1, 51)]
+        # Long enough to span pages of a paging backend, and the read has taken 20
+        # events before the write: a live (non-snapshot) view then shows a mix.
+        before = [h.prompt(f"{scenario} {i}") for i in range(1, 251)]
         await writer.append(sid, before)
         iterator = reader.read(sid).__aiter__()
-        first = await iterator.__anext__()
+        taken = [(await iterator.__anext__()).event for _ in range(20)]
         new = h.prompt(f"{scenario} new")
         match scenario:
             case "append":
@@ -71,7 +74,7 @@ async def read_is_a_snapshot(h: Harness) -> None:
             case _:
                 await writer.delete(sid)
                 after = []
-        got = [first.event] + [s.event async for s in iterator]
+        got = taken + [s.event async for s in iterator]
         expect(
             got in (before, after),
             "READ-003",
@@ -117,7 +120,7 @@ async def list_is_most_recent_first(h: Harness) -> None:
     check_list_order(infos, "list_sessions()")
     for info in infos:
         expect(
-            isinstance(info.mtime, float | int) and info.mtime > 1e9,
+            isinstance(info.mtime, float | int) and 1e9 < info.mtime < time.time() + 86_400,
             "LIST-002",
             f"{info.id!r} has mtime {info.mtime!r}, not seconds since the epoch",
         )

@@ -20,6 +20,7 @@ import msgspec
 import pytest
 from checkpointspec.backends.file import Durability, FileCheckpointer
 from checkpointspec.backends.fsport import FileSystem
+from checkpointspec.backends.memory import MemoryCheckpointer, store_for
 from checkpointspec.conformance.checks import powerloss as powerloss_check
 from checkpointspec.conformance.crashstates import SECTOR, CrashPlan, CrashSpec, CrashState
 from checkpointspec.conformance.factory import resolve_backend
@@ -28,7 +29,7 @@ from checkpointspec.conformance.profiles import PROFILES
 from checkpointspec.conformance.registry import CHECKS
 from checkpointspec.conformance.report import CheckResult
 from checkpointspec.conformance.runner import probe_backend, run_check
-from checkpointspec.spec import BackendContext, SessionEvent, UserPrompt
+from checkpointspec.spec import BackendContext, Capability, SessionEvent, UserPrompt
 
 POWERLOSS = CHECKS["DUR-003::acknowledged_writes_survive_power_loss"]
 
@@ -311,14 +312,6 @@ async def texts_in(cp: FileCheckpointer, sid: str) -> list[str]:
 
 
 # -- the check against the file backend ---------------------------------------------------
-class Ported(FileCheckpointer):
-    """The file backend with the `FileSystemPorted` opt-in (what FileCheckpointer should have)."""
-
-    def on_filesystem(self, fs: FileSystem) -> FileCheckpointer:
-        durability = Durability.FSYNC if self._durable else Durability.PROCESS
-        return FileCheckpointer(self._root, codec=self._codec, durability=durability, fs=fs)
-
-
 class _DropBarriers:
     """A port that forwards everything but the barriers named in ``dropped``."""
 
@@ -332,14 +325,14 @@ class _DropBarriers:
         return getattr(self._fs, name)
 
 
-class NoDirSync(Ported):
+class NoDirSync(FileCheckpointer):
     """Bug: fsyncs file data but never a directory, so new logs and renames may vanish."""
 
     def on_filesystem(self, fs: FileSystem) -> FileCheckpointer:
         return super().on_filesystem(cast(FileSystem, _DropBarriers(fs, ["fsync_dir"])))
 
 
-class NoDataSync(Ported):
+class NoDataSync(FileCheckpointer):
     """Bug: fsyncs directories but never file data, so appends may be lost."""
 
     def on_filesystem(self, fs: FileSystem) -> FileCheckpointer:
@@ -363,30 +356,47 @@ class SplitBatches(FileCheckpointer):
         return head
 
 
-class PortedSplitBatches(Ported):
+class PortedSplitBatches(FileCheckpointer):
     def on_filesystem(self, fs: FileSystem) -> FileCheckpointer:
         return SplitBatches(self._root, codec=self._codec, fs=fs)
 
 
-def make_ported(ctx: BackendContext) -> Ported:
-    return Ported(ctx.path, codec=ctx.codec)
+class ClaimsDurable(FileCheckpointer):
+    """Bug: never fsyncs (durability=process), yet declares DURABLE."""
+
+    def __init__(self, path: Path | str, **kwargs: Any) -> None:
+        super().__init__(path, **kwargs)
+        self.capabilities = self.capabilities | {Capability.DURABLE}
 
 
-def make_unsynced(ctx: BackendContext) -> Ported:
-    """Bug: durability=process never fsyncs, yet the handle still declares DURABLE."""
-    return Ported(ctx.path, codec=ctx.codec, durability=Durability.PROCESS)
+class DurableMemory(MemoryCheckpointer):
+    """Declares DURABLE but offers no file-system port: DUR-003 cannot run."""
+
+    capabilities = MemoryCheckpointer.capabilities | {Capability.DURABLE}
 
 
-def make_no_dir_sync(ctx: BackendContext) -> Ported:
+def make_ported(ctx: BackendContext) -> FileCheckpointer:
+    return FileCheckpointer(ctx.path, codec=ctx.codec)
+
+
+def make_unsynced(ctx: BackendContext) -> FileCheckpointer:
+    return ClaimsDurable(ctx.path, codec=ctx.codec, durability=Durability.PROCESS)
+
+
+def make_no_dir_sync(ctx: BackendContext) -> FileCheckpointer:
     return NoDirSync(ctx.path, codec=ctx.codec)
 
 
-def make_no_data_sync(ctx: BackendContext) -> Ported:
+def make_no_data_sync(ctx: BackendContext) -> FileCheckpointer:
     return NoDataSync(ctx.path, codec=ctx.codec)
 
 
-def make_split_batches(ctx: BackendContext) -> Ported:
+def make_split_batches(ctx: BackendContext) -> FileCheckpointer:
     return PortedSplitBatches(ctx.path, codec=ctx.codec)
+
+
+def make_durable_memory(ctx: BackendContext) -> MemoryCheckpointer:
+    return DurableMemory(store_for(ctx.path))
 
 
 def run_powerloss(target: str, seed: int, tmp_path: Path) -> CheckResult:
@@ -395,8 +405,8 @@ def run_powerloss(target: str, seed: int, tmp_path: Path) -> CheckResult:
 
 
 def test_the_opt_in_is_a_runtime_protocol(tmp_path: Path) -> None:
-    assert isinstance(Ported(tmp_path), FileSystemPorted)
-    assert not isinstance(FileCheckpointer(tmp_path / "other"), FileSystemPorted)
+    assert isinstance(FileCheckpointer(tmp_path), FileSystemPorted)
+    assert not isinstance(DurableMemory(), FileSystemPorted)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -447,7 +457,7 @@ def test_DUR_003_checks_as_many_crash_states_as_the_profile_says(
 
 
 def test_DUR_003_is_skipped_with_a_reason_without_the_opt_in(tmp_path: Path) -> None:
-    result = run_powerloss("file", 0, tmp_path)
+    result = run_powerloss(f"{__name__}:make_durable_memory", 0, tmp_path)
     assert result.status == "skipped"
     assert "FileSystemPorted" in (result.reason or "")
     memory = run_powerloss("memory", 0, tmp_path)
