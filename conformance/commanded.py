@@ -52,6 +52,8 @@ class Command(msgspec.Struct, frozen=True, omit_defaults=True):
     since_seq: int = 0
     to_seq: int = 0
     pause_at: str | None = None
+    pause_on: int = 1
+    """Pause on this arrival at ``pause_at`` (a batch may pass a point several times)."""
 
 
 class Reply(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -147,6 +149,8 @@ class _Worker:
         self.factory = resolve_backend(backend).load()
         self.cp: Checkpointer | None = None
         self.pause_at: str | None = None
+        self.pause_on = 1
+        self.arrivals = 0
         self.out = sys.stdout.buffer
         self.lock = threading.Lock()
 
@@ -159,6 +163,9 @@ class _Worker:
         # Runs on whichever thread the backend works on; blocking it holds the
         # operation exactly here until the parent says resume (or kills us).
         if point != self.pause_at:
+            return
+        self.arrivals += 1
+        if self.arrivals < self.pause_on:
             return
         self.pause_at = None
         self.reply(Reply("paused", point=point))
@@ -184,6 +191,8 @@ class _Worker:
                 else Reply("error", error="UsageError", message="no store open")
             )
         self.pause_at = command.pause_at
+        self.pause_on = command.pause_on
+        self.arrivals = 0
         sid = command.session
         match command.op:
             case "append":

@@ -4,10 +4,12 @@ Run as ``python -m checkpointspec.conformance.workers BACKEND PATH SESSION TAG
 COUNT BATCH [--expected]``: opens its own handle through the backend's factory
 and appends COUNT batches of BATCH events to SESSION. Every event's text is
 ``TAG:batch:index``, so the parent can attribute every stored event. After each
-acknowledged append it prints ``ack BATCH_NUMBER NEW_HEAD`` and flushes, so the
+acknowledged append it prints ``ack BATCH_NUMBER NEW_HEAD EXPECTED_HEAD`` (``None`` without
+``--expected``) and flushes, so the
 parent knows exactly which writes were acknowledged before it kills the worker.
 With ``--expected`` each append passes the head it just read and retries on
-conflict, printing ``conflict BATCH_NUMBER EXPECTED ACTUAL``.
+conflict, printing ``conflict BATCH_NUMBER EXPECTED ACTUAL``. With ``--wait`` it
+prints ``ready`` once its handle is open and starts when a line arrives on stdin.
 """
 
 from __future__ import annotations
@@ -30,9 +32,16 @@ def batch_events(tag: str, batch: int, size: int) -> list[UserPrompt]:
 
 
 def worker_command(
-    backend: str, path: Path, session_id: str, tag: str, count: int, size: int, expected: bool
+    backend: str,
+    path: Path,
+    session_id: str,
+    tag: str,
+    count: int,
+    size: int,
+    expected: bool,
+    wait: bool = False,
 ) -> list[str]:
-    """The argv that starts one worker."""
+    """The argv that starts one worker (``wait``: until told to go, see the module docstring)."""
     argv = [
         sys.executable,
         "-m",
@@ -44,7 +53,7 @@ def worker_command(
         str(count),
         str(size),
     ]
-    return [*argv, "--expected"] if expected else argv
+    return argv + ["--expected"] * expected + ["--wait"] * wait
 
 
 OPTIONS_VARIABLE = "CHECKPOINTSPEC_BACKEND_OPTIONS"
@@ -71,6 +80,11 @@ async def _work(argv: list[str]) -> None:
     factory = resolve_backend(backend).load()
     cp = await open_checkpointer(factory, worker_context(Path(path)))
     out = sys.stdout
+    if "--wait" in argv[6:]:
+        # Start together with the other workers, so their appends really race.
+        out.write("ready\n")
+        out.flush()
+        sys.stdin.readline()
     for batch in range(int(count)):
         events = batch_events(tag, batch, int(size))
         while True:
@@ -81,7 +95,7 @@ async def _work(argv: list[str]) -> None:
                 out.write(f"conflict {batch} {conflict.expected} {conflict.actual}\n")
                 out.flush()
                 continue
-            out.write(f"ack {batch} {head}\n")
+            out.write(f"ack {batch} {head} {want}\n")
             out.flush()
             break
     await cp.close()

@@ -16,7 +16,7 @@ import itertools
 import shutil
 from typing import ClassVar
 
-from hypothesis import HealthCheck, note, seed, settings
+from hypothesis import HealthCheck, Phase, note, seed, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -176,9 +176,17 @@ class CommandedMachine(RuleBasedStateMachine):
             self.check_read(k, session, self.call_receive(k), allowed)
         self.busy.clear()
 
-    @rule(k=_worker, session=_session, size=st.integers(1, 3), point=st.integers(0, 20))
+    @rule(
+        k=_worker,
+        session=_session,
+        size=st.integers(1, 4),
+        point=st.integers(0, 20),
+        arrival=st.integers(1, 3),
+    )
     @precondition(lambda self: self.paused is None and bool(self.fault_points))
-    def pause_inside_append(self, k: int, session: str, size: int, point: int) -> None:
+    def pause_inside_append(
+        self, k: int, session: str, size: int, point: int, arrival: int
+    ) -> None:
         # Any point may be reached by an append; one it never reaches just lets it finish.
         candidates = self.fault_points
         command = self.command("append", session, "current", size)
@@ -188,6 +196,7 @@ class CommandedMachine(RuleBasedStateMachine):
             markers=command.markers,
             expected_head=command.expected_head,
             pause_at=candidates[point % len(candidates)],
+            pause_on=arrival,
         )
         reply = self.call(k, command)
         if reply.status == "paused":
@@ -228,6 +237,13 @@ class CommandedMachine(RuleBasedStateMachine):
         worker.send(command)
         self.paused = (k, command)
         self.kill(k)
+
+    @rule()
+    @precondition(lambda self: self.paused is not None)
+    def kill_paused(self) -> None:
+        """KILL-001: kill the paused writer, as likely as resuming it (`kill` picks any worker)."""
+        assert self.paused is not None
+        self.kill(self.paused[0])
 
     @rule(k=_worker)
     def kill(self, k: int) -> None:
@@ -319,6 +335,10 @@ def commanded_workers(h: Harness) -> None:
                 print_blob=True,
                 report_multiple_bugs=False,
                 suppress_health_check=list(HealthCheck),
+                # No shrinking: every shrink attempt replays processes being
+                # killed and restarted, which took minutes; a failing run of at
+                # most commanded_steps steps is reported as it was found.
+                phases=(Phase.explicit, Phase.reuse, Phase.generate),
             ),
         )
     finally:

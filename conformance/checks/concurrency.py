@@ -73,11 +73,12 @@ def _check_whole_batches(log: list[StoredEvent], batches: list[list[str]], rule_
 
 
 async def _spawn(
-    h: Harness, session: str, tag: str, count: int, size: int, expected: bool
+    h: Harness, session: str, tag: str, count: int, size: int, expected: bool, wait: bool = False
 ) -> asyncio.subprocess.Process:
-    argv = worker_command(h.backend.target, h.path, session, tag, count, size, expected)
+    argv = worker_command(h.backend.target, h.path, session, tag, count, size, expected, wait)
     return await asyncio.create_subprocess_exec(
         *argv,
+        stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         env=worker_env(h.options),
@@ -92,16 +93,35 @@ def _acks(lines: list[str]) -> list[tuple[int, int]]:
 async def processes_share_one_log(h: Harness) -> None:
     """MP-001: writers in several processes racing with expected_head never lose an update."""
     count, size, workers = 10 * h.profile.process_rounds, 2, 3
-    procs = [await _spawn(h, "shared", f"w{n}", count, size, expected=True) for n in range(workers)]
-    results = await asyncio.gather(*(p.communicate() for p in procs))
+    procs = [
+        await _spawn(h, "shared", f"w{n}", count, size, expected=True, wait=True)
+        for n in range(workers)
+    ]
+    for proc in procs:  # every handle is open before any append starts
+        assert proc.stdout is not None
+        await proc.stdout.readline()
+    results = await asyncio.gather(*(p.communicate(b"go\n") for p in procs))
     acks: dict[str, list[tuple[int, int]]] = {}
+    expectations: dict[str, list[tuple[int, int, int]]] = {}
     for n, (proc, (out, err)) in enumerate(zip(procs, results, strict=True)):
         expect(
             proc.returncode == 0,
             "MP-001",
             f"worker {n} failed (exit {proc.returncode}): {err.decode()[-500:]}",
         )
-        acks[f"w{n}"] = _acks(out.decode().splitlines())
+        output = out.decode().splitlines()
+        acks[f"w{n}"] = _acks(output)
+        expectations[f"w{n}"] = [
+            (int(p[1]), int(p[2]), int(p[3])) for p in map(str.split, output) if p and p[0] == "ack"
+        ]
+    for worker, records in expectations.items():
+        for number, landed, want in records:
+            expect(
+                landed == want + size,
+                "MP-001",
+                f"{worker} batch {number} was appended with expected_head={want} and acknowledged "
+                f"at head {landed}; it must land at {want + size}: another process wrote in between",
+            )
     heads = [head for tag_acks in acks.values() for _, head in tag_acks]
     duplicates = sorted({x for x in heads if heads.count(x) > 1})
     expect(
