@@ -38,11 +38,11 @@ class Profile(msgspec.Struct, frozen=True):
 PROFILES: dict[str, Profile] = {
     "quick": Profile(
         "quick",
-        stateful_examples=40,
+        stateful_examples=100,
         stateful_steps=30,
-        property_examples=40,
+        property_examples=80,
         process_rounds=2,
-        commanded_examples=6,
+        commanded_examples=10,
         commanded_steps=20,
         powerloss_states=200,
         stress_operations=2_000,
