@@ -19,7 +19,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ..spec import RULES
-from .factory import BackendLoadError
+from .factory import BackendLoadError, parse_options
 from .profiles import PROFILES
 from .registry import Check
 from .report import CheckResult, KitReport, to_json, to_junit
@@ -89,16 +89,6 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _options(pairs: Sequence[str]) -> dict[str, str]:
-    options: dict[str, str] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise BackendLoadError(f"--option {pair!r} is not KEY=VALUE")
-        options[key] = value
-    return options
-
-
 def _rules_table(report: KitReport) -> Table:
     table = Table(
         title=f"checkpointspec · {report.backend} · profile {report.profile} · seed {report.seed}"
@@ -162,7 +152,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
             workers=args.workers,
             only=args.only,
             expected_failures=args.xfail,
-            options=_options(args.option),
+            options=parse_options(args.option),
             on_result=finished,
             on_start=started,
         )

@@ -9,7 +9,7 @@ name, so it must be importable from a fresh interpreter.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from typing import cast
 
 import msgspec
@@ -21,6 +21,7 @@ __all__ = [
     "BackendLoadError",
     "BackendRef",
     "open_checkpointer",
+    "parse_options",
     "resolve_backend",
 ]
 
@@ -68,6 +69,17 @@ def resolve_backend(name: str) -> BackendRef:
         known = ", ".join(sorted(BUILTIN_BACKENDS))
         raise BackendLoadError(f"unknown backend {name!r}: use one of {known} or module:function")
     return BackendRef(name, name)
+
+
+def parse_options(pairs: Sequence[str]) -> dict[str, str]:
+    """``KEY=VALUE`` strings (``--option``) as a dict; `BackendLoadError` for any other shape."""
+    options: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise BackendLoadError(f"option {pair!r} is not KEY=VALUE")
+        options[key] = value
+    return options
 
 
 async def open_checkpointer(factory: BackendFactory, ctx: BackendContext) -> Checkpointer:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from .factory import BackendLoadError, BackendRef, resolve_backend
+from .factory import BackendLoadError, BackendRef, parse_options, resolve_backend
 from .profiles import PROFILES
 from .registry import Check
 from .report import CheckResult
@@ -124,13 +124,10 @@ class CheckItem(pytest.Item):
 
 
 def _options(pairs: list[str]) -> dict[str, str]:
-    options: dict[str, str] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep:
-            raise pytest.UsageError(f"--checkpointer-option {pair!r} is not KEY=VALUE")
-        options[key] = value
-    return options
+    try:
+        return parse_options(pairs)
+    except BackendLoadError as exc:
+        raise pytest.UsageError(f"--checkpointer-option: {exc}") from exc
 
 
 def pytest_configure(config: pytest.Config) -> None:
