@@ -64,6 +64,15 @@ class SpecModel:
         """Open a new handle on this store."""
         return ModelHandle(self)
 
+    def copy(self) -> SpecModel:
+        """An independent copy of the store's state, for exploring "what if" outcomes."""
+        clone = SpecModel(self.capabilities)
+        clone._logs = {sid: list(log) for sid, log in self._logs.items()}
+        clone._modified_at = dict(self._modified_at)
+        clone._generations = dict(self._generations)
+        clone._clock = self._clock
+        return clone
+
     # -- queries used by checks (no validation, no handle) -----------------------
     def log(self, session_id: str) -> list[ModelEvent]:
         """A copy of the session's log (empty if unknown)."""

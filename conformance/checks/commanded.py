@@ -149,7 +149,7 @@ class CommandedMachine(RuleBasedStateMachine):
         allowed = [self.log(session)]
         if self.paused is not None:
             saved = self.model
-            self.model = _copy(saved)
+            self.model = saved.copy()
             self.apply(self.paused[1])
             allowed.append(self.log(session))
             self.model = saved
@@ -265,7 +265,7 @@ class CommandedMachine(RuleBasedStateMachine):
                 [tuple(pair) for pair in reply.value or []] if isinstance(reply.value, list) else []
             )
             before = self.log(session)
-            saved = _copy(self.model)
+            saved = self.model.copy()
             self.apply(cut[1])
             after = self.log(session)
             if got == before:
@@ -302,21 +302,6 @@ class CommandedMachine(RuleBasedStateMachine):
             if worker is not None and worker.process.poll() is None:
                 self.call(k, Command("close"))
         shutil.rmtree(self.path, ignore_errors=True)
-
-
-def _copy(model: SpecModel) -> SpecModel:
-    clone = SpecModel(model.capabilities)
-    clone.__dict__.update(
-        {
-            k: (
-                {key: list(value) for key, value in v.items()}
-                if k == "_logs"
-                else (dict(v) if isinstance(v, dict) else v)
-            )
-            for k, v in model.__dict__.items()
-        }
-    )
-    return clone
 
 
 @check("KILL-001", "MP-001", "READ-003", "APPEND-003")

@@ -917,3 +917,16 @@ def test_expected_generation_none_needs_no_generation_capability() -> None:
     h = populated(NO_GENERATION).handle()
     assert h.append("a", [ev(9)], expected_generation=None) == 4
     assert h.truncate("a", 1, expected_generation=None) == 1
+
+
+def test_copy_is_independent_of_the_original() -> None:
+    original = SpecModel(ALL)
+    original.append("s", [ev(1)])
+    clone = original.copy()
+    clone.append("s", [ev(2)])
+    clone.truncate("t", 0)
+    clone.delete("s")
+    assert original.head("s") == 1
+    assert original.generation("s") == 0
+    assert clone.head("s") == 0
+    assert clone.generation("s") == 1
