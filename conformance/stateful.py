@@ -82,10 +82,13 @@ class MachineEnv(msgspec.Struct):
 
 
 _handle_index = st.integers(min_value=0, max_value=MAX_HANDLES - 1)
-_session = st.sampled_from(CONFUSABLE_IDS)
+# A few ids most of the time, so logs grow long enough for reads and truncates to
+# bite; the whole confusable pool the rest of the time.
+_session = st.sampled_from(CONFUSABLE_IDS[:3]) | st.sampled_from(CONFUSABLE_IDS)
 _batch = st.lists(st.sampled_from(EVENT_KINDS), max_size=3)
 _expected = st.none() | st.just(CURRENT) | st.integers(min_value=0, max_value=6)
-_seq = st.integers(min_value=0, max_value=7)
+# A seq argument either counts back from the head (where the events are) or is absolute.
+_position = st.tuples(st.sampled_from(["back", "at"]), st.integers(min_value=0, max_value=7))
 
 
 class CheckpointerMachine(RuleBasedStateMachine):
@@ -186,9 +189,15 @@ class CheckpointerMachine(RuleBasedStateMachine):
                 f"{call} returned {actual.value}; the new head is {model.value}",
             )
 
-    @rule(h=_handle_index, session_id=_session, since=_seq)
-    def read(self, h: int, session_id: str, since: int) -> None:
+    def seq_at(self, session_id: str, position: tuple[str, int]) -> int:
+        """Resolve a drawn position: ``("back", n)`` is head - n (at least 0), ``("at", n)`` is n."""
+        how, n = position
+        return max(self.model.head(session_id) - n, 0) if how == "back" else n
+
+    @rule(h=_handle_index, session_id=_session, position=_position)
+    def read(self, h: int, session_id: str, position: tuple[str, int]) -> None:
         i, cp, mh = self.pick(h)
+        since = self.seq_at(session_id, position)
         call = f"handle {i}: read({session_id!r}, since_seq={since})"
         actual, model = self.compare(
             "read",
@@ -232,11 +241,12 @@ class CheckpointerMachine(RuleBasedStateMachine):
         if isinstance(model, Ok):
             self.mark(session_id, before, "deleted")
 
-    @rule(h=_handle_index, session_id=_session, to=st.just(CURRENT) | _seq, expected=_expected)
-    def truncate(self, h: int, session_id: str, to: int | str, expected: int | str | None) -> None:
+    @rule(h=_handle_index, session_id=_session, position=_position, expected=_expected)
+    def truncate(
+        self, h: int, session_id: str, position: tuple[str, int], expected: int | str | None
+    ) -> None:
         i, cp, mh = self.pick(h)
-        head = self.model.head(session_id)
-        to_seq = max(head - 1, 0) if to == CURRENT else int(to)
+        to_seq = self.seq_at(session_id, position)
         want = self.resolve(expected, session_id)
         call = f"handle {i}: truncate({session_id!r}, {to_seq}, expected_head={want})"
         before = self.model.log(session_id)
