@@ -34,6 +34,7 @@ from ..spec import (
     Capability,
     CheckpointConflictError,
     Checkpointer,
+    CheckpointerClosedError,
     Codec,
     GenerationalCheckpointer,
     ModelEvent,
@@ -536,13 +537,20 @@ class CheckpointerMachine(RuleBasedStateMachine):
             call = f"handle {i}: read({session_id!r})"
             got = self.run(run_backend(partial(read_all, cp, session_id)))
             if isinstance(got, Err):
+                # This handle is open, so "closed" means closing another handle broke it.
+                rule_id = (
+                    "CLOSE-002" if isinstance(got.error, CheckpointerClosedError) else "READ-001"
+                )
                 raise RuleViolation(
-                    "READ-001", f"{call} raised {type(got.error).__name__}: {got.error}"
+                    rule_id, f"{call} raised {type(got.error).__name__}: {got.error}"
                 )
             compare_log(got.value, self.model.log(session_id), session_id, call, self.origin)
         listing = self.run(run_backend(cp.list_sessions))
         if isinstance(listing, Err):
-            raise RuleViolation("LIST-001", f"handle {i}: list_sessions() raised {listing.error!r}")
+            rule_id = (
+                "CLOSE-002" if isinstance(listing.error, CheckpointerClosedError) else "LIST-001"
+            )
+            raise RuleViolation(rule_id, f"handle {i}: list_sessions() raised {listing.error!r}")
         self.check_listing(
             list(listing.value), self.model.session_ids(), f"handle {i}: list_sessions()"
         )
