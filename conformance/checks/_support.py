@@ -9,12 +9,20 @@ from typing import TypeVar
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
-from ...spec import Checkpointer, StoredEvent
+from ...spec import Checkpointer
 from ..harness import Harness, read_all
 from ..outcomes import Err, run_backend
 from ..violations import RuleViolation, expect
 
-__all__ = ["Snapshot", "expect_error", "property_settings", "run_property", "snapshot", "unchanged"]
+__all__ = [
+    "Snapshot",
+    "expect",
+    "expect_error",
+    "property_settings",
+    "run_property",
+    "snapshot",
+    "unchanged",
+]
 
 T = TypeVar("T")
 E = TypeVar("E", bound=BaseException)
@@ -102,10 +110,3 @@ def run_property(
         test()
     finally:
         loop.close()
-
-
-def events_of(stored: Iterable[StoredEvent]) -> list[object]:
-    return [s.event for s in stored]
-
-
-__all__ += ["events_of", "expect"]

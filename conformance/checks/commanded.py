@@ -163,7 +163,7 @@ class CommandedMachine(RuleBasedStateMachine):
     def check_read(
         self, k: int, session: str, reply: Reply, allowed: list[list[tuple[int, str]]]
     ) -> None:
-        got = [tuple(pair) for pair in reply.value] if isinstance(reply.value, list) else reply
+        got = _pairs(reply)
         expect(
             got in allowed,
             "READ-003",
@@ -261,9 +261,7 @@ class CommandedMachine(RuleBasedStateMachine):
             self.drain()
             observer = (k + 1) % WORKERS
             reply = self.call(observer, Command("read", session=session))
-            got = (
-                [tuple(pair) for pair in reply.value or []] if isinstance(reply.value, list) else []
-            )
+            got = _pairs(reply)
             before = self.log(session)
             saved = self.model.copy()
             self.apply(cut[1])
@@ -283,11 +281,7 @@ class CommandedMachine(RuleBasedStateMachine):
             return
         for session in SESSIONS:
             reply = self.call(0, Command("read", session=session))
-            got = (
-                [tuple(pair) for pair in reply.value or []]
-                if isinstance(reply.value, list)
-                else reply.value
-            )
+            got = _pairs(reply)
             expect(
                 got == self.log(session),
                 "MP-001",
@@ -302,6 +296,13 @@ class CommandedMachine(RuleBasedStateMachine):
             if worker is not None and worker.process.poll() is None:
                 self.call(k, Command("close"))
         shutil.rmtree(self.path, ignore_errors=True)
+
+
+def _pairs(reply: Reply) -> list[tuple[int, str]] | Reply:
+    """A read's (seq, marker) pairs; the reply itself when the read failed (shown in messages)."""
+    if reply.status == "ok" and isinstance(reply.value, list):
+        return [(seq, marker) for seq, marker in reply.value]
+    return reply
 
 
 @check("KILL-001", "MP-001", "READ-003", "APPEND-003")

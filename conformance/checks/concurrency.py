@@ -85,8 +85,16 @@ async def _spawn(
     )
 
 
-def _acks(lines: list[str]) -> list[tuple[int, int]]:
-    return [(int(p[1]), int(p[2])) for p in (line.split() for line in lines) if p and p[0] == "ack"]
+def _ack(line: str) -> tuple[int, int, int | None] | None:
+    """``ack BATCH HEAD EXPECTED`` as (batch, new head, expected head); None for other lines."""
+    parts = line.split()
+    if len(parts) != 4 or parts[0] != "ack":
+        return None
+    return int(parts[1]), int(parts[2]), None if parts[3] == "None" else int(parts[3])
+
+
+def _acks(lines: list[str]) -> list[tuple[int, int, int | None]]:
+    return [ack for ack in map(_ack, lines) if ack is not None]
 
 
 @check("MP-001", "APPEND-004", "SEQ-001")
@@ -101,28 +109,24 @@ async def processes_share_one_log(h: Harness) -> None:
         assert proc.stdout is not None
         await proc.stdout.readline()
     results = await asyncio.gather(*(p.communicate(b"go\n") for p in procs))
-    acks: dict[str, list[tuple[int, int]]] = {}
-    expectations: dict[str, list[tuple[int, int, int]]] = {}
+    acks: dict[str, list[tuple[int, int, int | None]]] = {}
     for n, (proc, (out, err)) in enumerate(zip(procs, results, strict=True)):
         expect(
             proc.returncode == 0,
             "MP-001",
             f"worker {n} failed (exit {proc.returncode}): {err.decode()[-500:]}",
         )
-        output = out.decode().splitlines()
-        acks[f"w{n}"] = _acks(output)
-        expectations[f"w{n}"] = [
-            (int(p[1]), int(p[2]), int(p[3])) for p in map(str.split, output) if p and p[0] == "ack"
-        ]
-    for worker, records in expectations.items():
+        acks[f"w{n}"] = _acks(out.decode().splitlines())
+    for worker, records in acks.items():
         for number, landed, want in records:
+            assert want is not None  # the workers run with --expected
             expect(
                 landed == want + size,
                 "MP-001",
                 f"{worker} batch {number} was appended with expected_head={want} and acknowledged "
                 f"at head {landed}; it must land at {want + size}: another process wrote in between",
             )
-    heads = [head for tag_acks in acks.values() for _, head in tag_acks]
+    heads = [head for tag_acks in acks.values() for _, head, _ in tag_acks]
     duplicates = sorted({x for x in heads if heads.count(x) > 1})
     expect(
         not duplicates,
@@ -138,7 +142,7 @@ async def processes_share_one_log(h: Harness) -> None:
     )
     by_text = {getattr(s.event, "text", ""): s.seq for s in log}
     for tag, tag_acks in acks.items():
-        for batch, head in tag_acks:
+        for batch, head, _ in tag_acks:
             last = by_text.get(f"{tag}:{batch}:{size - 1}")
             expect(
                 last == head,
@@ -161,11 +165,13 @@ async def acknowledged_writes_survive_kill(h: Harness) -> None:
         assert proc.stdout is not None
         lines: list[str] = []
         stop_after = rng.randint(1, 40)
-        while len(_acks(lines)) < stop_after:
+        seen = 0
+        while seen < stop_after:
             line = await proc.stdout.readline()
             if not line:
                 break
             lines.append(line.decode())
+            seen += _ack(lines[-1]) is not None
         proc.send_signal(signal.SIGKILL)
         rest, err = await proc.communicate()
         lines += rest.decode().splitlines()
@@ -178,7 +184,7 @@ async def acknowledged_writes_survive_kill(h: Harness) -> None:
         cp = await h.open()
         log = await read_all(cp, session)
         stored = {getattr(s.event, "text", "") for s in log}
-        for batch, head in acked:
+        for batch, head, _ in acked:
             expect(
                 f"k{round_}:{batch}:{size - 1}" in stored,
                 "DUR-002",
