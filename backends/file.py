@@ -24,8 +24,8 @@ never mistaken for damage or a torn tail, never repaired or skipped.
 file description, so every handle opens its own and handles exclude each other
 within one process as across processes (``lockf`` would not do: its locks vanish
 when any descriptor of the file is closed). Under the lock the cached head and
-offset index are re-validated against the file's identity and size (see
-`checkpointspec.backends.file_log`), never trusted. Tasks of one handle are
+offset index are re-validated against the generation and the bytes past the
+cached end (see `checkpointspec.backends.file_log`), never trusted. Tasks of one handle are
 serialised per session by a task gate first, since they share a descriptor.
 
 **Blocking.** The critical sections are short (a stat, a write, an fsync) and
@@ -39,7 +39,9 @@ meant for one thread at a time; open one handle per thread.
 **Durability** (``ctx.options["durability"]``). ``fsync`` (the default): every
 acknowledged append is fdatasync'ed; new logs, truncates and deletes are made
 durable with an fsync of the file and of the directory; generation changes are
-fsynced before the change they announce. ``process``: no fsync at all, so
+fsynced before the change they announce. Logs are extended ahead of their data
+(a sparse reserve of zeros, see `checkpointspec.backends.file_log`) so that an
+append's fdatasync does not also have to commit a new file size. ``process``: no fsync at all, so
 acknowledged writes survive the death of the process (the data is in the
 kernel) but not a crash of the machine or a power loss; several times faster.
 
@@ -99,6 +101,7 @@ from ..spec import (
 )
 from .file_format import (
     FORMAT_VERSION,
+    MAX_PAYLOAD,
     marker_bytes,
     pack_frames,
     pack_header,
@@ -116,7 +119,6 @@ SESSIONS_DIR: Final = "sessions"
 _OPEN_SESSIONS: Final = 64
 """Session states (two descriptors each) a handle keeps open; older idle ones are closed."""
 _READ_CHUNK: Final = 1 << 20
-_MAX_PAYLOAD: Final = 0xFFFF_FFFF
 
 
 class Durability(enum.StrEnum):
@@ -317,9 +319,7 @@ class FileCheckpointer:
             return 0
         try:
             self._files.refresh(log)
-            if want_head is not None or want_generation is not None:
-                generation = 0 if want_generation is None else self._files.generation(log)
-                _check_expectations(sid, log.head, generation, want_head, want_generation)
+            _check_expectations(sid, log.head, log.generation, want_head, want_generation)
             if payloads:
                 self._write(log, payloads)
             return log.head
@@ -342,7 +342,7 @@ class FileCheckpointer:
                     )
                 payloads.append(bytes(encoded))
         for payload in payloads:
-            if len(payload) > _MAX_PAYLOAD:
+            if len(payload) > MAX_PAYLOAD:
                 raise InvalidArgumentError(
                     "events", f"an event of {len(payload)} bytes is too large to store"
                 )
@@ -496,8 +496,7 @@ class FileCheckpointer:
             return target
         try:
             self._files.refresh(log)
-            generation = 0 if want_generation is None else self._files.generation(log)
-            _check_expectations(sid, log.head, generation, want_head, want_generation)
+            _check_expectations(sid, log.head, log.generation, want_head, want_generation)
             _check_bound(sid, target, log.head)
             if target < log.head:
                 ts_ns = _clock.now_ns(after=log.mtime_ns)

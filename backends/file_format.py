@@ -26,17 +26,27 @@ A store whose version is above `FORMAT_VERSION` is refused untouched.
     pcrc     u32  CRC-32 of the payload (the bytes as stored, i.e. after the codec)
     hcrc     u32  CRC-32 of the 28 bytes above
     payload  L bytes: encode_event(event), passed through the codec if any
-    trailer  u32  L again, so the last frame can be found from the end of the file
+    trailer  u32  L XOR 0xFFFFFFFF, so the last frame can be found from the end
+
+**Reserved space.** A log may be followed by zero bytes: space the backend
+reserves so that a durable append overwrites zeros instead of growing the file
+(an fsync that must also commit a new file size costs a third more on ext4).
+The written data therefore ends at the last non-zero byte (`data_end`), not at
+the end of the file. Every frame ends with a non-zero byte for this: the
+trailer is the complement of the length, whose top byte is zero because a
+payload is at most `MAX_PAYLOAD` bytes, so the trailer's last byte is not.
 
 A batch is committed when its frame with ``more == 0`` is complete. Reading
 from the start, the tail of a log is **torn** (an interrupted append, cut off
-on repair) when it is shorter than a frame header, when a frame whose header
-checksum is right extends past the end of the file, when the bytes from some
-frame on are all zero (what some file systems expose after a crash), or when
-the file ends inside a batch. Anything else that fails a check — a header or
-payload checksum, a trailer, a seq out of order, a broken batch — is
+on repair) when the written data ends inside a frame header or inside a frame
+whose header checksum is right, when the bytes from some frame on are all zero
+(the reserve, or what some file systems expose after a crash) while a batch is
+open, or when the data ends inside a batch. Zeros right after a complete batch
+are the reserve: the clean end of the log. Anything else that fails a check — a
+header or payload checksum, a trailer, a seq out of order, a broken batch — is
 **corruption**: reported, never repaired. A flipped length cannot pass for a
-torn tail because the header checksum covers it.
+torn tail because the header checksum covers it, and a flipped byte in the last
+record cannot either, because the record still ends with its non-zero trailer.
 
 **Generation file** ``.meta`` (32 bytes): two slots of ``generation u64 | b"GEN1" |
 crc u32``. A bump writes the slot that does not hold the current value, so a
@@ -61,12 +71,14 @@ __all__ = [
     "FRAME_OVERHEAD",
     "LOG_MAGIC",
     "MAX_HEADER",
+    "MAX_PAYLOAD",
     "META_SIZE",
     "BadFrame",
     "Frame",
     "HeaderError",
     "LogHeader",
     "Scan",
+    "data_end",
     "frame_more",
     "iso_utc",
     "marker_bytes",
@@ -95,6 +107,9 @@ MAX_HEADER: Final = _HEADER_FIXED.size + 4 * 256 + _U32.size
 _FRAME_PREFIX: Final = struct.Struct("<IQqII")
 FRAME_HEAD: Final = struct.Struct("<IQqIII")
 FRAME_OVERHEAD: Final = FRAME_HEAD.size + _U32.size
+MAX_PAYLOAD: Final = 0xFEFF_FFFF
+"""Largest payload: below 0xFF00_0000, so the complement in the trailer ends with a non-zero byte."""
+_TRAILER_MASK: Final = 0xFFFF_FFFF
 _PREFIX_SIZE: Final = _FRAME_PREFIX.size
 _HEAD_SIZE: Final = FRAME_HEAD.size
 
@@ -192,7 +207,7 @@ def pack_frames(payloads: Sequence[bytes], first_seq: int, ts_ns: int) -> tuple[
     for index, payload in enumerate(payloads):
         length = len(payload)
         prefix = _FRAME_PREFIX.pack(length, first_seq + index, ts_ns, last - index, _crc32(payload))
-        trailer = _U32.pack(length)
+        trailer = _U32.pack(length ^ _TRAILER_MASK)
         parts += (prefix, _U32.pack(_crc32(prefix)), payload, trailer)
         offsets.append(position)
         position += FRAME_OVERHEAD + length
@@ -240,7 +255,7 @@ def verify_frame(data: bytes | memoryview, pos: int, seq: int, offset: int) -> F
     payload = view[start : start + length]
     if len(payload) != length or _crc32(payload) != pcrc:
         raise BadFrame(offset, seq, "payload checksum mismatch")
-    if _U32.unpack_from(view, start + length)[0] != length:
+    if _U32.unpack_from(view, start + length)[0] != length ^ _TRAILER_MASK:
         raise BadFrame(offset, seq, "trailer does not match the record length")
     if got_seq != seq:
         raise BadFrame(offset, seq, f"holds seq {got_seq}")
@@ -256,8 +271,8 @@ def probe_last(read: Callable[[int, int], bytes], first: int, end: int) -> Frame
     """
     if end - first < FRAME_OVERHEAD:
         return None
-    (length,) = _U32.unpack(read(end - _U32.size, _U32.size))
-    start = end - FRAME_OVERHEAD - length
+    (trailer,) = _U32.unpack(read(end - _U32.size, _U32.size))
+    start = end - FRAME_OVERHEAD - (trailer ^ _TRAILER_MASK)
     if start < first:
         return None
     data = read(start, end - start)
@@ -295,7 +310,8 @@ def walk_back(
             window_start = max(first, position - size)
             window = read(window_start, position - window_start)
             size = min(2 * size, _WALK_WINDOW_MAX)
-        (length,) = _U32.unpack_from(window, position - _U32.size - window_start)
+        (trailer,) = _U32.unpack_from(window, position - _U32.size - window_start)
+        length = trailer ^ _TRAILER_MASK
         start = position - FRAME_OVERHEAD - length
         if start < first:
             raise BadFrame(
@@ -341,8 +357,10 @@ def scan_frames(
 ) -> Scan:
     """Verify the frames in ``[start, end)``, the first of which must be ``first_seq``.
 
-    ``start`` must be a batch boundary. ``visit`` sees every verified frame (also
-    those of a torn final batch). Raises `BadFrame` at the first corruption.
+    ``start`` must be a batch boundary and ``end`` the end of the file (or of a
+    prefix of it that the caller fixed); zeros before ``end`` are taken for the
+    reserve. ``visit`` sees every verified frame (also those of a torn final
+    batch). Raises `BadFrame` at the first corruption.
     """
     offsets: array[int] = array("q")
     pending: list[int] = []
@@ -354,21 +372,31 @@ def scan_frames(
     pos = start
     while pos < end:
         if end - pos < _HEAD_SIZE:
-            return Scan(offsets, last_ts, committed, True)
+            return Scan(
+                offsets, last_ts, committed, bool(pending) or data_end(read, pos, end) > pos
+            )
         if pos + _HEAD_SIZE > base + len(buf):
             base, buf = pos, read(pos, min(max(chunk, _HEAD_SIZE), end - pos))
         length, _, ts_ns, more, _, hcrc = FRAME_HEAD.unpack_from(buf, pos - base)
         header_ok = _crc32(memoryview(buf)[pos - base : pos - base + _PREFIX_SIZE]) == hcrc
         if not header_ok:
-            if _all_zero(read, pos, end):
-                return Scan(offsets, last_ts, committed, True)
+            written = data_end(read, pos, end)
+            if written < pos + _HEAD_SIZE:  # the reserve, or a header cut short by a crash
+                return Scan(offsets, last_ts, committed, bool(pending) or written > pos)
             raise BadFrame(pos, seq, "record header checksum mismatch")
         frame_end = pos + FRAME_OVERHEAD + length
         if frame_end > end:
             return Scan(offsets, last_ts, committed, True)
         if frame_end > base + len(buf):
             base, buf = pos, read(pos, max(min(chunk, end - pos), frame_end - pos))
-        frame = verify_frame(buf, pos - base, seq, pos)
+        try:
+            frame = verify_frame(buf, pos - base, seq, pos)
+        except BadFrame:
+            # A complete frame ends with a non-zero byte; one that the written
+            # data does not reach was cut short by a crash.
+            if data_end(read, pos, end) < frame_end:
+                return Scan(offsets, last_ts, committed, True)
+            raise
         if expected_more is not None and more != expected_more:
             raise BadFrame(
                 pos, seq, f"batch broken: {more} events announced, {expected_more} expected"
@@ -389,13 +417,22 @@ def scan_frames(
     return Scan(offsets, last_ts, committed, bool(pending))
 
 
-def _all_zero(read: Callable[[int, int], bytes], pos: int, end: int) -> bool:
-    while pos < end:
-        data = read(pos, min(1 << 20, end - pos))
-        if not data or data.count(0) != len(data):
-            return False
-        pos += len(data)
-    return True
+def data_end(read: Callable[[int, int], bytes], first: int, end: int) -> int:
+    """Where the written data in ``[first, end)`` ends: just past its last non-zero byte.
+
+    ``first`` when every byte is zero. Reads backwards from ``end`` in steps that
+    double from 512 bytes to 64 KiB, so the cost is about twice the size of the
+    zeros that follow the data, and small when there are none.
+    """
+    step = 512
+    while end > first:
+        start = max(first, end - step)
+        written = len(read(start, end - start).rstrip(b"\0"))
+        if written:
+            return start + written
+        end = start
+        step = min(2 * step, 1 << 16)
+    return first
 
 
 # -- generations ------------------------------------------------------------------------

@@ -33,6 +33,7 @@ from .file_format import (
     BadFrame,
     Frame,
     HeaderError,
+    data_end,
     iso_utc,
     parse_header,
     read_generation,
@@ -210,8 +211,9 @@ class StoreInspector:
             self.problems.append(f"session {sid!r}: {exc} of {name}")
             return
         if scan.torn:
+            written = data_end(read, scan.committed, size)
             self.notes.append(
-                f"session {sid!r}: {size - scan.committed} bytes of an interrupted append after "
+                f"session {sid!r}: {written - scan.committed} bytes of an interrupted append after "
                 f"offset {scan.committed} of {name}, cut off at the next access"
             )
 

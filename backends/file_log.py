@@ -3,14 +3,31 @@
 A `SessionLog` belongs to one handle and is only touched while that handle holds
 the session's lock (see `checkpointspec.backends.file`). Everything it knows about
 the log — head, where each record starts, where the next append goes — is a
-cache that `LogFiles.refresh` re-validates against the file system under the
-lock before every use: same file identity and same size mean nothing changed;
-a larger size means another writer appended (only the new frames are scanned);
-a different identity means the log was replaced by a truncate or recreated
-(the header is re-read and the last frame found from the end, in two reads).
+cache that `LogFiles.refresh` re-validates under the lock before every use, in
+two small reads and no ``stat``:
+
+* **Is it still the same file?** Every change that replaces or removes a log (a
+  truncate that drops events, a delete) first bumps the generation in the
+  ``.meta`` file, so an unchanged generation means an unchanged file, and a new
+  one sends the handle back to the path (the header is re-read and the last
+  frame found from the end, in a few reads).
+* **Did another writer append?** The bytes at the cached end are zeros (the
+  reserve) or the end of the file when nothing was appended; anything else is
+  new frames, which are scanned from there.
+
+Why not a ``stat`` of the log, the obvious check: on Linux 6.13 and later,
+asking for a file's timestamps makes the next write to it take a fine-grained
+timestamp, which makes the following fsync commit the journal, and that one
+``stat`` cost about a third of a durable append (`docs/performance.md`).
+
+**Reserve.** In durable mode an append that would reach the end of the file
+first extends it (``truncate`` to a larger size: a sparse hole, no data written)
+by `RESERVE` bytes, so that most appends overwrite zeros and their fsync need
+not commit a new file size. `checkpointspec.backends.file_format` explains how the end
+of the data is found among the zeros.
 
 The index (``offsets``) covers records ``base_seq .. head``. After a reopen it
-holds only the last record (found from the end of the file); reads further back
+holds only the last record (found from the end of the data); reads further back
 extend it backwards through the frames' trailers, never from the start.
 """
 
@@ -33,6 +50,7 @@ from .file_format import (
     BadFrame,
     HeaderError,
     LogHeader,
+    data_end,
     frame_more,
     pack_frames,
     parse_header,
@@ -50,6 +68,9 @@ __all__ = ["LOG_SUFFIX", "META_SUFFIX", "TMP_SUFFIX", "LogFiles", "SessionLog"]
 LOG_SUFFIX: Final = ".log"
 META_SUFFIX: Final = ".meta"
 TMP_SUFFIX: Final = ".tmp"
+RESERVE: Final = 1 << 16
+"""Zero bytes a durable append leaves ahead of the data when it has to extend the file."""
+_PAGE: Final = 4096
 
 logger = logging.getLogger("checkpointspec.backends.file")
 
@@ -105,18 +126,21 @@ class SessionLog:
     """The per-handle state of one session id (see the module docstring).
 
     ``log_fd`` is None exactly when the handle knows of no log file; the other
-    log fields then describe an empty session.
+    log fields then describe an empty session. ``generation`` is the one read
+    by the last refresh; ``allocated`` is the file's size as last seen (another
+    handle may have extended it since: it is only used to decide when to extend).
     """
 
     __slots__ = (
+        "allocated",
         "base_seq",
         "encoded",
         "end",
         "gate",
+        "generation",
         "head",
         "header_len",
         "header_mtime_ns",
-        "identity",
         "last_ts_ns",
         "log_fd",
         "log_name",
@@ -139,7 +163,8 @@ class SessionLog:
         self.tmp_path = os.path.join(directory, stem + TMP_SUFFIX)
         self.meta_fd: int | None = None
         self.log_fd: int | None = None
-        self.identity: tuple[int, int] | None = None
+        self.generation = -1
+        self.allocated = 0
         self.header_len = 0
         self.header_mtime_ns = 0
         self.encoded = False
@@ -171,10 +196,9 @@ class SessionLog:
         if self.log_fd is not None:
             fd, self.log_fd = self.log_fd, None
             fs.close(fd)
-        self.identity = None
         self.header_len = self.header_mtime_ns = self.last_ts_ns = 0
         self.encoded = False
-        self.end = self.head = 0
+        self.end = self.head = self.allocated = 0
         self.base_seq = 1
         self.offsets = array("q")
 
@@ -240,22 +264,22 @@ class LogFiles:
         self.fs.write(log.meta_fd, slot, offset)
         if self.durable:
             self.fs.fsync(log.meta_fd)
+        log.generation = current + 1
 
     # -- validating the cached view --------------------------------------------------------
     def refresh(self, log: SessionLog) -> None:
-        """Bring ``log`` up to date with the file; cut off a torn tail; raise on corruption."""
-        # A path stat, not an fstat of the descriptor we hold: a truncate renames
-        # a new file over the log, and only the path shows that.
-        info = self.fs.stat(log.log_path)
-        if info is None:
-            log.forget_log(self.fs)
+        """Bring ``log`` up to date with the files; cut off a torn tail; raise on corruption.
+
+        Also leaves the current generation in ``log.generation``.
+        """
+        generation = self.generation(log)
+        if log.log_fd is not None and generation == log.generation:
+            ahead = self.fs.read(log.log_fd, FRAME_HEAD.size, log.end)
+            if ahead.count(0) == len(ahead):
+                return
+            self._scan_from_end(log, self.fs.fstat(log.log_fd).size)
             return
-        if log.log_fd is not None and info.identity == log.identity:
-            if info.size == log.end:
-                return
-            if info.size > log.end:
-                self._scan_from_end(log, info.size)
-                return
+        log.generation = generation
         self._load(log)
 
     def _load(self, log: SessionLog) -> None:
@@ -266,20 +290,20 @@ class LogFiles:
             return
         log.log_fd = fd
         try:
-            info = self.fs.fstat(fd)
-            log.identity = info.identity
+            size = log.allocated = self.fs.fstat(fd).size
             header = self._header(log, fd)
             log.header_len = log.end = header.length
             log.header_mtime_ns = header.mtime_ns
             log.encoded = header.encoded
-            if info.size > log.end:
-                frame = probe_last(self._reader(fd), log.end, info.size)
+            written = data_end(self._reader(fd), log.end, size)
+            if written > log.end:
+                frame = probe_last(self._reader(fd), log.end, written)
                 if frame is None:
-                    self._scan_from_end(log, info.size)
+                    self._scan_from_end(log, size)
                 else:
                     log.head = log.base_seq = frame.seq
                     log.offsets = array("q", [frame.offset])
-                    log.end = info.size
+                    log.end = written
                     log.last_ts_ns = frame.ts_ns
         except BaseException:
             log.forget_log(self.fs)
@@ -307,8 +331,9 @@ class LogFiles:
         return lambda offset, size: fs_read(fd, size, offset)
 
     def _scan_from_end(self, log: SessionLog, size: int) -> None:
-        """Verify the frames between the validated end and ``size``; index them."""
+        """Verify the frames between the validated end and ``size`` (the file's); index them."""
         assert log.log_fd is not None
+        log.allocated = size
         try:
             scan = scan_frames(self._reader(log.log_fd), log.end, size, log.head + 1)
         except BadFrame as exc:
@@ -333,12 +358,13 @@ class LogFiles:
         # append: bytes past the last complete batch are what an interrupted
         # append left behind, never acknowledged, and safe to drop.
         assert log.log_fd is not None
+        written = data_end(self._reader(log.log_fd), committed, size)
         self.fs.truncate(log.log_fd, committed)
         if self.durable:
             self.fs.fsync(log.log_fd)
-        log.end = committed
+        log.end = log.allocated = committed
         message = (
-            f"session {log.session_id!r}: cut a torn tail of {size - committed} bytes "
+            f"session {log.session_id!r}: cut a torn tail of {written - committed} bytes "
             f"at offset {committed} of {log.log_name} (an interrupted append)"
         )
         logger.warning("%s", message)
@@ -383,12 +409,19 @@ class LogFiles:
         assert log.log_fd is not None
         start = log.end
         try:
+            if self.durable and start + len(frames) > log.allocated:
+                # Extend ahead of the data (a sparse hole, nothing written): the
+                # next appends overwrite zeros, and their fsync commits no new size.
+                allocated = -(-(start + len(frames) + RESERVE) // _PAGE) * _PAGE
+                self.fs.truncate(log.log_fd, allocated)
+                log.allocated = allocated
             self.fs.write(log.log_fd, frames, start)
             if self.durable:
                 self.fs.fsync(log.log_fd)
         except BaseException:
             try:
                 self.fs.truncate(log.log_fd, start)
+                log.allocated = start
             except OSError:
                 log.forget_log(self.fs)
             raise
@@ -549,7 +582,7 @@ class LogFiles:
             self.fs.close(log.log_fd)
         log.log_fd = fd
         parsed = parse_header(header)
-        log.identity = self.fs.fstat(fd).identity
+        log.allocated = self.fs.fstat(fd).size
         log.header_len = parsed.length
         log.header_mtime_ns = parsed.mtime_ns
         log.encoded = parsed.encoded

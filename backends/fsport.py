@@ -71,7 +71,7 @@ class FileSystem(Protocol):
         ...
 
     def truncate(self, fd: int, size: int) -> None:
-        """Cut the file to ``size`` bytes."""
+        """Cut the file to ``size`` bytes, or extend it to ``size`` with bytes that read as zero."""
         ...
 
     def fsync(self, fd: int) -> None:

@@ -86,11 +86,13 @@ def record_spans(data: bytes) -> list[tuple[int, int]]:
     """(offset, payload length) of each frame of a log, parsed independently of the backend.
 
     Header: 8 magic, u16 version, u16 flags, u32 id length, i64 mtime, id, u32 crc.
-    Frame: u32 length, u64 seq, i64 ts, u32 more, u32 crc, u32 crc, payload, u32 length.
+    Frame: u32 length, u64 seq, i64 ts, u32 more, u32 crc, u32 crc, payload, u32 ~length.
+    Durable logs are followed by zeros (the reserve), which end the frames.
     """
     (id_len,) = struct.unpack_from("<I", data, 12)
     position = 24 + id_len + 4
     spans = []
+    data = data.rstrip(b"\0")
     while position < len(data):
         (length,) = struct.unpack_from("<I", data, position)
         spans.append((position, length))
@@ -250,20 +252,191 @@ def test_torn_tail_at_every_offset_is_cut_to_the_previous_batch(
     assert sum("torn tail" in r.getMessage() for r in caplog.records) == full - before_last - 1
 
 
-def test_zero_filled_tail_is_cut_like_a_torn_one(tmp_path: Path) -> None:
+def test_zeros_after_a_complete_batch_are_the_reserve_not_a_tear(tmp_path: Path) -> None:
     sizes = write_events(tmp_path, "s", [[ev(1)], [ev(2)]])
     path = log_file(tmp_path, "s")
     path.write_bytes(path.read_bytes() + bytes(100))
 
     async def go() -> None:
         cp = fast(tmp_path)
-        assert (await cp.check_integrity()).ok  # pending, not a problem, nothing changed
-        assert path.stat().st_size == sizes[1] + 100
+        report = await cp.check_integrity()
+        assert report.ok
+        assert report.repairs == ()
+        assert "interrupted" not in report.detail
         assert await cp.head("s") == 2
+        assert await cp.append("s", [ev(3)]) == 3  # written over the zeros, right after record 2
+        assert texts(await read_all(cp, "s")) == ["event 1", "event 2", "event 3"]
         await cp.close()
 
     run(go())
-    assert path.stat().st_size == sizes[1]
+    assert len(record_spans(path.read_bytes())) == 3
+    assert path.read_bytes()[: sizes[1]] == log_file(tmp_path, "s").read_bytes()[: sizes[1]]
+
+
+def test_zeros_after_part_of_a_batch_are_cut_like_a_torn_tail(tmp_path: Path) -> None:
+    sizes = write_events(tmp_path, "s", [[ev(1)], [ev(2), ev(3)]])
+    path = log_file(tmp_path, "s")
+    data = path.read_bytes()
+    first_of_batch = record_spans(data)[1]
+    cut = first_of_batch[0] + 36 + first_of_batch[1]  # record 2 whole, record 3 zeroed
+    path.write_bytes(data[:cut] + bytes(sizes[1] - cut))
+
+    async def go() -> None:
+        cp = fast(tmp_path)
+        assert texts(await read_all(cp, "s")) == ["event 1"]
+        report = await cp.check_integrity()
+        assert report.ok
+        assert len(report.repairs) == 1
+        await cp.close()
+
+    run(go())
+    assert path.read_bytes() == data[: sizes[0]]
+
+
+def durable_with_reserve(store: Path, sid: str, batches: list[list[UserPrompt]]) -> list[int]:
+    """Append ``batches`` durably (so the log gets its reserve); the data's end after each."""
+    ends = []
+
+    async def go() -> None:
+        cp = FileCheckpointer(store)
+        for batch in batches:
+            await cp.append(sid, batch)
+            ends.append(len(log_file(store, sid).read_bytes().rstrip(b"\0")))
+        await cp.close()
+
+    run(go())
+    return ends
+
+
+def test_a_durable_log_keeps_a_reserve_of_zeros_that_reopening_does_not_mistake(
+    tmp_path: Path,
+) -> None:
+    ends = durable_with_reserve(tmp_path, "s", [[ev(n)] for n in range(5)])
+    data = log_file(tmp_path, "s").read_bytes()
+    assert len(data) >= ends[-1] + 4096, "the log was not extended ahead of its data"
+    assert data[ends[-1] :].count(0) == len(data) - ends[-1]
+
+    async def go() -> None:
+        cp = fast(tmp_path)
+        assert await cp.head("s") == 5
+        assert await cp.append("s", [ev(5)]) == 6
+        report = await cp.check_integrity()
+        assert report.ok
+        assert report.repairs == ()
+        assert "interrupted" not in report.detail
+        await cp.close()
+        again = FileCheckpointer(tmp_path)
+        assert texts(await read_all(again, "s")) == [f"event {n}" for n in range(6)]
+        await again.close()
+
+    run(go())
+    assert [seq for seq, _ in enumerate(record_spans(log_file(tmp_path, "s").read_bytes()))] == [
+        0,
+        1,
+        2,
+        3,
+        4,
+        5,
+    ]
+
+
+@pytest.mark.parametrize("batch", [1, 3], ids=["single", "batch-of-3"])
+def test_torn_tail_inside_the_reserve_at_every_offset_is_cut_to_the_previous_batch(
+    tmp_path: Path, batch: int
+) -> None:
+    """A crash in the middle of an append that overwrites the reserve leaves a prefix of
+    the batch followed by zeros (the file's size does not change)."""
+    source = tmp_path / "source"
+    source.mkdir()
+    ends = durable_with_reserve(
+        source, "s", [[ev(1)], [ev(2)], [ev(f"3.{i}") for i in range(batch)]]
+    )
+    before_last, full = ends[1], ends[2]
+    original = log_file(source, "s").read_bytes()
+
+    async def check(store: Path) -> None:
+        cp = fast(store)
+        assert texts(await read_all(cp, "s")) == ["event 1", "event 2"]
+        report = await cp.check_integrity()
+        assert report.ok
+        assert len(report.repairs) == 1
+        written = len(original[:keep].rstrip(b"\0")) - before_last  # as far as the data reaches
+        assert f"torn tail of {written} bytes" in report.repairs[0]
+        assert await cp.append("s", [ev(4)]) == 3
+        await cp.close()
+
+    for keep in range(before_last + 1, full):
+        store = tmp_path / f"cut-{keep}"
+        shutil.copytree(source, store)
+        log_file(store, "s").write_bytes(original[:keep] + bytes(len(original) - keep))
+        run(check(store))
+        assert log_file(store, "s").read_bytes()[:before_last] == original[:before_last]
+
+
+@pytest.mark.parametrize("where", ["payload", "trailer", "header"])
+def test_INTEG_002_a_flipped_byte_in_the_last_record_before_the_reserve_is_damage(
+    tmp_path: Path, where: str
+) -> None:
+    """Not a torn tail: the record still ends with its non-zero trailer, so nothing is cut."""
+    ends = durable_with_reserve(tmp_path, "s", [[ev(n)] for n in range(3)])
+    path = log_file(tmp_path, "s")
+    data = bytearray(path.read_bytes())
+    offset, length = record_spans(bytes(data))[2]
+    position = {"payload": offset + 32 + length // 2, "trailer": ends[-1] - 1, "header": offset + 9}
+    data[position[where]] ^= 0x01
+    path.write_bytes(bytes(data))
+    before = fingerprint(tmp_path)
+
+    async def go() -> None:
+        cp = fast(tmp_path)
+        with pytest.raises(CorruptStoreError) as raised:
+            await cp.head("s")
+        assert "record seq 3" in raised.value.location
+        assert not (await cp.check_integrity()).ok
+        await cp.close()
+
+    run(go())
+    assert fingerprint(tmp_path) == before
+
+
+def test_appends_and_truncates_of_another_handle_are_seen_through_the_reserve(
+    tmp_path: Path,
+) -> None:
+    async def go() -> None:
+        one, two = FileCheckpointer(tmp_path), FileCheckpointer(tmp_path)
+        await one.append("s", [ev(1), ev(2)])
+        assert await two.append("s", [ev(3)], expected_head=2) == 3
+        assert await one.append("s", [ev(4)], expected_head=3) == 4  # not 3: two's record seen
+        await two.truncate("s", 1)
+        assert await one.head("s") == 1  # the shorter log replaced the one `one` holds
+        assert await one.append("s", [ev(5)], expected_head=1, expected_generation=1) == 2
+        assert texts(await read_all(two, "s")) == ["event 1", "event 5"]
+        await two.delete("s")
+        assert await one.head("s") == 0
+        assert await one.append("s", [ev(6)]) == 1
+        assert texts(await read_all(two, "s")) == ["event 6"]
+        await one.close()
+        await two.close()
+
+    run(go())
+
+
+def test_a_steady_durable_append_does_not_stat_the_log(tmp_path: Path) -> None:
+    """A stat makes the next fsync commit the journal on recent Linux (see file_log)."""
+    fs = RecordingFS()
+
+    async def go() -> None:
+        cp = FileCheckpointer(tmp_path, fs=fs)
+        await cp.append("s", [ev(1)])
+        await cp.append("s", [ev(2)])
+        mark = len(fs.calls)
+        for n in range(3, 10):
+            await cp.append("s", [ev(n)])
+        assert not fs.since(mark, "stat", "fstat")
+        assert await cp.head("s") == 9
+        await cp.close()
+
+    run(go())
 
 
 @pytest.mark.parametrize(
@@ -501,9 +674,17 @@ class RecordingFS(OsFileSystem):
         self._note("unlink", os.path.basename(path))
         super().unlink(path)
 
+    def truncate(self, fd: int, size: int) -> None:
+        self._note("truncate", self.names.get(fd, "?"))
+        super().truncate(fd, size)
+
     def stat(self, path: str) -> FileStat | None:
         self.calls.append(("stat", os.path.basename(path)))
         return super().stat(path)
+
+    def fstat(self, fd: int) -> FileStat:
+        self.calls.append(("fstat", self.names.get(fd, "?")))
+        return super().fstat(fd)
 
     def read(self, fd: int, size: int, offset: int) -> bytes:
         data = super().read(fd, size, offset)
@@ -514,7 +695,7 @@ class RecordingFS(OsFileSystem):
         return [c for c in self.calls[mark:] if c[0] in operations]
 
 
-CHANGES = ("write", "fsync", "fsync_dir", "rename", "unlink")
+CHANGES = ("write", "truncate", "fsync", "fsync_dir", "rename", "unlink")
 
 
 def test_DUR_a_durable_append_is_fsynced_before_it_returns(tmp_path: Path) -> None:
@@ -533,6 +714,10 @@ def test_DUR_a_durable_append_is_fsynced_before_it_returns(tmp_path: Path) -> No
         ]
         mark = len(fs.calls)
         await cp.append("s", [ev(2), ev(3)])
+        # the log is extended ahead of its data once: the reserve
+        assert fs.since(mark, *CHANGES) == [("truncate", log), ("write", log), ("fsync", log)]
+        mark = len(fs.calls)
+        await cp.append("s", [ev(4)])
         assert fs.since(mark, *CHANGES) == [("write", log), ("fsync", log)]
         mark = len(fs.calls)
         await cp.truncate("s", 1)
