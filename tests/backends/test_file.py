@@ -101,15 +101,21 @@ def record_spans(data: bytes) -> list[tuple[int, int]]:
     return spans
 
 
-def write_events(store: Path, sid: str, batches: list[list[UserPrompt]]) -> list[int]:
-    """Append ``batches`` through a fresh handle; return the log's size after each."""
+def write_events(
+    store: Path, sid: str, batches: list[list[UserPrompt]], *, durable: bool = False
+) -> list[int]:
+    """Append ``batches`` through a fresh handle; return where the log's data ends after each.
+
+    That is the file's size, except that ``durable`` appends leave zeros after
+    the data (the reserve).
+    """
     sizes = []
 
     async def go() -> None:
-        cp = fast(store)
+        cp = FileCheckpointer(store) if durable else fast(store)
         for batch in batches:
             await cp.append(sid, batch)
-            sizes.append(log_file(store, sid).stat().st_size)
+            sizes.append(len(log_file(store, sid).read_bytes().rstrip(b"\0")))
         await cp.close()
 
     run(go())
@@ -293,25 +299,10 @@ def test_zeros_after_part_of_a_batch_are_cut_like_a_torn_tail(tmp_path: Path) ->
     assert path.read_bytes() == data[: sizes[0]]
 
 
-def durable_with_reserve(store: Path, sid: str, batches: list[list[UserPrompt]]) -> list[int]:
-    """Append ``batches`` durably (so the log gets its reserve); the data's end after each."""
-    ends = []
-
-    async def go() -> None:
-        cp = FileCheckpointer(store)
-        for batch in batches:
-            await cp.append(sid, batch)
-            ends.append(len(log_file(store, sid).read_bytes().rstrip(b"\0")))
-        await cp.close()
-
-    run(go())
-    return ends
-
-
 def test_a_durable_log_keeps_a_reserve_of_zeros_that_reopening_does_not_mistake(
     tmp_path: Path,
 ) -> None:
-    ends = durable_with_reserve(tmp_path, "s", [[ev(n)] for n in range(5)])
+    ends = write_events(tmp_path, "s", [[ev(n)] for n in range(5)], durable=True)
     data = log_file(tmp_path, "s").read_bytes()
     assert len(data) >= ends[-1] + 4096, "the log was not extended ahead of its data"
     assert data[ends[-1] :].count(0) == len(data) - ends[-1]
@@ -348,8 +339,8 @@ def test_torn_tail_inside_the_reserve_at_every_offset_is_cut_to_the_previous_bat
     the batch followed by zeros (the file's size does not change)."""
     source = tmp_path / "source"
     source.mkdir()
-    ends = durable_with_reserve(
-        source, "s", [[ev(1)], [ev(2)], [ev(f"3.{i}") for i in range(batch)]]
+    ends = write_events(
+        source, "s", [[ev(1)], [ev(2)], [ev(f"3.{i}") for i in range(batch)]], durable=True
     )
     before_last, full = ends[1], ends[2]
     original = log_file(source, "s").read_bytes()
@@ -378,7 +369,7 @@ def test_INTEG_002_a_flipped_byte_in_the_last_record_before_the_reserve_is_damag
     tmp_path: Path, where: str
 ) -> None:
     """Not a torn tail: the record still ends with its non-zero trailer, so nothing is cut."""
-    ends = durable_with_reserve(tmp_path, "s", [[ev(n)] for n in range(3)])
+    ends = write_events(tmp_path, "s", [[ev(n)] for n in range(3)], durable=True)
     path = log_file(tmp_path, "s")
     data = bytearray(path.read_bytes())
     offset, length = record_spans(bytes(data))[2]
