@@ -22,8 +22,10 @@ Semantics an implementation must keep, because the backend's correctness rests o
   two descriptors opened separately exclude each other, even in one process, and
   closing an unrelated descriptor of the same file does not release it (BSD
   ``flock`` semantics, not POSIX ``lockf``).
-* ``stat``/``fstat`` report an identity that stays unique while any descriptor
-  of the file is open, so "same identity" means "same file".
+* ``stat``/``fstat`` report the file's size. Their identity (device, inode)
+  is for tests and diagnostics: the backend never relies on it, and never
+  stats a log in the steady state (see `checkpointspec.backends.file_log`).
+* ``truncate`` to a larger size extends the file with bytes that read as zero.
 """
 
 from __future__ import annotations
