@@ -56,7 +56,7 @@ class TrustingLogFiles(LogFiles):
 
     def refresh(self, log: SessionLog) -> None:
         if log.log_fd is not None:
-            return  # the bug: no stat of the path, so other writers' records go unseen
+            return  # the bug: generation and end unchecked, so other writers' records go unseen
         super().refresh(log)
 
 
@@ -64,7 +64,7 @@ class CachedHead(Hard):
     """Bug: each handle caches the head and offset index of a log and trusts them.
 
     The lock is still taken, but under it the cached head is not re-validated
-    against the file (identity and size): once a handle has loaded a log it
+    against the files (generation and the bytes past the end): once a handle has loaded a log it
     never looks again. A second handle's append goes unseen, so an append with
     ``expected_head`` equal to the stale cached head is accepted and its frame
     overwrites the other handle's record. Kit must report HANDLE-001 (the check
