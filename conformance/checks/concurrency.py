@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import random
 import signal
+import time
 from functools import partial
 
 from ...spec import CheckpointConflictError, StoredEvent
@@ -85,6 +86,13 @@ async def _spawn(
     )
 
 
+def _spin(seconds: float) -> None:
+    """Wait ``seconds`` on the CPU: an event-loop sleep is too coarse for sub-millisecond aim."""
+    deadline = time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        pass
+
+
 def _ack(line: str) -> tuple[int, int, int | None] | None:
     """``ack BATCH HEAD EXPECTED`` as (batch, new head, expected head); None for other lines."""
     parts = line.split()
@@ -156,7 +164,13 @@ async def processes_share_one_log(h: Harness) -> None:
 
 @check("DUR-002", "APPEND-003", "INTEG-001")
 async def acknowledged_writes_survive_kill(h: Harness) -> None:
-    """DUR-002: after SIGKILL of a writer, every acknowledged batch is stored, whole; no partial batch."""
+    """DUR-002: after SIGKILL of a writer, every acknowledged batch is stored, whole; no partial batch.
+
+    The kill comes a random fraction of an append's duration after the writer's
+    Nth acknowledgement: killing on the acknowledgement itself would mostly land
+    at the start of the next append, before it writes anything, where a batch
+    written in pieces (APPEND-003) cannot show.
+    """
     rng = random.Random(h.seed)
     size = 3
     for round_ in range(h.profile.process_rounds * 2):
@@ -164,14 +178,18 @@ async def acknowledged_writes_survive_kill(h: Harness) -> None:
         proc = await _spawn(h, session, f"k{round_}", 100_000, size, expected=False)
         assert proc.stdout is not None
         lines: list[str] = []
-        stop_after = rng.randint(1, 40)
-        seen = 0
-        while seen < stop_after:
+        stop_after = rng.randint(2, 40)
+        ack_times: list[float] = []
+        while len(ack_times) < stop_after:
             line = await proc.stdout.readline()
             if not line:
                 break
             lines.append(line.decode())
-            seen += _ack(lines[-1]) is not None
+            if _ack(lines[-1]) is not None:
+                ack_times.append(time.perf_counter())
+        if len(ack_times) >= 2:
+            interval = (ack_times[-1] - ack_times[0]) / (len(ack_times) - 1)
+            _spin(min(interval, 0.05) * rng.random())
         proc.send_signal(signal.SIGKILL)
         rest, err = await proc.communicate()
         lines += rest.decode().splitlines()

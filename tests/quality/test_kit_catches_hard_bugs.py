@@ -13,7 +13,10 @@ Some verdicts hold for some seeds only, and the cases say which and why:
   pauses a multi-event append to an existing log after its first write and then
   kills the writer rather than resuming it; seeds 2 and 4 do (measured: 6 of 12
   seeds, 0-11). The free-running kill check (DUR-002) reports it as APPEND-003 on
-  most runs, but where the kill lands depends on timing, not on the seed.
+  most runs, but where the kill lands depends on timing, not on the seed: 12 of
+  12 runs alone, 17-18 of 20 with two runs sharing the two cores. The slow test
+  asks for a majority of seeds, which a check that stopped aiming its kills
+  inside appends would not reach.
 * ``cached_head`` is caught by MP-001 (processes acknowledged with the same head)
   only when the worker processes overlap in time; HANDLE-001 catches it always.
 """
@@ -114,11 +117,23 @@ def test_reference_passes_the_same_checks_for_more_seeds(backend: str, seed: int
         ("hard_backends:make_decode_failure_is_torn_tail", DECODE_FAILS, "CODEC-003"),
         ("hard_backends:make_plaintext_fallback", WRONG_KEY, "CODEC-004"),
         ("racy_backends:make_check_then_append", RACING, "APPEND-004"),
-        # The kill lands where timing puts it; APPEND-003 is the rule a torn batch breaks.
-        ("hard_backends:make_event_at_a_time", KILLED, "APPEND-003"),
     ],
 )
 def test_hard_bug_is_caught_for_more_seeds(
     factory: str, check: str, rule_id: str, seed: int
 ) -> None:
     assert_caught(run_kit(factory, profile="quick", seed=seed, only=[check]), rule_id)
+
+
+@pytest.mark.slow
+def test_a_batch_written_in_pieces_is_caught_by_random_kills_on_most_seeds() -> None:
+    """The kill lands where timing puts it (see the module docstring); APPEND-003 is
+    the rule a torn batch breaks."""
+    reports = [
+        run_kit("hard_backends:make_event_at_a_time", profile="quick", seed=seed, only=[KILLED])
+        for seed in SLOW_SEEDS
+    ]
+    caught = [r for r in reports if verdict(r, "APPEND-003").status == "failed"]
+    assert len(caught) > len(reports) // 2, "\n\n".join(describe(r) for r in reports)
+    for report in caught:
+        assert_caught(report, "APPEND-003")
