@@ -184,10 +184,13 @@ class SessionLog:
     def offset_of(self, seq: int) -> int:
         """Where record ``seq`` starts (``head + 1``: where the next append goes).
 
-        ``seq`` must be within the index (see `LogFiles.ensure_indexed`).
+        ``seq`` must be within the index (see `LogFiles.ensure_indexed`) or be 1,
+        which always starts right after the header.
         """
         if seq == self.head + 1:
             return self.end
+        if seq == 1:
+            return self.header_len
         assert self.base_seq <= seq <= self.head, f"record {seq} is not indexed"
         return self.offsets[seq - self.base_seq]
 
@@ -376,8 +379,9 @@ class LogFiles:
         The index grows backwards from the oldest record it knows, through the
         frames' trailers, by at least as many records as it holds already, so
         repeated reads further and further back cost linear time in all.
+        Record 1 needs no index (a read of a whole log scans it forwards).
         """
-        if seq >= log.base_seq:
+        if seq >= log.base_seq or seq == 1:
             return
         assert log.log_fd is not None
         target = max(1, min(seq, log.base_seq - max(len(log.offsets), 64)))

@@ -875,6 +875,23 @@ def test_a_fresh_handle_finds_the_head_without_reading_the_log(tmp_path: Path) -
     run(go())
 
 
+def test_a_fresh_handle_reads_a_whole_log_once(tmp_path: Path) -> None:
+    """Record 1 starts right after the header: no walk back through the index first."""
+    write_events(tmp_path, "s", [[ev(n) for n in range(1000)] for _ in range(5)])
+    fs = RecordingFS()
+
+    async def go() -> None:
+        cp = FileCheckpointer(tmp_path, fs=fs, durability=Durability.PROCESS)
+        mark = len(fs.calls)
+        assert len(await read_all(cp, "s")) == 5000
+        read = sum(int(c[1].rsplit(":", 1)[1]) for c in fs.since(mark, "read"))
+        size = log_file(tmp_path, "s").stat().st_size
+        assert read < size * 1.05, f"{read} bytes read for a log of {size}"
+        await cp.close()
+
+    run(go())
+
+
 def test_truncating_inside_a_batch_survives_reopening(tmp_path: Path) -> None:
     write_events(tmp_path, "s", [[ev(n) for n in range(5)], [ev(5)]])
 
