@@ -127,7 +127,7 @@ class SessionLog:
 
     ``log_fd`` is None exactly when the handle knows of no log file; the other
     log fields then describe an empty session. ``generation`` is the one read
-    by the last refresh; ``allocated`` is the file's size as last seen (another
+    by the last refresh (from the ``.meta`` bytes ``meta_seen``); ``allocated`` is the file's size as last seen (another
     handle may have extended it since: it is only used to decide when to extend).
     """
 
@@ -148,6 +148,7 @@ class SessionLog:
         "meta_fd",
         "meta_name",
         "meta_path",
+        "meta_seen",
         "offsets",
         "session_id",
         "tmp_path",
@@ -164,6 +165,7 @@ class SessionLog:
         self.meta_fd: int | None = None
         self.log_fd: int | None = None
         self.generation = -1
+        self.meta_seen = b"\xff"  # no .meta file holds this: the first refresh parses
         self.allocated = 0
         self.header_len = 0
         self.header_mtime_ns = 0
@@ -249,7 +251,9 @@ class LogFiles:
     def generation(self, log: SessionLog) -> int:
         """The generation stored in the ``.meta`` file."""
         assert log.meta_fd is not None
-        data = self.fs.read(log.meta_fd, 64, 0)
+        return self._parse_generation(log, self.fs.read(log.meta_fd, 64, 0))
+
+    def _parse_generation(self, log: SessionLog, data: bytes) -> int:
         try:
             return read_generation(data)
         except ValueError as exc:
@@ -259,10 +263,7 @@ class LogFiles:
         """Raise the generation by one, durably, before the change that it announces."""
         assert log.meta_fd is not None
         data = self.fs.read(log.meta_fd, 64, 0)
-        try:
-            current = read_generation(data)
-        except ValueError as exc:
-            raise CorruptStoreError(log.session_id, log.meta_name, str(exc)) from None
+        current = self._parse_generation(log, data)
         offset, slot = write_generation(data, current + 1)
         self.fs.write(log.meta_fd, slot, offset)
         if self.durable:
@@ -275,15 +276,19 @@ class LogFiles:
 
         Also leaves the current generation in ``log.generation``.
         """
-        generation = self.generation(log)
-        if log.log_fd is not None and generation == log.generation:
-            ahead = self.fs.read(log.log_fd, FRAME_HEAD.size, log.end)
-            if ahead.count(0) == len(ahead):
-                return
-            self._scan_from_end(log, self.fs.fstat(log.log_fd).size)
+        assert log.meta_fd is not None
+        meta = self.fs.read(log.meta_fd, 64, 0)
+        replaced = False
+        if meta != log.meta_seen:  # the same bytes hold the same generation: no need to parse
+            generation = self._parse_generation(log, meta)
+            replaced = generation != log.generation
+            log.generation, log.meta_seen = generation, meta
+        if log.log_fd is None or replaced:
+            self._load(log)
             return
-        log.generation = generation
-        self._load(log)
+        ahead = self.fs.read(log.log_fd, FRAME_HEAD.size, log.end)
+        if ahead.count(0) != len(ahead):
+            self._scan_from_end(log, self.fs.fstat(log.log_fd).size)
 
     def _load(self, log: SessionLog) -> None:
         log.forget_log(self.fs)
