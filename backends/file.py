@@ -62,7 +62,10 @@ least 1 µs apart, so sessions modified one after another list in that order.
 **Limits.** POSIX only (``flock``), on a local file system: ``flock`` over NFS
 is emulated with POSIX record locks on Linux and does not give the
 per-description semantics this design needs. A handle keeps the descriptors of
-its 64 most recently used sessions open.
+its 64 most recently used sessions open. The files are the backend's: a handle
+does not notice a log removed or replaced behind its back (by hand, or by a
+restore from backup) while it holds it open, because it learns of replacements
+through the generation, which only the backend bumps; close the handles first.
 """
 
 from __future__ import annotations
