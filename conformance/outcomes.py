@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
-from typing import Generic, TypeVar
+from typing import Generic, NamedTuple, TypeVar
 
 import msgspec
 
@@ -41,6 +41,7 @@ __all__ = [
     "EVENT_KINDS",
     "Err",
     "Ok",
+    "Origin",
     "Outcome",
     "check_list_order",
     "check_ts",
@@ -225,18 +226,28 @@ def check_ts(stored: StoredEvent, call: str) -> None:
     )
 
 
+class Origin(NamedTuple):
+    """Where an event (by its marker) came from, and what became of it."""
+
+    session_id: str
+    handle: int
+    """The handle whose append carried it."""
+    fate: str
+    """"live", "deleted" or "truncated"; for an append that raised, the id of the
+    rule that says nothing of it may be stored."""
+
+
 def compare_log(
     actual: Sequence[StoredEvent],
     expected: Sequence[ModelEvent],
     session_id: str,
     call: str,
-    origin: dict[str, tuple[str, str]] | None = None,
+    origin: dict[str, Origin] | None = None,
 ) -> None:
     """A read's events must be the model's, field for field.
 
-    ``origin`` maps event markers to (session id, fate) for every event the run
-    ever appended, where fate is "live", "deleted" or "truncated"; it turns an
-    unexpected event into the rule it proves broken.
+    ``origin`` maps the marker of every event the run ever tried to append to its
+    `Origin`; it turns an unexpected event into the rule it proves broken.
     """
     wanted_markers = {marker_of(e.event) for e in expected}
     for stored in actual:
@@ -245,15 +256,19 @@ def compare_log(
         marker = marker_of(stored.event)
         if origin is None or marker is None or marker in wanted_markers or marker not in origin:
             continue
-        owner, fate = origin[marker]
+        owner, _, fate = origin[marker]
         if owner != session_id:
             raise RuleViolation(
                 "ID-002",
                 f"{call} yielded event {marker!r}, which was appended to session {owner!r}",
             )
-        if fate != "live":
+        if fate in ("deleted", "truncated"):
             rule_id = "DELETE-002" if fate == "deleted" else "TRUNC-001"
             raise RuleViolation(rule_id, f"{call} yielded event {marker!r}, which was {fate}")
+        if fate != "live":
+            raise RuleViolation(
+                fate, f"{call} yielded event {marker!r}, from an append that raised"
+            )
     got = [s.seq for s in actual]
     want = [e.seq for e in expected]
     if got != want:

@@ -50,6 +50,7 @@ from .outcomes import (
     EVENT_KINDS,
     Err,
     Ok,
+    Origin,
     check_list_order,
     compare_log,
     compare_outcomes,
@@ -109,7 +110,7 @@ class CheckpointerMachine(RuleBasedStateMachine):
         self.model = SpecModel(env.capabilities)
         self.handles: list[Checkpointer] = []
         self.model_handles: list[ModelHandle] = []
-        self.origin: dict[str, tuple[str, str]] = {}
+        self.origin: dict[str, Origin] = {}
         self.markers = itertools.count(1)
         self._open_handle()
 
@@ -149,18 +150,120 @@ class CheckpointerMachine(RuleBasedStateMachine):
             return self.model.generation(session_id)
         return self.model.head(session_id)
 
-    def record(self, session_id: str, batch: list[SessionEvent]) -> None:
+    def record(
+        self, session_id: str, batch: list[SessionEvent], handle: int, fate: str = "live"
+    ) -> None:
+        """Remember which session and handle these events were appended through (`Origin`)."""
         for event in batch:
             marker = marker_of(event)
             if marker is not None:
-                self.origin[marker] = (session_id, "live")
+                self.origin[marker] = Origin(session_id, handle, fate)
+
+    def record_refused(
+        self, session_id: str, batch: list[SessionEvent], handle: int, error: BaseException
+    ) -> None:
+        """Remember the events of an append that raised, with the rule that keeps them out."""
+        if isinstance(error, CheckpointConflictError):
+            rule_id = "GEN-002" if error.kind == "generation" else "APPEND-002"
+        else:
+            rule_id = "APPEND-003"
+        self.record(session_id, batch, handle, rule_id)
+
+    def record_invalid_append(self, args: dict[str, object], which: str, handle: int) -> None:
+        """Remember the events of an append refused for the bad argument ``which``."""
+        session_id, events = args["session_id"], args["events"]
+        if which == "session_id" or not isinstance(session_id, str):
+            return  # stored under no id the machine reads
+        batch = events if isinstance(events, list | tuple) else []
+        rule_id = "APPEND-003" if which == "events" else "ARG-002"
+        ours = [cast(SessionEvent, e) for e in batch if marker_of(e) is not None]
+        self.record(session_id, ours, handle, rule_id)
 
     def mark(self, session_id: str, removed: list[ModelEvent], fate: str) -> None:
         """Remember that these events were deleted or truncated away."""
         for stored in removed:
             marker = marker_of(stored.event)
             if marker is not None:
-                self.origin[marker] = (session_id, fate)
+                handle = self.origin[marker].handle if marker in self.origin else -1
+                self.origin[marker] = Origin(session_id, handle, fate)
+
+    def settle_append(
+        self,
+        i: int,
+        session_id: str,
+        batch: list[SessionEvent],
+        outcomes: tuple[Ok[int] | Err, Ok[int] | Err],
+        call: str,
+    ) -> None:
+        """After an append through handle ``i`` matched the model's outcome: remember
+        where its events came from, and check the head it returned (SEQ-003)."""
+        actual, model = outcomes
+        if isinstance(model, Err):
+            self.record_refused(session_id, batch, i, model.error)
+            return
+        self.record(session_id, batch, i)
+        assert isinstance(actual, Ok)
+        if actual.value != model.value:
+            raise self.wrong_head(
+                self.handles[i],
+                session_id,
+                "SEQ-003",
+                f"{call} returned {actual.value}; the new head is {model.value}",
+            )
+
+    def wrong_head(
+        self, cp: Checkpointer, session_id: str, rule_id: str, message: str
+    ) -> RuleViolation:
+        """The violation for an append that returned the wrong head: ``rule_id``, unless the
+        log holds events deleted or truncated away, which explain the head and break
+        DELETE-002 or TRUNC-001."""
+        got = self.run(run_backend(partial(read_all, cp, session_id)))
+        if isinstance(got, Ok):
+            for stored in got.value:
+                marker = marker_of(stored.event)
+                origin = self.origin.get(marker) if marker is not None else None
+                if origin is not None and origin.fate in ("deleted", "truncated"):
+                    return RuleViolation(
+                        "DELETE-002" if origin.fate == "deleted" else "TRUNC-001",
+                        f"{message}: the log holds event {marker!r}, which was {origin.fate}",
+                    )
+        return RuleViolation(rule_id, message)
+
+    def compare_read(
+        self,
+        i: int,
+        got: Sequence[StoredEvent],
+        expected: Sequence[ModelEvent],
+        read: tuple[str, int],
+        call: str,
+    ) -> None:
+        """`compare_log` for ``read`` (session id, since_seq) through handle ``i``, blaming
+        HANDLE-001 when an event it misses is there when read through the handle that
+        appended it."""
+        session_id, since = read
+        try:
+            compare_log(got, expected, session_id, call, self.origin)
+        except RuleViolation:
+            seen = {marker_of(s.event) for s in got if isinstance(s, StoredEvent)}
+            for event in expected:
+                marker = marker_of(event.event)
+                if marker is None or marker in seen or marker not in self.origin:
+                    continue
+                writer = self.origin[marker].handle
+                if writer in (i, -1) or self.model_handles[writer].closed:
+                    continue
+                again = self.run(
+                    run_backend(partial(read_all, self.handles[writer], session_id, since))
+                )
+                if isinstance(again, Ok) and [marker_of(s.event) for s in again.value] == [
+                    marker_of(e.event) for e in expected
+                ]:
+                    raise RuleViolation(
+                        "HANDLE-001",
+                        f"{call} misses event {marker!r} (seq {event.seq}), which handle "
+                        f"{writer} appended and still reads",
+                    ) from None
+            raise
 
     # -- operations ----------------------------------------------------------------
     @rule()
@@ -181,14 +284,7 @@ class CheckpointerMachine(RuleBasedStateMachine):
             lambda: cp.append(session_id, batch, want),
             lambda: mh.append(session_id, batch, want),
         )
-        if isinstance(model, Ok):
-            self.record(session_id, batch)
-            assert isinstance(actual, Ok)
-            expect(
-                actual.value == model.value,
-                "SEQ-003",
-                f"{call} returned {actual.value}; the new head is {model.value}",
-            )
+        self.settle_append(i, session_id, batch, (actual, model), call)
 
     def seq_at(self, session_id: str, position: tuple[str, int]) -> int:
         """Resolve a drawn position: ``("back", n)`` is head - n (at least 0), ``("at", n)`` is n."""
@@ -207,7 +303,7 @@ class CheckpointerMachine(RuleBasedStateMachine):
             lambda: mh.read(session_id, since),
         )
         if isinstance(actual, Ok) and isinstance(model, Ok):
-            compare_log(actual.value, model.value, session_id, call, self.origin)
+            self.compare_read(i, actual.value, model.value, (session_id, since), call)
 
     @rule(h=_handle_index, session_id=_session)
     def head(self, h: int, session_id: str) -> None:
@@ -310,14 +406,7 @@ class CheckpointerMachine(RuleBasedStateMachine):
             lambda: append(session_id, batch, want, expected_generation=want_gen),
             lambda: mh.append(session_id, batch, want, want_gen),
         )
-        if isinstance(model, Ok):
-            self.record(session_id, batch)
-            assert isinstance(actual, Ok)
-            expect(
-                actual.value == model.value,
-                "SEQ-003",
-                f"{call} returned {actual.value}; the new head is {model.value}",
-            )
+        self.settle_append(i, session_id, batch, (actual, model), call)
 
     @rule(
         h=_handle_index,
@@ -352,6 +441,8 @@ class CheckpointerMachine(RuleBasedStateMachine):
             return method(*args.values())
 
         self.compare(operation, call, backend, model)
+        if operation == "append":
+            self.record_invalid_append(args, which, i)
 
     @rule(
         hs=st.lists(_handle_index, min_size=2, max_size=4),
@@ -409,14 +500,21 @@ class CheckpointerMachine(RuleBasedStateMachine):
                 "APPEND-004",
                 f"{call}: only {len(winners)} of {len(picked)} appends succeeded",
             )
+        for (i, _, _), batch, outcome in zip(picked, batches, outcomes, strict=True):
+            if isinstance(outcome, Err):
+                self.record(session_id, batch, i, "APPEND-004")
+        for (i, _, _), batch, outcome in zip(picked, batches, outcomes, strict=True):
+            if isinstance(outcome, Ok):
+                self.record(session_id, batch, i)
         for new_head, batch in sorted(winners, key=lambda w: w[0]):
             applied = self.model.append(session_id, batch)
-            self.record(session_id, batch)
-            expect(
-                applied == new_head,
-                "APPEND-004",
-                f"{call}: an append returned head {new_head}; in the serial order it is {applied}",
-            )
+            if applied != new_head:
+                raise self.wrong_head(
+                    picked[0][1],
+                    session_id,
+                    "APPEND-004",
+                    f"{call}: an append returned head {new_head}; in the serial order it is {applied}",
+                )
 
     @rule(
         reader=_handle_index,
@@ -457,7 +555,7 @@ class CheckpointerMachine(RuleBasedStateMachine):
             wmh.truncate(session_id, 1)
         else:
             wmh.append(session_id, batch)
-            self.record(session_id, batch)
+            self.record(session_id, batch, wi)
         after = self.model.log(session_id)
         got_markers = [marker_of(s.event) for s in got.value]
         allowed = ([marker_of(e.event) for e in before], [marker_of(e.event) for e in after])
@@ -544,7 +642,7 @@ class CheckpointerMachine(RuleBasedStateMachine):
                 raise RuleViolation(
                     rule_id, f"{call} raised {type(got.error).__name__}: {got.error}"
                 )
-            compare_log(got.value, self.model.log(session_id), session_id, call, self.origin)
+            self.compare_read(i, got.value, self.model.log(session_id), (session_id, 0), call)
         listing = self.run(run_backend(cp.list_sessions))
         if isinstance(listing, Err):
             rule_id = (

@@ -8,8 +8,8 @@ fast; a few tests run the whole kit, in this process and in spawned ones. The
 ``slow`` tests repeat every verdict over many seeds and check that the whole kit,
 and its model-based check alone, blame the right rule.
 
-Bugs the kit blames on the wrong rule are listed in ``MISATTRIBUTED`` with the
-reason; their cases are strict expected failures.
+``BLAMED_BY_THE_MACHINE`` lists bugs whose attribution by the model-based check
+is checked over several seeds.
 """
 
 from __future__ import annotations
@@ -68,21 +68,17 @@ A folding key scheme also loses one of two folded ids from the listing (ID-001)
 when the ID-001 property check happens to draw both.
 """
 
-MISATTRIBUTED: dict[str, str] = {
-    "non_atomic_batch": (
-        "the machine's logs_match_model invariant reads the events a refused append "
-        "left behind (seqs [1], expected []) and compare_log blames READ-001 for any "
-        "contiguous seq mismatch that starts right, even on a read with since_seq=0"
-    ),
-    "store_per_handle": (
-        "handle 3 does not see the event appended through handle 0; compare_log blames "
-        "READ-001 (seqs [], expected [1]) though the machine knows which handle wrote it"
-    ),
-}
-"""Bugs the model-based check finds but blames on the wrong rule.
+BLAMED_BY_THE_MACHINE = ("close_shuts_the_store", "non_atomic_batch", "store_per_handle")
+"""Bugs whose evidence the model-based check could pin on a neighbouring rule.
 
-For the bugs in CLEAN_ATTRIBUTION the full-kit tests check that it blames the right one.
+A store per handle reads as a READ-001 miss unless the machine asks the handle
+that wrote the event; events left by a refused append read as a seq mismatch
+unless the machine remembers where every event came from. The slow test checks
+the attribution on several seeds: which seeds reach a bug drifts with
+Hypothesis' draws. (``delete_keeps_events`` is attributed the same way, to
+DELETE-002, but shrinking its examples takes minutes per seed.)
 """
+ATTRIBUTION_SEEDS = range(1, 7)
 
 
 def _target(name: str) -> str:
@@ -139,7 +135,7 @@ def test_every_broken_backend_is_listed() -> None:
         and not key.startswith("_")
     }
     assert defined == set(BROKEN.values())
-    assert set(SOMETIMES) | set(CLEAN_ATTRIBUTION) | set(MISATTRIBUTED) <= set(BROKEN)
+    assert set(SOMETIMES) | set(CLEAN_ATTRIBUTION) | set(BLAMED_BY_THE_MACHINE) <= set(BROKEN)
 
 
 # -- the kit rejects each of them ----------------------------------------------------------
@@ -202,20 +198,17 @@ def test_full_kit_blames_only_the_broken_rule_slow(name: str, also: frozenset[st
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "name",
-    [
-        "close_shuts_the_store",
-        *(
-            pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=reason))
-            for name, reason in MISATTRIBUTED.items()
-        ),
-    ],
-)
+@pytest.mark.parametrize("name", BLAMED_BY_THE_MACHINE)
 def test_model_based_check_blames_the_broken_rule(name: str) -> None:
     rule_id = BROKEN[name].violates
-    report = run_kit(_target(name), profile="quick", seed=SEED, only=(MODEL_BASED,))
-    assert_rejected(report, rule_id)
+    reports = [
+        run_kit(_target(name), profile="quick", seed=seed, only=(MODEL_BASED,))
+        for seed in ATTRIBUTION_SEEDS
+    ]
+    caught = [r for r in reports if r.exit_status == 1]
+    assert len(caught) >= len(reports) // 2, "\n\n".join(describe(r) for r in reports)
+    for report in caught:
+        assert_rejected(report, rule_id)
 
 
 def test_kit_rejects_in_spawned_check_processes() -> None:
