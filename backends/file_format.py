@@ -108,7 +108,7 @@ _FRAME_PREFIX: Final = struct.Struct("<IQqII")
 FRAME_HEAD: Final = struct.Struct("<IQqIII")
 FRAME_OVERHEAD: Final = FRAME_HEAD.size + _U32.size
 MAX_PAYLOAD: Final = 0xFEFF_FFFF
-"""Largest payload: below 0xFF00_0000, so the complement in the trailer ends with a non-zero byte."""
+"""Largest payload: below 0xFF00_0000, so that the trailer (the complement) ends non-zero."""
 _TRAILER_MASK: Final = 0xFFFF_FFFF
 _PREFIX_SIZE: Final = _FRAME_PREFIX.size
 _HEAD_SIZE: Final = FRAME_HEAD.size

@@ -23,8 +23,8 @@ timestamp, which makes the following fsync commit the journal, and that one
 **Reserve.** In durable mode an append that would reach the end of the file
 first extends it (``truncate`` to a larger size: a sparse hole, no data written)
 by `RESERVE` bytes, so that most appends overwrite zeros and their fsync need
-not commit a new file size. `checkpointspec.backends.file_format` explains how the end
-of the data is found among the zeros.
+not commit a new file size. `checkpointspec.backends.file_format` explains how
+the end of the data is found among the zeros.
 
 The index (``offsets``) covers records ``base_seq .. head``. After a reopen it
 holds only the last record (found from the end of the data); reads further back
@@ -127,8 +127,9 @@ class SessionLog:
 
     ``log_fd`` is None exactly when the handle knows of no log file; the other
     log fields then describe an empty session. ``generation`` is the one read
-    by the last refresh (from the ``.meta`` bytes ``meta_seen``); ``allocated`` is the file's size as last seen (another
-    handle may have extended it since: it is only used to decide when to extend).
+    by the last refresh (from the ``.meta`` bytes ``meta_seen``). ``allocated``
+    is the file's size as last seen; another handle may have extended it since,
+    and it is only used to decide when to extend.
     """
 
     __slots__ = (
