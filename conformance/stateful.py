@@ -501,11 +501,8 @@ class CheckpointerMachine(RuleBasedStateMachine):
                 f"{call}: only {len(winners)} of {len(picked)} appends succeeded",
             )
         for (i, _, _), batch, outcome in zip(picked, batches, outcomes, strict=True):
-            if isinstance(outcome, Err):
-                self.record(session_id, batch, i, "APPEND-004")
-        for (i, _, _), batch, outcome in zip(picked, batches, outcomes, strict=True):
-            if isinstance(outcome, Ok):
-                self.record(session_id, batch, i)
+            # A loser's events in the log would mean the race forked it.
+            self.record(session_id, batch, i, "live" if isinstance(outcome, Ok) else "APPEND-004")
         for new_head, batch in sorted(winners, key=lambda w: w[0]):
             applied = self.model.append(session_id, batch)
             if applied != new_head:
