@@ -223,38 +223,40 @@ def test_ARG_001_empty_id_is_refused_everywhere(tmp_path: Path) -> None:
 # -- torn tails and damage ----------------------------------------------------------
 
 
-def _torn_copy(source: Path, target: Path, sid: str, keep: int) -> None:
-    shutil.copytree(source, target)
-    path = log_file(target, sid)
-    path.write_bytes(path.read_bytes()[:keep])
-
-
 @pytest.mark.parametrize("batch", [1, 3], ids=["single", "batch-of-3"])
+@pytest.mark.parametrize("reserve", [False, True], ids=["at-end-of-file", "inside-reserve"])
 def test_torn_tail_at_every_offset_is_cut_to_the_previous_batch(
-    tmp_path: Path, batch: int, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, batch: int, reserve: bool, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """A crash in the middle of the last append leaves a prefix of its batch: at the end
+    of the file, or, when it overwrote the reserve (durable appends), followed by zeros."""
     source = tmp_path / "source"
     source.mkdir()
-    sizes = write_events(source, "s", [[ev(1)], [ev(2)], [ev(f"3.{i}") for i in range(batch)]])
-    before_last, full = sizes[1], sizes[2]
+    ends = write_events(
+        source, "s", [[ev(1)], [ev(2)], [ev(f"3.{i}") for i in range(batch)]], durable=reserve
+    )
+    before_last, full = ends[1], ends[2]
+    original = log_file(source, "s").read_bytes()
 
-    async def check(store: Path) -> None:
+    async def check(store: Path, keep: int) -> None:
         cp = fast(store)
         assert texts(await read_all(cp, "s")) == ["event 1", "event 2"]
         report = await cp.check_integrity()
         assert report.ok
         assert len(report.repairs) == 1
-        assert "torn tail" in report.repairs[0]
+        written = len(original[:keep].rstrip(b"\0")) - before_last  # as far as the data reaches
+        assert f"torn tail of {written} bytes" in report.repairs[0]
         assert await cp.append("s", [ev(4)]) == 3
         await cp.close()
 
     caplog.set_level(logging.WARNING, logger="checkpointspec.backends.file")
     for keep in range(before_last + 1, full):
         store = tmp_path / f"cut-{keep}"
-        _torn_copy(source, store, "s", keep)
-        run(check(store))
-        data = log_file(store, "s").read_bytes()
-        assert data[:before_last] == log_file(source, "s").read_bytes()[:before_last]
+        shutil.copytree(source, store)
+        zeros = bytes(len(original) - keep) if reserve else b""
+        log_file(store, "s").write_bytes(original[:keep] + zeros)
+        run(check(store, keep))
+        assert log_file(store, "s").read_bytes()[:before_last] == original[:before_last]
     assert sum("torn tail" in r.getMessage() for r in caplog.records) == full - before_last - 1
 
 
@@ -329,39 +331,6 @@ def test_a_durable_log_keeps_a_reserve_of_zeros_that_reopening_does_not_mistake(
         4,
         5,
     ]
-
-
-@pytest.mark.parametrize("batch", [1, 3], ids=["single", "batch-of-3"])
-def test_torn_tail_inside_the_reserve_at_every_offset_is_cut_to_the_previous_batch(
-    tmp_path: Path, batch: int
-) -> None:
-    """A crash in the middle of an append that overwrites the reserve leaves a prefix of
-    the batch followed by zeros (the file's size does not change)."""
-    source = tmp_path / "source"
-    source.mkdir()
-    ends = write_events(
-        source, "s", [[ev(1)], [ev(2)], [ev(f"3.{i}") for i in range(batch)]], durable=True
-    )
-    before_last, full = ends[1], ends[2]
-    original = log_file(source, "s").read_bytes()
-
-    async def check(store: Path) -> None:
-        cp = fast(store)
-        assert texts(await read_all(cp, "s")) == ["event 1", "event 2"]
-        report = await cp.check_integrity()
-        assert report.ok
-        assert len(report.repairs) == 1
-        written = len(original[:keep].rstrip(b"\0")) - before_last  # as far as the data reaches
-        assert f"torn tail of {written} bytes" in report.repairs[0]
-        assert await cp.append("s", [ev(4)]) == 3
-        await cp.close()
-
-    for keep in range(before_last + 1, full):
-        store = tmp_path / f"cut-{keep}"
-        shutil.copytree(source, store)
-        log_file(store, "s").write_bytes(original[:keep] + bytes(len(original) - keep))
-        run(check(store))
-        assert log_file(store, "s").read_bytes()[:before_last] == original[:before_last]
 
 
 @pytest.mark.parametrize("where", ["payload", "trailer", "header"])
@@ -685,6 +654,9 @@ class RecordingFS(OsFileSystem):
     def since(self, mark: int, *operations: str) -> list[tuple[str, str]]:
         return [c for c in self.calls[mark:] if c[0] in operations]
 
+    def bytes_read_since(self, mark: int) -> int:
+        return sum(int(target.rsplit(":", 1)[1]) for _, target in self.since(mark, "read"))
+
 
 CHANGES = ("write", "truncate", "fsync", "fsync_dir", "rename", "unlink")
 
@@ -857,17 +829,22 @@ def test_READ_003_a_read_is_a_snapshot_while_another_handle_truncates(tmp_path: 
     run(go())
 
 
-def test_a_fresh_handle_finds_the_head_without_reading_the_log(tmp_path: Path) -> None:
-    write_events(tmp_path, "s", [[ev(n) for n in range(1000)] for _ in range(5)])
+def recorded_handle_on_5000_events(store: Path) -> tuple[FileCheckpointer, RecordingFS]:
+    """A fresh handle, through a `RecordingFS`, on a store with one 5000-event session "s"."""
+    write_events(store, "s", [[ev(n) for n in range(1000)] for _ in range(5)])
     fs = RecordingFS()
+    return FileCheckpointer(store, fs=fs, durability=Durability.PROCESS), fs
+
+
+def test_a_fresh_handle_finds_the_head_without_reading_the_log(tmp_path: Path) -> None:
+    cp, fs = recorded_handle_on_5000_events(tmp_path)
 
     async def go() -> None:
-        cp = FileCheckpointer(tmp_path, fs=fs, durability=Durability.PROCESS)
         mark = len(fs.calls)
         assert await cp.head("s") == 5000
         assert await cp.append("s", [ev("x")]) == 5001
         assert [s.seq for s in await read_all(cp, "s", 4998)] == [4999, 5000, 5001]
-        read = sum(int(c[1].rsplit(":", 1)[1]) for c in fs.since(mark, "read"))
+        read = fs.bytes_read_since(mark)
         size = log_file(tmp_path, "s").stat().st_size
         assert read < size / 20, f"{read} of {size} bytes read for the head and the last records"
         await cp.close()
@@ -877,14 +854,12 @@ def test_a_fresh_handle_finds_the_head_without_reading_the_log(tmp_path: Path) -
 
 def test_a_fresh_handle_reads_a_whole_log_once(tmp_path: Path) -> None:
     """Record 1 starts right after the header: no walk back through the index first."""
-    write_events(tmp_path, "s", [[ev(n) for n in range(1000)] for _ in range(5)])
-    fs = RecordingFS()
+    cp, fs = recorded_handle_on_5000_events(tmp_path)
 
     async def go() -> None:
-        cp = FileCheckpointer(tmp_path, fs=fs, durability=Durability.PROCESS)
         mark = len(fs.calls)
         assert len(await read_all(cp, "s")) == 5000
-        read = sum(int(c[1].rsplit(":", 1)[1]) for c in fs.since(mark, "read"))
+        read = fs.bytes_read_since(mark)
         size = log_file(tmp_path, "s").stat().st_size
         assert read < size * 1.05, f"{read} bytes read for a log of {size}"
         await cp.close()
