@@ -24,7 +24,7 @@ Semantics an implementation must keep, because the backend's correctness rests o
   ``flock`` semantics, not POSIX ``lockf``).
 * ``stat``/``fstat`` report the file's size. Their identity (device, inode)
   is for tests and diagnostics: the backend never relies on it, and never
-  stats a log in the steady state (see `checkpointspec.backends.file_log`).
+  stats a log in the steady state (see `checkpointspec.backends.file.log`).
 * ``truncate`` to a larger size extends the file with bytes that read as zero.
 """
 

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from checkpointspec.backends.file import Durability, FileCheckpointer
-from checkpointspec.backends.file_format import pack_frames
+from checkpointspec.backends.file.format import pack_frames
 from checkpointspec.spec import AssistantMessage, SessionEvent, ToolCall, decode_event, encode_event
 
 BIG = 100_000

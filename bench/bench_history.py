@@ -24,7 +24,7 @@ import time
 from collections import defaultdict
 
 import msgspec
-from checkpointspec.conformance.history import (
+from checkpointspec.conformance.engines.history import (
     Conflicted,
     HistoryVerdict,
     Operation,

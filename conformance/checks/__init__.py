@@ -1,20 +1,21 @@
-"""The kit's example and property checks, one module per area of the catalog.
+"""The kit's checks, one module per area of the rule catalog.
 
-Importing this package registers every check in `checkpointspec.conformance.registry.CHECKS`.
+`sequence` holds the SEQ rules' checks, `truncation` the TRUNC rules', and so
+on; each module lists its checks in a ``CHECKS`` tuple. Nothing is registered
+by importing: `checkpointspec.conformance.api.registry` joins the tuples.
 """
 
-from . import (  # noqa: F401
-    appending,
-    arguments,
-    codecs,
-    commanded,
-    concurrency,
-    integrity,
-    lifecycle,
-    model_based,
-    powerloss,
-    reading,
-    session_ids,
-    stress,
-    truncation,
-)
+from .base import Check, CheckFunc, check
+from .harness import CheckSkipped, Harness, read_all
+from .profiles import PROFILES, Profile
+
+__all__ = [
+    "PROFILES",
+    "Check",
+    "CheckFunc",
+    "CheckSkipped",
+    "Harness",
+    "Profile",
+    "check",
+    "read_all",
+]

@@ -3,29 +3,49 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import os
+import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from pathlib import Path
 from typing import TypeVar
 
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
+from hypothesis.stateful import run_state_machine_as_test
 
-from ...spec import Checkpointer
-from ..harness import Harness, read_all
-from ..outcomes import Err, run_backend
-from ..violations import RuleViolation, expect
+from ...spec import Checkpointer, Codec, StoredEvent, StoreHooks
+from ..engines.machine import MachineEnv, make_machine
+from ..engines.outcomes import Err, run_backend
+from ..engines.violations import RuleViolation, expect
+from ..engines.workers import worker_command, worker_env
+from .harness import Harness, read_all
 
 __all__ = [
+    "MODEL_OBSERVED",
     "Snapshot",
+    "append_five",
+    "check_whole_batches",
     "expect",
     "expect_error",
+    "fingerprint",
+    "hooks_of",
+    "parse_ack",
+    "parse_acks",
     "property_settings",
+    "run_model_based",
     "run_property",
     "snapshot",
+    "spawn_worker",
+    "spin",
     "unchanged",
 ]
 
 T = TypeVar("T")
+
+
 E = TypeVar("E", bound=BaseException)
+
 
 Snapshot = tuple[tuple[str, ...], dict[str, tuple[tuple[int, object], ...]]]
 
@@ -110,3 +130,141 @@ def run_property(
         test()
     finally:
         loop.close()
+
+
+def fingerprint(path: Path) -> dict[str, str]:
+    """SHA-256 of every file under ``path``, by relative name: what "untouched" means."""
+    prints: dict[str, str] = {}
+    for dirpath, _, filenames in os.walk(path):
+        for name in filenames:
+            full = Path(dirpath) / name
+            prints[str(full.relative_to(path))] = hashlib.sha256(full.read_bytes()).hexdigest()
+    return prints
+
+
+async def hooks_of(h: Harness) -> StoreHooks:
+    cp = await h.open()
+    await cp.close()
+    assert isinstance(cp, StoreHooks)
+    return cp
+
+
+MODEL_OBSERVED = (
+    "SEQ-002",
+    "SEQ-003",
+    "SEQ-004",
+    "EVENT-001",
+    "APPEND-001",
+    "APPEND-002",
+    "APPEND-003",
+    "APPEND-004",
+    "ARG-001",
+    "ARG-002",
+    "ARG-003",
+    "ID-002",
+    "READ-001",
+    "READ-002",
+    "READ-003",
+    "HEAD-001",
+    "LIST-001",
+    "LIST-002",
+    "LIST-003",
+    "DELETE-001",
+    "DELETE-002",
+    "TRUNC-001",
+    "TRUNC-002",
+    "TRUNC-003",
+    "TRUNC-004",
+    "TRUNC-005",
+    "CAP-001",
+    "GEN-001",
+    "GEN-002",
+    "HANDLE-001",
+    "CLOSE-001",
+    "CLOSE-002",
+    "DUR-001",
+    "INTEG-001",
+)
+
+
+def run_model_based(h: Harness, codec: type[Codec] | None) -> None:
+    env = MachineEnv(
+        backend=h.backend,
+        capabilities=h.capabilities,
+        root=h.root,
+        codec_factory=codec,
+        options=h.options,
+        warnings=h.warnings,
+    )
+    # A failure's minimal sequence of steps arrives as notes on the RuleViolation,
+    # which the runner prints with it.
+    run_state_machine_as_test(
+        seed(h.seed)(make_machine(env)),
+        settings=settings(
+            max_examples=h.profile.stateful_examples,
+            stateful_step_count=h.profile.stateful_steps,
+            deadline=None,
+            database=None,
+            print_blob=True,
+            report_multiple_bugs=False,
+            suppress_health_check=list(HealthCheck),
+        ),
+    )
+
+
+async def append_five(cp: Checkpointer, h: Harness, sid: str = "s") -> None:
+    await cp.append(sid, [h.prompt(f"{sid} {i}") for i in range(1, 6)])
+
+
+def check_whole_batches(log: list[StoredEvent], batches: list[list[str]], rule_id: str) -> None:
+    seqs = [s.seq for s in log]
+    expect(
+        seqs == list(range(1, len(log) + 1)),
+        rule_id,
+        f"seqs are not contiguous from 1: {seqs[:20]}",
+    )
+    texts = [getattr(s.event, "text", None) for s in log]
+    position = {text: i for i, text in enumerate(texts)}
+    expect(len(position) == len(texts), rule_id, "some event was stored twice")
+    for batch in batches:
+        places = [position.get(text) for text in batch]
+        if all(p is None for p in places):
+            continue
+        expect(
+            None not in places
+            and places == list(range(places[0] or 0, (places[0] or 0) + len(batch))),
+            rule_id,
+            f"batch {batch[0].rsplit(':', 1)[0]} is not stored whole and contiguous: positions {places}",
+        )
+
+
+async def spawn_worker(
+    h: Harness, session: str, tag: str, count: int, size: int, expected: bool, wait: bool = False
+) -> asyncio.subprocess.Process:
+    argv = worker_command(h.backend.target, h.path, session, tag, count, size, expected, wait)
+    return await asyncio.create_subprocess_exec(
+        *argv,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=worker_env(h.options),
+    )
+
+
+def spin(seconds: float) -> None:
+    """Wait ``seconds`` on the CPU: an event-loop sleep is too coarse for sub-millisecond aim."""
+    deadline = time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        pass
+
+
+def parse_ack(line: str) -> tuple[int, int, int | None] | None:
+    """``ack BATCH HEAD EXPECTED`` as (batch, new head, expected head); None for other lines."""
+    parts = line.split()
+    if len(parts) != 4 or parts[0] != "ack":
+        return None
+    return int(parts[1]), int(parts[2]), None if parts[3] == "None" else int(parts[3])
+
+
+def parse_acks(lines: list[str]) -> list[tuple[int, int, int | None]]:
+    return [ack for ack in map(parse_ack, lines) if ack is not None]

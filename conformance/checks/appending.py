@@ -1,106 +1,24 @@
-"""Checks for appending: sequence numbers, round-trips, empty and stale appends, atomicity."""
+"""Checks of the APPEND rules: empty appends, expected heads, atomic batches, racing appends on several handles."""
 
 from __future__ import annotations
 
+import asyncio
 from functools import partial
-
-from hypothesis import strategies as st
 
 from ...spec import (
     AssistantMessage,
     CheckpointConflictError,
-    Checkpointer,
     InvalidArgumentError,
     SessionEvent,
     ToolCall,
     UserPrompt,
 )
-from ..harness import Harness, read_all
-from ..outcomes import check_ts
-from ..registry import check
-from ..strategies import events
-from ._support import expect, expect_error, run_property, snapshot, unchanged
+from ..engines.outcomes import Err, Ok, run_backend
+from ._support import check_whole_batches, expect, expect_error, snapshot, unchanged
+from .base import check
+from .harness import Harness, read_all
 
-__all__: list[str] = []
-
-
-@check("SEQ-001", "SEQ-003")
-async def seqs_are_contiguous_across_batches(h: Harness) -> None:
-    """SEQ-001: seqs run 1, 2, 3, ... across batches of different sizes."""
-    cp = await h.open()
-    head = 0
-    for size in (1, 3, 2, 5):
-        head = await cp.append("s", [h.prompt(f"{head + i}") for i in range(size)])
-    seqs = [s.seq for s in await read_all(cp, "s")]
-    expect(seqs == list(range(1, 12)), "SEQ-001", f"seqs after batches of 1, 3, 2, 5: {seqs}")
-    expect(head == 11, "SEQ-003", f"append returned head {head}; the log has 11 events")
-
-
-@check("SEQ-002")
-async def parent_links_point_back(h: Harness) -> None:
-    """SEQ-002: parent_seq is None for seq 1 and seq - 1 after it."""
-    cp = await h.open()
-    await cp.append("s", [h.prompt("a"), h.prompt("b")])
-    await cp.append("s", [h.prompt("c")])
-    parents = [(s.seq, s.parent_seq) for s in await read_all(cp, "s")]
-    expect(parents == [(1, None), (2, 1), (3, 2)], "SEQ-002", f"(seq, parent_seq) pairs: {parents}")
-
-
-@check("SEQ-003")
-async def append_returns_the_new_head(h: Harness) -> None:
-    """SEQ-003: append returns the seq of the log's last event."""
-    cp = await h.open()
-    returned = [await cp.append("s", [h.prompt(str(i))] * size) for i, size in enumerate((2, 1, 4))]
-    expect(returned == [2, 3, 7], "SEQ-003", f"heads returned for batches of 2, 1, 4: {returned}")
-    expect(await cp.head("s") == 7, "SEQ-003", "head() disagrees with the value append returned")
-
-
-@check("SEQ-004")
-async def stored_events_carry_id_and_utc_time(h: Harness) -> None:
-    """SEQ-004: every stored event carries its session id and a UTC ISO 8601 ts."""
-    cp = await h.open()
-    await cp.append("sess/1", [h.prompt("a"), h.prompt("b")])
-    for stored in await read_all(cp, "sess/1"):
-        expect(
-            stored.session_id == "sess/1",
-            "SEQ-004",
-            f"seq {stored.seq} carries session_id {stored.session_id!r}",
-        )
-        check_ts(stored, "read('sess/1')")
-
-
-@check("EVENT-001")
-def every_event_kind_round_trips(h: Harness) -> None:
-    """EVENT-001: any batch of any event kinds reads back equal, field for field."""
-
-    async def body(cp: Checkpointer, batch: list[SessionEvent]) -> None:
-        await cp.append("s", batch)
-        back = [s.event for s in await read_all(cp, "s")]
-        expect(back == batch, "EVENT-001", f"appended {batch!r}; read back {back!r}")
-        kinds = [type(e).__name__ for e in back]
-        expect(
-            kinds == [type(e).__name__ for e in batch], "EVENT-001", f"event kinds changed: {kinds}"
-        )
-
-    run_property(h, st.lists(events(), min_size=1, max_size=4), body)
-
-
-@check("EVENT-002", "APPEND-003")
-async def unstorable_event_is_refused_whole(h: Harness) -> None:
-    """EVENT-002: a batch holding an unstorable event (lone surrogate, wrongly typed field) is refused whole."""
-    cp = await h.open()
-    await cp.append("s", [h.prompt("kept")])
-    before = await snapshot(cp, ["s"])
-    wrongly_typed = AssistantMessage(text=42)  # type: ignore[arg-type]
-    for bad_event in (AssistantMessage("lone \ud800 surrogate"), wrongly_typed):
-        bad: list[SessionEvent] = [h.prompt("fine"), bad_event]
-        await expect_error(
-            partial(cp.append, "s", bad),
-            InvalidArgumentError,
-            "EVENT-002",
-            f"append of a batch holding {bad_event!r}",
-        )
-        await unchanged(cp, before, "APPEND-003", "a refused batch")
+__all__ = ["CHECKS"]
 
 
 @check("APPEND-001")
@@ -195,3 +113,44 @@ async def refused_batch_leaves_no_trace(h: Harness) -> None:
     expect(
         head == 3, "APPEND-003", f"a good batch after refused ones returned head {head}; expected 3"
     )
+
+
+@check("APPEND-004")
+async def racing_appends_never_fork(h: Harness) -> None:
+    """APPEND-004: of appends racing on one expected_head, exactly one wins; without it, all land whole."""
+    handles = [await h.open() for _ in range(3)]
+    for round_ in range(10):
+        head = await handles[0].head("s")
+        contenders = [
+            (cp, [h.prompt(f"r{round_} w{n} a"), h.prompt(f"r{round_} w{n} b")])
+            for n, cp in enumerate(handles * 2)
+        ]
+        outcomes = await asyncio.gather(
+            *(run_backend(partial(cp.append, "s", b, head)) for cp, b in contenders)
+        )
+        winners = [o for o in outcomes if isinstance(o, Ok)]
+        others = [o.error for o in outcomes if isinstance(o, Err)]
+        expect(
+            len(winners) == 1,
+            "APPEND-004",
+            f"round {round_}: {len(winners)} of {len(outcomes)} appends with expected_head={head} succeeded",
+        )
+        for error in others:
+            expect(
+                isinstance(error, CheckpointConflictError),
+                "APPEND-004",
+                f"round {round_}: a loser raised {error!r}",
+            )
+    free = [[h.prompt(f"free {n} {i}") for i in range(3)] for n in range(8)]
+    await asyncio.gather(*(handles[n % 3].append("t", batch) for n, batch in enumerate(free)))
+    check_whole_batches(
+        await read_all(handles[0], "t"), [[e.text for e in b] for b in free], "APPEND-004"
+    )
+
+
+CHECKS = (
+    empty_append_writes_nothing,
+    stale_expected_head_conflicts,
+    refused_batch_leaves_no_trace,
+    racing_appends_never_fork,
+)

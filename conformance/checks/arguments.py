@@ -6,12 +6,12 @@ from collections.abc import Awaitable, Callable
 from functools import partial
 
 from ...spec import Capability, Checkpointer, InvalidArgumentError
-from ..harness import Harness, read_all
-from ..registry import check
-from ..strategies import invalid_events_arguments, invalid_seqs, invalid_session_ids
+from ..engines.strategies import invalid_events_arguments, invalid_seqs, invalid_session_ids
 from ._support import expect, expect_error, run_property, snapshot, unchanged
+from .base import check
+from .harness import Harness, read_all
 
-__all__: list[str] = []
+__all__ = ["CHECKS"]
 
 
 def _calls_with_session_id(
@@ -97,3 +97,10 @@ def bad_batches_are_refused(h: Harness) -> None:
         expect(await read_all(cp, "t") == [], "ARG-003", "a refused batch created session 't'")
 
     run_property(h, invalid_events_arguments(), body)
+
+
+CHECKS = (
+    bad_session_ids_are_refused,
+    bad_seqs_are_refused,
+    bad_batches_are_refused,
+)

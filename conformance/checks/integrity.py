@@ -1,35 +1,14 @@
-"""Checks for check_integrity and schema markers (the latter through StoreHooks)."""
+"""Checks of the INTEG rules: a healthy store reports ok, a damaged one says so."""
 
 from __future__ import annotations
 
-import hashlib
-import os
-from pathlib import Path
+from ...spec import CheckpointError
+from ..engines.outcomes import Err, run_backend
+from ._support import expect, hooks_of, snapshot
+from .base import check
+from .harness import Harness, read_all
 
-from ...spec import CheckpointError, SchemaVersionError, StoreHooks
-from ..harness import Harness, read_all
-from ..outcomes import Err, run_backend
-from ..registry import check
-from ._support import expect, snapshot
-
-__all__: list[str] = []
-
-
-def fingerprint(path: Path) -> dict[str, str]:
-    """SHA-256 of every file under ``path``, by relative name: what "untouched" means."""
-    prints: dict[str, str] = {}
-    for dirpath, _, filenames in os.walk(path):
-        for name in filenames:
-            full = Path(dirpath) / name
-            prints[str(full.relative_to(path))] = hashlib.sha256(full.read_bytes()).hexdigest()
-    return prints
-
-
-async def _hooks(h: Harness) -> StoreHooks:
-    cp = await h.open()
-    await cp.close()
-    assert isinstance(cp, StoreHooks)
-    return cp
+__all__ = ["CHECKS"]
 
 
 @check("INTEG-001")
@@ -52,7 +31,7 @@ async def damage_is_reported(h: Harness) -> None:
     events = [h.prompt(f"event {i} " + "x" * 200) for i in range(20)]
     await cp.append("s", events)
     await cp.close()
-    what = (await _hooks(h)).damage_store(h.path)
+    what = (await hooks_of(h)).damage_store(h.path)
     cp = await h.open()
     report = await cp.check_integrity()
     expect(
@@ -76,24 +55,7 @@ async def damage_is_reported(h: Harness) -> None:
         )
 
 
-@check("SCHEMA-001", hooks=True)
-async def newer_store_is_refused_untouched(h: Harness) -> None:
-    """SCHEMA-001: a store marked by a newer format raises SchemaVersionError and keeps every byte."""
-    cp = await h.open()
-    await cp.append("s", [h.prompt("written by today's version")])
-    await cp.close()
-    (await _hooks(h)).mark_newer_schema(h.path)
-    before = fingerprint(h.path)
-
-    async def open_and_use() -> object:
-        newer = await h.open()
-        return await newer.append("s", [h.prompt("must not land")])
-
-    outcome = await run_backend(open_and_use)
-    expect(
-        isinstance(outcome, Err) and isinstance(outcome.error, SchemaVersionError),
-        "SCHEMA-001",
-        f"opening a newer store gave {outcome!r}; expected SchemaVersionError",
-    )
-    await h.close_all()
-    expect(fingerprint(h.path) == before, "SCHEMA-001", "refusing a newer store changed its files")
+CHECKS = (
+    healthy_store_reports_ok,
+    damage_is_reported,
+)

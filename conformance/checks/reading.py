@@ -1,17 +1,13 @@
-"""Checks for read, head and list_sessions."""
+"""Checks of the READ rules: since_seq is exclusive, unknown sessions read empty, a read is a snapshot."""
 
 from __future__ import annotations
 
-import itertools
-import time
-
 from ...spec import Capability
-from ..harness import Harness, read_all
-from ..outcomes import check_list_order
-from ..registry import check
 from ._support import expect
+from .base import check
+from .harness import Harness, read_all
 
-__all__: list[str] = []
+__all__ = ["CHECKS"]
 
 
 @check("READ-001")
@@ -83,61 +79,8 @@ async def read_is_a_snapshot(h: Harness) -> None:
         )
 
 
-@check("HEAD-001")
-async def head_is_the_last_seq(h: Harness) -> None:
-    """HEAD-001: head is the last seq; 0 for unknown and deleted sessions (and truncated to 0)."""
-    cp = await h.open()
-    expect(await cp.head("s") == 0, "HEAD-001", "head of a new store is not 0")
-    await cp.append("s", [h.prompt("a"), h.prompt("b"), h.prompt("c")])
-    expect(await cp.head("s") == 3, "HEAD-001", "head after 3 events is not 3")
-    if h.has(Capability.TRUNCATE):
-        await cp.truncate("s", 0)
-        expect(await cp.head("s") == 0, "HEAD-001", "head after truncate to 0 is not 0")
-        await cp.append("s", [h.prompt("d")])
-    await cp.delete("s")
-    expect(await cp.head("s") == 0, "HEAD-001", "head after delete is not 0")
-
-
-@check("LIST-001")
-async def list_shows_existing_sessions_once(h: Harness) -> None:
-    """LIST-001: exactly the sessions appended to and not deleted, each once."""
-    cp = await h.open()
-    for sid in ("a", "b", "c", "a", "b"):
-        await cp.append(sid, [h.prompt(sid)])
-    await cp.delete("b")
-    await cp.append("d", [])
-    listed = sorted(i.id for i in await cp.list_sessions())
-    expect(listed == ["a", "c"], "LIST-001", f"listed {listed}; expected ['a', 'c']")
-
-
-@check("LIST-002")
-async def list_is_most_recent_first(h: Harness) -> None:
-    """LIST-002: ordered by mtime descending, ties by id ascending; mtimes are epoch seconds."""
-    cp = await h.open()
-    for sid in ("x", "y", "z", "x", "w"):
-        await cp.append(sid, [h.prompt(sid)])
-    infos = await cp.list_sessions()
-    check_list_order(infos, "list_sessions()")
-    for info in infos:
-        expect(
-            isinstance(info.mtime, float | int) and 1e9 < info.mtime < time.time() + 86_400,
-            "LIST-002",
-            f"{info.id!r} has mtime {info.mtime!r}, not seconds since the epoch",
-        )
-
-
-@check("LIST-003")
-async def mtime_follows_modification_order(h: Harness) -> None:
-    """LIST-003: a session modified later never has an earlier mtime (a SHOULD: reported as a warning)."""
-    cp = await h.open()
-    order = ["x", "y", "z", "x", "w"]
-    for sid in order:
-        await cp.append(sid, [h.prompt(sid)])
-    if h.has(Capability.TRUNCATE):
-        await cp.truncate("y", 0)
-        order.append("y")
-    recency = list(dict.fromkeys(reversed(order)))
-    mtimes = {i.id: i.mtime for i in await cp.list_sessions()}
-    for later, earlier in itertools.pairwise(recency):
-        if mtimes[later] < mtimes[earlier]:
-            h.warn("LIST-003", f"{later!r} was modified after {earlier!r} but has an earlier mtime")
+CHECKS = (
+    since_seq_is_exclusive,
+    unknown_sessions_read_empty,
+    read_is_a_snapshot,
+)

@@ -1,4 +1,4 @@
-"""Checks for truncate, generations and undeclared optional operations."""
+"""Checks of the TRUNC rules: truncate keeps exactly the prefix, bounds, expected heads, no phantoms."""
 
 from __future__ import annotations
 
@@ -7,27 +7,20 @@ from functools import partial
 from ...spec import (
     Capability,
     CheckpointConflictError,
-    Checkpointer,
-    GenerationalCheckpointer,
     InvalidArgumentError,
-    UnsupportedOperationError,
 )
-from ..harness import CheckSkipped, Harness, read_all
-from ..registry import check
-from ._support import expect, expect_error, snapshot, unchanged
+from ._support import append_five, expect, expect_error, snapshot, unchanged
+from .base import check
+from .harness import CheckSkipped, Harness, read_all
 
-__all__: list[str] = []
-
-
-async def _five(cp: Checkpointer, h: Harness, sid: str = "s") -> None:
-    await cp.append(sid, [h.prompt(f"{sid} {i}") for i in range(1, 6)])
+__all__ = ["CHECKS"]
 
 
 @check("TRUNC-001", "SEQ-001")
 async def truncate_keeps_exactly_the_prefix(h: Harness) -> None:
     """TRUNC-001: truncate keeps 1..to_seq unchanged, returns to_seq; appends continue at to_seq + 1."""
     cp = await h.open()
-    await _five(cp, h)
+    await append_five(cp, h)
     kept = (await read_all(cp, "s"))[:2]
     expect(await cp.truncate("s", 2) == 2, "TRUNC-001", "truncate('s', 2) did not return 2")
     after = await read_all(cp, "s")
@@ -49,7 +42,7 @@ async def truncate_keeps_exactly_the_prefix(h: Harness) -> None:
 async def truncate_beyond_head_is_refused(h: Harness) -> None:
     """TRUNC-002: to_seq beyond the head raises InvalidArgumentError and changes nothing."""
     cp = await h.open()
-    await _five(cp, h)
+    await append_five(cp, h)
     before = await snapshot(cp, ["s", "ghost"])
     for to_seq in (6, 100):
         await expect_error(
@@ -71,7 +64,7 @@ async def truncate_beyond_head_is_refused(h: Harness) -> None:
 async def truncate_honours_expected_head(h: Harness) -> None:
     """TRUNC-003: a stale expected_head raises CheckpointConflictError and changes nothing."""
     cp = await h.open()
-    await _five(cp, h)
+    await append_five(cp, h)
     before = await snapshot(cp, ["s"])
     error = await expect_error(
         lambda: cp.truncate("s", 2, expected_head=4),
@@ -106,7 +99,7 @@ async def truncate_creates_no_phantom(h: Harness) -> None:
 async def truncate_to_head_changes_nothing(h: Harness) -> None:
     """TRUNC-005: truncate to the head removes nothing and keeps mtime; to 0 keeps the session listed."""
     cp = await h.open()
-    await _five(cp, h)
+    await append_five(cp, h)
     mtime = (await cp.list_sessions())[0].mtime
     before = await snapshot(cp, ["s"])
     expect(await cp.truncate("s", 5) == 5, "TRUNC-005", "truncate to the head did not return it")
@@ -137,7 +130,7 @@ async def truncating_backends_offer_generations(h: Harness) -> None:
             "TRUNCATE is declared without GENERATION: a stale writer can append after truncate-and-reappend",
         )
     cp = await h.open()
-    await _five(cp, h)
+    await append_five(cp, h)
     await cp.truncate("s", 3)
     await cp.append("s", [h.prompt("x"), h.prompt("y")])
     expect(
@@ -147,92 +140,11 @@ async def truncating_backends_offer_generations(h: Harness) -> None:
     )
 
 
-@check("CAP-001")
-async def undeclared_operations_refuse_loudly(h: Harness) -> None:
-    """CAP-001: truncate / generation without their capability raise UnsupportedOperationError."""
-    cp = await h.open()
-    await _five(cp, h)
-    before = await snapshot(cp, ["s"])
-    tried = 0
-    if not h.has(Capability.TRUNCATE):
-        tried += 1
-        await expect_error(
-            lambda: cp.truncate("s", 1),
-            UnsupportedOperationError,
-            "CAP-001",
-            "truncate without TRUNCATE",
-        )
-    generation = getattr(cp, "generation", None)
-    if not h.has(Capability.GENERATION) and callable(generation):
-        tried += 1
-        await expect_error(
-            lambda: generation("s"),
-            UnsupportedOperationError,
-            "CAP-001",
-            "generation without GENERATION",
-        )
-    if not tried:
-        raise CheckSkipped("the backend declares every optional operation it has")
-    await unchanged(cp, before, "CAP-001", "a refused optional operation")
-
-
-def _generational(cp: Checkpointer) -> GenerationalCheckpointer:
-    if not isinstance(cp, GenerationalCheckpointer):
-        raise AssertionError("GENERATION is declared but the backend lacks generation()")
-    return cp
-
-
-@check("GEN-001")
-async def generations_only_grow(h: Harness) -> None:
-    """GEN-001: 0 at first, +1 or more per removing truncate and delete, unchanged by append, kept across delete."""
-    cp = _generational(await h.open())
-    seen = [await cp.generation("s")]
-    expect(seen[0] == 0, "GEN-001", f"a new session id has generation {seen[0]}")
-    await _five(cp, h)
-    seen.append(await cp.generation("s"))
-    expect(seen[-1] == seen[-2], "GEN-001", "append changed the generation")
-    await cp.truncate("s", 5)
-    seen.append(await cp.generation("s"))
-    expect(seen[-1] == seen[-2], "GEN-001", "truncate to the head changed the generation")
-    await cp.truncate("s", 2)
-    seen.append(await cp.generation("s"))
-    expect(seen[-1] > seen[-2], "GEN-001", f"truncate to 2 did not raise the generation: {seen}")
-    await cp.delete("s")
-    seen.append(await cp.generation("s"))
-    expect(seen[-1] > seen[-2], "GEN-001", f"delete did not raise the generation: {seen}")
-    await cp.append("s", [h.prompt("again")])
-    seen.append(await cp.generation("s"))
-    expect(
-        seen[-1] == seen[-2], "GEN-001", f"re-appending after delete reset the generation: {seen}"
-    )
-
-
-@check("GEN-002")
-async def expected_generation_catches_aba(h: Harness) -> None:
-    """GEN-002: a stale expected_generation conflicts (kind 'generation') even when the head matches."""
-    cp = _generational(await h.open())
-    await _five(cp, h)
-    stale = await cp.generation("s")
-    await cp.truncate("s", 3)
-    await cp.append("s", [h.prompt("x"), h.prompt("y")])
-    before = await snapshot(cp, ["s"])
-    error = await expect_error(
-        lambda: cp.append("s", [h.prompt("stale")], 5, expected_generation=stale),
-        CheckpointConflictError,
-        "GEN-002",
-        "append with the head right but the generation stale",
-    )
-    expect(error.kind == "generation", "GEN-002", f"conflict kind is {error.kind!r}")
-    await expect_error(
-        lambda: cp.truncate("s", 1, 5, expected_generation=stale),
-        CheckpointConflictError,
-        "GEN-002",
-        "truncate with a stale generation",
-    )
-    await unchanged(cp, before, "GEN-002", "a refused stale-generation write")
-    current = await cp.generation("s")
-    expect(
-        await cp.append("s", [h.prompt("ok")], 5, expected_generation=current) == 6,
-        "GEN-002",
-        "an append with the current generation failed",
-    )
+CHECKS = (
+    truncate_keeps_exactly_the_prefix,
+    truncate_beyond_head_is_refused,
+    truncate_honours_expected_head,
+    truncate_creates_no_phantom,
+    truncate_to_head_changes_nothing,
+    truncating_backends_offer_generations,
+)

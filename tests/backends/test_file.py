@@ -30,8 +30,8 @@ from typing import Any, TypeVar
 
 import pytest
 from checkpointspec.backends.file import Durability, FileCheckpointer, make
-from checkpointspec.backends.file_log import TaskGate
-from checkpointspec.backends.file_naming import MAX_ESCAPED, id_from_stem, stem_for
+from checkpointspec.backends.file.log import TaskGate
+from checkpointspec.backends.file.naming import MAX_ESCAPED, id_from_stem, stem_for
 from checkpointspec.backends.fsport import FileStat, OsFileSystem
 from checkpointspec.spec import (
     BackendContext,

@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from checkpointspec.conformance.cli import main
+from checkpointspec.conformance.api.cli import main
 
 
 def test_memory_passes_and_writes_reports(

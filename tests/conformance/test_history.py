@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 import pytest
-from checkpointspec.conformance.history import (
+from checkpointspec.conformance.engines.history import (
     Conflicted,
     HistoryVerdict,
     Operation,

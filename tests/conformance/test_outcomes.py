@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from checkpointspec.conformance.outcomes import Origin, compare_log, make_event
-from checkpointspec.conformance.violations import RuleViolation
+from checkpointspec.conformance.engines.outcomes import Origin, compare_log, make_event
+from checkpointspec.conformance.engines.violations import RuleViolation
 from checkpointspec.spec import ModelEvent, SessionEvent, StoredEvent
 
 TS = "2026-12-02T12:00:00.000000+00:00"

@@ -1,7 +1,7 @@
 """The power-loss simulation: `SimulatedDisk`, its crash states, and the DUR-003 check.
 
 The first half drives the disk by hand and checks each rule of crash-state
-generation (`checkpointspec.conformance.crashstates`). The second half runs the
+generation (`checkpointspec.conformance.engines.crashstates`). The second half runs the
 check against the file backend, correct and with one durability bug each; the
 factories are module-level so that the kit can load them by ``module:function``.
 """
@@ -21,14 +21,14 @@ import pytest
 from checkpointspec.backends.file import Durability, FileCheckpointer
 from checkpointspec.backends.fsport import FileSystem
 from checkpointspec.backends.memory import MemoryCheckpointer, store_for
-from checkpointspec.conformance.checks import powerloss as powerloss_check
-from checkpointspec.conformance.crashstates import SECTOR, CrashPlan, CrashSpec, CrashState
-from checkpointspec.conformance.factory import resolve_backend
-from checkpointspec.conformance.powerloss import FileSystemPorted, SimulatedDisk, tears
-from checkpointspec.conformance.profiles import PROFILES
-from checkpointspec.conformance.registry import CHECKS
-from checkpointspec.conformance.report import CheckResult
-from checkpointspec.conformance.runner import probe_backend, run_check
+from checkpointspec.conformance.api.registry import CHECKS_BY_NAME as CHECKS
+from checkpointspec.conformance.api.report import CheckResult
+from checkpointspec.conformance.api.runner import probe_backend, run_check
+from checkpointspec.conformance.checks import durability as powerloss_check
+from checkpointspec.conformance.checks.profiles import PROFILES
+from checkpointspec.conformance.engines.crashstates import SECTOR, CrashPlan, CrashSpec, CrashState
+from checkpointspec.conformance.engines.disk import FileSystemPorted, SimulatedDisk, tears
+from checkpointspec.conformance.engines.loading import resolve_backend
 from checkpointspec.spec import BackendContext, Capability, SessionEvent, UserPrompt
 
 POWERLOSS = CHECKS["DUR-003::acknowledged_writes_survive_power_loss"]

@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator
 from typing import ClassVar
 
 from checkpointspec.backends.file import Durability, FileCheckpointer
-from checkpointspec.backends.file_log import LogFiles, SessionLog
+from checkpointspec.backends.file.log import LogFiles, SessionLog
 from checkpointspec.spec import (
     BackendContext,
     Codec,

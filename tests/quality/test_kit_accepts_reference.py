@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 from checkpointspec.backends.memory import MemoryCheckpointer
-from checkpointspec.conformance.report import KitReport
-from checkpointspec.conformance.runner import run_kit
+from checkpointspec.conformance.api.report import KitReport
+from checkpointspec.conformance.api.runner import run_kit
 from kit_reports import MODEL_BASED, describe
 
 SEEDS = range(5)

@@ -22,10 +22,10 @@ from pathlib import Path
 import broken_backends
 import pytest
 from broken_backends import BROKEN, Broken
-from checkpointspec.conformance.factory import resolve_backend
-from checkpointspec.conformance.report import KitReport
-from checkpointspec.conformance.runner import run_kit
-from checkpointspec.conformance.workers import worker_command, worker_env
+from checkpointspec.conformance.api.report import KitReport
+from checkpointspec.conformance.api.runner import run_kit
+from checkpointspec.conformance.engines.loading import resolve_backend
+from checkpointspec.conformance.engines.workers import worker_command, worker_env
 from checkpointspec.spec import RULES_BY_ID, BackendContext
 from kit_reports import MODEL_BASED, describe, failed_checks, failed_rules, verdict
 
@@ -225,7 +225,7 @@ def test_kit_rejects_in_spawned_check_processes() -> None:
 
 
 def test_worker_processes_import_broken_backends(tmp_path: Path) -> None:
-    # The multi-process checks start `checkpointspec.conformance.workers` with worker_env().
+    # The multi-process checks start `checkpointspec.conformance.engines.workers` with worker_env().
     argv = worker_command(_target("inclusive_since_seq"), tmp_path, "s", "w", 2, 3, False)
     done = subprocess.run(argv, env=worker_env(), capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
@@ -239,7 +239,7 @@ def test_replay_command_reproduces_the_failure() -> None:
     (check,) = failed_checks(report, "READ-001")
     argv = shlex.split(check.replay)
     assert argv[:2] == ["checkpointspec", "run"], check.replay
-    command = [sys.executable, "-m", "checkpointspec.conformance.cli", *argv[1:], "--quiet"]
+    command = [sys.executable, "-m", "checkpointspec.conformance.api.cli", *argv[1:], "--quiet"]
     env = {**worker_env(), "COLUMNS": "400"}
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 1, done.stdout + done.stderr

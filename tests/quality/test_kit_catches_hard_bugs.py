@@ -24,8 +24,8 @@ Some verdicts hold for some seeds only, and the cases say which and why:
 from __future__ import annotations
 
 import pytest
-from checkpointspec.conformance.report import KitReport
-from checkpointspec.conformance.runner import run_kit
+from checkpointspec.conformance.api.report import KitReport
+from checkpointspec.conformance.api.runner import run_kit
 from hard_backends import HARD
 from kit_reports import describe, failed_checks, verdict
 

@@ -1,0 +1,195 @@
+"""The kit's results as data: per check, per rule, per run; JSON and JUnit output.
+
+The JSON report (``--report FILE``) is `KitReport` encoded by msgspec; its
+``schema_version`` changes only when a field is removed or changes meaning.
+docs/report-schema.md documents every field.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from collections.abc import Iterable
+from typing import Literal
+
+import msgspec
+
+from ...spec import RULES, Rule, Strength
+
+__all__ = [
+    "REPORT_SCHEMA_VERSION",
+    "CheckResult",
+    "CheckStatus",
+    "KitReport",
+    "RuleResult",
+    "RuleStatus",
+    "summarise_rules",
+    "to_json",
+    "to_junit",
+]
+
+REPORT_SCHEMA_VERSION = 1
+
+CheckStatus = Literal["passed", "failed", "skipped"]
+RuleStatus = Literal["passed", "failed", "warning", "skipped", "xfailed", "xpassed", "not_checked"]
+
+
+class CheckResult(msgspec.Struct, frozen=True):
+    """The outcome of one check.
+
+    ``violated_rule`` is the rule a failure proves broken (a check may verify
+    several); ``detail`` is the failure message and, for model-based checks, the
+    minimal failing sequence of steps; ``replay`` is a command that reruns it.
+    """
+
+    name: str
+    rules: tuple[str, ...]
+    status: CheckStatus
+    duration: float
+    reason: str = ""
+    violated_rule: str | None = None
+    detail: str = ""
+    replay: str = ""
+    warnings: tuple[str, ...] = ()
+    """SHOULD-rule findings, each starting with ``[RULE-ID]``; they do not fail the check."""
+
+
+class RuleResult(msgspec.Struct, frozen=True):
+    """One rule's verdict over all checks that verify it."""
+
+    id: str
+    strength: Strength
+    capability: str | None
+    title: str
+    status: RuleStatus
+    checks: tuple[str, ...]
+    reason: str = ""
+    first_failure: str = ""
+
+
+class KitReport(msgspec.Struct, frozen=True):
+    """Everything one run found. ``exit_status`` is what the CLI exits with."""
+
+    schema_version: int
+    backend: str
+    target: str
+    profile: str
+    seed: int
+    capabilities: tuple[str, ...]
+    duration: float
+    checks: tuple[CheckResult, ...]
+    rules: tuple[RuleResult, ...]
+    warnings: tuple[str, ...]
+    exit_status: int
+
+
+def _rule_verdict(
+    rule: Rule,
+    results: list[CheckResult],
+    expected_failures: frozenset[str],
+    capabilities: frozenset[str],
+) -> RuleResult:
+    names = tuple(r.name for r in results)
+    failures = [r for r in results if r.status == "failed" and r.violated_rule == rule.id]
+    completed = [r for r in results if r.status == "passed"]
+    capability = rule.capability.value if rule.capability else None
+
+    def verdict(status: RuleStatus, reason: str = "", first_failure: str = "") -> RuleResult:
+        return RuleResult(
+            rule.id, rule.strength, capability, rule.title, status, names, reason, first_failure
+        )
+
+    if capability is not None and capability not in capabilities:
+        return verdict("skipped", f"the backend does not declare {capability}")
+    if failures:
+        first = failures[0]
+        status: RuleStatus
+        if rule.id in expected_failures:
+            status = "xfailed"
+        else:
+            status = "failed" if rule.strength is Strength.MUST else "warning"
+        return verdict(status, f"{first.name}", first.detail)
+    warned = [w for r in results for w in r.warnings if w.startswith(f"[{rule.id}]")]
+    if warned:
+        return verdict("warning", "SHOULD rule not met", warned[0])
+    if completed:
+        if rule.id in expected_failures:
+            return verdict("xpassed", "listed as an expected failure, but it passed")
+        return verdict("passed")
+    skipped = [r for r in results if r.status == "skipped"]
+    if skipped and len(skipped) == len(results):
+        return verdict("skipped", skipped[0].reason)
+    if not results:
+        return verdict("not_checked", "no check selected for this rule")
+    other = next(r for r in results if r.status == "failed")
+    return verdict(
+        "not_checked",
+        f"{other.name} stopped on {other.violated_rule} before reaching this rule",
+    )
+
+
+def summarise_rules(
+    results: Iterable[CheckResult],
+    capabilities: Iterable[str],
+    expected_failures: frozenset[str] = frozenset(),
+) -> tuple[RuleResult, ...]:
+    """Fold check results into one verdict per rule, in catalog order."""
+    by_rule: dict[str, list[CheckResult]] = {r.id: [] for r in RULES}
+    for result in results:
+        for rule_id in result.rules:
+            by_rule[rule_id].append(result)
+        for warning in result.warnings:
+            rule_id = warning[1 : warning.index("]")]
+            if rule_id in by_rule and rule_id not in result.rules:
+                by_rule[rule_id].append(result)
+        if result.violated_rule is not None and result.violated_rule not in result.rules:
+            by_rule[result.violated_rule].append(result)
+    declared = frozenset(capabilities)
+    return tuple(
+        _rule_verdict(rule, by_rule[rule.id], expected_failures, declared) for rule in RULES
+    )
+
+
+def exit_status_for(rules: Iterable[RuleResult]) -> int:
+    """0 when no MUST rule failed (and no expected failure passed), else 1."""
+    return 1 if any(r.status in ("failed", "xpassed") for r in rules) else 0
+
+
+def to_json(report: KitReport) -> bytes:
+    """The report as indented JSON."""
+    formatted: bytes = msgspec.json.format(msgspec.json.encode(report), indent=2)
+    return formatted
+
+
+def to_junit(report: KitReport) -> bytes:
+    """The report as JUnit XML: one testcase per check, classed by its rule id."""
+    failed = sum(c.status == "failed" for c in report.checks)
+    skipped = sum(c.status == "skipped" for c in report.checks)
+    suite = ET.Element(
+        "testsuite",
+        name=f"checkpointspec[{report.backend}]",
+        tests=str(len(report.checks)),
+        failures=str(failed),
+        skipped=str(skipped),
+        time=f"{report.duration:.3f}",
+    )
+    for result in report.checks:
+        case = ET.SubElement(
+            suite,
+            "testcase",
+            classname=result.rules[0],
+            name=result.name,
+            time=f"{result.duration:.3f}",
+        )
+        if result.status == "failed":
+            failure = ET.SubElement(
+                case,
+                "failure",
+                message=f"[{result.violated_rule}] {result.detail.splitlines()[0] if result.detail else ''}",
+            )
+            failure.text = f"{result.detail}\n\nreplay: {result.replay}"
+        elif result.status == "skipped":
+            ET.SubElement(case, "skipped", message=result.reason)
+    suites = ET.Element("testsuites")
+    suites.append(suite)
+    xml: bytes = ET.tostring(suites, encoding="utf-8", xml_declaration=True)
+    return xml

@@ -1,0 +1,250 @@
+"""Running checks against a backend and collecting a `KitReport`.
+
+`run_kit` is the one entry point the CLI, the pytest plugin and Python callers
+share. Each check gets its own empty directory under a temporary root, its own
+event loop, and the run's seed; with ``workers > 1`` checks run in separate
+processes (spawned, so each starts with a clean interpreter).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import random
+import shutil
+import tempfile
+import time
+import traceback
+from collections.abc import Callable, Iterable
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from multiprocessing import get_context
+from pathlib import Path
+
+import msgspec
+
+from ...spec import CAPABILITY_REASONS, BackendContext, Capability, StoreHooks
+from ..checks.base import Check
+from ..checks.harness import CheckSkipped, Harness
+from ..checks.profiles import PROFILES, Profile
+from ..engines.loading import BackendLoadError, BackendRef, open_checkpointer, resolve_backend
+from ..engines.violations import RuleViolation
+from .registry import CHECKS_BY_NAME, UnknownCheckError, select_checks
+from .report import (
+    REPORT_SCHEMA_VERSION,
+    CheckResult,
+    KitReport,
+    exit_status_for,
+    summarise_rules,
+)
+
+__all__ = ["BackendProbe", "probe_backend", "run_check", "run_kit"]
+
+
+class BackendProbe(msgspec.Struct, frozen=True):
+    """What the kit learns by opening one handle: capabilities and optional hooks."""
+
+    capabilities: frozenset[Capability]
+    has_hooks: bool
+
+
+def probe_backend(backend: BackendRef, options: dict[str, str] | None = None) -> BackendProbe:
+    """Open and close one handle on a scratch store. Raises `BackendLoadError` if that fails."""
+    factory = backend.load()
+    scratch = Path(tempfile.mkdtemp(prefix="checkpointspec-probe-"))
+
+    async def probe() -> BackendProbe:
+        cp = await open_checkpointer(
+            factory, BackendContext(path=scratch, options=dict(options or {}))
+        )
+        try:
+            capabilities = frozenset(Capability(c) for c in cp.capabilities)
+            return BackendProbe(capabilities, isinstance(cp, StoreHooks))
+        finally:
+            await cp.close()
+
+    try:
+        return asyncio.run(probe())
+    except BackendLoadError:
+        raise
+    except Exception as exc:
+        raise BackendLoadError(
+            f"the factory {backend.target} failed: {type(exc).__name__}: {exc}"
+        ) from exc
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _skip_reason(check: Check, probe: BackendProbe) -> str | None:
+    missing = sorted(check.needs - probe.capabilities)
+    if missing:
+        return "; ".join(
+            f"needs {c.name} ({CAPABILITY_REASONS[c]}), which the backend does not declare"
+            for c in missing
+        )
+    if check.hooks and not probe.has_hooks:
+        return (
+            "needs StoreHooks (mark_newer_schema, damage_store), which the backend does not offer"
+        )
+    return None
+
+
+def _replay(backend: BackendRef, check: Check, profile: Profile, seed: int) -> str:
+    return f"checkpointspec run {backend.name} --only {check.name} --profile {profile.name} --seed {seed}"
+
+
+def run_check(
+    check: Check,
+    backend: BackendRef,
+    probe: BackendProbe,
+    profile: Profile,
+    seed: int,
+    root: Path,
+    options: dict[str, str] | None = None,
+) -> CheckResult:
+    """Run one check in this process and report how it went."""
+    started = time.perf_counter()
+    replay = _replay(backend, check, profile, seed)
+    reason = _skip_reason(check, probe)
+    if reason is not None:
+        return CheckResult(check.name, check.rules, "skipped", 0.0, reason=reason)
+    workdir = Path(tempfile.mkdtemp(prefix=f"{check.rule_id}-", dir=root))
+    harness = Harness(backend, backend.load(), workdir, probe.capabilities, profile, seed, options)
+    try:
+        if inspect.iscoroutinefunction(check.func):
+            asyncio.run(_run_async(check, harness))
+        else:
+            check.func(harness)
+    except CheckSkipped as skip:
+        return CheckResult(
+            check.name, check.rules, "skipped", time.perf_counter() - started, reason=str(skip)
+        )
+    except RuleViolation as violation:
+        detail = str(violation)
+        steps = getattr(violation, "__notes__", None)
+        if steps:
+            detail += "\n" + "\n".join(steps)
+        return CheckResult(
+            check.name,
+            check.rules,
+            "failed",
+            time.perf_counter() - started,
+            violated_rule=violation.rule_id,
+            detail=detail,
+            replay=replay,
+        )
+    except Exception as exc:
+        detail = f"unexpected {type(exc).__name__}: {exc}\n" + "".join(
+            traceback.format_exception(exc, limit=-6)
+        )
+        return CheckResult(
+            check.name,
+            check.rules,
+            "failed",
+            time.perf_counter() - started,
+            violated_rule=check.rule_id,
+            detail=detail,
+            replay=replay,
+        )
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return CheckResult(
+        check.name,
+        check.rules,
+        "passed",
+        time.perf_counter() - started,
+        warnings=tuple(harness.warnings),
+    )
+
+
+async def _run_async(check: Check, harness: Harness) -> None:
+    try:
+        result = check.func(harness)
+        assert inspect.isawaitable(result)
+        await result
+    finally:
+        await harness.close_all()
+
+
+def _run_in_worker(
+    name: str,
+    backend: BackendRef,
+    probe: BackendProbe,
+    profile: Profile,
+    seed: int,
+    root: str,
+    options: dict[str, str],
+) -> CheckResult:
+    return run_check(CHECKS_BY_NAME[name], backend, probe, profile, seed, Path(root), options)
+
+
+def run_kit(
+    backend_name: str,
+    *,
+    profile: str | Profile = "quick",
+    seed: int | None = None,
+    workers: int = 1,
+    only: Iterable[str] = (),
+    expected_failures: Iterable[str] = (),
+    options: dict[str, str] | None = None,
+    on_result: Callable[[CheckResult], None] | None = None,
+    on_start: Callable[[list[Check]], None] | None = None,
+) -> KitReport:
+    """Run the kit against ``backend_name`` (a built-in name or ``module:function``).
+
+    Raises `BackendLoadError` for usage errors: an unknown backend, a factory that
+    cannot be imported or raises, a selection matching no check.
+    """
+    started = time.perf_counter()
+    chosen = PROFILES[profile] if isinstance(profile, str) else profile
+    run_seed = seed if seed is not None else random.SystemRandom().randrange(2**31)
+    backend = resolve_backend(backend_name)
+    probe = probe_backend(backend, options)
+    try:
+        selected = select_checks(only)
+    except UnknownCheckError as exc:
+        raise BackendLoadError(str(exc)) from exc
+    if on_start is not None:
+        on_start(selected)
+    root = Path(tempfile.mkdtemp(prefix="checkpointspec-"))
+    results: dict[str, CheckResult] = {}
+    opts = dict(options or {})
+    try:
+        if workers > 1:
+            with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
+                futures = [
+                    pool.submit(
+                        _run_in_worker, c.name, backend, probe, chosen, run_seed, str(root), opts
+                    )
+                    for c in selected
+                ]
+                for future in as_completed(futures):
+                    result = future.result()
+                    results[result.name] = result
+                    if on_result is not None:
+                        on_result(result)
+        else:
+            for c in selected:
+                result = run_check(c, backend, probe, chosen, run_seed, root, opts)
+                results[result.name] = result
+                if on_result is not None:
+                    on_result(result)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    ordered = tuple(results[c.name] for c in selected)
+    rules = summarise_rules(
+        ordered, (c.value for c in probe.capabilities), frozenset(expected_failures)
+    )
+    warnings = tuple(w for r in ordered for w in r.warnings)
+    return KitReport(
+        schema_version=REPORT_SCHEMA_VERSION,
+        backend=backend.name,
+        target=backend.target,
+        profile=chosen.name,
+        seed=run_seed,
+        capabilities=tuple(sorted(c.value for c in probe.capabilities)),
+        duration=time.perf_counter() - started,
+        checks=ordered,
+        rules=rules,
+        warnings=warnings,
+        exit_status=exit_status_for(rules),
+    )

@@ -1,0 +1,82 @@
+"""Checks of the GEN rules: generations only grow, and expected_generation catches the truncate-then-reappend (ABA) hazard."""
+
+from __future__ import annotations
+
+from ...spec import (
+    CheckpointConflictError,
+    Checkpointer,
+    GenerationalCheckpointer,
+)
+from ._support import append_five, expect, expect_error, snapshot, unchanged
+from .base import check
+from .harness import Harness
+
+__all__ = ["CHECKS"]
+
+
+def _generational(cp: Checkpointer) -> GenerationalCheckpointer:
+    if not isinstance(cp, GenerationalCheckpointer):
+        raise AssertionError("GENERATION is declared but the backend lacks generation()")
+    return cp
+
+
+@check("GEN-001")
+async def generations_only_grow(h: Harness) -> None:
+    """GEN-001: 0 at first, +1 or more per removing truncate and delete, unchanged by append, kept across delete."""
+    cp = _generational(await h.open())
+    seen = [await cp.generation("s")]
+    expect(seen[0] == 0, "GEN-001", f"a new session id has generation {seen[0]}")
+    await append_five(cp, h)
+    seen.append(await cp.generation("s"))
+    expect(seen[-1] == seen[-2], "GEN-001", "append changed the generation")
+    await cp.truncate("s", 5)
+    seen.append(await cp.generation("s"))
+    expect(seen[-1] == seen[-2], "GEN-001", "truncate to the head changed the generation")
+    await cp.truncate("s", 2)
+    seen.append(await cp.generation("s"))
+    expect(seen[-1] > seen[-2], "GEN-001", f"truncate to 2 did not raise the generation: {seen}")
+    await cp.delete("s")
+    seen.append(await cp.generation("s"))
+    expect(seen[-1] > seen[-2], "GEN-001", f"delete did not raise the generation: {seen}")
+    await cp.append("s", [h.prompt("again")])
+    seen.append(await cp.generation("s"))
+    expect(
+        seen[-1] == seen[-2], "GEN-001", f"re-appending after delete reset the generation: {seen}"
+    )
+
+
+@check("GEN-002")
+async def expected_generation_catches_aba(h: Harness) -> None:
+    """GEN-002: a stale expected_generation conflicts (kind 'generation') even when the head matches."""
+    cp = _generational(await h.open())
+    await append_five(cp, h)
+    stale = await cp.generation("s")
+    await cp.truncate("s", 3)
+    await cp.append("s", [h.prompt("x"), h.prompt("y")])
+    before = await snapshot(cp, ["s"])
+    error = await expect_error(
+        lambda: cp.append("s", [h.prompt("stale")], 5, expected_generation=stale),
+        CheckpointConflictError,
+        "GEN-002",
+        "append with the head right but the generation stale",
+    )
+    expect(error.kind == "generation", "GEN-002", f"conflict kind is {error.kind!r}")
+    await expect_error(
+        lambda: cp.truncate("s", 1, 5, expected_generation=stale),
+        CheckpointConflictError,
+        "GEN-002",
+        "truncate with a stale generation",
+    )
+    await unchanged(cp, before, "GEN-002", "a refused stale-generation write")
+    current = await cp.generation("s")
+    expect(
+        await cp.append("s", [h.prompt("ok")], 5, expected_generation=current) == 6,
+        "GEN-002",
+        "an append with the current generation failed",
+    )
+
+
+CHECKS = (
+    generations_only_grow,
+    expected_generation_catches_aba,
+)

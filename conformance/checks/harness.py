@@ -1,0 +1,105 @@
+"""What a check gets: a fresh store directory, handles on it, and helpers.
+
+Each check runs against its own empty directory. `Harness.open` makes a handle
+through the backend's factory (the same path reopens the same store) and keeps
+track of it so that the runner can close whatever a failing check left open.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from ...spec import (
+    BackendContext,
+    BackendFactory,
+    Capability,
+    Checkpointer,
+    Codec,
+    UserPrompt,
+)
+from ..engines.loading import BackendRef, open_checkpointer
+from ..engines.outcomes import read_all
+from .profiles import Profile
+
+__all__ = ["CheckSkipped", "Harness", "read_all"]
+
+
+class CheckSkipped(Exception):
+    """Raised by a check that finds nothing to verify on this backend; the message says why."""
+
+
+class Harness:
+    """The environment of one check run."""
+
+    def __init__(
+        self,
+        backend: BackendRef,
+        factory: BackendFactory,
+        root: Path,
+        capabilities: frozenset[Capability],
+        profile: Profile,
+        seed: int,
+        options: dict[str, str] | None = None,
+    ) -> None:
+        self.backend = backend
+        self.factory = factory
+        self.root = root
+        self.capabilities = capabilities
+        self.profile = profile
+        self.seed = seed
+        self.options = dict(options or {})
+        self.warnings: list[str] = []
+        self._handles: list[Checkpointer] = []
+        self._counter = itertools.count()
+        self.path = self.new_store()
+
+    def new_store(self) -> Path:
+        """A fresh, empty directory for one more store."""
+        path = self.root / f"store-{next(self._counter)}"
+        path.mkdir(parents=True)
+        return path
+
+    def context(self, path: Path | None = None, codec: Codec | None = None) -> BackendContext:
+        """The BackendContext for ``path`` (default: this check's store)."""
+        return BackendContext(path=path or self.path, codec=codec, options=self.options)
+
+    async def open(self, path: Path | None = None, codec: Codec | None = None) -> Checkpointer:
+        """Open one more handle on the store at ``path`` (default: this check's store)."""
+        cp = await open_checkpointer(self.factory, self.context(path, codec))
+        self._handles.append(cp)
+        return cp
+
+    @contextlib.asynccontextmanager
+    async def opened(
+        self, path: Path | None = None, codec: Codec | None = None
+    ) -> AsyncIterator[Checkpointer]:
+        """A handle that is closed when the block ends."""
+        cp = await self.open(path, codec)
+        try:
+            yield cp
+        finally:
+            await cp.close()
+
+    def warn(self, rule_id: str, message: str) -> None:
+        """Record that a SHOULD rule is not met, without failing the check."""
+        line = f"[{rule_id}] {message}"
+        if line not in self.warnings:
+            self.warnings.append(line)
+
+    def has(self, capability: Capability) -> bool:
+        return capability in self.capabilities
+
+    async def close_all(self) -> None:
+        """Close every handle this harness opened (close is idempotent, CLOSE-001)."""
+        for cp in self._handles:
+            with contextlib.suppress(Exception):
+                await cp.close()
+        self._handles.clear()
+
+    @staticmethod
+    def prompt(text: str) -> UserPrompt:
+        """A small event; checks use unique texts so every event is recognisable."""
+        return UserPrompt(text)

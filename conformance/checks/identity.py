@@ -1,0 +1,112 @@
+"""Checks of the ID rules: session ids are opaque, injective and confined to the store."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from hypothesis import strategies as st
+
+from ...spec import Checkpointer
+from ..engines.strategies import CONFUSABLE_IDS, session_ids
+from ._support import expect, run_property
+from .base import check
+from .harness import Harness, read_all
+
+__all__ = ["CHECKS"]
+
+
+@check("ID-001", "LIST-001")
+def ids_round_trip_exactly(h: Harness) -> None:
+    """ID-001: any valid ids are listed and read back exactly as given."""
+
+    async def body(cp: Checkpointer, ids: list[str]) -> None:
+        for n, sid in enumerate(ids):
+            await cp.append(sid, [h.prompt(f"event {n}")])
+        listed = sorted(info.id for info in await cp.list_sessions())
+        expect(listed == sorted(ids), "ID-001", f"appended to {sorted(ids)!r}; listed {listed!r}")
+        for n, sid in enumerate(ids):
+            stored = await read_all(cp, sid)
+            expect(
+                [s.event for s in stored] == [h.prompt(f"event {n}")]
+                and stored[0].session_id == sid,
+                "ID-001",
+                f"session {sid!r} read back {stored!r}",
+            )
+
+    run_property(h, st.lists(session_ids(), min_size=1, max_size=4, unique=True), body)
+
+
+@check("ID-002")
+async def confusable_ids_never_share_storage(h: Harness) -> None:
+    """ID-002: ids naive schemes confuse ('a/b' vs 'a_b', case, NFC/NFD, trailing space) stay apart."""
+    cp = await h.open()
+    for n, sid in enumerate(CONFUSABLE_IDS):
+        await cp.append(sid, [h.prompt(f"only in {n}")] * (n + 1))
+    for n, sid in enumerate(CONFUSABLE_IDS):
+        got = [s.event for s in await read_all(cp, sid)]
+        expect(
+            got == [h.prompt(f"only in {n}")] * (n + 1),
+            "ID-002",
+            f"session {sid!r} holds {len(got)} events {got[:3]!r}...; it was given {n + 1} of its own",
+        )
+    await cp.delete("a/b")
+    expect(
+        await cp.head("a_b") == CONFUSABLE_IDS.index("a_b") + 1,
+        "ID-002",
+        "deleting 'a/b' changed 'a_b'",
+    )
+
+
+def _tree(path: Path) -> set[str]:
+    found: set[str] = set()
+    for dirpath, dirnames, filenames in os.walk(path):
+        for name in dirnames + filenames:
+            found.add(os.path.relpath(os.path.join(dirpath, name), path))
+    return found
+
+
+@check("ID-003")
+async def ids_cannot_escape_the_store(h: Harness) -> None:
+    """ID-003: ids like '../x' and '/tmp/x' create nothing outside the store's path."""
+    outer = h.new_store()
+    store = outer / "store"
+    store.mkdir()
+    escape_ids = [
+        "../escaped",
+        "../../escaped",
+        "/tmp/escaped",
+        "..",
+        ".",
+        "sub/../../escaped",
+        "~",
+        "\\..\\escaped",
+    ]
+    before = _tree(outer) - _tree_prefixed(store, outer)
+    cp = await h.open(store)
+    for sid in escape_ids:
+        await cp.append(sid, [h.prompt(sid)])
+    for sid in escape_ids:
+        expect(
+            [s.event for s in await read_all(cp, sid)] == [h.prompt(sid)],
+            "ID-003",
+            f"session {sid!r} did not read back",
+        )
+    for sid in escape_ids:
+        await cp.delete(sid)
+    await cp.close()
+    after = _tree(outer) - _tree_prefixed(store, outer)
+    expect(after == before, "ID-003", f"files appeared beside the store: {sorted(after - before)}")
+    expect(not Path("/tmp/escaped").exists(), "ID-003", "/tmp/escaped was created")
+
+
+def _tree_prefixed(store: Path, outer: Path) -> set[str]:
+    rel = os.path.relpath(store, outer)
+    return {rel} | {os.path.join(rel, p) for p in _tree(store)}
+
+
+CHECKS = (
+    ids_round_trip_exactly,
+    confusable_ids_never_share_storage,
+    ids_cannot_escape_the_store,
+)

@@ -1,0 +1,14 @@
+"""The machinery the checks drive, independent of any one rule.
+
+| module | engine |
+|---|---|
+| `loading` | resolving a backend name to its factory and opening handles |
+| `violations`, `outcomes` | rule violations; comparing a backend's outcome with the model's |
+| `strategies` | Hypothesis strategies for events, ids, seqs and bad input |
+| `machine` | the model-based state machine (backend vs `SpecModel`, step by step) |
+| `commanded`, `workers` | worker processes driven over pipes |
+| `stress` | free-running worker processes that record a history |
+| `history`, `history_chain`, `history_records`, `linearize` | the history checker |
+| `disk`, `crashstates` | the simulated disk and the crash states of a power loss |
+| `fault_codecs` | codecs that seal, fail or corrupt on purpose |
+"""

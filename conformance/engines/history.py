@@ -1,0 +1,283 @@
+"""Checking a recorded concurrent history of checkpointer calls against the contract.
+
+Everything here is pure: no I/O, no clock, no backend. The stress check
+(`checkpointspec.conformance.engines.stress`) records one `Operation` per call made by
+its worker processes — what was asked, when it was invoked and when it
+returned (on one monotonic clock shared by the processes), and the outcome —
+then reads every session in full once all processes are done. `check_history`
+decides whether some sequential execution of the contract explains all of it.
+
+How it decides (Elle-style: the order of versions is recovered, not searched)
+------------------------------------------------------------------------------
+Every appended event carries a marker no other event has, so the final log,
+every read and every acknowledged head say exactly where each batch went. Per
+session, in near linear time:
+
+1. *Shapes.* The final log and every read hold each marker at most once, only
+   markers appended to this session, each batch whole and in order; a read's
+   seqs run on from ``since_seq``; an append that conflicted wrote nothing.
+2. *Epochs.* Successful truncates and deletes cut the session's history into
+   epochs. Each other call must fall between two of them in real time (the
+   stress mix truncates only one session, and those calls usually overlap: that
+   session then goes to the search below).
+3. *Chain.* In each epoch the successful appends form one chain: no two
+   succeeded with the same ``expected_head`` (lost update), no two were
+   acknowledged at overlapping seqs (forked log), each acknowledged batch sits
+   exactly where its returned head says. Every read is a slice of that chain,
+   every head and every conflict's ``actual`` a head the chain really had.
+   Appends with no response are resolved by the final read: present means they
+   took effect, absent that they did not.
+4. *Real time.* Each append (and truncate, delete) must take effect at one
+   instant inside its call, in chain order, and every read, head and conflict
+   must see the chain at one instant inside its own call. With the order fixed
+   by step 3, that is a chain of interval constraints which one greedy pass
+   (earliest possible instant for each step) settles exactly.
+
+Whatever breaks is reported as an `Anomaly`: the rule it proves broken, one
+plain sentence, and the few operations that contradict each other. Sessions the
+fast path cannot decide go to `checkpointspec.conformance.engines.linearize`, a bounded
+linearizability search, which may answer "undecided" instead of running on.
+
+The records are defined in `history_records` and re-exported here; the fast
+path lives in `history_chain`.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Literal
+
+import msgspec
+
+from .history_chain import AnomaliesFound, ChainUndecided, SessionChain
+from .history_records import (
+    Anomaly,
+    Conflicted,
+    Operation,
+    OpKind,
+    Outcome,
+    Raised,
+    Returned,
+    Unknown,
+    describe,
+    markers_text,
+)
+from .linearize import LogCall, search_log
+
+__all__ = [
+    "Anomaly",
+    "Conflicted",
+    "HistoryVerdict",
+    "OpKind",
+    "Operation",
+    "Outcome",
+    "Raised",
+    "Returned",
+    "Unknown",
+    "check_history",
+    "describe",
+]
+
+
+class HistoryVerdict(msgspec.Struct, frozen=True):
+    """The result of `check_history`.
+
+    ``anomalies`` is empty when the history is explained by the contract, as far
+    as it was decided; ``undecided`` names the sessions the bounded search gave up
+    on; ``decided_by`` says for each session whether the ``"chain"`` (fast path)
+    or the ``"search"`` decided it; ``resolved`` says what became of every call
+    with an unknown outcome. ``origin`` is the earliest invocation time, the zero
+    of the times printed by `report`.
+    """
+
+    operations: int
+    anomalies: tuple[Anomaly, ...] = ()
+    undecided: tuple[str, ...] = ()
+    decided_by: dict[str, str] = {}
+    resolved: tuple[str, ...] = ()
+    origin: int = 0
+
+    @property
+    def ok(self) -> bool:
+        """No anomaly was found."""
+        return not self.anomalies
+
+    def report(self) -> str:
+        """Every anomaly and undecided session, in plain words."""
+        parts = [a.explain(self.origin) for a in self.anomalies]
+        parts += [f"undecided: {u}" for u in self.undecided]
+        return "\n".join(parts) if parts else f"{self.operations} operations: no anomaly"
+
+
+# -- the fallback ---------------------------------------------------------------------------
+
+
+def _as_call(op: Operation) -> LogCall | None:
+    outcome = op.outcome
+    if isinstance(outcome, Returned):
+        status: Literal["ok", "conflict", "indeterminate"] = "ok"
+        value = outcome.value
+    elif isinstance(outcome, Conflicted):
+        status, value = "conflict", outcome.actual
+    else:
+        if op.kind in ("read", "head"):
+            return None  # a read that never answered says nothing
+        status, value = "indeterminate", 0
+    events = tuple(m for _, m in outcome.events) if isinstance(outcome, Returned) else ()
+    return LogCall(
+        op.kind,
+        op.invoked,
+        op.completed,
+        status,
+        op.markers,
+        op.expected_head,
+        op.since_seq,
+        op.to_seq,
+        value,
+        events,
+    )
+
+
+def _search(session: SessionChain, reason: str, max_steps: int) -> tuple[list[Anomaly], str | None]:
+    pairs = [(op, call) for op in session.ops if (call := _as_call(op)) is not None]
+    ops = [op for op, _ in pairs]
+    calls = [call for _, call in pairs]
+    result = search_log(calls, session.final, max_steps=max_steps)
+    if result.verdict == "linearizable":
+        # With truncates in the session, absence from the final log no longer
+        # proves a call did not take effect, so say only what the log shows.
+        present = set(session.final)
+        for op in session.ops:
+            if not isinstance(op.outcome, Unknown):
+                continue
+            if op.kind != "append":
+                effect = "the search found an order, with or without it"
+            elif op.markers and op.markers[0] in present:
+                effect = "took effect (in the final log)"
+            else:
+                effect = "not in the final log"
+            session.resolved.append(f"{describe(op)}: {effect}")
+        return [], None
+    if result.verdict == "undecided":
+        return [], (
+            f"session {session.name!r}: the search stopped after {result.steps} steps ({reason})"
+        )
+    assert result.failed_at is not None
+    logs = "; ".join(
+        f"head {length}" + (f" ending {markers_text(tail)}" if tail else "")
+        for length, tail in result.candidates
+    )
+    if result.failed_at == len(ops):
+        summary = (
+            f"no order of the calls ends with the final log ({len(session.final)} events); "
+            f"before it the log could only be: {logs}"
+        )
+        culprits: list[Operation] = [ops[i] for i in result.in_flight]
+        rule_id = "MP-001"
+    else:
+        failed = ops[result.failed_at]
+        summary = (
+            f"no order of the calls in flight explains what {describe(failed)} returned; "
+            f"just before, the log could only be: {logs}"
+        )
+        culprits = [failed, *(ops[i] for i in result.in_flight if i < len(ops))]
+        rule_id = {
+            "read": "READ-003",
+            "head": "HEAD-001",
+            "truncate": "TRUNC-003" if isinstance(failed.outcome, Conflicted) else "TRUNC-001",
+            "delete": "DELETE-001",
+        }.get(failed.kind, "APPEND-002" if isinstance(failed.outcome, Conflicted) else "MP-001")
+    summary += f" (decided by the linearizability search: {reason})"
+    return [Anomaly(rule_id, session.name, summary, tuple(culprits))], None
+
+
+# -- entry point -------------------------------------------------------------------------------
+
+
+def _validate(ops: Sequence[Operation]) -> dict[str, tuple[Operation, int]]:
+    """Refuse histories no correct recorder produces; index every marker by its append."""
+    writers: dict[str, tuple[Operation, int]] = {}
+    last: dict[int, Operation] = {}
+    for op in sorted(ops, key=lambda o: (o.process, o.index)):
+        if (op.completed is None) != isinstance(op.outcome, Unknown):
+            raise ValueError(f"{describe(op)}: only an unknown outcome has no completion time")
+        if op.completed is not None and op.completed < op.invoked:
+            raise ValueError(f"{describe(op)}: completed before it was invoked")
+        before = last.get(op.process)
+        if before is not None and (before.completed is None or before.completed > op.invoked):
+            raise ValueError(
+                f"process {op.process} started op {op.index} before op {before.index} returned"
+            )
+        last[op.process] = op
+        if op.kind == "append":
+            for slot, marker in enumerate(op.markers):
+                if writers.setdefault(marker, (op, slot))[0] is not op:
+                    raise ValueError(f"marker {marker!r} is used by two appends")
+    return writers
+
+
+def check_history(
+    history: Iterable[Operation],
+    final_logs: Mapping[str, Sequence[str]],
+    *,
+    search_steps: int = 1_000_000,
+    max_anomalies: int = 5,
+) -> HistoryVerdict:
+    """Decide whether the contract explains ``history``.
+
+    ``final_logs`` holds, for every session the history touches, the markers of a
+    full read taken after every process finished or was killed (an empty list for
+    a session that ended empty). Each session is checked on its own — the
+    contract never relates two sessions, so that is exact — first by the chain
+    (fast path), then, if it cannot decide, by a search bounded by
+    ``search_steps``. At most ``max_anomalies`` are reported per session.
+
+    Raises ValueError for a malformed history: a marker used by two appends, a
+    process with overlapping calls, a completion time on an unknown outcome, a
+    session without a final log.
+    """
+    ops = list(history)
+    writers = _validate(ops)
+    by_session: dict[str, list[Operation]] = defaultdict(list)
+    for op in sorted(ops, key=lambda o: o.invoked):
+        by_session[op.session].append(op)
+    missing = sorted(set(by_session) - set(final_logs))
+    if missing:
+        raise ValueError(f"no final log for sessions {missing}")
+    anomalies: list[Anomaly] = []
+    undecided: list[str] = []
+    decided_by: dict[str, str] = {}
+    resolved: list[str] = []
+    for name in sorted(set(by_session) | set(final_logs)):
+        session = SessionChain(
+            name, by_session.get(name, []), list(final_logs[name]), writers, max_anomalies
+        )
+        try:
+            decided_by[name] = session.run()
+        except AnomaliesFound:
+            decided_by[name] = "chain"
+            anomalies += session.anomalies
+        except ChainUndecided as fallback:
+            if session.anomalies:
+                decided_by[name] = "chain"
+                anomalies += session.anomalies
+                continue
+            fresh = SessionChain(session.name, session.ops, session.final, writers, max_anomalies)
+            found, gave_up = _search(fresh, str(fallback), search_steps)
+            anomalies += found
+            resolved += fresh.resolved
+            decided_by[name] = "search"
+            if gave_up is not None:
+                undecided.append(gave_up)
+                decided_by[name] = "undecided"
+            continue
+        resolved += session.resolved
+    return HistoryVerdict(
+        operations=len(ops),
+        anomalies=tuple(anomalies),
+        undecided=tuple(undecided),
+        decided_by=decided_by,
+        resolved=tuple(resolved),
+        origin=min((op.invoked for op in ops), default=0),
+    )

@@ -1,0 +1,317 @@
+"""Comparing what a backend did with what the model says it should have done.
+
+Every mismatch is turned into a `RuleViolation` naming the most specific rule
+the evidence supports: an event that belongs to another session points at
+ID-002, one that was deleted at DELETE-002, a wrong error type at the rule that
+defines that error, and so on.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime, timedelta
+from typing import Generic, NamedTuple, TypeVar
+
+import msgspec
+
+from ...spec import (
+    AssistantMessage,
+    BackgroundCompletion,
+    CheckpointConflictError,
+    Checkpointer,
+    CheckpointerClosedError,
+    CheckpointError,
+    FileSnapshot,
+    InvalidArgumentError,
+    ModelEvent,
+    RepairMessage,
+    RuntimeReminder,
+    SessionEvent,
+    SessionInfo,
+    StoredEvent,
+    Summary,
+    ToolResult,
+    ToolStarted,
+    UnsupportedOperationError,
+    UserPrompt,
+)
+from .violations import RuleViolation, expect
+
+__all__ = [
+    "EVENT_KINDS",
+    "Err",
+    "Ok",
+    "Origin",
+    "Outcome",
+    "check_list_order",
+    "check_ts",
+    "compare_log",
+    "compare_outcomes",
+    "make_event",
+    "marker_of",
+    "read_all",
+    "run_backend",
+    "run_model",
+]
+
+T = TypeVar("T")
+
+
+async def read_all(cp: Checkpointer, session_id: str, since_seq: int = 0) -> list[StoredEvent]:
+    """Everything one ``read`` yields, as a list."""
+    return [stored async for stored in cp.read(session_id, since_seq)]
+
+
+class Ok(msgspec.Struct, Generic[T], frozen=True):
+    value: T
+
+
+class Err(msgspec.Struct, frozen=True):
+    error: BaseException
+
+
+Outcome = Ok[T] | Err
+
+
+def run_model(call: Callable[[], T]) -> Ok[T] | Err:
+    """The model's outcome: a value, or one of the contract's errors."""
+    try:
+        return Ok(call())
+    except CheckpointError as exc:
+        return Err(exc)
+
+
+async def run_backend(call: Callable[[], Awaitable[T]]) -> Ok[T] | Err:
+    """The backend's outcome: a value or whatever it raised (anything but cancellation)."""
+    try:
+        return Ok(await call())
+    except Exception as exc:
+        return Err(exc)
+
+
+PRIMARY_RULE = {
+    "append": "SEQ-003",
+    "read": "READ-001",
+    "head": "HEAD-001",
+    "list_sessions": "LIST-001",
+    "delete": "DELETE-001",
+    "truncate": "TRUNC-001",
+    "generation": "GEN-001",
+    "check_integrity": "INTEG-001",
+    "close": "CLOSE-001",
+}
+
+
+def rule_for_expected_error(operation: str, error: BaseException) -> str:
+    """The rule that requires ``error`` from ``operation``."""
+    if isinstance(error, CheckpointerClosedError):
+        return "CLOSE-001"
+    if isinstance(error, UnsupportedOperationError):
+        return "CAP-001"
+    if isinstance(error, CheckpointConflictError):
+        if error.kind == "generation":
+            return "GEN-002"
+        return "TRUNC-003" if operation == "truncate" else "APPEND-002"
+    if isinstance(error, InvalidArgumentError):
+        if error.argument == "session_id":
+            return "ARG-001"
+        if error.argument == "events":
+            return "EVENT-002" if "serialised" in error.reason else "ARG-003"
+        if error.argument == "to_seq" and "beyond the head" in error.reason:
+            return "TRUNC-002"
+        return "ARG-002"
+    return PRIMARY_RULE[operation]
+
+
+def _describe(outcome: object) -> str:
+    if isinstance(outcome, Err):
+        return f"raised {type(outcome.error).__name__}: {outcome.error}"
+    if isinstance(outcome, Ok):
+        return f"returned {outcome.value!r}"
+    return repr(outcome)
+
+
+def compare_outcomes(operation: str, actual: object, expected: object, call: str) -> None:
+    """Errors must match in type and facts; values are compared by the caller."""
+    if isinstance(expected, Err):
+        want = expected.error
+        rule_id = rule_for_expected_error(operation, want)
+        if not isinstance(actual, Err) or not isinstance(actual.error, type(want)):
+            raise RuleViolation(
+                rule_id, f"{call} {_describe(actual)}; expected {type(want).__name__}: {want}"
+            )
+        if isinstance(want, CheckpointConflictError):
+            got = actual.error
+            assert isinstance(got, CheckpointConflictError)
+            facts = (got.session_id, got.expected, got.actual, got.kind)
+            wanted = (want.session_id, want.expected, want.actual, want.kind)
+            expect(
+                facts == wanted,
+                rule_id,
+                f"{call} raised a conflict with (session_id, expected, actual, kind) = "
+                f"{facts}; expected {wanted}",
+            )
+        return
+    if isinstance(actual, Err):
+        got_error = actual.error
+        if isinstance(got_error, CheckpointConflictError):
+            rule_id = "TRUNC-003" if operation == "truncate" else "APPEND-002"
+        elif isinstance(got_error, CheckpointerClosedError):
+            rule_id = "CLOSE-002"
+        else:
+            rule_id = PRIMARY_RULE[operation]
+        raise RuleViolation(rule_id, f"{call} {_describe(actual)}; expected success")
+
+
+# -- unique, recognisable events ------------------------------------------------
+
+EVENT_KINDS: tuple[str, ...] = (
+    "user_prompt",
+    "assistant_message",
+    "tool_started",
+    "tool_result",
+    "file_snapshot",
+    "summary",
+    "background_completion",
+    "runtime_reminder",
+    "repair_message",
+)
+
+
+def make_event(kind: str, marker: str) -> SessionEvent:
+    """An event of ``kind`` whose identifying text is ``marker`` (unique per run)."""
+    match kind:
+        case "user_prompt":
+            return UserPrompt(marker)
+        case "assistant_message":
+            return AssistantMessage(marker)
+        case "tool_started":
+            return ToolStarted(tool_call_id=marker, name="edit")
+        case "tool_result":
+            return ToolResult(tool_call_id=marker, content="ok")
+        case "file_snapshot":
+            return FileSnapshot(path=marker, content_before=None)
+        case "summary":
+            return Summary(text=marker, through_seq=1, tokens_before=10, tokens_after=2)
+        case "background_completion":
+            return BackgroundCompletion(task_id=marker, content="done")
+        case "runtime_reminder":
+            return RuntimeReminder(marker)
+        case "repair_message":
+            return RepairMessage(marker)
+    raise ValueError(f"unknown event kind {kind!r}")
+
+
+def marker_of(event: object) -> str | None:
+    """The identifying text `make_event` put into ``event``, if it is one of ours."""
+    match event:
+        case UserPrompt(text=m) | AssistantMessage(text=m) | Summary(text=m):
+            return m
+        case RuntimeReminder(text=m) | RepairMessage(text=m):
+            return m
+        case ToolStarted(tool_call_id=m) | ToolResult(tool_call_id=m):
+            return m
+        case FileSnapshot(path=m) | BackgroundCompletion(task_id=m):
+            return m
+    return None
+
+
+# -- logs and listings ----------------------------------------------------------------
+
+
+def check_ts(stored: StoredEvent, call: str) -> None:
+    """SEQ-004: ts is ISO 8601 with a zero UTC offset."""
+    try:
+        ts = datetime.fromisoformat(stored.ts)
+    except (TypeError, ValueError):
+        raise RuleViolation("SEQ-004", f"{call}: ts {stored.ts!r} is not ISO 8601") from None
+    expect(
+        ts.utcoffset() == timedelta(0),
+        "SEQ-004",
+        f"{call}: ts {stored.ts!r} has no UTC offset",
+    )
+
+
+class Origin(NamedTuple):
+    """Where an event (by its marker) came from, and what became of it."""
+
+    session_id: str
+    handle: int
+    """The handle whose append carried it."""
+    fate: str
+    """"live", "deleted" or "truncated"; for an append that raised, the id of the
+    rule that says nothing of it may be stored."""
+
+
+def compare_log(
+    actual: Sequence[StoredEvent],
+    expected: Sequence[ModelEvent],
+    session_id: str,
+    call: str,
+    origin: dict[str, Origin] | None = None,
+) -> None:
+    """A read's events must be the model's, field for field.
+
+    ``origin`` maps the marker of every event the run ever tried to append to its
+    `Origin`; it turns an unexpected event into the rule it proves broken.
+    """
+    wanted_markers = {marker_of(e.event) for e in expected}
+    for stored in actual:
+        if not isinstance(stored, StoredEvent):
+            raise RuleViolation("EVENT-001", f"{call} yielded {stored!r}, not a StoredEvent")
+        marker = marker_of(stored.event)
+        if origin is None or marker is None or marker in wanted_markers or marker not in origin:
+            continue
+        owner, _, fate = origin[marker]
+        if owner != session_id:
+            raise RuleViolation(
+                "ID-002",
+                f"{call} yielded event {marker!r}, which was appended to session {owner!r}",
+            )
+        if fate in ("deleted", "truncated"):
+            rule_id = "DELETE-002" if fate == "deleted" else "TRUNC-001"
+            raise RuleViolation(rule_id, f"{call} yielded event {marker!r}, which was {fate}")
+        if fate != "live":
+            raise RuleViolation(
+                fate, f"{call} yielded event {marker!r}, from an append that raised"
+            )
+    got = [s.seq for s in actual]
+    want = [e.seq for e in expected]
+    if got != want:
+        contiguous = all(b == a + 1 for a, b in itertools.pairwise(got))
+        rule_id = (
+            "SEQ-001" if not contiguous or (got and want and got[0] != want[0]) else "READ-001"
+        )
+        raise RuleViolation(rule_id, f"{call} yielded seqs {got}; expected {want}")
+    for stored, model in zip(actual, expected, strict=True):
+        expect(
+            stored.parent_seq == model.parent_seq,
+            "SEQ-002",
+            f"{call}: seq {stored.seq} has parent_seq {stored.parent_seq!r}; expected {model.parent_seq!r}",
+        )
+        expect(
+            stored.session_id == model.session_id,
+            "SEQ-004",
+            f"{call}: seq {stored.seq} carries session_id {stored.session_id!r}; expected {model.session_id!r}",
+        )
+        expect(
+            type(stored.event) is type(model.event) and stored.event == model.event,
+            "EVENT-001",
+            f"{call}: seq {stored.seq} is {stored.event!r}; appended {model.event!r}",
+        )
+        check_ts(stored, call)
+
+
+def check_list_order(infos: Sequence[SessionInfo], call: str) -> None:
+    """LIST-002: mtime descending, ties by id ascending."""
+    for before, after in itertools.pairwise(infos):
+        ordered = before.mtime > after.mtime or (
+            before.mtime == after.mtime and before.id < after.id
+        )
+        expect(
+            ordered,
+            "LIST-002",
+            f"{call}: {before.id!r} (mtime {before.mtime}) is listed before "
+            f"{after.id!r} (mtime {after.mtime})",
+        )
