@@ -18,18 +18,18 @@ from pathlib import Path
 from ..spec import (
     BackendContext,
     Capability,
-    CheckpointConflictError,
     CheckpointerClosedError,
     IntegrityReport,
-    InvalidArgumentError,
     SessionEvent,
     SessionInfo,
     StoredEvent,
     UnsupportedOperationError,
-    check_events,
-    check_optional_seq,
+    check_append_arguments,
+    check_expectations,
     check_seq,
     check_session_id,
+    check_truncate_arguments,
+    check_truncate_bound,
     encode_event,
 )
 
@@ -83,19 +83,14 @@ class MemoryCheckpointer:
         if capability not in self.capabilities:
             raise UnsupportedOperationError(operation, capability.value)
 
+    @staticmethod
     def _check_expectations(
-        self,
-        store: MemoryStore,
-        sid: str,
-        expected_head: int | None,
-        expected_generation: int | None,
+        store: MemoryStore, sid: str, expected_head: int | None, expected_generation: int | None
     ) -> list[StoredEvent]:
-        generation = store.generations.get(sid, 0)
-        if expected_generation is not None and expected_generation != generation:
-            raise CheckpointConflictError(sid, expected_generation, generation, kind="generation")
         log = store.logs.get(sid, [])
-        if expected_head is not None and expected_head != len(log):
-            raise CheckpointConflictError(sid, expected_head, len(log))
+        check_expectations(
+            sid, len(log), store.generations.get(sid, 0), expected_head, expected_generation
+        )
         return log
 
     async def append(
@@ -109,12 +104,11 @@ class MemoryCheckpointer:
         store = self._open("append")
         if expected_generation is not None:
             self._require(Capability.GENERATION, "append")
-        sid = check_session_id(session_id)
-        batch = check_events(events)
+        sid, batch, want_head, want_generation = check_append_arguments(
+            session_id, events, expected_head, expected_generation
+        )
         for event in batch:
             encode_event(event)
-        want_head = check_optional_seq("expected_head", expected_head)
-        want_generation = check_optional_seq("expected_generation", expected_generation)
         log = self._check_expectations(store, sid, want_head, want_generation)
         if not batch:
             return len(log)
@@ -165,15 +159,11 @@ class MemoryCheckpointer:
         self._require(Capability.TRUNCATE, "truncate")
         if expected_generation is not None:
             self._require(Capability.GENERATION, "truncate")
-        sid = check_session_id(session_id)
-        target = check_seq("to_seq", to_seq)
-        want_head = check_optional_seq("expected_head", expected_head)
-        want_generation = check_optional_seq("expected_generation", expected_generation)
+        sid, target, want_head, want_generation = check_truncate_arguments(
+            session_id, to_seq, expected_head, expected_generation
+        )
         log = self._check_expectations(store, sid, want_head, want_generation)
-        if target > len(log):
-            raise InvalidArgumentError(
-                "to_seq", f"{target} is beyond the head {len(log)} of session {sid!r}"
-            )
+        check_truncate_bound(sid, target, len(log))
         if target < len(log):
             del log[target:]
             store.touch(sid)

@@ -45,10 +45,16 @@ from .records import IntegrityReport, SessionInfo, StoredEvent
 from .rules import RULES, RULES_BY_ID, Rule, Strength, rule
 from .validation import (
     MAX_SESSION_ID_LENGTH,
+    AppendArguments,
+    TruncateArguments,
+    check_append_arguments,
     check_events,
+    check_expectations,
     check_optional_seq,
     check_seq,
     check_session_id,
+    check_truncate_arguments,
+    check_truncate_bound,
 )
 
 __all__ = [
@@ -57,6 +63,7 @@ __all__ = [
     "MAX_SESSION_ID_LENGTH",
     "RULES",
     "RULES_BY_ID",
+    "AppendArguments",
     "AssistantMessage",
     "BackendContext",
     "BackendFactory",
@@ -92,12 +99,17 @@ __all__ = [
     "ToolCall",
     "ToolResult",
     "ToolStarted",
+    "TruncateArguments",
     "UnsupportedOperationError",
     "UserPrompt",
+    "check_append_arguments",
     "check_events",
+    "check_expectations",
     "check_optional_seq",
     "check_seq",
     "check_session_id",
+    "check_truncate_arguments",
+    "check_truncate_bound",
     "decode_event",
     "encode_event",
     "rule",

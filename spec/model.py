@@ -23,13 +23,18 @@ import msgspec
 
 from .capabilities import Capability
 from .errors import (
-    CheckpointConflictError,
     CheckpointerClosedError,
-    InvalidArgumentError,
     UnsupportedOperationError,
 )
 from .events import SessionEvent, encode_event
-from .validation import check_events, check_optional_seq, check_seq, check_session_id
+from .validation import (
+    check_append_arguments,
+    check_expectations,
+    check_seq,
+    check_session_id,
+    check_truncate_arguments,
+    check_truncate_bound,
+)
 
 __all__ = ["ModelEvent", "ModelHandle", "SpecModel"]
 
@@ -91,18 +96,6 @@ class SpecModel:
         self._clock += 1
         self._modified_at[session_id] = self._clock
 
-    def _check_expectations(
-        self, session_id: str, expected_head: int | None, expected_generation: int | None
-    ) -> None:
-        generation = self._generations.get(session_id, 0)
-        if expected_generation is not None and expected_generation != generation:
-            raise CheckpointConflictError(
-                session_id, expected_generation, generation, kind="generation"
-            )
-        head = len(self._logs.get(session_id, ()))
-        if expected_head is not None and expected_head != head:
-            raise CheckpointConflictError(session_id, expected_head, head)
-
     def _require(self, capability: Capability, operation: str) -> None:
         if capability not in self.capabilities:
             raise UnsupportedOperationError(operation, capability.value)
@@ -116,14 +109,15 @@ class SpecModel:
     ) -> int:
         if expected_generation is not None:
             self._require(Capability.GENERATION, "append")
-        sid = check_session_id(session_id)
-        batch = check_events(events)
+        sid, batch, want_head, want_generation = check_append_arguments(
+            session_id, events, expected_head, expected_generation
+        )
         for event in batch:
             encode_event(event)  # EVENT-002: refuse what cannot be stored exactly
-        want_head = check_optional_seq("expected_head", expected_head)
-        want_generation = check_optional_seq("expected_generation", expected_generation)
-        self._check_expectations(sid, want_head, want_generation)
         log = self._logs.get(sid)
+        check_expectations(
+            sid, len(log or ()), self._generations.get(sid, 0), want_head, want_generation
+        )
         if not batch:
             return 0 if log is None else len(log)
         if log is None:
@@ -160,16 +154,12 @@ class SpecModel:
         self._require(Capability.TRUNCATE, "truncate")
         if expected_generation is not None:
             self._require(Capability.GENERATION, "truncate")
-        sid = check_session_id(session_id)
-        target = check_seq("to_seq", to_seq)
-        want_head = check_optional_seq("expected_head", expected_head)
-        want_generation = check_optional_seq("expected_generation", expected_generation)
-        self._check_expectations(sid, want_head, want_generation)
+        sid, target, want_head, want_generation = check_truncate_arguments(
+            session_id, to_seq, expected_head, expected_generation
+        )
         log = self._logs.get(sid, [])
-        if target > len(log):
-            raise InvalidArgumentError(
-                "to_seq", f"{target} is beyond the head {len(log)} of session {sid!r}"
-            )
+        check_expectations(sid, len(log), self._generations.get(sid, 0), want_head, want_generation)
+        check_truncate_bound(sid, target, len(log))
         if target < len(log):
             del log[target:]
             self._touch(sid)

@@ -1,24 +1,35 @@
-"""Argument validation shared by the model and the reference backends.
+"""Argument and expectation checks shared by the model and every backend.
 
-Each function returns the value when it is inside the contract and raises
-`InvalidArgumentError` (naming the argument) otherwise. Backends call these
+The ``check_*`` functions return the value when it is inside the contract and
+raise `InvalidArgumentError` (naming the argument) otherwise; backends call them
 before touching storage, so a bad call changes nothing (ARG-001..ARG-003).
+`check_append_arguments` and `check_truncate_arguments` are the whole argument
+prologue of those operations. `check_expectations` and `check_truncate_bound`
+compare the arguments with the state read under the backend's lock: they raise
+`CheckpointConflictError` (APPEND-002, TRUNC-003, GEN-002) and the bound error
+of TRUNC-002 exactly as `SpecModel` does.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Final
+from typing import Final, NamedTuple
 
-from .errors import InvalidArgumentError
+from .errors import CheckpointConflictError, InvalidArgumentError
 from .events import EVENT_TYPES, SessionEvent
 
 __all__ = [
     "MAX_SESSION_ID_LENGTH",
+    "AppendArguments",
+    "TruncateArguments",
+    "check_append_arguments",
     "check_events",
+    "check_expectations",
     "check_optional_seq",
     "check_seq",
     "check_session_id",
+    "check_truncate_arguments",
+    "check_truncate_bound",
 ]
 
 MAX_SESSION_ID_LENGTH: Final = 256
@@ -72,3 +83,74 @@ def check_events(events: object) -> tuple[SessionEvent, ...]:
                 "events", f"item {index} is {type(event).__name__}, not a SessionEvent"
             )
     return batch
+
+
+class AppendArguments(NamedTuple):
+    """The arguments of an ``append`` call, validated."""
+
+    session_id: str
+    events: tuple[SessionEvent, ...]
+    expected_head: int | None
+    expected_generation: int | None
+
+
+def check_append_arguments(
+    session_id: object, events: object, expected_head: object, expected_generation: object
+) -> AppendArguments:
+    """Validate every argument of ``append`` in the contract's order (ARG-001..ARG-003)."""
+    return AppendArguments(
+        check_session_id(session_id),
+        check_events(events),
+        check_optional_seq("expected_head", expected_head),
+        check_optional_seq("expected_generation", expected_generation),
+    )
+
+
+class TruncateArguments(NamedTuple):
+    """The arguments of a ``truncate`` call, validated."""
+
+    session_id: str
+    to_seq: int
+    expected_head: int | None
+    expected_generation: int | None
+
+
+def check_truncate_arguments(
+    session_id: object, to_seq: object, expected_head: object, expected_generation: object
+) -> TruncateArguments:
+    """Validate every argument of ``truncate`` in the contract's order (ARG-001, ARG-002)."""
+    return TruncateArguments(
+        check_session_id(session_id),
+        check_seq("to_seq", to_seq),
+        check_optional_seq("expected_head", expected_head),
+        check_optional_seq("expected_generation", expected_generation),
+    )
+
+
+def check_expectations(
+    session_id: str,
+    head: int,
+    generation: int,
+    expected_head: int | None,
+    expected_generation: int | None,
+) -> None:
+    """Raise `CheckpointConflictError` unless the expectations match the session's state.
+
+    Call it with the head and generation read under the lock that the write
+    then holds. The generation is compared first (kind ``"generation"``,
+    GEN-002), then the head (APPEND-002, TRUNC-003); None expects anything.
+    """
+    if expected_generation is not None and expected_generation != generation:
+        raise CheckpointConflictError(
+            session_id, expected_generation, generation, kind="generation"
+        )
+    if expected_head is not None and expected_head != head:
+        raise CheckpointConflictError(session_id, expected_head, head)
+
+
+def check_truncate_bound(session_id: str, to_seq: int, head: int) -> None:
+    """Raise `InvalidArgumentError` for ``to_seq`` beyond the session's head (TRUNC-002)."""
+    if to_seq > head:
+        raise InvalidArgumentError(
+            "to_seq", f"{to_seq} is beyond the head {head} of session {session_id!r}"
+        )
