@@ -1,31 +1,15 @@
-"""The filesystem port: every byte the file backend reads or writes goes through here.
+"""Implementations of the file-system port: the real disk, and a wrapper that reports faults.
 
-`FileSystem` is the small set of operations the file backend needs (open, read,
-write, fsync, rename, unlink, directory fsync, stat, listdir, lock). The backend
-never calls ``os`` for store I/O itself, so a test or a crash-injection harness
-can substitute its own implementation: one that records calls, fails at a chosen
-step, or keeps a volatile and a durable image of each file to simulate power loss.
+The port itself (`FileSystem`, `FileStat`, and the `FileSystemPorted` opt-in)
+is part of the contract and lives in `checkpointspec.spec.filesystem`, which
+states the guarantees an implementation must keep. The file backend does every
+byte of its store I/O through it and never calls ``os`` for that itself; it
+never relies on a file's identity, and never stats a log in the steady state
+(see `checkpointspec.backends.file.log`).
 
-`OsFileSystem` is the default and the only one shipped: the real POSIX file
-system. Paths are ``str`` and file descriptors are ``int``, but an implementation
-may hand out any ints it likes as descriptors, as long as it accepts them back.
-
-Semantics an implementation must keep, because the backend's correctness rests on them:
-
-* ``write`` either writes all of ``data`` or raises; bytes written before the
-  error may remain (the backend cuts them off itself).
-* ``fsync`` makes the file's data and size durable; ``fsync_dir`` makes the
-  directory's entries (files created, renamed or removed in it) durable.
-* ``rename`` atomically replaces ``dst``; open descriptors of the old ``dst``
-  keep reading the old content.
-* ``lock`` is an exclusive advisory lock owned by the *open file description*:
-  two descriptors opened separately exclude each other, even in one process, and
-  closing an unrelated descriptor of the same file does not release it (BSD
-  ``flock`` semantics, not POSIX ``lockf``).
-* ``stat``/``fstat`` report the file's size. Their identity (device, inode)
-  is for tests and diagnostics: the backend never relies on it, and never
-  stats a log in the steady state (see `checkpointspec.backends.file.log`).
-* ``truncate`` to a larger size extends the file with bytes that read as zero.
+`OsFileSystem` is the default: the real POSIX file system. `HookedFileSystem`
+wraps any `FileSystem` and reports each mutating call to a fault hook, at the
+points named in `FAULT_POINTS`.
 """
 
 from __future__ import annotations
@@ -36,89 +20,10 @@ import fcntl
 import os
 import sys
 from collections.abc import Callable
-from typing import NamedTuple, Protocol
 
-__all__ = ["FAULT_POINTS", "FileStat", "FileSystem", "HookedFileSystem", "OsFileSystem"]
+from ..spec import FileStat, FileSystem
 
-
-class FileStat(NamedTuple):
-    """What the backend needs to know about a file: which one it is, and how long."""
-
-    identity: tuple[int, int]
-    """(device, inode) or any pair that is unique while the file is open."""
-    size: int
-
-
-class FileSystem(Protocol):
-    """The I/O operations of the file backend. See the module docstring for the guarantees."""
-
-    def open(self, path: str, *, create: bool = False, truncate: bool = False) -> int:
-        """Open ``path`` for reading and writing; FileNotFoundError if it is missing and not ``create``."""
-        ...
-
-    def close(self, fd: int) -> None:
-        """Close a descriptor (releasing its lock if it holds one)."""
-        ...
-
-    def dup(self, fd: int) -> int:
-        """A second descriptor for the same open file description."""
-        ...
-
-    def read(self, fd: int, size: int, offset: int) -> bytes:
-        """Up to ``size`` bytes at ``offset``; fewer only at end of file."""
-        ...
-
-    def write(self, fd: int, data: bytes, offset: int) -> None:
-        """Write all of ``data`` at ``offset`` or raise."""
-        ...
-
-    def truncate(self, fd: int, size: int) -> None:
-        """Cut the file to ``size`` bytes, or extend it to ``size`` with bytes that read as zero."""
-        ...
-
-    def fsync(self, fd: int) -> None:
-        """Make the file's data and size durable."""
-        ...
-
-    def fsync_dir(self, path: str) -> None:
-        """Make the entries of the directory ``path`` durable."""
-        ...
-
-    def rename(self, src: str, dst: str) -> None:
-        """Atomically replace ``dst`` by ``src``."""
-        ...
-
-    def unlink(self, path: str) -> None:
-        """Remove a file; FileNotFoundError if it is missing."""
-        ...
-
-    def stat(self, path: str) -> FileStat | None:
-        """Identity and size of ``path``, or None if it does not exist."""
-        ...
-
-    def fstat(self, fd: int) -> FileStat:
-        """Identity and size of an open file."""
-        ...
-
-    def listdir(self, path: str) -> list[str]:
-        """The names in a directory, in no particular order."""
-        ...
-
-    def mkdir(self, path: str) -> None:
-        """Create a directory; do nothing if it exists."""
-        ...
-
-    def lock(self, fd: int, *, blocking: bool) -> bool:
-        """Take the exclusive lock of ``fd``'s open file description.
-
-        Returns False instead of waiting when ``blocking`` is False and another
-        description holds it.
-        """
-        ...
-
-    def unlock(self, fd: int) -> None:
-        """Release the lock taken by `lock`."""
-        ...
+__all__ = ["FAULT_POINTS", "HookedFileSystem", "OsFileSystem"]
 
 
 class OsFileSystem:

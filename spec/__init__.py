@@ -33,6 +33,7 @@ from .events import (
     decode_event,
     encode_event,
 )
+from .filesystem import FileStat, FileSystem, FileSystemPorted
 from .model import ModelEvent, ModelHandle, SpecModel
 from .protocol import (
     Checkpointer,
@@ -79,6 +80,9 @@ __all__ = [
     "FaultHook",
     "FaultInjectable",
     "FileSnapshot",
+    "FileStat",
+    "FileSystem",
+    "FileSystemPorted",
     "GenerationalCheckpointer",
     "IntegrityReport",
     "InvalidArgumentError",

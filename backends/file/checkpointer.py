@@ -90,6 +90,7 @@ from ...spec import (
     CodecError,
     CorruptStoreError,
     FaultHook,
+    FileSystem,
     IntegrityReport,
     InvalidArgumentError,
     SchemaVersionError,
@@ -102,7 +103,7 @@ from ...spec import (
     check_session_id,
     encode_event,
 )
-from ..fsport import FAULT_POINTS, FileSystem, HookedFileSystem, OsFileSystem
+from ..fsport import FAULT_POINTS, HookedFileSystem, OsFileSystem
 from .format import (
     FORMAT_VERSION,
     MAX_PAYLOAD,

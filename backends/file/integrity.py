@@ -21,12 +21,12 @@ from ...spec import (
     Codec,
     CodecError,
     CorruptStoreError,
+    FileSystem,
     IntegrityReport,
     SessionEvent,
     StoredEvent,
     decode_event,
 )
-from ..fsport import FileSystem
 from .format import (
     FRAME_HEAD,
     FRAME_OVERHEAD,

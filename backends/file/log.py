@@ -42,8 +42,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Final
 
-from ...spec import CorruptStoreError, SchemaVersionError
-from ..fsport import FileSystem
+from ...spec import CorruptStoreError, FileSystem, SchemaVersionError
 from .format import (
     FORMAT_VERSION,
     FRAME_HEAD,

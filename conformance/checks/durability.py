@@ -38,11 +38,12 @@ from ...spec import (
     Capability,
     Checkpointer,
     CorruptStoreError,
+    FileSystemPorted,
     SpecModel,
     UserPrompt,
 )
 from ..engines.crashstates import CrashPlan, CrashSpec, CrashState
-from ..engines.disk import FileSystemPorted, SimulatedDisk
+from ..engines.disk import SimulatedDisk
 from ..engines.violations import RuleViolation
 from ._support import (
     check_whole_batches,
@@ -122,7 +123,7 @@ async def _record_round(h: Harness, rng: random.Random, number: int) -> _Round:
         raise CheckSkipped(
             "DUR-003 needs the backend's file I/O routed through a simulated disk: the handle "
             "does not implement FileSystemPorted (on_filesystem(fs) -> Checkpointer, see "
-            "checkpointspec.conformance.engines.disk)"
+            "checkpointspec.spec.filesystem)"
         )
     disk = SimulatedDisk.load(store)
     cp = base.on_filesystem(disk)

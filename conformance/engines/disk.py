@@ -1,7 +1,7 @@
 """Power-loss simulation: an in-memory `FileSystem` that records what a backend asks of the disk.
 
-`SimulatedDisk` implements the file backend's port
-(`checkpointspec.backends.fsport.FileSystem`) in memory and records every
+`SimulatedDisk` implements the contract's file-system port
+(`checkpointspec.spec.FileSystem`) in memory and records every
 mutating operation as an `Op`: create (``open`` with ``create`` of a missing
 file), ``write``, ``truncate`` (also ``open`` with ``truncate`` of a non-empty
 file), ``rename``, ``unlink``, ``mkdir``, ``fsync`` and ``fsync_dir``, each with
@@ -10,7 +10,7 @@ state the disk may be left in by a power loss after any of those operations
 (`checkpointspec.conformance.engines.crashstates` states the rules), and each
 `CrashState` can be written into a real directory or loaded into a fresh disk.
 
-A backend opts in to the DUR-003 check by implementing `FileSystemPorted`.
+A backend opts in to the DUR-003 check by implementing `checkpointspec.spec.FileSystemPorted`.
 
 What the simulation keeps of the port's guarantees: writes are all-or-nothing
 while the power is on; ``rename`` atomically replaces its destination and open
@@ -33,17 +33,15 @@ import os
 import posixpath
 import threading
 from pathlib import Path
-from typing import Final, Protocol, runtime_checkable
+from typing import Final
 
-from ...backends.fsport import FileStat, FileSystem
-from ...spec import Checkpointer
+from ...spec import FileStat, FileSystem
 from .crashstates import CrashPlan, CrashSpec, CrashState, Image, Op, Tear, tears
 
 __all__ = [
     "CrashPlan",
     "CrashSpec",
     "CrashState",
-    "FileSystemPorted",
     "Op",
     "SimulatedDisk",
     "Tear",
@@ -52,25 +50,6 @@ __all__ = [
 
 _DEVICE: Final = 0x51D
 """The device number of every identity the simulated disk hands out."""
-
-
-@runtime_checkable
-class FileSystemPorted(Protocol):
-    """Opt-in for the power-loss check (DUR-003): a backend whose I/O goes through a `FileSystem`.
-
-    ``on_filesystem(fs)`` returns a *new* handle on this handle's store path that
-    does every read, write, fsync, rename and lock through ``fs`` and nothing
-    through ``os``, sharing no descriptors, caches or locks with this handle.
-    It must work on a closed handle: the kit opens a handle through the factory,
-    closes it (so that the store's files are complete), copies those files into
-    a `SimulatedDisk` and passes that. It then drives the new handle and, for
-    each crash state, writes the state into a new directory and reopens it
-    through the backend's factory on the real file system.
-    """
-
-    def on_filesystem(self, fs: FileSystem) -> Checkpointer:
-        """A new handle on the same store path doing all its I/O through ``fs``."""
-        ...
 
 
 class _Description:

@@ -32,7 +32,7 @@ import pytest
 from checkpointspec.backends.file import Durability, FileCheckpointer, make
 from checkpointspec.backends.file.log import TaskGate
 from checkpointspec.backends.file.naming import MAX_ESCAPED, id_from_stem, stem_for
-from checkpointspec.backends.fsport import FileStat, OsFileSystem
+from checkpointspec.backends.fsport import OsFileSystem
 from checkpointspec.spec import (
     BackendContext,
     CheckpointConflictError,
@@ -40,6 +40,7 @@ from checkpointspec.spec import (
     CheckpointError,
     CodecError,
     CorruptStoreError,
+    FileStat,
     InvalidArgumentError,
     SchemaVersionError,
     SpecModel,

@@ -19,7 +19,6 @@ from typing import Any, cast
 import msgspec
 import pytest
 from checkpointspec.backends.file import Durability, FileCheckpointer
-from checkpointspec.backends.fsport import FileSystem
 from checkpointspec.backends.memory import MemoryCheckpointer, store_for
 from checkpointspec.conformance.api.registry import CHECKS_BY_NAME as CHECKS
 from checkpointspec.conformance.api.report import CheckResult
@@ -27,9 +26,16 @@ from checkpointspec.conformance.api.runner import probe_backend, run_check
 from checkpointspec.conformance.checks import durability as powerloss_check
 from checkpointspec.conformance.checks.profiles import PROFILES
 from checkpointspec.conformance.engines.crashstates import SECTOR, CrashPlan, CrashSpec, CrashState
-from checkpointspec.conformance.engines.disk import FileSystemPorted, SimulatedDisk, tears
+from checkpointspec.conformance.engines.disk import SimulatedDisk, tears
 from checkpointspec.conformance.engines.loading import resolve_backend
-from checkpointspec.spec import BackendContext, Capability, SessionEvent, UserPrompt
+from checkpointspec.spec import (
+    BackendContext,
+    Capability,
+    FileSystem,
+    FileSystemPorted,
+    SessionEvent,
+    UserPrompt,
+)
 
 POWERLOSS = CHECKS["DUR-003::acknowledged_writes_survive_power_loss"]
 
