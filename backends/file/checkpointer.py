@@ -84,7 +84,6 @@ from typing import Final
 from ...spec import (
     BackendContext,
     Capability,
-    CheckpointConflictError,
     CheckpointerClosedError,
     Codec,
     CodecError,
@@ -97,10 +96,12 @@ from ...spec import (
     SessionEvent,
     SessionInfo,
     StoredEvent,
-    check_events,
-    check_optional_seq,
+    check_append_arguments,
+    check_expectations,
     check_seq,
     check_session_id,
+    check_truncate_arguments,
+    check_truncate_bound,
     encode_event,
 )
 from ..fsport import FAULT_POINTS, HookedFileSystem, OsFileSystem
@@ -311,19 +312,17 @@ class FileCheckpointer:
     ) -> int:
         """Append a batch atomically (see `Checkpointer.append`), durably in ``fsync`` mode."""
         self._check_open("append")
-        sid = check_session_id(session_id)
-        batch = check_events(events)
-        plain = [encode_event(event) for event in batch]
-        want_head = check_optional_seq("expected_head", expected_head)
-        want_generation = check_optional_seq("expected_generation", expected_generation)
-        payloads = self._encode(sid, plain)
+        sid, batch, want_head, want_generation = check_append_arguments(
+            session_id, events, expected_head, expected_generation
+        )
+        payloads = self._encode(sid, [encode_event(event) for event in batch])
         log = self._session(sid)
         if not await self._acquire(log, "append", create=bool(payloads)):
-            _check_expectations(sid, 0, 0, want_head, want_generation)
+            check_expectations(sid, 0, 0, want_head, want_generation)
             return 0
         try:
             self._files.refresh(log)
-            _check_expectations(sid, log.head, log.generation, want_head, want_generation)
+            check_expectations(sid, log.head, log.generation, want_head, want_generation)
             if payloads:
                 self._write(log, payloads)
             return log.head
@@ -489,19 +488,18 @@ class FileCheckpointer:
     ) -> int:
         """Keep events ``1..to_seq`` (see `Checkpointer.truncate`); the old or new log survives a crash."""
         self._check_open("truncate")
-        sid = check_session_id(session_id)
-        target = check_seq("to_seq", to_seq)
-        want_head = check_optional_seq("expected_head", expected_head)
-        want_generation = check_optional_seq("expected_generation", expected_generation)
+        sid, target, want_head, want_generation = check_truncate_arguments(
+            session_id, to_seq, expected_head, expected_generation
+        )
         log = self._session(sid)
         if not await self._acquire(log, "truncate", create=False):
-            _check_expectations(sid, 0, 0, want_head, want_generation)
-            _check_bound(sid, target, 0)
+            check_expectations(sid, 0, 0, want_head, want_generation)
+            check_truncate_bound(sid, target, 0)
             return target
         try:
             self._files.refresh(log)
-            _check_expectations(sid, log.head, log.generation, want_head, want_generation)
-            _check_bound(sid, target, log.head)
+            check_expectations(sid, log.head, log.generation, want_head, want_generation)
+            check_truncate_bound(sid, target, log.head)
             if target < log.head:
                 ts_ns = _clock.now_ns(after=log.mtime_ns)
                 header = pack_header(sid, encoded=log.encoded, mtime_ns=ts_ns)
@@ -577,23 +575,6 @@ class FileCheckpointer:
     def damage_store(self, path: Path) -> str:
         """Flip a byte inside the payload of a record that is not the last of its log."""
         return damage_first_record(self._fs, os.path.join(os.fspath(path), SESSIONS_DIR))
-
-
-def _check_expectations(
-    sid: str, head: int, generation: int, want_head: int | None, want_generation: int | None
-) -> None:
-    # The generation first, then the head: the order of the sequential model.
-    if want_generation is not None and want_generation != generation:
-        raise CheckpointConflictError(sid, want_generation, generation, kind="generation")
-    if want_head is not None and want_head != head:
-        raise CheckpointConflictError(sid, want_head, head)
-
-
-def _check_bound(sid: str, to_seq: int, head: int) -> None:
-    if to_seq > head:
-        raise InvalidArgumentError(
-            "to_seq", f"{to_seq} is beyond the head {head} of session {sid!r}"
-        )
 
 
 def _codec_mismatch(log_encoded: bool) -> str:

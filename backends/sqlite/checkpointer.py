@@ -95,10 +95,10 @@ from ...spec import (
     SessionEvent,
     SessionInfo,
     StoredEvent,
-    check_events,
-    check_optional_seq,
+    check_append_arguments,
     check_seq,
     check_session_id,
+    check_truncate_arguments,
     decode_event,
     encode_event,
 )
@@ -441,11 +441,10 @@ class SqliteCheckpointer:
         appends on one handle share a transaction (group commit).
         """
         self._check_open("append")
-        sid = check_session_id(session_id)
-        batch = check_events(events)
-        payloads = [encode_event(event) for event in batch]  # EVENT-002 before anything else
-        want_head = check_optional_seq("expected_head", expected_head)
-        want_generation = check_optional_seq("expected_generation", expected_generation)
+        sid, batch, want_head, want_generation = check_append_arguments(
+            session_id, events, expected_head, expected_generation
+        )
+        payloads = [encode_event(event) for event in batch]  # EVENT-002 before the store
         if not batch:
             check = partial(
                 sqlite_worker.read_expectations,
@@ -527,10 +526,9 @@ class SqliteCheckpointer:
         listed, empty; an unknown session is not created.
         """
         self._check_open("truncate")
-        sid = check_session_id(session_id)
-        target = check_seq("to_seq", to_seq)
-        want_head = check_optional_seq("expected_head", expected_head)
-        want_generation = check_optional_seq("expected_generation", expected_generation)
+        sid, target, want_head, want_generation = check_truncate_arguments(
+            session_id, to_seq, expected_head, expected_generation
+        )
         result = await self._write("truncate", Truncate(sid, target, want_head, want_generation))
         return cast(int, result)
 

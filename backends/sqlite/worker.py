@@ -24,13 +24,13 @@ from typing import Final, TypeAlias, TypeVar, cast
 import aiosqlite
 
 from ...spec import (
-    CheckpointConflictError,
     CheckpointError,
     CorruptStoreError,
     FaultHook,
-    InvalidArgumentError,
     SessionInfo,
     StoreBusyError,
+    check_expectations,
+    check_truncate_bound,
 )
 from .schema import primary_code, rollback
 
@@ -167,21 +167,6 @@ def gc_paused() -> Iterator[None]:
                 gc.enable()
 
 
-def _check_expectations(
-    session_id: str,
-    head: int,
-    generation: int,
-    expected_head: int | None,
-    expected_generation: int | None,
-) -> None:
-    # The generation first, as the model does: a stale writer learns the log was
-    # rewritten rather than that its head merely moved.
-    if expected_generation is not None and expected_generation != generation:
-        raise CheckpointConflictError(session_id, expected_generation, generation, "generation")
-    if expected_head is not None and expected_head != head:
-        raise CheckpointConflictError(session_id, expected_head, head)
-
-
 # -- write requests, run together in one transaction -----------------------------------
 
 
@@ -237,9 +222,7 @@ class Append:
         state.reached("append.locked")
         head, generation = conn.execute(_HEAD_AND_GENERATION, (sid,)).fetchone()
         head = head or 0
-        _check_expectations(
-            sid, head, generation or 0, self.expected_head, self.expected_generation
-        )
+        check_expectations(sid, head, generation or 0, self.expected_head, self.expected_generation)
         ts = state.stamp(conn)
         payloads = self.payloads
         if len(payloads) == 1:  # the common case, without executemany's overhead
@@ -282,13 +265,8 @@ class Truncate:
         state.reached("truncate.locked")
         head, generation = conn.execute(_HEAD_AND_GENERATION, (sid,)).fetchone()
         head = head or 0
-        _check_expectations(
-            sid, head, generation or 0, self.expected_head, self.expected_generation
-        )
-        if target > head:
-            raise InvalidArgumentError(
-                "to_seq", f"{target} is beyond the head {head} of session {sid!r}"
-            )
+        check_expectations(sid, head, generation or 0, self.expected_head, self.expected_generation)
+        check_truncate_bound(sid, target, head)
         if target < head:
             # target < head implies the session exists: an unknown one has head 0, so
             # no phantom session is ever created (TRUNC-004).
@@ -385,7 +363,7 @@ def read_expectations(
 ) -> int:
     """The head, after checking expectations: an empty append, which writes nothing."""
     head, generation = conn.execute(_HEAD_AND_GENERATION, (session_id,)).fetchone()
-    _check_expectations(session_id, head or 0, generation or 0, expected_head, expected_generation)
+    check_expectations(session_id, head or 0, generation or 0, expected_head, expected_generation)
     return int(head or 0)
 
 
