@@ -7,10 +7,17 @@ point into `checkpointspec.spec.rules`.
 
 All errors pickle with their attributes intact, so they can cross process
 boundaries (the kit's worker processes, ``-n`` parallel runs).
+
+Programs decide by type and attributes, never by message wording. Each class
+but `InvalidArgumentError` stands for its rules by itself (a conflict's
+``kind`` and the operation tell APPEND-002, TRUNC-003 and GEN-002 apart);
+`InvalidArgumentError` covers several rules, so it carries a ``reason_code``
+(`ReasonCode`) and the ``rule_id`` it enforces.
 """
 
 from __future__ import annotations
 
+import enum
 from typing import Literal
 
 __all__ = [
@@ -20,6 +27,7 @@ __all__ = [
     "CodecError",
     "CorruptStoreError",
     "InvalidArgumentError",
+    "ReasonCode",
     "SchemaVersionError",
     "StoreBusyError",
     "UnsupportedOperationError",
@@ -33,20 +41,78 @@ class CheckpointError(Exception):
     """
 
 
-class InvalidArgumentError(CheckpointError, ValueError):
-    """An argument is outside the contract (ARG-001..ARG-003, TRUNC-002).
+class ReasonCode(enum.StrEnum):
+    """Why an argument was refused: the machine-readable `InvalidArgumentError.reason_code`.
 
-    Raised before anything is written: the store is unchanged. ``argument`` names
-    the parameter, ``reason`` says what is wrong with it.
+    Match on this, never on the message, which is for people and may be reworded.
+    The rule a refusal enforces is `InvalidArgumentError.rule_id`, because one
+    reason can serve several rules (``wrong_type`` is ARG-001 for a session id and
+    ARG-002 for a seq).
     """
 
-    def __init__(self, argument: str, reason: str) -> None:
+    WRONG_TYPE = "wrong_type"
+    """Not of the type the contract requires: a session id that is not a str, a
+    seq that is not an int or is a bool (ARG-001, ARG-002)."""
+    EMPTY = "empty"
+    """An empty session id (ARG-001)."""
+    TOO_LONG = "too_long"
+    """A session id longer than `MAX_SESSION_ID_LENGTH` code points (ARG-001)."""
+    CONTAINS_NUL = "contains_nul"
+    """A session id holding the NUL character (ARG-001)."""
+    NOT_UTF8 = "not_utf8"
+    """A session id not encodable as UTF-8: it holds a lone surrogate (ARG-001)."""
+    NEGATIVE = "negative"
+    """A negative seq: since_seq, to_seq, expected_head, expected_generation (ARG-002)."""
+    NOT_A_SEQUENCE = "not_a_sequence"
+    """An events argument that is not a sequence, or is a str or bytes (ARG-003)."""
+    NOT_AN_EVENT = "not_an_event"
+    """An item of a batch that is not a `SessionEvent` (ARG-003)."""
+    UNSTORABLE = "unstorable"
+    """An event that cannot be serialised exactly, e.g. text holding a lone
+    surrogate or a field of the wrong type (EVENT-002)."""
+    TOO_LARGE = "too_large"
+    """An event larger than the backend can store in one record (EVENT-002)."""
+    BEYOND_HEAD = "beyond_head"
+    """A truncate ``to_seq`` greater than the session's head (TRUNC-002)."""
+    UNKNOWN_OPTION = "unknown_option"
+    """A backend option (``ctx.options``) the backend does not know; no rule."""
+    BAD_OPTION = "bad_option"
+    """A backend option or constructor setting with a value the backend does not
+    accept, of whatever kind; no rule. The codes above are for the contract's
+    arguments only."""
+
+
+class InvalidArgumentError(CheckpointError, ValueError):
+    """An argument is outside the contract (ARG-001..ARG-003, EVENT-002, TRUNC-002).
+
+    Raised before anything is written: the store is unchanged. ``argument`` names
+    the parameter and ``reason`` says in words what is wrong with it;
+    ``reason_code`` says it for programs (an `ReasonCode`) and ``rule_id``
+    names the catalog rule the refusal enforces. The contract's own checks
+    (`checkpointspec.spec.validation`, `checkpointspec.spec.events.encode_event`)
+    always set both: ARG-001 for a session id, ARG-002 for a seq, ARG-003 for a
+    batch, EVENT-002 for an event that cannot be stored, TRUNC-002 for a
+    ``to_seq`` beyond the head. Either is None when the raiser gave none, and
+    ``rule_id`` is None for a refusal no rule asks for (a backend's own options).
+    """
+
+    def __init__(
+        self,
+        argument: str,
+        reason: str,
+        reason_code: ReasonCode | None = None,
+        rule_id: str | None = None,
+    ) -> None:
         super().__init__(f"invalid {argument}: {reason}")
         self.argument = argument
         self.reason = reason
+        self.reason_code = reason_code
+        self.rule_id = rule_id
 
-    def __reduce__(self) -> tuple[type[InvalidArgumentError], tuple[str, str]]:
-        return (type(self), (self.argument, self.reason))
+    def __reduce__(
+        self,
+    ) -> tuple[type[InvalidArgumentError], tuple[str, str, ReasonCode | None, str | None]]:
+        return (type(self), (self.argument, self.reason, self.reason_code, self.rule_id))
 
 
 ConflictKind = Literal["head", "generation"]

@@ -15,7 +15,7 @@ from typing import Final, Literal, TypeAlias
 
 import msgspec
 
-from .errors import InvalidArgumentError
+from .errors import InvalidArgumentError, ReasonCode
 
 __all__ = [
     "EVENT_TYPES",
@@ -157,22 +157,26 @@ _decoder: msgspec.json.Decoder[SessionEvent] = msgspec.json.Decoder(SessionEvent
 def encode_event(event: SessionEvent) -> bytes:
     """Serialise one event to its canonical bytes, refusing what would not come back equal.
 
-    Raises `InvalidArgumentError` (rule EVENT-002) for an event that cannot be
-    stored exactly: a string holding a lone surrogate, or a field of the wrong
-    type (msgspec does not check types when a Struct is built, so
-    ``UserPrompt(text=123)`` exists until it is stored).
+    Raises `InvalidArgumentError` (``reason_code`` ``unstorable``, rule EVENT-002)
+    for an event that cannot be stored exactly: a string holding a lone
+    surrogate, or a field of the wrong type (msgspec does not check types when a
+    Struct is built, so ``UserPrompt(text=123)`` exists until it is stored).
     """
     try:
         data = _encoder.encode(event)
     except (UnicodeEncodeError, TypeError, OverflowError) as exc:
-        raise InvalidArgumentError("events", f"event cannot be serialised: {exc}") from exc
+        raise _unstorable(f"event cannot be serialised: {exc}") from exc
     try:
         exact = _decoder.decode(data) == event
     except msgspec.DecodeError as exc:
-        raise InvalidArgumentError("events", f"event cannot be serialised exactly: {exc}") from exc
+        raise _unstorable(f"event cannot be serialised exactly: {exc}") from exc
     if not exact:
-        raise InvalidArgumentError("events", f"event cannot be serialised exactly: {event!r}")
+        raise _unstorable(f"event cannot be serialised exactly: {event!r}")
     return data
+
+
+def _unstorable(reason: str) -> InvalidArgumentError:
+    return InvalidArgumentError("events", reason, ReasonCode.UNSTORABLE, "EVENT-002")
 
 
 def decode_event(data: bytes | memoryview) -> SessionEvent:

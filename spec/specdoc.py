@@ -8,10 +8,13 @@ The prose around the rules lives here so that it changes in one place.
 from __future__ import annotations
 
 from .capabilities import CAPABILITY_REASONS
+from .errors import ReasonCode
 from .rules import RULES
 from .validation import MAX_SESSION_ID_LENGTH
 
 __all__ = ["render_spec"]
+
+_REASON_CODES = ", ".join(f"`{code.value}`" for code in ReasonCode)
 
 _INTRO = f"""\
 # The checkpointer contract
@@ -57,6 +60,12 @@ Every error derives from `CheckpointError`; after any of them the store is
 unchanged. `CodecError`, `CorruptStoreError`, `SchemaVersionError` and the
 retryable `StoreBusyError` report storage trouble; none of them is ever answered
 by deleting or rewriting data.
+
+Errors carry their facts as attributes; programs match on those, never on the
+message. `InvalidArgumentError` names the `argument`, the `rule_id` the refusal
+enforces (ARG-001 to ARG-003, EVENT-002, TRUNC-002; none for a backend's own
+options) and a `reason_code` (`checkpointspec.spec.ReasonCode`), one of:
+{_REASON_CODES}.
 
 ## The ABA hazard
 

@@ -1,7 +1,8 @@
 """Argument and expectation checks shared by the model and every backend.
 
 The ``check_*`` functions return the value when it is inside the contract and
-raise `InvalidArgumentError` (naming the argument) otherwise; backends call them
+raise `InvalidArgumentError` otherwise, naming the argument, the reason
+(``reason_code``, a `ReasonCode`) and the rule (``rule_id``); backends call them
 before touching storage, so a bad call changes nothing (ARG-001..ARG-003).
 `check_append_arguments` and `check_truncate_arguments` are the whole argument
 prologue of those operations. `check_expectations` and `check_truncate_bound`
@@ -15,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final, NamedTuple
 
-from .errors import CheckpointConflictError, InvalidArgumentError
+from .errors import CheckpointConflictError, InvalidArgumentError, ReasonCode
 from .events import EVENT_TYPES, SessionEvent
 
 __all__ = [
@@ -40,28 +41,39 @@ def check_session_id(session_id: object) -> str:
     """A session id is a non-empty str of at most 256 code points, without NUL,
     encodable as UTF-8 (no lone surrogates). Anything else in it is opaque (ARG-001)."""
     if not isinstance(session_id, str):
-        raise InvalidArgumentError("session_id", f"must be str, not {type(session_id).__name__}")
+        raise _bad_session_id(
+            f"must be str, not {type(session_id).__name__}", ReasonCode.WRONG_TYPE
+        )
     if not session_id:
-        raise InvalidArgumentError("session_id", "must not be empty")
+        raise _bad_session_id("must not be empty", ReasonCode.EMPTY)
     if len(session_id) > MAX_SESSION_ID_LENGTH:
-        raise InvalidArgumentError(
-            "session_id", f"has {len(session_id)} characters; the limit is {MAX_SESSION_ID_LENGTH}"
+        raise _bad_session_id(
+            f"has {len(session_id)} characters; the limit is {MAX_SESSION_ID_LENGTH}",
+            ReasonCode.TOO_LONG,
         )
     if "\x00" in session_id:
-        raise InvalidArgumentError("session_id", "must not contain NUL")
+        raise _bad_session_id("must not contain NUL", ReasonCode.CONTAINS_NUL)
     try:
         session_id.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise InvalidArgumentError("session_id", "must be encodable as UTF-8") from exc
+        raise _bad_session_id("must be encodable as UTF-8", ReasonCode.NOT_UTF8) from exc
     return session_id
+
+
+def _bad_session_id(reason: str, code: ReasonCode) -> InvalidArgumentError:
+    return InvalidArgumentError("session_id", reason, code, "ARG-001")
 
 
 def check_seq(name: str, value: object) -> int:
     """A seq argument is an int (not bool) and not negative (ARG-002)."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidArgumentError(name, f"must be int, not {type(value).__name__}")
+        raise InvalidArgumentError(
+            name, f"must be int, not {type(value).__name__}", ReasonCode.WRONG_TYPE, "ARG-002"
+        )
     if value < 0:
-        raise InvalidArgumentError(name, f"must not be negative (got {value})")
+        raise InvalidArgumentError(
+            name, f"must not be negative (got {value})", ReasonCode.NEGATIVE, "ARG-002"
+        )
     return value
 
 
@@ -74,13 +86,19 @@ def check_events(events: object) -> tuple[SessionEvent, ...]:
     """``events`` is a sequence (not str, bytes or a mapping) of SessionEvent values (ARG-003)."""
     if isinstance(events, str | bytes | bytearray) or not isinstance(events, Sequence):
         raise InvalidArgumentError(
-            "events", f"must be a sequence of events, not {type(events).__name__}"
+            "events",
+            f"must be a sequence of events, not {type(events).__name__}",
+            ReasonCode.NOT_A_SEQUENCE,
+            "ARG-003",
         )
     batch = tuple(events)
     for index, event in enumerate(batch):
         if not isinstance(event, EVENT_TYPES):
             raise InvalidArgumentError(
-                "events", f"item {index} is {type(event).__name__}, not a SessionEvent"
+                "events",
+                f"item {index} is {type(event).__name__}, not a SessionEvent",
+                ReasonCode.NOT_AN_EVENT,
+                "ARG-003",
             )
     return batch
 
@@ -152,5 +170,8 @@ def check_truncate_bound(session_id: str, to_seq: int, head: int) -> None:
     """Raise `InvalidArgumentError` for ``to_seq`` beyond the session's head (TRUNC-002)."""
     if to_seq > head:
         raise InvalidArgumentError(
-            "to_seq", f"{to_seq} is beyond the head {head} of session {session_id!r}"
+            "to_seq",
+            f"{to_seq} is beyond the head {head} of session {session_id!r}",
+            ReasonCode.BEYOND_HEAD,
+            "TRUNC-002",
         )

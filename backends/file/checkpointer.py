@@ -92,6 +92,7 @@ from ...spec import (
     FileSystem,
     IntegrityReport,
     InvalidArgumentError,
+    ReasonCode,
     SchemaVersionError,
     SessionEvent,
     SessionInfo,
@@ -347,7 +348,10 @@ class FileCheckpointer:
         for payload in payloads:
             if len(payload) > MAX_PAYLOAD:
                 raise InvalidArgumentError(
-                    "events", f"an event of {len(payload)} bytes is too large to store"
+                    "events",
+                    f"an event of {len(payload)} bytes is too large to store",
+                    ReasonCode.TOO_LARGE,
+                    "EVENT-002",
                 )
         return payloads
 
@@ -609,11 +613,15 @@ def make(ctx: BackendContext) -> FileCheckpointer:
     mode = options.pop("durability", Durability.FSYNC.value)
     if options:
         raise InvalidArgumentError(
-            "options", f"unknown file backend options {sorted(options)}; known: durability"
+            "options",
+            f"unknown file backend options {sorted(options)}; known: durability",
+            ReasonCode.UNKNOWN_OPTION,
         )
     try:
         durability = Durability(mode)
     except ValueError:
         known = ", ".join(d.value for d in Durability)
-        raise InvalidArgumentError("options", f"durability={mode!r}; use one of {known}") from None
+        raise InvalidArgumentError(
+            "options", f"durability={mode!r}; use one of {known}", ReasonCode.BAD_OPTION
+        ) from None
     return FileCheckpointer(ctx.path, codec=ctx.codec, durability=durability)

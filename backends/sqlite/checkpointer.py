@@ -91,6 +91,7 @@ from ...spec import (
     FaultHook,
     IntegrityReport,
     InvalidArgumentError,
+    ReasonCode,
     SchemaVersionError,
     SessionEvent,
     SessionInfo,
@@ -183,12 +184,18 @@ class SqliteCheckpointer:
         level = _SYNCHRONOUS.get(str(synchronous).upper())
         if level is None:
             raise InvalidArgumentError(
-                "synchronous", f"{synchronous!r} is not one of OFF, NORMAL, FULL, EXTRA"
+                "synchronous",
+                f"{synchronous!r} is not one of OFF, NORMAL, FULL, EXTRA",
+                ReasonCode.BAD_OPTION,
             )
         if isinstance(busy_timeout_ms, bool) or not isinstance(busy_timeout_ms, int):
-            raise InvalidArgumentError("busy_timeout_ms", "must be an int (milliseconds)")
+            raise InvalidArgumentError(
+                "busy_timeout_ms", "must be an int (milliseconds)", ReasonCode.BAD_OPTION
+            )
         if busy_timeout_ms < 0:
-            raise InvalidArgumentError("busy_timeout_ms", "must not be negative")
+            raise InvalidArgumentError(
+                "busy_timeout_ms", "must not be negative", ReasonCode.BAD_OPTION
+            )
         self._database = database if database == ":memory:" else Path(database)
         self._where = str(database)
         self._codec = codec
@@ -624,14 +631,16 @@ class SqliteCheckpointer:
 def _parse_options(options: Mapping[str, str]) -> tuple[str, int]:
     unknown = sorted(set(options) - set(_OPTIONS))
     if unknown:
-        raise InvalidArgumentError("options", f"unknown {unknown}; known: {list(_OPTIONS)}")
+        raise InvalidArgumentError(
+            "options", f"unknown {unknown}; known: {list(_OPTIONS)}", ReasonCode.UNKNOWN_OPTION
+        )
     synchronous = options.get("synchronous", "FULL")
     raw_timeout = options.get("busy_timeout", str(DEFAULT_BUSY_TIMEOUT_MS))
     try:
         busy_timeout = int(raw_timeout)
     except ValueError:
         raise InvalidArgumentError(
-            "options", f"busy_timeout={raw_timeout!r} is not an int"
+            "options", f"busy_timeout={raw_timeout!r} is not an int", ReasonCode.BAD_OPTION
         ) from None
     return synchronous, busy_timeout
 

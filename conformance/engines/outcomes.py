@@ -102,6 +102,9 @@ PRIMARY_RULE = {
     "close": "CLOSE-001",
 }
 
+ARGUMENT_RULE = {"session_id": "ARG-001", "events": "ARG-003"}
+"""The rule of an `InvalidArgumentError` without a ``rule_id``, by argument; seqs are ARG-002."""
+
 
 def rule_for_expected_error(operation: str, error: BaseException) -> str:
     """The rule that requires ``error`` from ``operation``."""
@@ -114,13 +117,12 @@ def rule_for_expected_error(operation: str, error: BaseException) -> str:
             return "GEN-002"
         return "TRUNC-003" if operation == "truncate" else "APPEND-002"
     if isinstance(error, InvalidArgumentError):
-        if error.argument == "session_id":
-            return "ARG-001"
-        if error.argument == "events":
-            return "EVENT-002" if "serialised" in error.reason else "ARG-003"
-        if error.argument == "to_seq" and "beyond the head" in error.reason:
-            return "TRUNC-002"
-        return "ARG-002"
+        # The model's refusals name their rule (spec.validation, spec.events); the
+        # message is never read. An error built without one falls back to the rule
+        # of its argument.
+        if error.rule_id is not None:
+            return error.rule_id
+        return ARGUMENT_RULE.get(error.argument, "ARG-002")
     return PRIMARY_RULE[operation]
 
 

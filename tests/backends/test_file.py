@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 
 import pytest
 from checkpointspec.backends.file import Durability, FileCheckpointer, make
+from checkpointspec.backends.file import checkpointer as file_checkpointer
 from checkpointspec.backends.file.log import TaskGate
 from checkpointspec.backends.file.naming import MAX_ESCAPED, id_from_stem, stem_for
 from checkpointspec.backends.fsport import OsFileSystem
@@ -42,6 +43,7 @@ from checkpointspec.spec import (
     CorruptStoreError,
     FileStat,
     InvalidArgumentError,
+    ReasonCode,
     SchemaVersionError,
     SpecModel,
     StoredEvent,
@@ -1168,10 +1170,44 @@ def test_make_reads_the_durability_option(tmp_path: Path) -> None:
     assert isinstance(
         make(BackendContext(tmp_path, options={"durability": "process"})), FileCheckpointer
     )
-    with pytest.raises(InvalidArgumentError):
+    with pytest.raises(InvalidArgumentError) as bad:
         make(BackendContext(tmp_path, options={"durability": "sometimes"}))
-    with pytest.raises(InvalidArgumentError):
+    assert (bad.value.reason_code, bad.value.rule_id) == (ReasonCode.BAD_OPTION, None)
+    with pytest.raises(InvalidArgumentError) as unknown:
         make(BackendContext(tmp_path, options={"durabilty": "fsync"}))
+    assert (unknown.value.reason_code, unknown.value.rule_id) == (ReasonCode.UNKNOWN_OPTION, None)
+
+
+def test_event_002_an_event_too_large_for_a_record_is_refused_and_nothing_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The real limit is 4 GiB; a smaller one exercises the same refusal.
+    monkeypatch.setattr(file_checkpointer, "MAX_PAYLOAD", 64)
+
+    async def go() -> None:
+        cp = fast(tmp_path)
+        await cp.append("s", [ev(1)])
+        with pytest.raises(InvalidArgumentError) as info:
+            await cp.append("s", [ev(2), UserPrompt("x" * 100)])
+        assert info.value.argument == "events"
+        assert (info.value.reason_code, info.value.rule_id) == (ReasonCode.TOO_LARGE, "EVENT-002")
+        assert [s.event for s in await read_all(cp, "s")] == [ev(1)]
+        await cp.close()
+
+    run(go())
+
+
+@pytest.mark.parametrize("session_id", ["s", "unknown"])
+def test_trunc_002_beyond_the_head_carries_its_code(tmp_path: Path, session_id: str) -> None:
+    async def go() -> None:
+        cp = fast(tmp_path)
+        await cp.append("s", [ev(1)])
+        with pytest.raises(InvalidArgumentError) as info:
+            await cp.truncate(session_id, 2)
+        assert (info.value.reason_code, info.value.rule_id) == (ReasonCode.BEYOND_HEAD, "TRUNC-002")
+        await cp.close()
+
+    run(go())
 
 
 # -- parity with the sequential model ----------------------------------------------------

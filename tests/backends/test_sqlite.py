@@ -40,6 +40,7 @@ from checkpointspec.spec import (
     CorruptStoreError,
     InvalidArgumentError,
     ModelHandle,
+    ReasonCode,
     SchemaVersionError,
     SpecModel,
     StoreBusyError,
@@ -488,6 +489,7 @@ def test_group_commit_keeps_each_requests_outcome(tmp_path: Path) -> None:
         assert free == [2, 4, 6]
         assert isinstance(trunc, InvalidArgumentError)
         assert trunc.argument == "to_seq"
+        assert (trunc.reason_code, trunc.rule_id) == (ReasonCode.BEYOND_HEAD, "TRUNC-002")
         assert isinstance(stale, CheckpointConflictError)
         assert (stale.expected, stale.actual, stale.kind) == (0, 1, "generation")
         assert fresh == 1
@@ -735,16 +737,18 @@ def test_memory_database_and_lazy_open() -> None:
 
 
 @pytest.mark.parametrize(
-    "options",
+    ("options", "code"),
     [
-        {"synchronous": "sometimes"},
-        {"busy_timeout": "soon"},
-        {"busy_timeout": "-1"},
-        {"colour": "blue"},
+        ({"synchronous": "sometimes"}, ReasonCode.BAD_OPTION),
+        ({"busy_timeout": "soon"}, ReasonCode.BAD_OPTION),
+        ({"busy_timeout": "-1"}, ReasonCode.BAD_OPTION),
+        ({"colour": "blue"}, ReasonCode.UNKNOWN_OPTION),
     ],
 )
-def test_bad_options_are_refused(tmp_path: Path, options: dict[str, str]) -> None:
-    run(raises(make(BackendContext(path=tmp_path, options=options)), InvalidArgumentError))
+def test_bad_options_are_refused(tmp_path: Path, options: dict[str, str], code: ReasonCode) -> None:
+    error = run(raises(make(BackendContext(path=tmp_path, options=options)), InvalidArgumentError))
+    assert isinstance(error, InvalidArgumentError)
+    assert (error.reason_code, error.rule_id) == (code, None)  # options are no rule's
     assert not (tmp_path / DATABASE_NAME).exists()
 
 

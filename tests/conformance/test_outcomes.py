@@ -1,11 +1,29 @@
-"""How `compare_log` turns an unexpected event into the rule it proves broken."""
+"""How `compare_log` turns an unexpected event into the rule it proves broken, and
+`compare_outcomes` a missing error into the rule that requires it."""
 
 from __future__ import annotations
 
 import pytest
-from checkpointspec.conformance.engines.outcomes import Origin, compare_log, make_event
+from checkpointspec.conformance.engines.outcomes import (
+    Err,
+    Ok,
+    Origin,
+    compare_log,
+    compare_outcomes,
+    make_event,
+    run_model,
+)
 from checkpointspec.conformance.engines.violations import RuleViolation
-from checkpointspec.spec import ModelEvent, SessionEvent, StoredEvent
+from checkpointspec.spec import (
+    Capability,
+    InvalidArgumentError,
+    ModelEvent,
+    ReasonCode,
+    SessionEvent,
+    SpecModel,
+    StoredEvent,
+    UserPrompt,
+)
 
 TS = "2026-12-02T12:00:00.000000+00:00"
 
@@ -55,3 +73,68 @@ def test_without_an_origin_a_longer_log_is_a_seq_mismatch() -> None:
 def test_the_expected_log_passes() -> None:
     origin = {"e1": Origin("s", 0, "live"), "e2": Origin("s", 1, "APPEND-003")}
     compare_log([stored(1, KEPT)], [modelled(1, KEPT)], "s", "read('s')", origin)
+
+
+def blamed_rule(operation: str, expected: Err) -> str:
+    """The rule a backend that succeeded where the model raised ``expected`` is charged with."""
+    with pytest.raises(RuleViolation) as raised:
+        compare_outcomes(operation, Ok(0), expected, f"{operation}(...)")
+    return raised.value.rule_id
+
+
+@pytest.mark.parametrize(
+    ("error", "rule_id"),
+    [
+        pytest.param(
+            InvalidArgumentError(
+                "to_seq", "event cannot be serialised", ReasonCode.BEYOND_HEAD, "TRUNC-002"
+            ),
+            "TRUNC-002",
+            id="beyond-head-worded-as-unstorable",
+        ),
+        pytest.param(
+            InvalidArgumentError(
+                "events", "3 is beyond the head 2", ReasonCode.UNSTORABLE, "EVENT-002"
+            ),
+            "EVENT-002",
+            id="unstorable-worded-as-beyond-head",
+        ),
+    ],
+)
+def test_an_error_is_mapped_by_its_code_never_by_its_wording(
+    error: InvalidArgumentError, rule_id: str
+) -> None:
+    assert blamed_rule("truncate", Err(error)) == rule_id
+
+
+_model = SpecModel({Capability.TRUNCATE})
+_model.append("s", [UserPrompt("a")])
+
+
+@pytest.mark.parametrize(
+    ("operation", "outcome", "rule_id"),
+    [
+        ("truncate", run_model(lambda: _model.copy().truncate("s", 2)), "TRUNC-002"),
+        (
+            "append",
+            run_model(lambda: _model.copy().append("s", [UserPrompt("\ud800")])),
+            "EVENT-002",
+        ),
+        ("append", run_model(lambda: _model.copy().append("s", "x")), "ARG-003"),
+        ("append", run_model(lambda: _model.copy().append("", [])), "ARG-001"),
+        ("read", run_model(lambda: _model.copy().read("s", -1)), "ARG-002"),
+    ],
+)
+def test_the_models_refusals_are_charged_to_the_rule_they_enforce(
+    operation: str, outcome: object, rule_id: str
+) -> None:
+    assert isinstance(outcome, Err)
+    assert blamed_rule(operation, outcome) == rule_id
+
+
+def test_an_error_without_a_rule_id_falls_back_to_its_arguments_rule() -> None:
+    assert blamed_rule("append", Err(InvalidArgumentError("session_id", "bad"))) == "ARG-001"
+    assert blamed_rule("append", Err(InvalidArgumentError("events", "bad"))) == "ARG-003"
+    assert blamed_rule("truncate", Err(InvalidArgumentError("to_seq", "beyond the head"))) == (
+        "ARG-002"
+    )

@@ -2,6 +2,9 @@
 
 Errors cross process boundaries (the kit's worker processes, ``-n`` runs), so
 every class must survive pickling with its attributes and message intact.
+`InvalidArgumentError` also carries a machine-readable `ReasonCode` and the rule
+it enforces; which input gets which code is tested with the checks that raise
+it (test_validation.py, test_events.py).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from checkpointspec.spec.errors import (
     CodecError,
     CorruptStoreError,
     InvalidArgumentError,
+    ReasonCode,
     SchemaVersionError,
     StoreBusyError,
     UnsupportedOperationError,
@@ -27,8 +31,37 @@ from checkpointspec.spec.errors import (
 # are the constructor's arguments, so nothing here is read back from the code.
 CASES: list[tuple[CheckpointError, dict[str, object]]] = [
     (
-        InvalidArgumentError("session_id", "must not be empty"),
-        {"argument": "session_id", "reason": "must not be empty"},
+        InvalidArgumentError("session_id", "must not be empty", ReasonCode.EMPTY, "ARG-001"),
+        {
+            "argument": "session_id",
+            "reason": "must not be empty",
+            "reason_code": ReasonCode.EMPTY,
+            "rule_id": "ARG-001",
+        },
+    ),
+    (
+        InvalidArgumentError(
+            "to_seq", "5 is beyond the head 3", ReasonCode.BEYOND_HEAD, "TRUNC-002"
+        ),
+        {
+            "argument": "to_seq",
+            "reason": "5 is beyond the head 3",
+            "reason_code": ReasonCode.BEYOND_HEAD,
+            "rule_id": "TRUNC-002",
+        },
+    ),
+    (
+        InvalidArgumentError("options", "unknown ['x']", ReasonCode.UNKNOWN_OPTION),
+        {
+            "argument": "options",
+            "reason": "unknown ['x']",
+            "reason_code": ReasonCode.UNKNOWN_OPTION,
+            "rule_id": None,
+        },
+    ),
+    (
+        InvalidArgumentError("events", "too many"),
+        {"argument": "events", "reason": "too many", "reason_code": None, "rule_id": None},
     ),
     (
         CheckpointConflictError("s/1", 2, 3),
@@ -73,7 +106,7 @@ ids = [f"{type(err).__name__}-{i}" for i, (err, _) in enumerate(CASES)]
 
 
 def test_every_exported_error_class_has_a_case() -> None:
-    exported = {getattr(errors, name) for name in errors.__all__}
+    exported = {getattr(errors, name) for name in errors.__all__} - {ReasonCode}
     assert {type(err) for err, _ in CASES} == exported
 
 
@@ -92,11 +125,15 @@ def test_errors_carry_their_facts_as_attributes(
     assert {name: getattr(err, name) for name in attributes} == attributes
 
 
+# The message is for people; the codes are for programs and are not repeated in it.
+_CODES_NOT_IN_MESSAGES = {"args", "reason_code", "rule_id"}
+
+
 @pytest.mark.parametrize(("err", "attributes"), CASES, ids=ids)
 def test_messages_name_the_facts(err: CheckpointError, attributes: dict[str, object]) -> None:
     message = str(err)
     for name, value in attributes.items():
-        if value is not None and name != "args":
+        if value is not None and name not in _CODES_NOT_IN_MESSAGES:
             assert str(value) in message, f"{name}={value!r} missing from {message!r}"
 
 
@@ -123,6 +160,44 @@ def test_errors_copy_with_attributes_intact(
 
 def test_invalid_argument_error_is_also_a_value_error() -> None:
     assert isinstance(InvalidArgumentError("to_seq", "negative"), ValueError)
+
+
+@pytest.mark.parametrize("protocol", range(pickle.HIGHEST_PROTOCOL + 1))
+@pytest.mark.parametrize("code", list(ReasonCode))
+def test_every_reason_code_survives_pickling_as_the_enum_member(
+    code: ReasonCode, protocol: int
+) -> None:
+    err = InvalidArgumentError("x", "bad", code, "ARG-002")
+    clone = pickle.loads(pickle.dumps(err, protocol=protocol))
+    assert clone.reason_code is code
+    assert clone.rule_id == "ARG-002"
+
+
+def test_reason_codes_are_stable_snake_case_strings() -> None:
+    # Programs (and the kit's JSON reports) see the value: it is the name, lower-cased.
+    for code in ReasonCode:
+        assert code.value == code.name.lower()
+        assert code == code.value
+
+
+def test_the_argument_reason_codes_are_the_documented_ones() -> None:
+    # Renaming or dropping a code breaks callers that match on it: this list changes
+    # only together with the catalog text in spec/errors.py and SPEC.md.
+    assert {code.value for code in ReasonCode} == {
+        "wrong_type",
+        "empty",
+        "too_long",
+        "contains_nul",
+        "not_utf8",
+        "negative",
+        "not_a_sequence",
+        "not_an_event",
+        "unstorable",
+        "too_large",
+        "beyond_head",
+        "unknown_option",
+        "bad_option",
+    }
 
 
 def test_conflict_kind_defaults_to_head() -> None:

@@ -18,6 +18,7 @@ from checkpointspec.spec import (
     BackgroundCompletion,
     FileSnapshot,
     InvalidArgumentError,
+    ReasonCode,
     RepairMessage,
     RuntimeReminder,
     SessionEvent,
@@ -167,6 +168,7 @@ def test_event_002_lone_surrogates_are_refused(event: SessionEvent) -> None:
     with pytest.raises(InvalidArgumentError) as info:
         encode_event(event)
     assert info.value.argument == "events"
+    assert (info.value.reason_code, info.value.rule_id) == (ReasonCode.UNSTORABLE, "EVENT-002")
     assert isinstance(info.value.__cause__, UnicodeEncodeError)
 
 
@@ -187,6 +189,7 @@ def test_event_002_values_msgspec_cannot_encode_are_refused() -> None:
     with pytest.raises(InvalidArgumentError) as info:
         encode_event(unencodable)
     assert info.value.argument == "events"
+    assert (info.value.reason_code, info.value.rule_id) == (ReasonCode.UNSTORABLE, "EVENT-002")
     assert isinstance(info.value.__cause__, TypeError)
 
 
@@ -284,3 +287,4 @@ def test_event_002_wrongly_typed_fields_are_refused(event: object) -> None:
     with pytest.raises(InvalidArgumentError) as info:
         encode_event(event)  # type: ignore[arg-type]
     assert info.value.argument == "events"
+    assert (info.value.reason_code, info.value.rule_id) == (ReasonCode.UNSTORABLE, "EVENT-002")
