@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import os
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable
 from pathlib import Path
 from typing import TypeVar
 
@@ -15,10 +16,10 @@ from hypothesis import strategies as st
 from hypothesis.stateful import run_state_machine_as_test
 
 from ...spec import Checkpointer, Codec, StoredEvent, StoreHooks
+from ..engines.commanded import Open, Opened, WorkerClient, started_workers
 from ..engines.machine import MachineEnv, make_machine
 from ..engines.outcomes import Err, run_backend
 from ..engines.violations import RuleViolation, expect
-from ..engines.workers import worker_command, worker_env
 from .harness import Harness, read_all
 
 __all__ = [
@@ -30,13 +31,11 @@ __all__ = [
     "expect_error",
     "fingerprint",
     "hooks_of",
-    "parse_ack",
-    "parse_acks",
+    "opened_workers",
     "property_settings",
     "run_model_based",
     "run_property",
     "snapshot",
-    "spawn_worker",
     "spin",
     "unchanged",
 ]
@@ -238,17 +237,21 @@ def check_whole_batches(log: list[StoredEvent], batches: list[list[str]], rule_i
         )
 
 
-async def spawn_worker(
-    h: Harness, session: str, tag: str, count: int, size: int, expected: bool, wait: bool = False
-) -> asyncio.subprocess.Process:
-    argv = worker_command(h.backend.target, h.path, session, tag, count, size, expected, wait)
-    return await asyncio.create_subprocess_exec(
-        *argv,
-        stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env=worker_env(h.options),
-    )
+@contextlib.asynccontextmanager
+async def opened_workers(
+    h: Harness, count: int, rule_id: str, reply_timeout: float = 60.0
+) -> AsyncIterator[list[WorkerClient]]:
+    """``count`` worker processes, each with its own handle on ``h.path``, every one
+    open before this yields; those still running at the end are killed.
+
+    A backend that refuses a worker's `Open` fails ``rule_id``.
+    """
+    async with started_workers(h.backend.target, count, reply_timeout) as workers:
+        for n, worker in enumerate(workers):
+            reply = await worker.call(Open(str(h.path), h.options))
+            if not isinstance(reply, Opened):
+                raise RuleViolation(rule_id, f"worker {n} could not open the store: {reply}")
+        yield workers
 
 
 def spin(seconds: float) -> None:
@@ -256,15 +259,3 @@ def spin(seconds: float) -> None:
     deadline = time.perf_counter() + seconds
     while time.perf_counter() < deadline:
         pass
-
-
-def parse_ack(line: str) -> tuple[int, int, int | None] | None:
-    """``ack BATCH HEAD EXPECTED`` as (batch, new head, expected head); None for other lines."""
-    parts = line.split()
-    if len(parts) != 4 or parts[0] != "ack":
-        return None
-    return int(parts[1]), int(parts[2]), None if parts[3] == "None" else int(parts[3])
-
-
-def parse_acks(lines: list[str]) -> list[tuple[int, int, int | None]]:
-    return [ack for ack in map(parse_ack, lines) if ack is not None]

@@ -27,7 +27,6 @@ import contextlib
 import logging
 import random
 import shutil
-import signal
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from functools import partial
@@ -42,18 +41,11 @@ from ...spec import (
     SpecModel,
     UserPrompt,
 )
+from ..engines.commanded import Acked, AppendBatches, WorkerExited, WorkerHung
 from ..engines.crashstates import CrashPlan, CrashSpec, CrashState
 from ..engines.disk import SimulatedDisk
 from ..engines.violations import RuleViolation
-from ._support import (
-    check_whole_batches,
-    expect,
-    parse_ack,
-    parse_acks,
-    snapshot,
-    spawn_worker,
-    spin,
-)
+from ._support import check_whole_batches, expect, opened_workers, snapshot, spin
 from .base import check
 from .harness import CheckSkipped, Harness, read_all
 
@@ -375,43 +367,45 @@ async def acknowledged_writes_survive_kill(h: Harness) -> None:
     rng = random.Random(h.seed)
     size = 3
     for round_ in range(h.profile.process_rounds * 2):
-        session = f"killed-{round_}"
-        proc = await spawn_worker(h, session, f"k{round_}", 100_000, size, expected=False)
-        assert proc.stdout is not None
-        lines: list[str] = []
+        session, writer = f"killed-{round_}", f"k{round_}"
         stop_after = rng.randint(2, 40)
-        ack_times: list[float] = []
-        while len(ack_times) < stop_after:
-            line = await proc.stdout.readline()
-            if not line:
-                break
-            lines.append(line.decode())
-            if parse_ack(lines[-1]) is not None:
-                ack_times.append(time.perf_counter())
-        if len(ack_times) >= 2:
-            interval = (ack_times[-1] - ack_times[0]) / (len(ack_times) - 1)
-            spin(min(interval, 0.05) * rng.random())
-        proc.send_signal(signal.SIGKILL)
-        rest, err = await proc.communicate()
-        lines += rest.decode().splitlines()
-        acked = parse_acks(lines)
+        acked: list[Acked] = []
+        ended: object = None
+        async with opened_workers(h, 1, "DUR-002") as (worker,):
+            await worker.send(AppendBatches(session, writer, 100_000, size))
+            ack_times: list[float] = []
+            try:
+                while len(acked) < stop_after:
+                    reply = await worker.receive()
+                    if not isinstance(reply, Acked):
+                        ended = reply  # the writer stopped on its own
+                        break
+                    acked.append(reply)
+                    ack_times.append(time.perf_counter())
+            except (WorkerExited, WorkerHung) as lost:
+                ended = lost
+            if len(ack_times) >= 2:
+                interval = (ack_times[-1] - ack_times[0]) / (len(ack_times) - 1)
+                spin(min(interval, 0.05) * rng.random())
+            # Acknowledgements sent before the kill but not yet read count too.
+            acked += [r for r in await worker.kill() if isinstance(r, Acked)]
         expect(
-            len(acked) >= min(stop_after, 1),
+            len(acked) >= 1,
             "DUR-002",
-            f"the writer acknowledged nothing before it was killed: {err.decode()[-300:]}",
+            f"the writer acknowledged nothing before it was killed: {ended}",
         )
         cp = await h.open()
         log = await read_all(cp, session)
         stored = {getattr(s.event, "text", "") for s in log}
-        for batch, head, _ in acked:
+        for ack in acked:
             expect(
-                f"k{round_}:{batch}:{size - 1}" in stored,
+                f"{writer}:{ack.batch}:{size - 1}" in stored,
                 "DUR-002",
-                f"batch {batch}, acknowledged at head {head}, is gone after the kill",
+                f"batch {ack.batch}, acknowledged at head {ack.head}, is gone after the kill",
             )
         check_whole_batches(
             log,
-            [[f"k{round_}:{b}:{i}" for i in range(size)] for b in range(len(log) // size + 2)],
+            [[f"{writer}:{b}:{i}" for i in range(size)] for b in range(len(log) // size + 2)],
             "APPEND-003",
         )
         report = await cp.check_integrity()

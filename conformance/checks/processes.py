@@ -1,10 +1,16 @@
 """Checks of the MP rules: writers in several processes share one log, raced with expected heads and free-running under a history checker.
 
-The free-running stress check: many processes, random calls, one history to explain.
+Both run worker processes of the worker protocol
+(`checkpointspec.conformance.engines.commanded`), each with its own handle.
 
-Unlike the commanded machine, nobody chooses the interleaving here: worker
-processes (`checkpointspec.conformance.engines.stress`) run as fast as the backend lets
-them, one of them is killed part-way, and afterwards
+The racing check opens three, then sends each an `AppendBatches` with expected
+heads at once: no two may be acknowledged at the same head, and every
+acknowledged batch is stored once, whole, where it was acknowledged.
+
+The free-running stress check: many processes, random calls, one history to
+explain. Unlike the commanded machine, nobody chooses the interleaving here: the
+workers (`checkpointspec.conformance.engines.stress`) run as fast as the backend
+lets them, one of them is killed part-way, and afterwards
 `checkpointspec.conformance.engines.history.check_history` decides whether some
 sequential execution of the contract explains everything they saw. That finds
 what only real contention shows: lost updates, forked logs, reads that are not
@@ -17,10 +23,18 @@ import asyncio
 from collections import Counter
 
 from ...spec import Capability, errors
+from ..engines.commanded import (
+    Acked,
+    AppendBatches,
+    Ok,
+    WorkerClient,
+    WorkerExited,
+    WorkerHung,
+)
 from ..engines.history import Raised, check_history
 from ..engines.stress import StressHung, StressPlan, run_stress
 from ..engines.violations import RuleViolation, expect
-from ._support import check_whole_batches, parse_acks, spawn_worker
+from ._support import check_whole_batches, opened_workers
 from .base import check
 from .harness import Harness, read_all
 
@@ -122,36 +136,42 @@ async def free_running_history(h: Harness) -> None:
         h.warn("MP-001", f"history not decided: {line}")
 
 
+async def _acked(n: int, worker: WorkerClient) -> list[Acked]:
+    """Worker ``n``'s acknowledgements, up to its final reply, which must be `Ok`."""
+    acks: list[Acked] = []
+    try:
+        async for reply in worker.replies():
+            if isinstance(reply, Acked):
+                acks.append(reply)
+            elif not isinstance(reply, Ok):
+                raise RuleViolation("MP-001", f"worker {n} failed: {reply}")
+    except (WorkerExited, WorkerHung) as lost:
+        raise RuleViolation("MP-001", f"worker {n} failed: {lost}") from None
+    return acks
+
+
 @check("MP-001", "APPEND-004", "SEQ-001")
 async def processes_share_one_log(h: Harness) -> None:
     """MP-001: writers in several processes racing with expected_head never lose an update."""
     count, size, workers = 10 * h.profile.process_rounds, 2, 3
-    procs = [
-        await spawn_worker(h, "shared", f"w{n}", count, size, expected=True, wait=True)
-        for n in range(workers)
-    ]
-    for proc in procs:  # every handle is open before any append starts
-        assert proc.stdout is not None
-        await proc.stdout.readline()
-    results = await asyncio.gather(*(p.communicate(b"go\n") for p in procs))
-    acks: dict[str, list[tuple[int, int, int | None]]] = {}
-    for n, (proc, (out, err)) in enumerate(zip(procs, results, strict=True)):
-        expect(
-            proc.returncode == 0,
-            "MP-001",
-            f"worker {n} failed (exit {proc.returncode}): {err.decode()[-500:]}",
-        )
-        acks[f"w{n}"] = parse_acks(out.decode().splitlines())
-    for worker, records in acks.items():
-        for number, landed, want in records:
-            assert want is not None  # the workers run with --expected
+    async with opened_workers(h, workers, "MP-001") as clients:
+        # Every handle is open before any append starts; the commands go out back to
+        # back, so the workers' appends race.
+        for n, worker in enumerate(clients):
+            await worker.send(AppendBatches("shared", f"w{n}", count, size, expect_head=True))
+        streams = await asyncio.gather(*(_acked(n, w) for n, w in enumerate(clients)))
+    acks = {f"w{n}": stream for n, stream in enumerate(streams)}
+    for writer, records in acks.items():
+        for ack in records:
+            assert ack.expected_head is not None  # the workers pass expected heads
             expect(
-                landed == want + size,
+                ack.head == ack.expected_head + size,
                 "MP-001",
-                f"{worker} batch {number} was appended with expected_head={want} and acknowledged "
-                f"at head {landed}; it must land at {want + size}: another process wrote in between",
+                f"{writer} batch {ack.batch} was appended with expected_head={ack.expected_head} "
+                f"and acknowledged at head {ack.head}; it must land at {ack.expected_head + size}: "
+                "another process wrote in between",
             )
-    heads = [head for tag_acks in acks.values() for _, head, _ in tag_acks]
+    heads = [ack.head for records in acks.values() for ack in records]
     duplicates = sorted({x for x in heads if heads.count(x) > 1})
     expect(
         not duplicates,
@@ -166,13 +186,13 @@ async def processes_share_one_log(h: Harness) -> None:
         f"{len(log)} events stored; {workers * count * size} were acknowledged",
     )
     by_text = {getattr(s.event, "text", ""): s.seq for s in log}
-    for tag, tag_acks in acks.items():
-        for batch, head, _ in tag_acks:
-            last = by_text.get(f"{tag}:{batch}:{size - 1}")
+    for writer, records in acks.items():
+        for ack in records:
+            last = by_text.get(f"{writer}:{ack.batch}:{size - 1}")
             expect(
-                last == head,
+                last == ack.head,
                 "MP-001",
-                f"{tag} batch {batch} was acknowledged at head {head}; it is stored at {last}",
+                f"{writer} batch {ack.batch} was acknowledged at head {ack.head}; it is stored at {last}",
             )
     check_whole_batches(
         log, [[f"{t}:{b}:{i}" for i in range(size)] for t in acks for b in range(count)], "MP-001"

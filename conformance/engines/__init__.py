@@ -6,8 +6,9 @@
 | `violations`, `outcomes` | rule violations; comparing a backend's outcome with the model's |
 | `strategies` | Hypothesis strategies for events, ids, seqs and bad input |
 | `machine` | the model-based state machine (backend vs `SpecModel`, step by step) |
-| `commanded`, `workers` | worker processes driven over pipes |
-| `stress` | free-running worker processes that record a history |
+| `commanded`, `workers` | the worker protocol (JSON lines over pipes) and the worker process it drives |
+| `commanded_machine` | the state machine that pauses and kills workers inside writes (KILL-001) |
+| `stress` | free-running workers that record a history |
 | `history`, `history_chain`, `history_records`, `linearize` | the history checker |
 | `disk`, `crashstates` | the simulated disk and the crash states of a power loss |
 | `fault_codecs` | codecs that seal, fail or corrupt on purpose |

@@ -1,14 +1,61 @@
-"""Commanded workers: long-lived processes, each with its own handle, driven over pipes.
+"""The worker protocol: the one way the kit drives a backend in other processes.
 
-The parent sends one JSON command per line on the worker's stdin and reads one
-JSON reply per line from its stdout. A command may ask the worker to pause at a
-named fault point of the operation (`FaultInjectable`): the worker then reports
-``paused`` and blocks inside the backend — holding whatever the backend holds
-there, locks and open transactions included — until it is told to resume or is
-killed. That makes interleavings across processes a choice the parent makes, so
-a state machine can choose them and shrink them.
+Every multi-process check — MP-001's racing writers, DUR-002's killed writer,
+KILL-001's commanded machine and the free-running stress run — starts the same
+worker (``python -m checkpointspec.conformance.engines.workers BACKEND``, see
+`checkpointspec.conformance.engines.workers`) and talks to it the same way: one
+JSON command per line on its stdin, one JSON reply per line on its stdout. The
+worker loads the backend's factory when it starts; ``Open`` makes it open a
+handle of its own through that factory.
 
-Run a worker as ``python -m checkpointspec.conformance.engines.commanded BACKEND``.
+Commands (``op`` names the shape; fields with defaults may be left out):
+
+| command | fields | final reply |
+|---|---|---|
+| `Open` | ``path``, ``options`` | `Opened` (``fault_points``) |
+| `Append` | ``session``, ``markers`` (one UserPrompt each), ``expected_head``, ``pause_at``, ``pause_on`` | `Ok` (new head) |
+| `Truncate` | ``session``, ``to_seq``, ``expected_head``, ``pause_at``, ``pause_on`` | `Ok` (new head) |
+| `Delete` | ``session``, ``pause_at``, ``pause_on`` | `Ok` |
+| `Read` | ``session``, ``since_seq`` | `Ok` ([seq, marker] pairs) |
+| `Head` | ``session`` | `Ok` (head) |
+| `Close` | | `Ok`; the process stays for the next `Open` |
+| `Resume` | | none of its own: the paused call goes on and sends its final reply |
+| `AppendBatches` | ``session``, ``writer``, ``batches``, ``size``, ``expect_head`` | `Ok`, after one `Acked` per batch |
+| `Stress` | ``number``, ``history``, ``calls``, ``seconds``, ``sessions``, ``truncate_session``, ``seed`` | `Ok`, after one `Progress` per call |
+
+Every command gets exactly one final reply — `Opened`, `Ok` or `Failed`
+(a contract error: its type name and message, and for a conflict its
+``expected`` and ``actual``). Before it a command may send interim replies:
+
+- `Paused` (``point``): a write given ``pause_at`` reached that fault point of
+  the backend (`FaultInjectable`) for the ``pause_on``-th time. The worker
+  blocks there, inside the backend and holding whatever the backend holds at
+  that point — locks and open transactions included — until it reads `Resume`
+  (any other command ends it) or is killed. That makes an interleaving across
+  processes a choice the parent makes, so a state machine can choose it and
+  shrink it.
+- `Acked` (``batch``, ``head``, ``expected_head``): `AppendBatches` appends
+  ``batches`` batches of ``size`` events whose texts are
+  ``WRITER:BATCH:INDEX``; with ``expect_head`` each append passes the head the
+  worker has just read and is retried after a conflict. Each acknowledged
+  append is reported at once, so a parent that kills the worker knows exactly
+  which writes were acknowledged.
+- `Progress` (``calls``): `Stress` runs the free-running workload of
+  `checkpointspec.conformance.engines.stress` and reports how many calls it
+  has made after each.
+
+Why the batch commands run inside the worker: MP-001 and DUR-002 measure
+appends racing at the backend's own pace, and the stress history records each
+call's invocation and completion in the worker with `time.monotonic_ns`. A
+parent sending one command per call would put a pipe round trip between every
+two calls, slowing the workers down and widening every recorded interval, so
+the history checker would decide less. The parent chooses what runs (and, for
+the state machine, every step); the worker runs loops at full speed.
+
+Anything other than a contract error (`CheckpointError`) ends the worker with
+its traceback on stderr: the parent sees `WorkerExited`, whose message carries
+that traceback. Whatever the backend prints to stdout goes to stderr, so it
+cannot garble the replies.
 """
 
 from __future__ import annotations
@@ -16,61 +63,205 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import select
-import signal
-import subprocess
 import sys
-import threading
-from pathlib import Path
-from typing import Literal
+import tempfile
+from collections.abc import AsyncIterator
+from typing import IO
 
 import msgspec
 
-from ...spec import (
-    CheckpointConflictError,
-    Checkpointer,
-    CheckpointError,
-    FaultInjectable,
-    UserPrompt,
-)
-from .loading import open_checkpointer, resolve_backend
-from .workers import worker_context, worker_env
+__all__ = [
+    "Acked",
+    "Append",
+    "AppendBatches",
+    "Close",
+    "Command",
+    "Delete",
+    "Failed",
+    "Head",
+    "Ok",
+    "Open",
+    "Opened",
+    "Paused",
+    "Progress",
+    "Read",
+    "Reply",
+    "Resume",
+    "Stress",
+    "Truncate",
+    "WorkerClient",
+    "WorkerExited",
+    "WorkerHung",
+    "decode_command",
+    "decode_reply",
+    "encode",
+    "started_workers",
+    "worker_argv",
+    "worker_env",
+]
 
-__all__ = ["Command", "Reply", "WorkerClient", "WorkerHung"]
 
-Operation = Literal["open", "append", "read", "head", "truncate", "delete", "resume", "close"]
+# -- commands -------------------------------------------------------------------------------
 
 
-class Command(msgspec.Struct, frozen=True, omit_defaults=True):
-    """One request to a worker. ``markers`` become one UserPrompt each (append)."""
+class _Command(msgspec.Struct, frozen=True, omit_defaults=True, tag_field="op"):
+    pass
 
-    op: Operation
-    path: str = ""
-    session: str = ""
-    markers: tuple[str, ...] = ()
-    expected_head: int | None = None
-    since_seq: int = 0
-    to_seq: int = 0
+
+class _Write(_Command, frozen=True, kw_only=True):
     pause_at: str | None = None
+    """A fault point to pause at (one of `Opened.fault_points`)."""
     pause_on: int = 1
     """Pause on this arrival at ``pause_at`` (a batch may pass a point several times)."""
 
 
-class Reply(msgspec.Struct, frozen=True, omit_defaults=True):
-    """A worker's answer: ``paused`` at a fault point, ``ok`` with a value, or ``error``.
+class Open(_Command, frozen=True, tag="open"):
+    """Open a handle on the store at ``path`` through the factory (closing any open one)."""
 
-    ``value`` is the new head (append, truncate, head), or for read the
-    (seq, marker) pairs; ``fault_points`` answers ``open``.
+    path: str
+    options: dict[str, str] = {}
+    """`BackendContext.options`, as the kit was given them."""
+
+
+class Append(_Write, frozen=True, tag="append"):
+    """Append one `UserPrompt` per marker (its text is the marker)."""
+
+    session: str
+    markers: tuple[str, ...] = ()
+    expected_head: int | None = None
+
+
+class Truncate(_Write, frozen=True, tag="truncate"):
+    session: str
+    to_seq: int
+    expected_head: int | None = None
+
+
+class Delete(_Write, frozen=True, tag="delete"):
+    session: str
+
+
+class Read(_Command, frozen=True, tag="read"):
+    """Read since ``since_seq``; the reply holds (seq, text) pairs."""
+
+    session: str
+    since_seq: int = 0
+
+
+class Head(_Command, frozen=True, tag="head"):
+    session: str
+
+
+class Close(_Command, frozen=True, tag="close"):
+    """Close the handle; the worker waits for the next `Open` (EOF on stdin ends it)."""
+
+
+class Resume(_Command, frozen=True, tag="resume"):
+    """Let the paused call go on; it then sends its own final reply."""
+
+
+class AppendBatches(_Command, frozen=True, tag="append_batches"):
+    """Append ``batches`` batches of ``size`` events ``WRITER:BATCH:INDEX``, acking each."""
+
+    session: str
+    writer: str
+    batches: int
+    size: int
+    expect_head: bool = False
+    """Pass the head just read as ``expected_head``, and retry after a conflict."""
+
+
+class Stress(_Command, frozen=True, tag="stress"):
+    """Run worker ``number``'s share of the free-running workload, recording its history.
+
+    The worker makes random calls on ``sessions`` (truncates only on
+    ``truncate_session``) until it has made ``calls`` calls or ``seconds`` have
+    passed, writing a line before and after each call to the file ``history``
+    (see `checkpointspec.conformance.engines.stress`).
     """
 
-    status: Literal["ok", "error", "paused"]
+    number: int
+    history: str
+    calls: int
+    seconds: float
+    sessions: tuple[str, ...]
+    truncate_session: str | None = None
+    seed: int = 0
+
+
+Command = Open | Append | Truncate | Delete | Read | Head | Close | Resume | AppendBatches | Stress
+
+
+# -- replies --------------------------------------------------------------------------------
+
+
+class _Reply(msgspec.Struct, frozen=True, omit_defaults=True, tag_field="reply"):
+    pass
+
+
+class Opened(_Reply, frozen=True, tag="opened"):
+    """The handle is open; ``fault_points`` are those its backend offers (may be empty)."""
+
+    fault_points: tuple[str, ...] = ()
+
+
+class Ok(_Reply, frozen=True, tag="ok"):
+    """The call returned: the new head (append, truncate), the head, or read's (seq, text) pairs."""
+
     value: int | list[tuple[int, str]] | None = None
-    error: str = ""
+
+
+class Failed(_Reply, frozen=True, tag="failed"):
+    """The call raised a contract error (``error`` is its type's name)."""
+
+    error: str
     message: str = ""
     expected: int | None = None
     actual: int | None = None
-    point: str = ""
-    fault_points: tuple[str, ...] = ()
+
+
+class Paused(_Reply, frozen=True, tag="paused"):
+    """A write stopped at fault point ``point``; it waits for `Resume`."""
+
+    point: str
+
+
+class Acked(_Reply, frozen=True, tag="acked"):
+    """Batch ``batch`` of an `AppendBatches` was acknowledged at ``head``."""
+
+    batch: int
+    head: int
+    expected_head: int | None = None
+
+
+class Progress(_Reply, frozen=True, tag="progress"):
+    """A `Stress` worker has made ``calls`` calls."""
+
+    calls: int
+
+
+Reply = Opened | Ok | Failed | Paused | Acked | Progress
+
+_FINAL = (Opened, Ok, Failed)
+
+
+encode = msgspec.json.Encoder().encode
+decode_command = msgspec.json.Decoder(Command).decode
+decode_reply = msgspec.json.Decoder(Reply).decode
+
+
+# -- the parent's end -----------------------------------------------------------------------
+
+
+def worker_argv(backend: str) -> list[str]:
+    """The argv that starts one worker for ``backend`` (``module:function`` or a name)."""
+    return [sys.executable, "-m", "checkpointspec.conformance.engines.workers", backend]
+
+
+def worker_env() -> dict[str, str]:
+    """The environment for workers: this interpreter's import path, so ``module:function``
+    resolves in the worker as it does here."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
 
 
 class WorkerHung(Exception):
@@ -78,168 +269,139 @@ class WorkerHung(Exception):
     killed process still holds."""
 
 
-_decode_command = msgspec.json.Decoder(Command).decode
-_decode_reply = msgspec.json.Decoder(Reply).decode
-_encode = msgspec.json.Encoder().encode
+class WorkerExited(Exception):
+    """A worker ended without answering; ``stderr`` holds the end of what it wrote there."""
+
+    def __init__(self, status: int | None, stderr: str) -> None:
+        super().__init__(f"the worker exited (status {status}): {stderr.strip() or 'no output'}")
+        self.status = status
+        self.stderr = stderr
 
 
 class WorkerClient:
-    """The parent's end of one worker process."""
+    """The parent's end of one worker process: send commands, receive replies, kill it."""
 
     def __init__(
-        self, backend_target: str, options: dict[str, str] | None = None, timeout: float = 30.0
+        self, process: asyncio.subprocess.Process, stderr: IO[bytes], reply_timeout: float
     ) -> None:
-        self.timeout = timeout
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "checkpointspec.conformance.engines.commanded", backend_target],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=worker_env(options),
+        self.process = process
+        self.reply_timeout = reply_timeout
+        """Seconds to wait for any one reply before `WorkerHung`."""
+        self._stderr = stderr
+
+    @classmethod
+    async def start(
+        cls, backend: str, stderr: IO[bytes], reply_timeout: float = 30.0
+    ) -> WorkerClient:
+        """Start a worker for ``backend``, its stderr going to ``stderr`` (a file the caller
+        closes); send it `Open` before anything else."""
+        process = await asyncio.create_subprocess_exec(
+            *worker_argv(backend),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=stderr,
+            env=worker_env(),
+            limit=1 << 24,  # a read's reply is one line
         )
+        return cls(process, stderr, reply_timeout)
 
-    def send(self, command: Command) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.write(_encode(command) + b"\n")
-        self.process.stdin.flush()
+    @property
+    def running(self) -> bool:
+        return self.process.returncode is None
 
-    def receive(self) -> Reply:
-        """The next reply; `WorkerHung` if none arrives within the timeout."""
+    async def send(self, command: Command) -> None:
+        stdin = self.process.stdin
+        assert stdin is not None
+        stdin.write(encode(command) + b"\n")
+        await stdin.drain()
+
+    async def receive(self) -> Reply:
+        """The next reply; `WorkerHung` if none comes within ``reply_timeout``, `WorkerExited` at EOF."""
         stdout = self.process.stdout
         assert stdout is not None
-        ready, _, _ = select.select([stdout], [], [], self.timeout)
-        if not ready:
-            raise WorkerHung(f"no answer within {self.timeout:.0f}s")
-        line = stdout.readline()
+        try:
+            line = await asyncio.wait_for(stdout.readline(), self.reply_timeout)
+        except TimeoutError:
+            raise WorkerHung(f"no answer within {self.reply_timeout:.0f}s") from None
         if not line:
-            raise WorkerHung(f"the worker exited (status {self.process.poll()})")
-        return _decode_reply(line)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.process.wait(), self.reply_timeout)
+            raise WorkerExited(self.process.returncode, self.stderr_tail())
+        return decode_reply(line)
 
-    def call(self, command: Command) -> Reply:
-        self.send(command)
-        return self.receive()
+    async def call(self, command: Command) -> Reply:
+        """Send a command that has no interim replies and return its reply."""
+        await self.send(command)
+        return await self.receive()
 
-    def kill(self) -> None:
-        """SIGKILL: no cleanup runs in the worker, whatever it was doing."""
-        with contextlib.suppress(ProcessLookupError):
-            self.process.send_signal(signal.SIGKILL)
-        self.process.wait()
-        for stream in (self.process.stdin, self.process.stdout):
-            if stream is not None:
-                stream.close()
-
-    def close(self) -> None:
-        """Close the worker's handle, then end the process (stdin EOF ends its loop)."""
-        if self.process.poll() is None:
-            with contextlib.suppress(OSError, WorkerHung):
-                self.call(Command("close"))
-            if self.process.stdin is not None:
-                with contextlib.suppress(OSError):
-                    self.process.stdin.close()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.process.wait(timeout=self.timeout)
-        self.kill()
-
-
-# -- the worker side ------------------------------------------------------------
-
-
-class _Worker:
-    def __init__(self, backend: str) -> None:
-        self.factory = resolve_backend(backend).load()
-        self.cp: Checkpointer | None = None
-        self.pause_at: str | None = None
-        self.pause_on = 1
-        self.arrivals = 0
-        self.out = sys.stdout.buffer
-        self.lock = threading.Lock()
-
-    def reply(self, reply: Reply) -> None:
-        with self.lock:
-            self.out.write(_encode(reply) + b"\n")
-            self.out.flush()
-
-    def hook(self, point: str) -> None:
-        # Runs on whichever thread the backend works on; blocking it holds the
-        # operation exactly here until the parent says resume (or kills us).
-        if point != self.pause_at:
-            return
-        self.arrivals += 1
-        if self.arrivals < self.pause_on:
-            return
-        self.pause_at = None
-        self.reply(Reply("paused", point=point))
-        command = _decode_command(sys.stdin.buffer.readline())
-        if command.op != "resume":
-            os._exit(3)
-
-    async def run(self, command: Command) -> Reply:
-        if command.op == "open":
-            if self.cp is not None:
-                await self.cp.close()
-            self.cp = await open_checkpointer(self.factory, worker_context(Path(command.path)))
-            points: tuple[str, ...] = ()
-            if isinstance(self.cp, FaultInjectable):
-                self.cp.set_fault_hook(self.hook)
-                points = tuple(self.cp.fault_points)
-            return Reply("ok", fault_points=points)
-        cp = self.cp
-        if cp is None:
-            return (
-                Reply("ok")
-                if command.op == "close"
-                else Reply("error", error="UsageError", message="no store open")
-            )
-        self.pause_at = command.pause_at
-        self.pause_on = command.pause_on
-        self.arrivals = 0
-        sid = command.session
-        match command.op:
-            case "append":
-                events = [UserPrompt(m) for m in command.markers]
-                return Reply("ok", value=await cp.append(sid, events, command.expected_head))
-            case "read":
-                pairs = [
-                    (s.seq, getattr(s.event, "text", ""))
-                    async for s in cp.read(sid, command.since_seq)
-                ]
-                return Reply("ok", value=pairs)
-            case "head":
-                return Reply("ok", value=await cp.head(sid))
-            case "truncate":
-                return Reply(
-                    "ok", value=await cp.truncate(sid, command.to_seq, command.expected_head)
-                )
-            case "delete":
-                await cp.delete(sid)
-                return Reply("ok")
-            case "close":
-                await cp.close()
-                self.cp = None
-                return Reply("ok")
-        return Reply("error", error="UsageError", message=f"unknown command {command.op!r}")
-
-    async def serve(self) -> None:
-        loop = asyncio.get_running_loop()
+    async def replies(self) -> AsyncIterator[Reply]:
+        """The replies to the command just sent: its interim replies, then its final one."""
         while True:
-            line = await loop.run_in_executor(None, sys.stdin.buffer.readline)
-            if not line:
+            reply = await self.receive()
+            yield reply
+            if isinstance(reply, _FINAL):
                 return
-            command = _decode_command(line)
+
+    async def kill(self) -> list[Reply]:
+        """SIGKILL, wherever the worker is: no cleanup runs in it.
+
+        Returns the replies it had sent that were not yet received, which may
+        acknowledge writes; a line the kill cut short is dropped.
+        """
+        with contextlib.suppress(ProcessLookupError):
+            self.process.kill()
+        await self.process.wait()
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        stdout = self.process.stdout
+        assert stdout is not None
+        try:
+            rest = await asyncio.wait_for(stdout.read(), self.reply_timeout)
+        except TimeoutError:
+            raise WorkerHung("a process the killed worker started keeps its stdout open") from None
+        replies = []
+        for line in rest.splitlines():
+            with contextlib.suppress(msgspec.DecodeError):
+                replies.append(decode_reply(line))
+        return replies
+
+    async def close(self) -> int | None:
+        """End the worker: at EOF on its stdin it closes its handle and exits.
+
+        Returns its exit status (non-zero if closing its handle failed; see
+        `stderr_tail`); a worker that does not exit within ``reply_timeout`` is killed.
+        """
+        if self.running:
+            assert self.process.stdin is not None
+            self.process.stdin.close()
             try:
-                reply = await self.run(command)
-            except CheckpointConflictError as conflict:
-                reply = Reply(
-                    "error",
-                    error="CheckpointConflictError",
-                    message=str(conflict),
-                    expected=conflict.expected,
-                    actual=conflict.actual,
-                )
-            except CheckpointError as error:
-                reply = Reply("error", error=type(error).__name__, message=str(error))
-            self.reply(reply)
+                await asyncio.wait_for(self.process.wait(), self.reply_timeout)
+            except TimeoutError:
+                await self.kill()
+        return self.process.returncode
+
+    def stderr_tail(self, limit: int = 800) -> str:
+        """The last ``limit`` characters the worker wrote to stderr."""
+        # pread leaves the file offset alone: the worker writes at that offset.
+        fd = self._stderr.fileno()
+        size = os.fstat(fd).st_size
+        start = max(0, size - 4 * limit)
+        return os.pread(fd, size - start, start).decode(errors="replace")[-limit:]
 
 
-if __name__ == "__main__":
-    asyncio.run(_Worker(sys.argv[1]).serve())
+@contextlib.asynccontextmanager
+async def started_workers(
+    backend: str, count: int, reply_timeout: float = 30.0
+) -> AsyncIterator[list[WorkerClient]]:
+    """``count`` workers for ``backend``, started together; those still running at the end are killed."""
+    workers: list[WorkerClient] = []
+    with contextlib.ExitStack() as files:
+        try:
+            for _ in range(count):
+                stderr = files.enter_context(tempfile.TemporaryFile())
+                workers.append(await WorkerClient.start(backend, stderr, reply_timeout))
+            yield workers
+        finally:
+            for worker in workers:
+                if worker.running:
+                    await worker.kill()

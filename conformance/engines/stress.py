@@ -1,10 +1,11 @@
 """Free-running stress: worker processes hammer shared sessions and record what they saw.
 
-`run_stress` starts N worker processes (``python -m
-checkpointspec.conformance.engines.stress``), each with its own handle opened through
-the backend's factory. Once every worker has opened its handle, all are told to
-go at once; each then runs its own random mix of calls on a few shared sessions
-until it has made its share of ``operations`` or ``seconds`` have passed:
+`run_stress` starts N workers (the one worker of the worker protocol,
+`checkpointspec.conformance.engines.commanded`) and sends each an `Open`, so each
+has its own handle opened through the backend's factory. Once every handle is
+open, each worker is sent a `Stress` command at once; it then runs its own random
+mix of calls on a few shared sessions until it has made its share of
+``operations`` or ``seconds`` have passed:
 
 - ``append`` of 1-3 events, 60% of them with ``expected_head`` set to the last
   head the worker saw for that session; after a conflict it retries (up to
@@ -16,28 +17,29 @@ until it has made its share of ``operations`` or ``seconds`` have passed:
   ``truncate_session`` (the check sets it when TRUNCATE is declared). Deletes
   are not part of the mix, so no session id ever starts over.
 
-Every appended event is a `UserPrompt` whose text is a marker unique to the
-call (``p<worker>.<call>.<n>``), so the history checker can tell where each
-event came from. Before each call a worker writes a ``begin`` line (arguments
-and invocation time) to its own history file and after it an ``end`` line
-(completion time and outcome); both are written straight to the file, without
-buffering, so they survive the worker being killed. A ``begin`` without an
-``end`` becomes an `Unknown` outcome. Times come from ``time.monotonic_ns``,
-one clock for every process on the host.
+The calls run in the worker (`run_workload`), not one command each, so that
+they come at the backend's own pace and each call's times are taken right
+around it. Every appended event is a `UserPrompt` whose text is a marker unique
+to the call (``p<worker>.<call>.<n>``), so the history checker can tell where
+each event came from. Before each call a worker writes a ``begin`` line
+(arguments and invocation time) to its own history file and after it an
+``end`` line (completion time and outcome); both are written straight to the
+file, without buffering, so they survive the worker being killed. A ``begin``
+without an ``end`` becomes an `Unknown` outcome. Times come from
+``time.monotonic_ns``, one clock for every process on the host. After each step
+the worker replies `Progress` with the number of calls it has made.
 
-With ``kills``, the parent SIGKILLs that many workers, each after a random
-number of calls, wherever it then is — usually inside the backend. The others
-carry on; if they stop making progress the run ends with `StressHung`, since a
-killed process must not leave anything held (KILL-001).
+With ``kills``, the parent SIGKILLs that many workers, each once it reports a
+random number of calls, wherever it then is — usually inside the backend. The
+others carry on; if one sends no reply for ``seconds + 30`` seconds the run
+ends with `StressHung`, since a killed process must not leave anything held
+(KILL-001).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import random
-import signal
-import sys
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -45,7 +47,17 @@ from typing import IO
 
 import msgspec
 
-from ...spec import BackendContext, CheckpointConflictError, Checkpointer, UserPrompt
+from ...spec import CheckpointConflictError, Checkpointer, UserPrompt
+from .commanded import (
+    Failed,
+    Open,
+    Progress,
+    Stress,
+    WorkerClient,
+    WorkerExited,
+    WorkerHung,
+    started_workers,
+)
 from .history import (
     Conflicted,
     Operation,
@@ -55,10 +67,15 @@ from .history import (
     Returned,
     Unknown,
 )
-from .loading import open_checkpointer, resolve_backend
-from .workers import worker_env
 
-__all__ = ["StressHung", "StressPlan", "StressRun", "load_history", "run_stress"]
+__all__ = [
+    "StressHung",
+    "StressPlan",
+    "StressRun",
+    "load_history",
+    "run_stress",
+    "run_workload",
+]
 
 
 class StressPlan(msgspec.Struct, frozen=True):
@@ -84,7 +101,8 @@ class StressRun(msgspec.Struct):
     killed: dict[int, int]
     """Worker number -> how many calls it had reported done when it was killed."""
     failures: list[str]
-    """Workers that exited on their own with an error, with the tail of their stderr."""
+    """Workers that could not open the store, failed or exited with an error (with the
+    tail of their stderr)."""
 
 
 class StressHung(Exception):
@@ -169,9 +187,9 @@ def _share(plan: StressPlan, number: int) -> int:
 async def run_stress(plan: StressPlan, workdir: Path, kills: int = 0) -> StressRun:
     """Run the workers to the end (or their kill) and collect their histories.
 
-    ``workdir`` receives one history file and one stderr file per worker. Raises
-    `StressHung` when some worker reports no progress for ``plan.seconds + 30``
-    seconds; every worker still running is then killed.
+    ``workdir`` receives one history file per worker. Raises `StressHung` when
+    some worker reports no progress for ``plan.seconds + 30`` seconds; every
+    worker still running is then killed.
     """
     workdir.mkdir(parents=True, exist_ok=True)
     rng = random.Random(f"{plan.seed}:kills")
@@ -182,103 +200,84 @@ async def run_stress(plan: StressPlan, workdir: Path, kills: int = 0) -> StressR
         v: rng.randint(max(1, _share(plan, v) // 4), max(1, _share(plan, v) * 9 // 10))
         for v in victims
     }
-    procs: list[asyncio.subprocess.Process] = []
-    errs: list[IO[bytes]] = []
     killed: dict[int, int] = {}
+    failures: list[str] = []
     patience = plan.seconds + 30.0
-    try:
-        for number in range(plan.processes):
-            errs.append((workdir / f"stderr-{number}.txt").open("wb"))
-            procs.append(
-                await asyncio.create_subprocess_exec(
-                    sys.executable,
-                    "-m",
-                    "checkpointspec.conformance.engines.stress",
-                    str(number),
-                    str(workdir / f"history-{number}.jsonl"),
-                    _encode(plan).decode(),
-                    stdin=asyncio.subprocess.PIPE,
-                    stdout=asyncio.subprocess.PIPE,
-                    stderr=errs[-1],
-                    env=worker_env(),
+
+    async def follow(number: int, worker: WorkerClient) -> None:
+        # Each call is followed by a Progress reply; none for `patience` seconds
+        # means the worker is stuck (WorkerHung).
+        async for reply in worker.replies():
+            if isinstance(reply, Progress):
+                if number in kill_after and reply.calls >= kill_after[number]:
+                    await worker.kill()
+                    killed[number] = reply.calls
+                    return
+            elif isinstance(reply, Failed):
+                failures.append(f"worker {number} failed: {reply.error}: {reply.message}")
+        status = await worker.close()
+        if status != 0:
+            failures.append(f"worker {number} exited with status {status}: {worker.stderr_tail()}")
+
+    async with started_workers(plan.backend, plan.processes, patience) as workers:
+        # A start barrier, so that the workers really overlap: every handle is
+        # open before any worker is told to start.
+        for number, worker in enumerate(workers):
+            try:
+                opened = await worker.call(Open(plan.path, plan.options))
+            except WorkerHung:
+                raise StressHung([number], {}, patience) from None
+            except WorkerExited as exited:
+                failures.append(f"worker {number} could not start: {exited}")
+                continue
+            if isinstance(opened, Failed):
+                failures.append(f"worker {number} could not open the store: {opened.message}")
+        if failures:
+            return StressRun([], {}, failures)
+        for number, worker in enumerate(workers):
+            history = str(workdir / f"history-{number}.jsonl")
+            await worker.send(
+                Stress(
+                    number=number,
+                    history=history,
+                    calls=_share(plan, number),
+                    seconds=plan.seconds,
+                    sessions=plan.sessions,
+                    truncate_session=plan.truncate_session,
+                    seed=plan.seed,
                 )
             )
-        # A start barrier, so that the workers really overlap: each says "ready"
-        # once its handle is open, and none starts before all are.
-        for proc in procs:
-            assert proc.stdout is not None
-            line = b"-"
-            while line and line != b"ready\n":  # skip whatever the backend printed
-                line = await asyncio.wait_for(proc.stdout.readline(), patience)
-            if not line:
-                await proc.wait()  # it could not open its handle; its stderr says why
-        if any(proc.returncode is not None for proc in procs):
-            return StressRun([], {}, _failures(procs, {}, workdir))
-        for proc in procs:
-            assert proc.stdin is not None
-            proc.stdin.write(b"go\n")
-            await proc.stdin.drain()
-            proc.stdin.close()
-
-        async def follow(number: int, proc: asyncio.subprocess.Process) -> None:
-            # Workers print the number of calls done after each call; no output for
-            # `patience` seconds means the worker is stuck.
-            assert proc.stdout is not None
-            while line := await asyncio.wait_for(proc.stdout.readline(), patience):
-                if not line.strip().isdigit():
-                    continue  # something the backend printed
-                done = int(line)
-                if number in kill_after and number not in killed and done >= kill_after[number]:
-                    proc.send_signal(signal.SIGKILL)
-                    killed[number] = done
-            await proc.wait()
-
-        tasks = [asyncio.ensure_future(follow(n, p)) for n, p in enumerate(procs)]
+        tasks = [asyncio.ensure_future(follow(n, w)) for n, w in enumerate(workers)]
         await asyncio.wait(tasks)
-        stuck = [n for n, t in enumerate(tasks) if isinstance(t.exception(), TimeoutError)]
-        if stuck:
-            raise StressHung(stuck, killed, patience)
-        for task in tasks:
-            task.result()
-    finally:
-        for proc in procs:
-            if proc.returncode is None:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.send_signal(signal.SIGKILL)
-                await proc.wait()
-        for err in errs:
-            err.close()
+    stuck = [n for n, t in enumerate(tasks) if isinstance(t.exception(), WorkerHung)]
+    if stuck:
+        raise StressHung(stuck, killed, patience)
+    for number, task in enumerate(tasks):
+        error = task.exception()
+        if isinstance(error, WorkerExited):
+            failures.append(f"worker {number} {error}")
+        elif error is not None:
+            raise error
     operations = [
         op
         for number in range(plan.processes)
         for op in load_history(workdir / f"history-{number}.jsonl", number)
     ]
-    return StressRun(operations, killed, _failures(procs, killed, workdir))
-
-
-def _failures(
-    procs: list[asyncio.subprocess.Process], killed: dict[int, int], workdir: Path
-) -> list[str]:
-    failures = []
-    for number, proc in enumerate(procs):
-        if number not in killed and proc.returncode != 0:
-            tail = (workdir / f"stderr-{number}.txt").read_text(errors="replace")[-800:]
-            failures.append(f"worker {number} exited with status {proc.returncode}: {tail}")
-    return failures
+    return StressRun(operations, killed, failures)
 
 
 # -- the worker -----------------------------------------------------------------------------
 
 
-class _Worker:
+class _Caller:
     """One worker's loop: choose a call, record it, make it, record its outcome."""
 
-    def __init__(self, cp: Checkpointer, number: int, plan: StressPlan, record: IO[bytes]) -> None:
+    def __init__(self, cp: Checkpointer, plan: Stress, record: IO[bytes]) -> None:
         self.cp = cp
-        self.number = number
+        self.number = plan.number
         self.plan = plan
         self.record = record
-        self.rng = random.Random(f"{plan.seed}:{number}")
+        self.rng = random.Random(f"{plan.seed}:{plan.number}")
         self.index = 0
         self.known: dict[str, int] = {}  # the last head this worker saw, per session
 
@@ -370,27 +369,16 @@ class _Worker:
             await self.truncate(session, known, rng.randint(max(0, known - 3), known - 1))
 
 
-async def _work(number: int, history: Path, plan: StressPlan) -> None:
-    factory = resolve_backend(plan.backend).load()
-    ctx = BackendContext(path=Path(plan.path), options=dict(plan.options))
-    cp = await open_checkpointer(factory, ctx)
-    print("ready", flush=True)
-    if sys.stdin.readline().strip() != "go":
-        await cp.close()
-        return
-    deadline = time.monotonic_ns() + int(plan.seconds * 1e9)
-    share = _share(plan, number)
-    with history.open("wb", buffering=0) as record:
-        worker = _Worker(cp, number, plan, record)
-        while worker.index < share and time.monotonic_ns() < deadline:
-            await worker.step()
-            print(worker.index, flush=True)
-    await cp.close()
+async def run_workload(
+    cp: Checkpointer, command: Stress, record: IO[bytes], progress: Callable[[int], None]
+) -> None:
+    """Worker ``command.number``'s calls on ``cp``, recorded in ``record`` (unbuffered).
 
-
-if __name__ == "__main__":
-    asyncio.run(
-        _work(
-            int(sys.argv[1]), Path(sys.argv[2]), msgspec.json.decode(sys.argv[3], type=StressPlan)
-        )
-    )
+    This runs inside the worker process (`checkpointspec.conformance.engines.workers`);
+    ``progress`` is told the number of calls made after each step.
+    """
+    deadline = time.monotonic_ns() + int(command.seconds * 1e9)
+    caller = _Caller(cp, command, record)
+    while caller.index < command.calls and time.monotonic_ns() < deadline:
+        await caller.step()
+        progress(caller.index)

@@ -24,8 +24,18 @@ import pytest
 from broken_backends import BROKEN, Broken
 from checkpointspec.conformance.api.report import KitReport
 from checkpointspec.conformance.api.runner import run_kit
+from checkpointspec.conformance.engines.commanded import (
+    Acked,
+    AppendBatches,
+    Ok,
+    Open,
+    Opened,
+    decode_reply,
+    encode,
+    worker_argv,
+    worker_env,
+)
 from checkpointspec.conformance.engines.loading import resolve_backend
-from checkpointspec.conformance.engines.workers import worker_command, worker_env
 from checkpointspec.spec import RULES_BY_ID, BackendContext
 from kit_reports import MODEL_BASED, describe, failed_checks, failed_rules, verdict
 
@@ -225,12 +235,19 @@ def test_kit_rejects_in_spawned_check_processes() -> None:
 
 
 def test_worker_processes_import_broken_backends(tmp_path: Path) -> None:
-    # The multi-process checks start `checkpointspec.conformance.engines.workers` with worker_env().
-    argv = worker_command(_target("inclusive_since_seq"), tmp_path, "s", "w", 2, 3, False)
-    done = subprocess.run(argv, env=worker_env(), capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    acks = [line.split()[:3] for line in done.stdout.splitlines()]
-    assert acks == [["ack", "0", "3"], ["ack", "1", "6"]], done.stdout + done.stderr
+    # Every multi-process check starts `checkpointspec.conformance.engines.workers` with worker_env().
+    commands = [Open(str(tmp_path)), AppendBatches("s", "w", batches=2, size=3)]
+    done = subprocess.run(
+        worker_argv(_target("inclusive_since_seq")),
+        input=b"".join(encode(command) + b"\n" for command in commands),
+        env=worker_env(),
+        capture_output=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    replies = [decode_reply(line) for line in done.stdout.splitlines()]
+    assert [type(r) for r in replies] == [Opened, Acked, Acked, Ok], replies
+    assert [(r.batch, r.head) for r in replies if isinstance(r, Acked)] == [(0, 3), (1, 6)]
 
 
 def test_replay_command_reproduces_the_failure() -> None:
