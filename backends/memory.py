@@ -68,7 +68,9 @@ class MemoryCheckpointer:
     Capabilities: TRUNCATE and GENERATION.
     """
 
-    capabilities: frozenset[Capability] = frozenset({Capability.TRUNCATE, Capability.GENERATION})
+    capabilities: frozenset[Capability] = frozenset(
+        {Capability.DELETE, Capability.LIST, Capability.TRUNCATE, Capability.GENERATION}
+    )
 
     def __init__(self, store: MemoryStore | None = None) -> None:
         self._store = store if store is not None else MemoryStore()

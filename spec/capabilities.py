@@ -16,6 +16,8 @@ __all__ = ["CAPABILITY_REASONS", "Capability"]
 class Capability(enum.StrEnum):
     """One optional part of the contract."""
 
+    DELETE = "delete"
+    LIST = "list"
     TRUNCATE = "truncate"
     DURABLE = "durable"
     MULTI_PROCESS = "multi_process"
@@ -24,6 +26,8 @@ class Capability(enum.StrEnum):
 
 
 CAPABILITY_REASONS: dict[Capability, str] = {
+    Capability.DELETE: "delete(session_id) removes a session and all its events",
+    Capability.LIST: "list_sessions() lists the existing sessions, most recently modified first",
     Capability.TRUNCATE: "truncate(session_id, to_seq) cuts a log back (time travel)",
     Capability.DURABLE: (
         "acknowledged writes survive close and reopen, a killed process and a power loss"

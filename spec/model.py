@@ -52,8 +52,9 @@ class SpecModel:
     """One store's state, and the rules that change it.
 
     ``capabilities`` decides which optional operations succeed: without
-    TRUNCATE, truncate raises `UnsupportedOperationError`; without GENERATION,
-    so do ``generation`` and any ``expected_generation`` argument.
+    TRUNCATE, truncate raises `UnsupportedOperationError`; without DELETE,
+    delete does, and without LIST, ``list_sessions``; without GENERATION, so do
+    ``generation`` and any ``expected_generation`` argument.
     """
 
     def __init__(self, capabilities: Iterable[Capability] = ()) -> None:
@@ -138,6 +139,7 @@ class SpecModel:
         return len(self._logs.get(sid, ()))
 
     def delete(self, session_id: object) -> None:
+        self._require(Capability.DELETE, "delete")
         sid = check_session_id(session_id)
         if sid in self._logs:
             del self._logs[sid]
@@ -204,7 +206,9 @@ class ModelHandle:
         return self._open("head").head(session_id)
 
     def list_sessions(self) -> list[str]:
-        return self._open("list_sessions").session_ids()
+        store = self._open("list_sessions")
+        store._require(Capability.LIST, "list_sessions")
+        return store.session_ids()
 
     def delete(self, session_id: object) -> None:
         self._open("delete").delete(session_id)

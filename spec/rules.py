@@ -38,7 +38,9 @@ class Rule(msgspec.Struct, frozen=True):
 
 
 _M, _S = Strength.MUST, Strength.SHOULD
-_T, _D, _P, _C, _G = (
+_DEL, _L, _T, _D, _P, _C, _G = (
+    Capability.DELETE,
+    Capability.LIST,
     Capability.TRUNCATE,
     Capability.DURABLE,
     Capability.MULTI_PROCESS,
@@ -219,7 +221,7 @@ RULES: Final[tuple[Rule, ...]] = (
     Rule(
         "LIST-001",
         _M,
-        None,
+        _L,
         "list_sessions lists exactly the existing sessions",
         "list_sessions returns each session that has been appended to and not "
         "deleted since, exactly once, and nothing else.",
@@ -227,7 +229,7 @@ RULES: Final[tuple[Rule, ...]] = (
     Rule(
         "LIST-002",
         _M,
-        None,
+        _L,
         "Most recently modified first",
         "list_sessions is ordered by mtime descending; sessions with equal mtime are "
         "ordered by id ascending.",
@@ -235,7 +237,7 @@ RULES: Final[tuple[Rule, ...]] = (
     Rule(
         "LIST-003",
         _S,
-        None,
+        _L,
         "mtime follows modification order",
         "mtime is seconds since the epoch of the last append or truncate that changed "
         "the session; a session modified later never gets an earlier mtime than one "
@@ -245,7 +247,7 @@ RULES: Final[tuple[Rule, ...]] = (
     Rule(
         "DELETE-001",
         _M,
-        None,
+        _DEL,
         "delete removes everything",
         "After delete, the session is not listed, head is 0 and read yields nothing. "
         "Deleting an unknown session does nothing and raises nothing.",
@@ -253,7 +255,7 @@ RULES: Final[tuple[Rule, ...]] = (
     Rule(
         "DELETE-002",
         _M,
-        None,
+        _DEL,
         "Re-appending after delete starts afresh",
         "Appending to a deleted session starts again at seq 1; no event of the "
         "deleted log ever reappears.",

@@ -36,8 +36,8 @@ All operations are async (`checkpointspec.spec.protocol.Checkpointer`):
 | `append(session_id, events, expected_head=None)` | new head |
 | `read(session_id, since_seq=0)` | async iterator of `StoredEvent`, seq > since_seq |
 | `head(session_id)` | seq of the last event, 0 if none |
-| `list_sessions()` | `SessionInfo(id, mtime)`, most recently modified first |
-| `delete(session_id)` | None |
+| `list_sessions()` | `SessionInfo(id, mtime)`, most recently modified first (capability LIST) |
+| `delete(session_id)` | None (capability DELETE) |
 | `truncate(session_id, to_seq, expected_head=None)` | to_seq (capability TRUNCATE) |
 | `check_integrity()` | `IntegrityReport(ok, detail, problems, repairs)` |
 | `close()` | None |

@@ -173,6 +173,8 @@ class FileCheckpointer:
 
     capabilities: frozenset[Capability] = frozenset(
         {
+            Capability.DELETE,
+            Capability.LIST,
             Capability.TRUNCATE,
             Capability.DURABLE,
             Capability.MULTI_PROCESS,

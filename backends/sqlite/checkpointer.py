@@ -165,6 +165,8 @@ class SqliteCheckpointer:
 
     capabilities: frozenset[Capability] = frozenset(
         {
+            Capability.DELETE,
+            Capability.LIST,
             Capability.TRUNCATE,
             Capability.DURABLE,
             Capability.MULTI_PROCESS,

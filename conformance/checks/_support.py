@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import run_state_machine_as_test
 
-from ...spec import Checkpointer, Codec, StoredEvent, StoreHooks
+from ...spec import Capability, Checkpointer, Codec, StoredEvent, StoreHooks
 from ..engines.commanded import Open, Opened, WorkerClient, started_workers
 from ..engines.machine import MachineEnv, make_machine
 from ..engines.outcomes import Err, run_backend
@@ -50,8 +50,13 @@ Snapshot = tuple[tuple[str, ...], dict[str, tuple[tuple[int, object], ...]]]
 
 
 async def snapshot(cp: Checkpointer, session_ids: Iterable[str] = ()) -> Snapshot:
-    """The listed ids and the (seq, event) pairs of every listed or named session."""
-    listed = tuple(sorted(info.id for info in await cp.list_sessions()))
+    """The listed ids and the (seq, event) pairs of every listed or named session.
+
+    Without LIST the listing is left out (empty) and only the named sessions are read.
+    """
+    listed: tuple[str, ...] = ()
+    if Capability.LIST in cp.capabilities:
+        listed = tuple(sorted(info.id for info in await cp.list_sessions()))
     logs: dict[str, tuple[tuple[int, object], ...]] = {}
     for sid in sorted(set(listed) | set(session_ids)):
         logs[sid] = tuple((s.seq, s.event) for s in await read_all(cp, sid))

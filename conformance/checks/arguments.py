@@ -22,8 +22,9 @@ def _calls_with_session_id(
         "append": lambda: cp.append(sid, [h.prompt("x")]),
         "read": lambda: read_all(cp, sid),
         "head": lambda: cp.head(sid),
-        "delete": lambda: cp.delete(sid),
     }
+    if h.has(Capability.DELETE):
+        calls["delete"] = lambda: cp.delete(sid)
     if h.has(Capability.TRUNCATE):
         calls["truncate"] = lambda: cp.truncate(sid, 0)
     return calls

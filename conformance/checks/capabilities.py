@@ -15,11 +15,27 @@ __all__ = ["CHECKS"]
 
 @check("CAP-001")
 async def undeclared_operations_refuse_loudly(h: Harness) -> None:
-    """CAP-001: truncate / generation without their capability raise UnsupportedOperationError."""
+    """CAP-001: delete / list_sessions / truncate / generation without their capability raise UnsupportedOperationError."""
     cp = await h.open()
     await append_five(cp, h)
     before = await snapshot(cp, ["s"])
     tried = 0
+    if not h.has(Capability.DELETE):
+        tried += 1
+        await expect_error(
+            lambda: cp.delete("s"),
+            UnsupportedOperationError,
+            "CAP-001",
+            "delete without DELETE",
+        )
+    if not h.has(Capability.LIST):
+        tried += 1
+        await expect_error(
+            cp.list_sessions,
+            UnsupportedOperationError,
+            "CAP-001",
+            "list_sessions without LIST",
+        )
     if not h.has(Capability.TRUNCATE):
         tried += 1
         await expect_error(

@@ -23,10 +23,12 @@ async def closed_handles_refuse_everything(h: Harness) -> None:
         "append": lambda: cp.append("s", [h.prompt("b")]),
         "read": lambda: read_all(cp, "s"),
         "head": lambda: cp.head("s"),
-        "list_sessions": cp.list_sessions,
-        "delete": lambda: cp.delete("s"),
         "check_integrity": cp.check_integrity,
     }
+    if h.has(Capability.LIST):
+        calls["list_sessions"] = cp.list_sessions
+    if h.has(Capability.DELETE):
+        calls["delete"] = lambda: cp.delete("s")
     if h.has(Capability.TRUNCATE):
         calls["truncate"] = lambda: cp.truncate("s", 0)
     for name, call in calls.items():

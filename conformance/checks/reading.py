@@ -37,15 +37,18 @@ async def unknown_sessions_read_empty(h: Harness) -> None:
         "read(since_seq=3) of an unknown session yielded events",
     )
     expect(await cp.head("ghost") == 0, "HEAD-001", "head of an unknown session is not 0")
-    listed = [i.id for i in await cp.list_sessions()]
-    expect(listed == [], "READ-002", f"reading an unknown session created {listed}")
+    if h.has(Capability.LIST):
+        listed = [i.id for i in await cp.list_sessions()]
+        expect(listed == [], "READ-002", f"reading an unknown session created {listed}")
 
 
 @check("READ-003", "HANDLE-001")
 async def read_is_a_snapshot(h: Harness) -> None:
     """READ-003: a read in progress sees the log before or after a concurrent write, never a mix."""
     reader, writer = await h.open(), await h.open()
-    scenarios = ["append", "append through another handle", "delete"]
+    scenarios = ["append", "append through another handle"]
+    if h.has(Capability.DELETE):
+        scenarios.append("delete")
     if h.has(Capability.TRUNCATE):
         scenarios.append("truncate")
     for scenario in scenarios:

@@ -88,8 +88,9 @@ async def truncate_creates_no_phantom(h: Harness) -> None:
     cp = await h.open()
     expect(await cp.truncate("ghost", 0) == 0, "TRUNC-004", "truncate('ghost', 0) did not return 0")
     await cp.truncate("ghost", 0, expected_head=0)
-    listed = [i.id for i in await cp.list_sessions()]
-    expect(listed == [], "TRUNC-004", f"truncating an unknown session created {listed}")
+    if h.has(Capability.LIST):  # without it, a phantom session is invisible to the contract
+        listed = [i.id for i in await cp.list_sessions()]
+        expect(listed == [], "TRUNC-004", f"truncating an unknown session created {listed}")
     expect(
         await cp.head("ghost") == 0, "TRUNC-004", "head of the truncated unknown session is not 0"
     )
@@ -100,22 +101,26 @@ async def truncate_to_head_changes_nothing(h: Harness) -> None:
     """TRUNC-005: truncate to the head removes nothing and keeps mtime; to 0 keeps the session listed."""
     cp = await h.open()
     await append_five(cp, h)
-    mtime = (await cp.list_sessions())[0].mtime
+    # Without LIST, mtime and whether the session stays listed cannot be observed.
+    listing = h.has(Capability.LIST)
+    mtime = (await cp.list_sessions())[0].mtime if listing else 0.0
     before = await snapshot(cp, ["s"])
     expect(await cp.truncate("s", 5) == 5, "TRUNC-005", "truncate to the head did not return it")
     await unchanged(cp, before, "TRUNC-005", "truncate to the head")
-    expect(
-        (await cp.list_sessions())[0].mtime == mtime,
-        "TRUNC-005",
-        "truncate to the head changed mtime",
-    )
+    if listing:
+        expect(
+            (await cp.list_sessions())[0].mtime == mtime,
+            "TRUNC-005",
+            "truncate to the head changed mtime",
+        )
     await cp.truncate("s", 0)
-    listed = [i.id for i in await cp.list_sessions()]
-    expect(
-        listed == ["s"],
-        "TRUNC-005",
-        f"after truncate to 0, listed {listed}; the session must stay, empty",
-    )
+    if listing:
+        listed = [i.id for i in await cp.list_sessions()]
+        expect(
+            listed == ["s"],
+            "TRUNC-005",
+            f"after truncate to 0, listed {listed}; the session must stay, empty",
+        )
     expect(await read_all(cp, "s") == [], "TRUNC-005", "truncate to 0 left events behind")
 
 

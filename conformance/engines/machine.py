@@ -320,6 +320,7 @@ class CheckpointerMachine(RuleBasedStateMachine):
             )
 
     @rule(h=_handle_index)
+    @precondition(lambda self: Capability.LIST in self.env.capabilities)
     def list_sessions(self, h: int) -> None:
         i, cp, mh = self.pick(h)
         call = f"handle {i}: list_sessions()"
@@ -328,6 +329,7 @@ class CheckpointerMachine(RuleBasedStateMachine):
             self.check_listing(actual.value, model.value, call)
 
     @rule(h=_handle_index, session_id=_session)
+    @precondition(lambda self: Capability.DELETE in self.env.capabilities)
     def delete(self, h: int, session_id: str) -> None:
         i, cp, mh = self.pick(h)
         before = self.model.log(session_id)
@@ -415,6 +417,8 @@ class CheckpointerMachine(RuleBasedStateMachine):
     )
     def invalid_argument(self, h: int, operation: str, data: st.DataObject) -> None:
         """ARG-001..ARG-003: bad input gives the documented error and changes nothing."""
+        if operation == "delete" and Capability.DELETE not in self.env.capabilities:
+            return  # an undeclared delete is CAP-001's to probe, not this rule's
         i, cp, mh = self.pick(h)
         which = data.draw(st.sampled_from(_INVALID_ARGUMENTS[operation]), label="invalid argument")
         value = data.draw(_INVALID_VALUES[which], label=which)
@@ -640,6 +644,8 @@ class CheckpointerMachine(RuleBasedStateMachine):
                     rule_id, f"{call} raised {type(got.error).__name__}: {got.error}"
                 )
             self.compare_read(i, got.value, self.model.log(session_id), (session_id, 0), call)
+        if Capability.LIST not in self.env.capabilities:
+            return
         listing = self.run(run_backend(cp.list_sessions))
         if isinstance(listing, Err):
             rule_id = (

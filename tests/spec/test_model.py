@@ -31,6 +31,8 @@ from checkpointspec.spec import (
 ALL = frozenset(Capability)
 NO_TRUNCATE = ALL - {Capability.TRUNCATE}
 NO_GENERATION = ALL - {Capability.GENERATION}
+NO_DELETE = ALL - {Capability.DELETE}
+NO_LIST = ALL - {Capability.LIST}
 IDS = ("a", "b", "c", "ghost")
 """Every session id the snapshot looks at; "ghost" is never written."""
 
@@ -43,14 +45,16 @@ def populated(capabilities: frozenset[Capability] = ALL) -> SpecModel:
     """A store in a known state, built from the transitions tested below.
 
     a: events 1..3 (generation 0); c: appended, then deleted (generation 1);
-    b: one event, the most recently modified session.
+    b: one event, the most recently modified session. Built with every
+    capability, then narrowed to ``capabilities``.
     """
-    store = SpecModel(capabilities)
+    store = SpecModel(ALL)
     h = store.handle()
     h.append("a", [ev(1), ev(2), ev(3)])
     h.append("c", [ev(4)])
     h.delete("c")
     h.append("b", [ev(5)])
+    store.capabilities = capabilities
     return store
 
 
@@ -519,9 +523,6 @@ def test_cap_001_core_operations_need_no_capability() -> None:
     assert h.append("s", [ev(1)], expected_head=0) == 1
     assert h.read("s") == [ModelEvent(1, "s", None, ev(1))]
     assert h.head("s") == 1
-    assert h.list_sessions() == ["s"]
-    h.delete("s")
-    assert h.list_sessions() == []
     assert h.check_integrity() is True
 
 
@@ -782,6 +783,27 @@ FAILING_CALLS = [
         UnsupportedOperationError,
         _unsupported("truncate", "truncate"),
         id="CAP-001 truncate unknown",
+    ),
+    pytest.param(
+        NO_DELETE,
+        call("delete", "a"),
+        UnsupportedOperationError,
+        _unsupported("delete", "delete"),
+        id="CAP-001 delete",
+    ),
+    pytest.param(
+        NO_DELETE,
+        call("delete", ""),
+        UnsupportedOperationError,
+        _unsupported("delete", "delete"),
+        id="CAP-001 delete before arguments",
+    ),
+    pytest.param(
+        NO_LIST,
+        call("list_sessions"),
+        UnsupportedOperationError,
+        _unsupported("list_sessions", "list"),
+        id="CAP-001 list_sessions",
     ),
     pytest.param(
         NO_GENERATION,

@@ -291,7 +291,7 @@ class ModelAgainstNaive(RuleBasedStateMachine):
         capabilities=st.sets(st.sampled_from([Capability.TRUNCATE, Capability.GENERATION])),
     )
     def open_store(self, capabilities: set[Capability]) -> object:
-        self.model = SpecModel(capabilities)
+        self.model = SpecModel({*capabilities, Capability.DELETE, Capability.LIST})
         self.open_handles: list[ModelHandle] = [self.model.handle(), self.model.handle()]
         self.naive = NaiveStore(
             Capability.TRUNCATE in capabilities, Capability.GENERATION in capabilities
