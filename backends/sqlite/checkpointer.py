@@ -1,8 +1,19 @@
 """The SQLite reference backend: one database file per store, shared by processes.
 
-Capabilities: TRUNCATE, DURABLE, MULTI_PROCESS, CODEC and GENERATION. The store
-is ``ctx.path / "checkpoints.db"``; `SqliteCheckpointer` also opens any other
-file, or ``":memory:"`` for tests.
+Capabilities: DELETE, LIST, TRUNCATE, MULTI_PROCESS, CODEC and GENERATION, and
+DURABLE only with ``synchronous=FULL`` (the default) or ``EXTRA``. The store is
+``ctx.path / "checkpoints.db"``; `SqliteCheckpointer` also opens any other file,
+or ``":memory:"`` for tests.
+
+*Why not DURABLE below FULL.* DURABLE promises that an acknowledged write
+survives a power loss (DUR-003), not only a killed process. In WAL mode,
+``synchronous=NORMAL`` fsyncs the WAL only at checkpoints, so SQLite's own
+documentation says a committed transaction "might roll back following a power
+loss or system crash" (the database stays consistent, but the commit is gone);
+``synchronous=OFF`` never fsyncs, and a power loss may even corrupt the
+database. Both keep acknowledged writes across a process kill, but a handle
+opened with either does not declare DURABLE, as the file backend does not in its
+``process`` mode.
 
 Concurrency design
 ------------------
@@ -155,7 +166,8 @@ class SqliteCheckpointer:
     ``database`` is a file path or ``":memory:"`` (a private store for tests: no
     durability, no other handles). ``codec`` transforms every stored payload;
     ``synchronous`` is SQLite's setting (FULL: every commit is fsynced; NORMAL
-    keeps acknowledged writes across a process kill but not a power loss);
+    and OFF keep acknowledged writes across a process kill but not a power loss,
+    so with them the handle does not declare DURABLE);
     ``busy_timeout_ms`` is how long a write waits for another writer's lock
     before raising `StoreBusyError`.
 
@@ -202,6 +214,9 @@ class SqliteCheckpointer:
         self._where = str(database)
         self._codec = codec
         self._synchronous = level
+        if level in ("OFF", "NORMAL"):
+            # A commit may roll back after a power loss: see "Why not DURABLE below FULL".
+            self.capabilities = self.capabilities - {Capability.DURABLE}
         self._busy_timeout_ms = busy_timeout_ms
         self._db: aiosqlite.Connection | None = None
         self._open_lock = asyncio.Lock()

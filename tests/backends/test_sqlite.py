@@ -33,6 +33,7 @@ from checkpointspec.backends.sqlite import (
 from checkpointspec.spec import (
     AssistantMessage,
     BackendContext,
+    Capability,
     CheckpointConflictError,
     CheckpointerClosedError,
     CheckpointError,
@@ -750,6 +751,36 @@ def test_bad_options_are_refused(tmp_path: Path, options: dict[str, str], code: 
     assert isinstance(error, InvalidArgumentError)
     assert (error.reason_code, error.rule_id) == (code, None)  # options are no rule's
     assert not (tmp_path / DATABASE_NAME).exists()
+
+
+@pytest.mark.parametrize(
+    ("synchronous", "durable"),
+    [
+        ("OFF", False),
+        ("0", False),
+        ("NORMAL", False),
+        ("1", False),
+        ("FULL", True),
+        ("EXTRA", True),
+    ],
+)
+def test_durable_is_declared_only_when_every_commit_is_fsynced(
+    tmp_path: Path, synchronous: str, durable: bool
+) -> None:
+    # NORMAL in WAL mode may roll back a commit after a power loss, OFF may lose
+    # or corrupt anything: neither may promise DUR-003.
+    async def capabilities() -> frozenset[Capability]:
+        cp = await make(BackendContext(path=tmp_path, options={"synchronous": synchronous}))
+        try:
+            return cp.capabilities
+        finally:
+            await cp.close()
+
+    declared = run(capabilities())
+    assert (Capability.DURABLE in declared) is durable
+    others = SqliteCheckpointer.capabilities - {Capability.DURABLE}
+    assert declared - {Capability.DURABLE} == others
+    assert Capability.DURABLE in SqliteCheckpointer.capabilities  # other handles keep it
 
 
 # -- parity with the sequential model -----------------------------------------------------
