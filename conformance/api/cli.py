@@ -1,9 +1,10 @@
 """The ``checkpointspec`` command.
 
 ``checkpointspec run BACKEND`` runs the kit and exits 0 when every applicable
-MUST rule passed, 1 when one failed, 2 on a usage error (unknown backend,
-factory that cannot be imported or raises, bad option). ``checkpointspec
-rules`` prints the catalog.
+MUST rule passed, 1 when one failed (whatever else happened), 2 on a usage error
+(unknown backend, factory that cannot be imported or raises, bad option), and 3
+when no rule failed but a check stopped on an error of the kit itself, which
+proves nothing about the backend. ``checkpointspec rules`` prints the catalog.
 """
 
 from __future__ import annotations
@@ -22,7 +23,16 @@ from ...spec import RULES
 from ..checks.base import Check
 from ..checks.profiles import PROFILES
 from ..engines.loading import BackendLoadError, parse_options
-from .report import CheckResult, KitReport, to_json, to_junit
+from .report import (
+    EXIT_FAILED,
+    EXIT_KIT_ERROR,
+    EXIT_PASSED,
+    EXIT_USAGE,
+    CheckResult,
+    KitReport,
+    to_json,
+    to_junit,
+)
 from .runner import run_kit
 
 __all__ = ["main"]
@@ -35,6 +45,7 @@ _STYLE = {
     "xfailed": "cyan",
     "xpassed": "bold magenta",
     "not_checked": "dim yellow",
+    "error": "bold white on red",
 }
 
 
@@ -107,9 +118,16 @@ def _rules_table(report: KitReport) -> Table:
 
 def _print_failures(console: Console, report: KitReport) -> None:
     for result in report.checks:
-        if result.status != "failed":
+        if result.status == "failed":
+            title = f"[bold red]{escape(result.name)}[/] broke [bold]{result.violated_rule}[/]"
+        elif result.status == "error":
+            title = (
+                f"[bold]{escape(result.name)}[/] stopped on a [bold red]kit error[/]"
+                " (no verdict on the backend)"
+            )
+        else:
             continue
-        console.rule(f"[bold red]{escape(result.name)}[/] broke [bold]{result.violated_rule}[/]")
+        console.rule(title)
         console.print(escape(result.detail), highlight=False)
         console.print(f"[dim]replay:[/] {escape(result.replay)}")
     for warning in report.warnings:
@@ -121,9 +139,21 @@ def _summary(report: KitReport) -> str:
     for r in report.rules:
         counts[r.status] = counts.get(r.status, 0) + 1
     parts = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
-    checks_failed = sum(c.status == "failed" for c in report.checks)
-    checks_passed = sum(c.status == "passed" for c in report.checks)
-    return f"rules: {parts} · checks: {checks_passed} passed, {checks_failed} failed · {report.duration:.1f}s"
+    check_counts = {
+        status: sum(c.status == status for c in report.checks)
+        for status in ("passed", "failed", "error", "not_checked")
+    }
+    checks = ", ".join(
+        f"{n} {status}" for status, n in check_counts.items() if n or status in ("passed", "failed")
+    )
+    return f"rules: {parts} · checks: {checks} · {report.duration:.1f}s"
+
+
+_VERDICTS = {
+    EXIT_PASSED: "[bold green]PASS[/]",
+    EXIT_FAILED: "[bold red]FAIL[/]",
+    EXIT_KIT_ERROR: "[bold white on red]KIT ERROR[/] no rule failed, but the kit broke off checks:",
+}
 
 
 def _run(args: argparse.Namespace, console: Console) -> int:
@@ -162,8 +192,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         args.report.write_bytes(to_json(report))
     if args.junit:
         args.junit.write_bytes(to_junit(report))
-    verdict = "[bold green]PASS[/]" if report.exit_status == 0 else "[bold red]FAIL[/]"
-    console.print(f"{verdict} {_summary(report)}")
+    console.print(f"{_VERDICTS[report.exit_status]} {_summary(report)}")
     return report.exit_status
 
 
@@ -185,7 +214,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _run(args, console)
     except BackendLoadError as exc:
         Console(stderr=True).print(f"[bold red]checkpointspec: error:[/] {escape(str(exc))}")
-        return 2
+        return EXIT_USAGE
 
 
 if __name__ == "__main__":

@@ -5,6 +5,11 @@ Registered through the ``pytest11`` entry point, so installing checkpointspec is
 enough. Without ``--checkpointer`` it adds nothing to a run. Each check becomes one
 item named after its rule (``checkpointspec[BACKEND]::APPEND-002::stale_...``); a
 failure shows the violated rule, the minimal failing steps and a replay command.
+
+The check runs in the item's setup, so that its outcome maps onto pytest's: a
+rule violation (or an exception the backend raised) is a test failure; an error
+of the kit itself is a pytest *error*, which says the test could not be run, not
+that the backend is wrong; skipped and not checked checks are skips.
 """
 
 from __future__ import annotations
@@ -89,16 +94,20 @@ class CheckItem(pytest.Item):
     def __init__(self, *, kit_check: Check, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.kit_check = kit_check
+        self.result: CheckResult | None = None
         for rule_id in kit_check.rules:
             self.add_marker(pytest.mark.checkpointspec_rule(rule_id))
 
-    def runtest(self) -> None:
+    def setup(self) -> None:
+        # pytest reports an exception raised in setup as an error and one raised in
+        # runtest as a failure: running the check here lets only evidence against
+        # the backend fail the test.
         parent = self.parent
         assert isinstance(parent, KitCollector)
         options = _options(self.config.getoption("checkpointer_option"))
         profile = PROFILES[self.config.getoption("checkpointer_profile")]
         with tempfile.TemporaryDirectory(prefix="checkpointspec-") as root:
-            result = run_check(
+            result = self.result = run_check(
                 self.kit_check,
                 parent.backend,
                 parent.probe,
@@ -107,10 +116,20 @@ class CheckItem(pytest.Item):
                 Path(root),
                 options,
             )
+        if result.status == "error":
+            pytest.fail(
+                f"kit error, not evidence against the backend: {result.reason}\n"
+                f"{result.detail}\nreplay: {result.replay}",
+                pytrace=False,
+            )
         if result.status == "skipped":
             pytest.skip(result.reason)
-        if result.status == "failed":
-            raise CheckFailed(result)
+        if result.status == "not_checked":
+            pytest.skip(f"not checked: {result.reason}")
+
+    def runtest(self) -> None:
+        if self.result is not None and self.result.status == "failed":
+            raise CheckFailed(self.result)
 
     def repr_failure(
         self, excinfo: pytest.ExceptionInfo[BaseException], style: object = None

@@ -3,6 +3,14 @@
 The JSON report (``--report FILE``) is `KitReport` encoded by msgspec; its
 ``schema_version`` changes only when a field is removed or changes meaning.
 docs/report-schema.md documents every field.
+
+A check ends in one of five statuses. ``failed`` is evidence against the
+backend: a rule violation, or an exception the backend raised. ``error`` is the
+kit's own failure (a bug in a check, a worker that cannot start): it says
+nothing about the backend, fails no rule and makes the run exit 3.
+``not_checked`` means the check could not run to the end because the backend
+refuses an operation it needs and does not declare; ``skipped`` that the check
+does not apply (an undeclared capability, no `StoreHooks`).
 """
 
 from __future__ import annotations
@@ -16,6 +24,10 @@ import msgspec
 from ...spec import RULES, Rule, Strength
 
 __all__ = [
+    "EXIT_FAILED",
+    "EXIT_KIT_ERROR",
+    "EXIT_PASSED",
+    "EXIT_USAGE",
     "REPORT_SCHEMA_VERSION",
     "CheckResult",
     "CheckStatus",
@@ -27,10 +39,22 @@ __all__ = [
     "to_junit",
 ]
 
-REPORT_SCHEMA_VERSION = 1
+REPORT_SCHEMA_VERSION = 2
+"""2: check status ``error`` and ``not_checked``, rule status ``error``, exit status 3."""
 
-CheckStatus = Literal["passed", "failed", "skipped"]
-RuleStatus = Literal["passed", "failed", "warning", "skipped", "xfailed", "xpassed", "not_checked"]
+CheckStatus = Literal["passed", "failed", "skipped", "not_checked", "error"]
+RuleStatus = Literal[
+    "passed", "failed", "warning", "skipped", "xfailed", "xpassed", "not_checked", "error"
+]
+
+EXIT_PASSED = 0
+"""No MUST rule failed and the kit ran every selected check to a verdict."""
+EXIT_FAILED = 1
+"""A MUST rule failed, or a rule listed as an expected failure passed."""
+EXIT_USAGE = 2
+"""Usage error: unknown backend, a factory that cannot be imported or raises, a bad option."""
+EXIT_KIT_ERROR = 3
+"""No MUST rule failed, but a check ended in a kit error, so the run proves nothing either way."""
 
 
 class CheckResult(msgspec.Struct, frozen=True):
@@ -38,7 +62,9 @@ class CheckResult(msgspec.Struct, frozen=True):
 
     ``violated_rule`` is the rule a failure proves broken (a check may verify
     several); ``detail`` is the failure message and, for model-based checks, the
-    minimal failing sequence of steps; ``replay`` is a command that reruns it.
+    minimal failing sequence of steps, or for a kit error its traceback;
+    ``reason`` says why a check was skipped, not checked or errored; ``replay``
+    is a command that reruns it.
     """
 
     name: str
@@ -108,6 +134,11 @@ def _rule_verdict(
         else:
             status = "failed" if rule.strength is Strength.MUST else "warning"
         return verdict(status, f"{first.name}", first.detail)
+    errors = [r for r in results if r.status == "error"]
+    if errors:
+        # A check that broke off on the kit's own error may have been about to
+        # find a violation: neither passed nor failed.
+        return verdict("error", f"{errors[0].name}: {errors[0].reason}", errors[0].detail)
     warned = [w for r in results for w in r.warnings if w.startswith(f"[{rule.id}]")]
     if warned:
         return verdict("warning", "SHOULD rule not met", warned[0])
@@ -120,6 +151,9 @@ def _rule_verdict(
         return verdict("skipped", skipped[0].reason)
     if not results:
         return verdict("not_checked", "no check selected for this rule")
+    refused = [r for r in results if r.status == "not_checked"]
+    if refused:
+        return verdict("not_checked", f"{refused[0].name}: {refused[0].reason}")
     other = next(r for r in results if r.status == "failed")
     return verdict(
         "not_checked",
@@ -149,9 +183,19 @@ def summarise_rules(
     )
 
 
-def exit_status_for(rules: Iterable[RuleResult]) -> int:
-    """0 when no MUST rule failed (and no expected failure passed), else 1."""
-    return 1 if any(r.status in ("failed", "xpassed") for r in rules) else 0
+def exit_status_for(rules: Iterable[RuleResult], checks: Iterable[CheckResult] = ()) -> int:
+    """`EXIT_FAILED` if a MUST rule failed (or an expected failure passed), else
+    `EXIT_KIT_ERROR` if a check errored, else `EXIT_PASSED`.
+
+    A proven violation outranks a kit error: the evidence stands whatever else
+    went wrong. A kit error outranks a pass: a run that could not finish a check
+    has not shown the backend conforms.
+    """
+    if any(r.status in ("failed", "xpassed") for r in rules):
+        return EXIT_FAILED
+    if any(c.status == "error" for c in checks):
+        return EXIT_KIT_ERROR
+    return EXIT_PASSED
 
 
 def to_json(report: KitReport) -> bytes:
@@ -161,14 +205,21 @@ def to_json(report: KitReport) -> bytes:
 
 
 def to_junit(report: KitReport) -> bytes:
-    """The report as JUnit XML: one testcase per check, classed by its rule id."""
+    """The report as JUnit XML: one testcase per check, classed by its rule id.
+
+    A failed check is a ``failure``; a kit error an ``error`` (JUnit's word for a
+    test that broke rather than found a fault); skipped and not checked ones are
+    ``skipped`` with the reason.
+    """
     failed = sum(c.status == "failed" for c in report.checks)
-    skipped = sum(c.status == "skipped" for c in report.checks)
+    errors = sum(c.status == "error" for c in report.checks)
+    skipped = sum(c.status in ("skipped", "not_checked") for c in report.checks)
     suite = ET.Element(
         "testsuite",
         name=f"checkpointspec[{report.backend}]",
         tests=str(len(report.checks)),
         failures=str(failed),
+        errors=str(errors),
         skipped=str(skipped),
         time=f"{report.duration:.3f}",
     )
@@ -187,6 +238,11 @@ def to_junit(report: KitReport) -> bytes:
                 message=f"[{result.violated_rule}] {result.detail.splitlines()[0] if result.detail else ''}",
             )
             failure.text = f"{result.detail}\n\nreplay: {result.replay}"
+        elif result.status == "error":
+            error = ET.SubElement(case, "error", message=f"kit error: {result.reason}")
+            error.text = f"{result.detail}\n\nreplay: {result.replay}"
+        elif result.status == "not_checked":
+            ET.SubElement(case, "skipped", message=f"not checked: {result.reason}")
         elif result.status == "skipped":
             ET.SubElement(case, "skipped", message=result.reason)
     suites = ET.Element("testsuites")

@@ -4,6 +4,21 @@
 share. Each check gets its own empty directory under a temporary root, its own
 event loop, and the run's seed; with ``workers > 1`` checks run in separate
 processes (spawned, so each starts with a clean interpreter).
+
+How a check ends decides its status (`run_check`), and only evidence about the
+backend may fail a rule:
+
+- it returns: ``passed``; it raises `CheckSkipped`: ``skipped``;
+- it raises `RuleViolation`: ``failed``, blaming the violation's rule;
+- an exception the backend raised escapes it (every handle the kit opens notes
+  those, see `checkpointspec.conformance.engines.provenance`): ``failed``,
+  blaming the check's own rule, with the backend's traceback. Two exceptions:
+  an `UnsupportedOperationError` for a capability the backend does not declare
+  proves nothing about the check's rule: ``not_checked``, with the reason; one
+  for a capability it does declare breaks that operation's own rule (a declared
+  delete that refuses breaks DELETE-001, whichever check called it);
+- any other exception is the kit's own (a bug in a check, an engine assertion,
+  a worker that cannot start): ``error``, with its traceback, never a failure.
 """
 
 from __future__ import annotations
@@ -19,14 +34,22 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
 from pathlib import Path
+from typing import TypeGuard
 
 import msgspec
 
-from ...spec import CAPABILITY_REASONS, BackendContext, Capability, StoreHooks
+from ...spec import (
+    CAPABILITY_REASONS,
+    BackendContext,
+    Capability,
+    StoreHooks,
+    UnsupportedOperationError,
+)
 from ..checks.base import Check
 from ..checks.harness import CheckSkipped, Harness
 from ..checks.profiles import PROFILES, Profile
 from ..engines.loading import BackendLoadError, BackendRef, open_checkpointer, resolve_backend
+from ..engines.provenance import backend_operation
 from ..engines.violations import RuleViolation
 from .registry import CHECKS_BY_NAME, UnknownCheckError, select_checks
 from .report import (
@@ -101,15 +124,18 @@ def run_check(
     root: Path,
     options: dict[str, str] | None = None,
 ) -> CheckResult:
-    """Run one check in this process and report how it went."""
+    """Run one check in this process and report how it went (see the module docstring)."""
     started = time.perf_counter()
     replay = _replay(backend, check, profile, seed)
     reason = _skip_reason(check, probe)
     if reason is not None:
         return CheckResult(check.name, check.rules, "skipped", 0.0, reason=reason)
-    workdir = Path(tempfile.mkdtemp(prefix=f"{check.rule_id}-", dir=root))
-    harness = Harness(backend, backend.load(), workdir, probe.capabilities, profile, seed, options)
+    workdir: Path | None = None
     try:
+        workdir = Path(tempfile.mkdtemp(prefix=f"{check.rule_id}-", dir=root))
+        harness = Harness(
+            backend, backend.load(), workdir, probe.capabilities, profile, seed, options
+        )
         if inspect.iscoroutinefunction(check.func):
             asyncio.run(_run_async(check, harness))
         else:
@@ -118,41 +144,117 @@ def run_check(
         return CheckResult(
             check.name, check.rules, "skipped", time.perf_counter() - started, reason=str(skip)
         )
-    except RuleViolation as violation:
-        detail = str(violation)
-        steps = getattr(violation, "__notes__", None)
-        if steps:
-            detail += "\n" + "\n".join(steps)
-        return CheckResult(
-            check.name,
-            check.rules,
-            "failed",
-            time.perf_counter() - started,
-            violated_rule=violation.rule_id,
-            detail=detail,
-            replay=replay,
-        )
     except Exception as exc:
-        detail = f"unexpected {type(exc).__name__}: {exc}\n" + "".join(
-            traceback.format_exception(exc, limit=-6)
-        )
-        return CheckResult(
-            check.name,
-            check.rules,
-            "failed",
-            time.perf_counter() - started,
-            violated_rule=check.rule_id,
-            detail=detail,
-            replay=replay,
-        )
+        return _judge(check, exc, probe, time.perf_counter() - started, replay)
     finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        if workdir is not None:
+            shutil.rmtree(workdir, ignore_errors=True)
     return CheckResult(
         check.name,
         check.rules,
         "passed",
         time.perf_counter() - started,
         warnings=tuple(harness.warnings),
+    )
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    """``exc``, or every exception inside it if it is a group (e.g. Hypothesis' FlakyFailure)."""
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
+    return [exc]
+
+
+def _refused_undeclared(
+    error: BaseException, declared: frozenset[Capability]
+) -> TypeGuard[UnsupportedOperationError]:
+    """True for an `UnsupportedOperationError` naming a capability the backend does not declare."""
+    if not isinstance(error, UnsupportedOperationError):
+        return False
+    try:
+        return Capability(error.capability) not in declared
+    except ValueError:  # not a capability of the contract: a core operation refused
+        return False
+
+
+_REFUSAL_BREAKS: dict[Capability, str] = {
+    Capability.DELETE: "DELETE-001",
+    Capability.LIST: "LIST-001",
+    Capability.TRUNCATE: "TRUNC-001",
+    Capability.GENERATION: "GEN-001",
+}
+"""The rule an operation breaks by refusing (UnsupportedOperationError) although its
+capability is declared: that, not the rule of whichever check called it, is broken."""
+
+
+def _blamed_rule(check: Check, raised: BaseException) -> str:
+    if isinstance(raised, UnsupportedOperationError):
+        try:
+            return _REFUSAL_BREAKS.get(Capability(raised.capability), check.rule_id)
+        except ValueError:
+            pass
+    return check.rule_id
+
+
+def _judge(
+    check: Check, exc: Exception, probe: BackendProbe, duration: float, replay: str
+) -> CheckResult:
+    """The result of a check that raised ``exc``."""
+    leaves = _leaves(exc)
+    violation = next((e for e in leaves if isinstance(e, RuleViolation)), None)
+    if violation is not None:
+        detail = str(violation)
+        steps = getattr(violation, "__notes__", None)
+        if steps:
+            detail += "\n" + "\n".join(steps)
+        if violation is not exc:
+            detail += f"\n(reported inside {type(exc).__name__}: {exc})"
+        return CheckResult(
+            check.name,
+            check.rules,
+            "failed",
+            duration,
+            violated_rule=violation.rule_id,
+            detail=detail,
+            replay=replay,
+        )
+    if any(backend_operation(e) is None for e in leaves):
+        kit_error = next(e for e in leaves if backend_operation(e) is None)
+        return CheckResult(
+            check.name,
+            check.rules,
+            "error",
+            duration,
+            reason=f"the kit raised {type(kit_error).__name__}: {kit_error} "
+            "(a bug in the kit or its setup, not evidence against the backend)",
+            detail="".join(traceback.format_exception(exc)),
+            replay=replay,
+        )
+    refusals = [e for e in leaves if _refused_undeclared(e, probe.capabilities)]
+    evidence = [e for e in leaves if e not in refusals]
+    if not evidence:
+        refusal = refusals[0]
+        return CheckResult(
+            check.name,
+            check.rules,
+            "not_checked",
+            duration,
+            reason=f"the backend refuses {refusal.operation} (UnsupportedOperationError), "
+            "which this check needs",
+        )
+    raised = evidence[0]
+    detail = (
+        f"the backend raised {type(raised).__name__} from {backend_operation(raised)}: {raised}\n"
+        + "".join(traceback.format_exception(raised, limit=-6))
+    )
+    return CheckResult(
+        check.name,
+        check.rules,
+        "failed",
+        duration,
+        violated_rule=_blamed_rule(check, raised),
+        detail=detail,
+        replay=replay,
     )
 
 
@@ -175,6 +277,17 @@ def _run_in_worker(
     options: dict[str, str],
 ) -> CheckResult:
     return run_check(CHECKS_BY_NAME[name], backend, probe, profile, seed, Path(root), options)
+
+
+def _worker_failed(check: Check, exc: Exception) -> CheckResult:
+    return CheckResult(
+        check.name,
+        check.rules,
+        "error",
+        0.0,
+        reason=f"the process running the check failed: {type(exc).__name__}: {exc}",
+        detail="".join(traceback.format_exception(exc)),
+    )
 
 
 def run_kit(
@@ -211,14 +324,17 @@ def run_kit(
     try:
         if workers > 1:
             with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
-                futures = [
+                futures = {
                     pool.submit(
                         _run_in_worker, c.name, backend, probe, chosen, run_seed, str(root), opts
-                    )
+                    ): c
                     for c in selected
-                ]
+                }
                 for future in as_completed(futures):
-                    result = future.result()
+                    try:
+                        result = future.result()
+                    except Exception as exc:  # the worker process died or could not start
+                        result = _worker_failed(futures[future], exc)
                     results[result.name] = result
                     if on_result is not None:
                         on_result(result)
@@ -246,5 +362,5 @@ def run_kit(
         checks=ordered,
         rules=rules,
         warnings=warnings,
-        exit_status=exit_status_for(rules),
+        exit_status=exit_status_for(rules, ordered),
     )

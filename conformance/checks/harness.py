@@ -3,6 +3,9 @@
 Each check runs against its own empty directory. `Harness.open` makes a handle
 through the backend's factory (the same path reopens the same store) and keeps
 track of it so that the runner can close whatever a failing check left open.
+Handles come as `checkpointspec.conformance.engines.provenance.BackendHandle`:
+every exception the backend raises through them is noted as the backend's, which
+is how the runner tells evidence against the backend from the kit's own errors.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from typing import cast
 import msgspec
 
 from ...spec import BackendContext, BackendFactory, Checkpointer
+from .provenance import BackendHandle, blame_backend
 
 __all__ = [
     "BUILTIN_BACKENDS",
@@ -83,9 +84,13 @@ def parse_options(pairs: Sequence[str]) -> dict[str, str]:
 
 
 async def open_checkpointer(factory: BackendFactory, ctx: BackendContext) -> Checkpointer:
-    """Call the factory and await its result if needed."""
-    made = factory(ctx)
-    if isinstance(made, Awaitable):
-        opened: Checkpointer = await made
-        return opened
-    return made
+    """Call the factory, await its result if needed, and return the handle as a
+    `BackendHandle`, which notes every exception the backend raises (so does this
+    function for the factory's own)."""
+    try:
+        made = factory(ctx)
+        opened: Checkpointer = await made if isinstance(made, Awaitable) else made
+    except Exception as exc:
+        blame_backend(exc, "factory")
+        raise
+    return BackendHandle.wrap(opened)

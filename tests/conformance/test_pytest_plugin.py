@@ -41,6 +41,31 @@ def test_broken_backend_fails_with_rule_and_replay(pytester: pytest.Pytester) ->
     )
 
 
+KIT_BUG = """
+from checkpointspec.conformance.api import pytest_plugin
+from checkpointspec.conformance.checks.base import check
+
+
+@check("HEAD-001")
+async def check_with_a_bug(h):
+    \"\"\"HEAD-001: a check with a bug of its own.\"\"\"
+    await (await h.open()).head("s")
+    raise KeyError("the check's own bug")
+
+
+pytest_plugin.select_checks = lambda only: [check_with_a_bug]
+"""
+
+
+def test_a_kit_error_is_a_pytest_error_not_a_failure(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(KIT_BUG)
+    result = pytester.runpytest_subprocess("--checkpointer", "memory", "--checkpointer-seed", "1")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        ["*kit error, not evidence against the backend*KeyError*", "*replay: checkpointspec run*"]
+    )
+
+
 def test_without_the_option_nothing_is_added(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_plain="def test_one():\n    assert True\n")
     pytester.runpytest_subprocess().assert_outcomes(passed=1)

@@ -42,10 +42,10 @@ def _check_lines(check: CheckResult) -> list[str]:
     line = f"  {check.status:7} {check.name}"
     if check.status == "failed":
         line += f"  -> {check.violated_rule}"
-    elif check.status == "skipped":
+    elif check.status in ("skipped", "not_checked", "error"):
         line += f"  ({check.reason})"
     lines = [line]
-    if check.status == "failed":
+    if check.status in ("failed", "error"):
         detail = check.detail.splitlines()
         lines += [f"      {text}" for text in detail[:_DETAIL_LINES]]
         if len(detail) > _DETAIL_LINES:

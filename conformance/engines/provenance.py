@@ -1,0 +1,213 @@
+"""Which exceptions the backend raised: every handle the kit opens notes them.
+
+A verdict must never be the kit's own bug in disguise. `open_checkpointer` hands
+out every backend handle wrapped in a `BackendHandle`, which forwards each call
+to the backend's object unchanged and, when an exception escapes that call,
+notes on it the operation that raised it (`backend_operation`). The runner reads
+the note: an exception the backend raised is evidence about the backend, and
+anything else that escapes a check is an error of the kit itself.
+
+Only the note is added. Arguments, values, exceptions and their types pass
+through as they are, so a check that expects an error still catches it. The
+backend class's other public members (``generation``, the `StoreHooks` and
+`FaultInjectable` methods, ``on_filesystem`` ...) are forwarded too, and are
+defined on the wrapper's class so that runtime protocol checks see them; a
+handle such a method returns comes back wrapped as well.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
+from typing import TypeVar, cast
+
+from ...spec import Capability, Checkpointer, IntegrityReport, SessionInfo, StoredEvent
+
+__all__ = ["BackendHandle", "backend_operation", "blame_backend"]
+
+T = TypeVar("T")
+
+_NOTE = "_checkpointspec_raised_by_backend"
+
+
+def blame_backend(error: BaseException, operation: str) -> None:
+    """Note on ``error`` that the backend raised it from ``operation`` (the first note stays)."""
+    if backend_operation(error) is None:
+        with contextlib.suppress(AttributeError, TypeError):
+            setattr(error, _NOTE, operation)
+
+
+def backend_operation(error: BaseException) -> str | None:
+    """The backend operation that raised ``error``, or None if the backend did not raise it."""
+    operation = getattr(error, _NOTE, None)
+    return operation if isinstance(operation, str) else None
+
+
+class _BackendIterator(AsyncIterator[T]):
+    """The iterator a backend's ``read`` returned, with its exceptions noted."""
+
+    def __init__(self, source: AsyncIterable[T], operation: str) -> None:
+        self._source = source
+        self._iterator: AsyncIterator[T] | None = None
+        self._operation = operation
+
+    def __aiter__(self) -> _BackendIterator[T]:
+        return self
+
+    async def __anext__(self) -> T:
+        try:
+            if self._iterator is None:
+                self._iterator = aiter(self._source)
+            return await anext(self._iterator)
+        except StopAsyncIteration:
+            raise
+        except Exception as exc:
+            blame_backend(exc, self._operation)
+            raise
+
+    async def aclose(self) -> None:
+        close = getattr(self._iterator or self._source, "aclose", None)
+        if close is not None:
+            try:
+                await close()
+            except Exception as exc:
+                blame_backend(exc, self._operation)
+                raise
+
+
+class BackendHandle:
+    """A backend handle as the kit holds it: every call forwarded, every escaping
+    exception noted with the operation that raised it. Make one with `wrap`."""
+
+    def __init__(self, target: Checkpointer) -> None:
+        self._target = target
+
+    @staticmethod
+    def wrap(handle: Checkpointer) -> Checkpointer:
+        """``handle`` wrapped (once) in the `BackendHandle` class for its type."""
+        if isinstance(handle, BackendHandle):
+            return handle
+        wrapper: Checkpointer = _handle_class(type(handle))(handle)
+        return wrapper
+
+    @property
+    def backend_object(self) -> Checkpointer:
+        """The backend's own handle object."""
+        return self._target
+
+    @property
+    def capabilities(self) -> frozenset[Capability]:
+        return self._target.capabilities
+
+    def _call(self, operation: str, args: tuple[object, ...], kwargs: dict[str, object]) -> object:
+        try:
+            method: Callable[..., object] = getattr(self._target, operation)
+            result = method(*args, **kwargs)
+        except Exception as exc:
+            blame_backend(exc, operation)
+            raise
+        if inspect.isawaitable(result):
+            return self._settle(operation, result)
+        if isinstance(result, AsyncIterator):
+            return _BackendIterator(result, operation)
+        return self._handle_or(result)
+
+    async def _settle(self, operation: str, awaitable: Awaitable[object]) -> object:
+        try:
+            result = await awaitable
+        except Exception as exc:
+            blame_backend(exc, operation)
+            raise
+        return self._handle_or(result)
+
+    def _handle_or(self, result: object) -> object:
+        if result is self._target:
+            return self
+        if not isinstance(result, BackendHandle) and isinstance(result, Checkpointer):
+            return BackendHandle.wrap(result)
+        return result
+
+    async def _await(self, operation: str, *args: object, **kwargs: object) -> object:
+        result = self._call(operation, args, kwargs)
+        return await result if inspect.isawaitable(result) else result
+
+    # -- the protocol --------------------------------------------------------------------
+    async def append(self, *args: object, **kwargs: object) -> int:
+        return cast(int, await self._await("append", *args, **kwargs))
+
+    def read(self, *args: object, **kwargs: object) -> AsyncIterator[StoredEvent]:
+        result = self._call("read", args, kwargs)
+        if isinstance(result, _BackendIterator):
+            return cast(AsyncIterator[StoredEvent], result)
+        # Not an iterator: iterating it raises, and that is the backend's doing.
+        return _BackendIterator(cast(AsyncIterable[StoredEvent], result), "read")
+
+    async def head(self, *args: object, **kwargs: object) -> int:
+        return cast(int, await self._await("head", *args, **kwargs))
+
+    async def list_sessions(self) -> list[SessionInfo]:
+        return cast(list[SessionInfo], await self._await("list_sessions"))
+
+    async def delete(self, *args: object, **kwargs: object) -> None:
+        await self._await("delete", *args, **kwargs)
+
+    async def truncate(self, *args: object, **kwargs: object) -> int:
+        return cast(int, await self._await("truncate", *args, **kwargs))
+
+    async def check_integrity(self) -> IntegrityReport:
+        return cast(IntegrityReport, await self._await("check_integrity"))
+
+    async def close(self) -> None:
+        await self._await("close")
+
+    # -- everything else the backend's object has ---------------------------------------
+    def __getattr__(self, name: str) -> object:
+        # Only attributes the wrapper's class does not forward get here: instance
+        # attributes of the backend's object.
+        if name.startswith("__") or name == "_target":
+            raise AttributeError(name)
+        value: object = getattr(self._target, name)
+        if callable(value) and not isinstance(value, type):
+
+            def forward(*args: object, **kwargs: object) -> object:
+                return self._call(name, args, kwargs)
+
+            return forward
+        return value
+
+    def __repr__(self) -> str:
+        return repr(self._target)
+
+
+def _forwarding_method(name: str) -> Callable[..., object]:
+    def method(self: BackendHandle, *args: object, **kwargs: object) -> object:
+        return self._call(name, args, kwargs)
+
+    method.__name__ = method.__qualname__ = name
+    return method
+
+
+def _forwarding_property(name: str) -> property:
+    def get(self: BackendHandle) -> object:
+        return getattr(self._target, name)
+
+    return property(get)
+
+
+@functools.cache
+def _handle_class(backend_class: type) -> type[BackendHandle]:
+    """A `BackendHandle` subclass that forwards the public members ``backend_class`` adds."""
+    namespace: dict[str, object] = {}
+    for name in dir(backend_class):
+        if name.startswith("_") or hasattr(BackendHandle, name):
+            continue
+        member = getattr(backend_class, name, None)
+        if callable(member) and not isinstance(member, type):
+            namespace[name] = _forwarding_method(name)
+        else:
+            namespace[name] = _forwarding_property(name)
+    if not namespace:
+        return BackendHandle
+    return type(f"BackendHandle[{backend_class.__qualname__}]", (BackendHandle,), namespace)

@@ -1,0 +1,71 @@
+"""Rule verdicts and exit statuses from check results: a kit error is never a verdict."""
+
+from __future__ import annotations
+
+from checkpointspec.conformance.api.report import (
+    EXIT_FAILED,
+    EXIT_KIT_ERROR,
+    EXIT_PASSED,
+    CheckResult,
+    RuleResult,
+    exit_status_for,
+    summarise_rules,
+)
+from checkpointspec.spec import Capability
+
+DECLARED = [c.value for c in Capability]
+
+
+def result(name: str, status: str, violated: str | None = None, reason: str = "") -> CheckResult:
+    return CheckResult(
+        name,
+        (name.split("::")[0], "HEAD-001"),
+        status,  # type: ignore[arg-type]
+        0.0,
+        reason=reason,
+        violated_rule=violated,
+    )
+
+
+def verdicts(*results: CheckResult) -> dict[str, RuleResult]:
+    return {r.id: r for r in summarise_rules(results, DECLARED)}
+
+
+def test_a_rule_whose_only_unpassed_check_errored_is_error() -> None:
+    rules = verdicts(
+        result("READ-002::passes", "passed"),
+        result("SEQ-003::breaks", "error", reason="the kit raised KeyError: 't'"),
+    )
+    assert rules["SEQ-003"].status == "error"
+    assert rules["SEQ-003"].reason == "SEQ-003::breaks: the kit raised KeyError: 't'"
+    # HEAD-001 has a passing check, but the errored one might have failed it.
+    assert rules["HEAD-001"].status == "error"
+    assert rules["READ-002"].status == "passed"
+
+
+def test_a_failure_outranks_an_error_of_another_check() -> None:
+    rules = verdicts(
+        result("SEQ-003::breaks", "error"),
+        result("READ-002::finds", "failed", violated="HEAD-001"),
+    )
+    assert rules["HEAD-001"].status == "failed"
+    assert rules["SEQ-003"].status == "error"
+
+
+def test_a_refused_operation_leaves_the_rule_not_checked_with_the_reason() -> None:
+    reason = "the backend refuses delete (UnsupportedOperationError), which this check needs"
+    rules = verdicts(result("SEQ-003::needs_delete", "not_checked", reason=reason))
+    assert rules["SEQ-003"].status == "not_checked"
+    assert rules["SEQ-003"].reason == f"SEQ-003::needs_delete: {reason}"
+
+
+def test_exit_status_failure_then_kit_error_then_pass() -> None:
+    errored = (result("SEQ-003::breaks", "error"),)
+    failed = (result("READ-002::finds", "failed", violated="HEAD-001"),)
+    passed = (result("READ-002::passes", "passed"),)
+    assert exit_status_for(summarise_rules(passed, DECLARED), passed) == EXIT_PASSED
+    assert exit_status_for(summarise_rules(errored, DECLARED), errored) == EXIT_KIT_ERROR
+    both = errored + failed
+    assert exit_status_for(summarise_rules(both, DECLARED), both) == EXIT_FAILED
+    not_checked = (result("SEQ-003::needs_delete", "not_checked"),)
+    assert exit_status_for(summarise_rules(not_checked, DECLARED), not_checked) == EXIT_PASSED

@@ -1,0 +1,204 @@
+"""How a check's end becomes its status: only evidence about the backend fails a rule.
+
+Each test builds a `Check` with the `check` decorator and hands it to `run_check`
+directly, against the memory backend or a small variant of it defined here
+(loaded by ``module:function``, as the kit loads any backend).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+from checkpointspec.backends.memory import MemoryCheckpointer, store_for
+from checkpointspec.conformance.api.report import CheckResult
+from checkpointspec.conformance.api.runner import probe_backend, run_check
+from checkpointspec.conformance.checks.base import Check, check
+from checkpointspec.conformance.checks.harness import Harness
+from checkpointspec.conformance.checks.profiles import PROFILES
+from checkpointspec.conformance.engines.loading import BackendRef, resolve_backend
+from checkpointspec.conformance.engines.violations import RuleViolation
+from checkpointspec.spec import BackendContext, Capability, UnsupportedOperationError
+from hypothesis.errors import FlakyFailure
+
+# -- backends -------------------------------------------------------------------------
+
+
+class _HeadHitsTheDisk(MemoryCheckpointer):
+    async def head(self, session_id: str) -> int:
+        raise sqlite3.OperationalError("disk I/O error")
+
+
+class _NoDelete(MemoryCheckpointer):
+    capabilities = MemoryCheckpointer.capabilities - {Capability.DELETE}
+
+    async def delete(self, session_id: str) -> None:
+        raise UnsupportedOperationError("delete", Capability.DELETE.value)
+
+
+class _RefusesDeclaredDelete(MemoryCheckpointer):
+    async def delete(self, session_id: str) -> None:
+        raise UnsupportedOperationError("delete", Capability.DELETE.value)
+
+
+class _RefusesAppend(MemoryCheckpointer):
+    async def append(self, *args: object, **kwargs: object) -> int:
+        raise UnsupportedOperationError("append", "append")
+
+
+def make_head_hits_the_disk(ctx: BackendContext) -> MemoryCheckpointer:
+    return _HeadHitsTheDisk(store_for(ctx.path))
+
+
+def make_no_delete(ctx: BackendContext) -> MemoryCheckpointer:
+    return _NoDelete(store_for(ctx.path))
+
+
+def make_refuses_declared_delete(ctx: BackendContext) -> MemoryCheckpointer:
+    return _RefusesDeclaredDelete(store_for(ctx.path))
+
+
+def make_refuses_append(ctx: BackendContext) -> MemoryCheckpointer:
+    return _RefusesAppend(store_for(ctx.path))
+
+
+_opened: list[Path] = []
+
+
+def make_fails_on_reopen(ctx: BackendContext) -> MemoryCheckpointer:
+    if ctx.path in _opened:
+        raise PermissionError(f"{ctx.path} is locked")
+    _opened.append(ctx.path)
+    return MemoryCheckpointer(store_for(ctx.path))
+
+
+def ours(factory: str) -> BackendRef:
+    return resolve_backend(f"{__name__}:{factory}")
+
+
+def run(kit_check: Check, tmp_path: Path, backend: BackendRef | None = None) -> CheckResult:
+    backend = backend or resolve_backend("memory")
+    probe = probe_backend(backend)
+    return run_check(kit_check, backend, probe, PROFILES["quick"], 1, tmp_path)
+
+
+# -- checks ---------------------------------------------------------------------------
+
+
+@check("HEAD-001")
+async def check_with_a_bug(h: Harness) -> None:
+    """HEAD-001: a check with a bug of its own, after a backend call that worked."""
+    cp = await h.open()
+    await cp.append("s", [h.prompt("a")])
+    _ = {"s": 1}["t"]  # the check's own KeyError
+
+
+@check("HEAD-001")
+def engine_assertion(h: Harness) -> None:
+    """HEAD-001: a synchronous check whose engine trips over its own invariant."""
+    raise AssertionError("the engine's bookkeeping is inconsistent")
+
+
+@check("READ-002")
+async def reads_head(h: Harness) -> None:
+    """READ-002: calls head, nothing more."""
+    cp = await h.open()
+    await cp.head("s")
+
+
+@check("HEAD-001")
+async def uses_delete_on_the_way(h: Harness) -> None:
+    """HEAD-001: a check that calls delete although its rule is about head."""
+    cp = await h.open()
+    await cp.append("s", [h.prompt("a")])
+    await cp.delete("s")
+
+
+@check("HEAD-001")
+async def appends(h: Harness) -> None:
+    """HEAD-001: appends one event."""
+    cp = await h.open()
+    await cp.append("s", [h.prompt("a")])
+
+
+@check("HANDLE-001")
+async def reopens(h: Harness) -> None:
+    """DUR-001: opens the store a second time."""
+    await h.open()
+    await h.open()
+
+
+@check("HEAD-001")
+async def finds_a_violation(h: Harness) -> None:
+    """HEAD-001: reports a violation of another rule."""
+    raise RuleViolation("SEQ-003", "append returned 7; expected 1")
+
+
+@check("HEAD-001")
+def flaky_violation(h: Harness) -> None:
+    """HEAD-001: a violation Hypothesis could not reproduce, wrapped in its group."""
+    raise FlakyFailure("Inconsistent results", [RuleViolation("SEQ-001", "seqs 1, 3")])
+
+
+# -- tests ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kit_check", [check_with_a_bug, engine_assertion], ids=["async", "sync"])
+def test_an_exception_of_the_kit_is_an_error_not_a_failure(
+    tmp_path: Path, kit_check: Check
+) -> None:
+    result = run(kit_check, tmp_path)
+    assert result.status == "error"
+    assert result.violated_rule is None
+    assert kit_check.func.__name__ in result.detail  # the traceback, down to the raising frame
+    assert "not evidence against the backend" in result.reason
+
+
+def test_an_exception_the_backend_raised_fails_the_checks_rule(tmp_path: Path) -> None:
+    result = run(reads_head, tmp_path, ours("make_head_hits_the_disk"))
+    assert result.status == "failed"
+    assert result.violated_rule == "READ-002"
+    assert result.detail.startswith("the backend raised OperationalError from head: disk I/O")
+    assert 'raise sqlite3.OperationalError("disk I/O error")' in result.detail  # its traceback
+
+
+def test_an_undeclared_operation_the_backend_refuses_is_not_checked(tmp_path: Path) -> None:
+    result = run(uses_delete_on_the_way, tmp_path, ours("make_no_delete"))
+    assert result.status == "not_checked"
+    assert result.violated_rule is None
+    assert result.reason == (
+        "the backend refuses delete (UnsupportedOperationError), which this check needs"
+    )
+
+
+def test_a_declared_operation_that_refuses_breaks_its_own_rule(tmp_path: Path) -> None:
+    result = run(uses_delete_on_the_way, tmp_path, ours("make_refuses_declared_delete"))
+    assert result.status == "failed"
+    assert result.violated_rule == "DELETE-001"
+
+
+def test_a_refused_core_operation_fails_the_checks_rule(tmp_path: Path) -> None:
+    result = run(appends, tmp_path, ours("make_refuses_append"))
+    assert result.status == "failed"
+    assert result.violated_rule == "HEAD-001"
+
+
+def test_a_factory_that_raises_on_reopen_is_the_backends_doing(tmp_path: Path) -> None:
+    _opened.clear()
+    result = run(reopens, tmp_path, ours("make_fails_on_reopen"))
+    assert result.status == "failed"
+    assert result.violated_rule == "HANDLE-001"
+    assert "PermissionError from factory" in result.detail
+
+
+def test_a_rule_violation_fails_the_rule_it_names(tmp_path: Path) -> None:
+    result = run(finds_a_violation, tmp_path)
+    assert (result.status, result.violated_rule) == ("failed", "SEQ-003")
+    assert result.replay.endswith("--only HEAD-001::finds_a_violation --profile quick --seed 1")
+
+
+def test_a_violation_inside_an_exception_group_still_names_its_rule(tmp_path: Path) -> None:
+    result = run(flaky_violation, tmp_path)
+    assert (result.status, result.violated_rule) == ("failed", "SEQ-001")
+    assert "FlakyFailure" in result.detail
