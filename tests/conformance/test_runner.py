@@ -8,10 +8,13 @@ directly, against the memory backend or a small variant of it defined here
 from __future__ import annotations
 
 import sqlite3
+import sys
+import types
 from pathlib import Path
 
 import pytest
 from checkpointspec.backends.memory import MemoryCheckpointer, store_for
+from checkpointspec.conformance.api.registry import CHECKS_BY_NAME
 from checkpointspec.conformance.api.report import CheckResult
 from checkpointspec.conformance.api.runner import probe_backend, run_check
 from checkpointspec.conformance.checks.base import Check, check
@@ -202,3 +205,23 @@ def test_a_violation_inside_an_exception_group_still_names_its_rule(tmp_path: Pa
     result = run(flaky_violation, tmp_path)
     assert (result.status, result.violated_rule) == ("failed", "SEQ-001")
     assert "FlakyFailure" in result.detail
+
+
+class _ClaimsMultiProcess(MemoryCheckpointer):
+    capabilities = MemoryCheckpointer.capabilities | {Capability.MULTI_PROCESS}
+
+
+def test_a_worker_process_that_cannot_start_is_a_kit_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A factory this process can import but a worker process cannot: the worker
+    # exits before its first reply, which says nothing about the backend.
+    module = types.ModuleType("checkpointspec_test_in_memory_only")
+    module.make = lambda ctx: _ClaimsMultiProcess(store_for(ctx.path))  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    backend = resolve_backend(f"{module.__name__}:make")
+    result = run(CHECKS_BY_NAME["MP-001::processes_share_one_log"], tmp_path, backend)
+    assert result.status == "error", result
+    assert result.violated_rule is None
+    assert "WorkerExited" in result.reason
+    assert "No module named" in result.detail  # the worker's own stderr
