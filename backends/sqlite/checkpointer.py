@@ -214,7 +214,10 @@ class SqliteCheckpointer:
         self._where = str(database)
         self._codec = codec
         self._synchronous = level
-        if level in ("OFF", "NORMAL"):
+        if database == ":memory:":
+            # A private database in this process: nothing survives close, no other handle sees it.
+            self.capabilities = self.capabilities - {Capability.DURABLE, Capability.MULTI_PROCESS}
+        elif level in ("OFF", "NORMAL"):
             # A commit may roll back after a power loss: see "Why not DURABLE below FULL".
             self.capabilities = self.capabilities - {Capability.DURABLE}
         self._busy_timeout_ms = busy_timeout_ms

@@ -131,15 +131,23 @@ def open_store(
     version-0 database that already holds tables is refused untouched.
     """
     conn.execute(f"PRAGMA busy_timeout = {busy_timeout_ms}")
-    found = conn.execute("PRAGMA user_version").fetchone()[0]
+    # The version and the table list are read in one transaction, so they come from
+    # one snapshot: read one by one, a process creating the store between the two
+    # reads would make a new store look like a foreign database.
+    conn.execute("BEGIN")
+    try:
+        found = conn.execute("PRAGMA user_version").fetchone()[0]
+        foreign = (
+            [row[0] for row in conn.execute("SELECT name FROM sqlite_master")] if found == 0 else []
+        )
+    finally:
+        conn.execute("COMMIT")
     if found > SCHEMA_VERSION:
         raise SchemaVersionError(found, SCHEMA_VERSION)
-    if found == 0:
-        foreign = [row[0] for row in conn.execute("SELECT name FROM sqlite_master")]
-        if foreign:
-            raise CorruptStoreError(
-                None, where, f"schema version 0 but already holds {foreign}: not a checkpoint store"
-            )
+    if foreign:
+        raise CorruptStoreError(
+            None, where, f"schema version 0 but already holds {foreign}: not a checkpoint store"
+        )
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute(f"PRAGMA synchronous = {synchronous}")
     if found < SCHEMA_VERSION:

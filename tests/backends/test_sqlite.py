@@ -146,6 +146,52 @@ class GarbageCodec(XorCodec):
 # -- schema ---------------------------------------------------------------------------
 
 
+def test_a_fresh_store_is_recognised_from_one_snapshot(tmp_path: Path) -> None:
+    """The version and the table list come from one read transaction.
+
+    Read one by one, a process creating the store between the two reads made a
+    brand-new store look like a foreign database to a second process opening it.
+    """
+    from checkpointspec.backends.sqlite.schema import open_store
+
+    conn = sqlite3.connect(tmp_path / DATABASE_NAME, isolation_level=None)
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    try:
+        open_store(conn, "FULL", 1000, str(tmp_path))
+    finally:
+        conn.close()
+    reads = [i for i, s in enumerate(statements) if "user_version" in s or "sqlite_master" in s][:2]
+    begin = max(i for i, s in enumerate(statements[: reads[0]]) if s.startswith("BEGIN"))
+    commits = [i for i, s in enumerate(statements) if s == "COMMIT" and i > begin]
+    assert statements[begin] == "BEGIN", statements
+    assert commits, statements
+    assert commits[0] > reads[1], statements
+
+
+def test_processes_opening_a_new_store_together_all_succeed(tmp_path: Path) -> None:
+    script = (
+        "import asyncio, sys\n"
+        "from pathlib import Path\n"
+        "from checkpointspec.backends.sqlite import make\n"
+        "from checkpointspec.spec import BackendContext\n"
+        "async def main():\n"
+        "    cp = await make(BackendContext(path=Path(sys.argv[1])))\n"
+        "    await cp.head('s')\n"
+        "    await cp.close()\n"
+        "asyncio.run(main())\n"
+    )
+    for round_ in range(3):
+        store = tmp_path / f"store-{round_}"
+        store.mkdir()
+        procs = [
+            subprocess.Popen([sys.executable, "-c", script, str(store)], stderr=subprocess.PIPE)
+            for _ in range(4)
+        ]
+        errors = [p.communicate()[1].decode() for p in procs]
+        assert all(p.returncode == 0 for p in procs), errors
+
+
 def test_schema_001_newer_store_refused_byte_identical(tmp_path: Path) -> None:
     run(populate(tmp_path))
     SqliteCheckpointer(":memory:").mark_newer_schema(tmp_path)
@@ -724,6 +770,13 @@ def test_list_003_mtime_never_goes_back(tmp_path: Path) -> None:
         await cp.close()
 
     run(check())
+
+
+def test_a_memory_database_declares_neither_durable_nor_multi_process() -> None:
+    capabilities = SqliteCheckpointer(":memory:").capabilities
+    assert Capability.DURABLE not in capabilities
+    assert Capability.MULTI_PROCESS not in capabilities
+    assert Capability.TRUNCATE in capabilities
 
 
 def test_memory_database_and_lazy_open() -> None:
