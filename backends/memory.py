@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
 from ..spec import (
+    AppendArguments,
     BackendContext,
     Capability,
     CheckpointerClosedError,
@@ -23,6 +24,7 @@ from ..spec import (
     SessionEvent,
     SessionInfo,
     StoredEvent,
+    TruncateArguments,
     UnsupportedOperationError,
     check_append_arguments,
     check_expectations,
@@ -66,6 +68,13 @@ class MemoryCheckpointer:
     """A conforming checkpointer that keeps everything in this process's memory.
 
     Capabilities: TRUNCATE and GENERATION.
+
+    Each operation is a short run of steps, one method each with a one-line
+    docstring: validate the arguments, compare the expectations with the state,
+    stamp the events, store them. A variant of this backend overrides the one
+    step it does differently and keeps the rest; the project's deliberately
+    broken backends (``tests/quality``) are built that way. No step awaits, so
+    every operation stays atomic under concurrent tasks.
     """
 
     capabilities: frozenset[Capability] = frozenset(
@@ -76,25 +85,33 @@ class MemoryCheckpointer:
         self._store = store if store is not None else MemoryStore()
         self._closed = False
 
+    # -- steps shared by the operations ------------------------------------------------
     def _open(self, operation: str) -> MemoryStore:
+        """The store, unless this handle is closed (CLOSE-001)."""
         if self._closed:
             raise CheckpointerClosedError(operation)
         return self._store
 
     def _require(self, capability: Capability, operation: str) -> None:
+        """Refuse an operation whose capability is not declared (CAP-001)."""
         if capability not in self.capabilities:
             raise UnsupportedOperationError(operation, capability.value)
 
-    @staticmethod
     def _check_expectations(
-        store: MemoryStore, sid: str, expected_head: int | None, expected_generation: int | None
+        self,
+        store: MemoryStore,
+        sid: str,
+        expected_head: int | None,
+        expected_generation: int | None,
     ) -> list[StoredEvent]:
+        """Compare the expectations with the session's state; return its log (APPEND-002, GEN-002)."""
         log = store.logs.get(sid, [])
         check_expectations(
             sid, len(log), store.generations.get(sid, 0), expected_head, expected_generation
         )
         return log
 
+    # -- append ----------------------------------------------------------------------------
     async def append(
         self,
         session_id: str,
@@ -106,41 +123,78 @@ class MemoryCheckpointer:
         store = self._open("append")
         if expected_generation is not None:
             self._require(Capability.GENERATION, "append")
-        sid, batch, want_head, want_generation = check_append_arguments(
+        sid, batch, want_head, want_generation = self._append_arguments(
             session_id, events, expected_head, expected_generation
         )
-        for event in batch:
-            encode_event(event)
         log = self._check_expectations(store, sid, want_head, want_generation)
         if not batch:
             return len(log)
-        log = store.logs.setdefault(sid, log)
+        return self._store_batch(store, sid, log, self._stamp(sid, len(log), batch))
+
+    def _append_arguments(
+        self,
+        session_id: object,
+        events: object,
+        expected_head: object,
+        expected_generation: object,
+    ) -> AppendArguments:
+        """Validate append's arguments; refuse events that would not be stored exactly (ARG-*, EVENT-002)."""
+        arguments = check_append_arguments(session_id, events, expected_head, expected_generation)
+        for event in arguments.events:
+            encode_event(event)
+        return arguments
+
+    def _stamp(self, sid: str, head: int, batch: Sequence[SessionEvent]) -> list[StoredEvent]:
+        """The batch as stored events: seqs from head + 1, parent links, one UTC time (SEQ-*)."""
         ts = datetime.now(UTC).isoformat()
-        for event in batch:
-            seq = len(log) + 1
-            log.append(StoredEvent(seq, sid, seq - 1 if seq > 1 else None, ts, event))
+        stored = []
+        for seq, event in enumerate(batch, head + 1):
+            stored.append(StoredEvent(seq, sid, seq - 1 if seq > 1 else None, ts, event))
+        return stored
+
+    def _store_batch(
+        self, store: MemoryStore, sid: str, log: list[StoredEvent], stored: list[StoredEvent]
+    ) -> int:
+        """Add stamped events to the session's ``log`` (new or not), set its mtime; the new head."""
+        log = store.logs.setdefault(sid, log)
+        log.extend(stored)
         store.touch(sid)
         return len(log)
 
+    # -- read and head -----------------------------------------------------------------------
     async def read(self, session_id: str, since_seq: int = 0) -> AsyncIterator[StoredEvent]:
         store = self._open("read")
-        sid = check_session_id(session_id)
-        since = check_seq("since_seq", since_seq)
-        # Slicing copies the list: later writes cannot leak into this iteration (READ-003).
-        snapshot = store.logs.get(sid, [])[since:]
-        for stored in snapshot:
+        sid, since = self._read_arguments(session_id, since_seq)
+        for stored in self._events_since(store, sid, since):
             yield stored
+
+    def _read_arguments(self, session_id: object, since_seq: object) -> tuple[str, int]:
+        """Validate the arguments of read (ARG-001, ARG-002)."""
+        return check_session_id(session_id), check_seq("since_seq", since_seq)
+
+    def _events_since(self, store: MemoryStore, sid: str, since: int) -> Iterable[StoredEvent]:
+        """The session's events after ``since``, copied: later writes cannot leak in (READ-003)."""
+        return store.logs.get(sid, [])[since:]
 
     async def head(self, session_id: str) -> int:
         store = self._open("head")
-        return len(store.logs.get(check_session_id(session_id), ()))
+        return self._head(store, check_session_id(session_id))
 
+    def _head(self, store: MemoryStore, sid: str) -> int:
+        """The seq of the session's last event; 0 when it has none (HEAD-001)."""
+        return len(store.logs.get(sid, ()))
+
+    # -- list and delete -----------------------------------------------------------------------
     async def list_sessions(self) -> list[SessionInfo]:
         store = self._open("list_sessions")
-        infos = [SessionInfo(sid, store.mtimes[sid]) for sid in store.logs]
+        infos = self._listed(store)
         infos.sort(key=lambda info: info.id)
         infos.sort(key=lambda info: info.mtime, reverse=True)
         return infos
+
+    def _listed(self, store: MemoryStore) -> list[SessionInfo]:
+        """Every session that has a log, with its mtime, in no particular order (LIST-001)."""
+        return [SessionInfo(sid, store.mtimes[sid]) for sid in store.logs]
 
     async def delete(self, session_id: str) -> None:
         store = self._open("delete")
@@ -149,6 +203,7 @@ class MemoryCheckpointer:
             del store.mtimes[sid]
             store.generations[sid] = store.generations.get(sid, 0) + 1
 
+    # -- truncate and generation ---------------------------------------------------------------
     async def truncate(
         self,
         session_id: str,
@@ -161,32 +216,56 @@ class MemoryCheckpointer:
         self._require(Capability.TRUNCATE, "truncate")
         if expected_generation is not None:
             self._require(Capability.GENERATION, "truncate")
-        sid, target, want_head, want_generation = check_truncate_arguments(
+        sid, to_seq, want_head, want_generation = self._truncate_arguments(
             session_id, to_seq, expected_head, expected_generation
         )
         log = self._check_expectations(store, sid, want_head, want_generation)
-        check_truncate_bound(sid, target, len(log))
+        target = self._truncate_target(sid, to_seq, len(log))
         if target < len(log):
-            del log[target:]
-            store.touch(sid)
-            store.generations[sid] = store.generations.get(sid, 0) + 1
+            self._cut(store, sid, log, target)
         return target
+
+    def _truncate_arguments(
+        self,
+        session_id: object,
+        to_seq: object,
+        expected_head: object,
+        expected_generation: object,
+    ) -> TruncateArguments:
+        """Validate every argument of truncate (ARG-001, ARG-002)."""
+        return check_truncate_arguments(session_id, to_seq, expected_head, expected_generation)
+
+    def _truncate_target(self, sid: str, to_seq: int, head: int) -> int:
+        """The seq to keep events up to: ``to_seq``, refused beyond the head (TRUNC-002)."""
+        check_truncate_bound(sid, to_seq, head)
+        return to_seq
+
+    def _cut(self, store: MemoryStore, sid: str, log: list[StoredEvent], to_seq: int) -> None:
+        """Remove the events after ``to_seq``; mtime and generation move (TRUNC-001, GEN-001)."""
+        del log[to_seq:]
+        store.touch(sid)
+        store.generations[sid] = store.generations.get(sid, 0) + 1
 
     async def generation(self, session_id: str) -> int:
         store = self._open("generation")
         self._require(Capability.GENERATION, "generation")
         return store.generations.get(check_session_id(session_id), 0)
 
+    # -- integrity and close ---------------------------------------------------------------
     async def check_integrity(self) -> IntegrityReport:
         store = self._open("check_integrity")
-        problems = [
+        problems = self._problems(store)
+        detail = f"{len(store.logs)} sessions checked" if not problems else "; ".join(problems)
+        return IntegrityReport(ok=not problems, detail=detail, problems=tuple(problems))
+
+    def _problems(self, store: MemoryStore) -> list[str]:
+        """What is wrong with the store: any event whose seq is not its position (INTEG-002)."""
+        return [
             f"session {sid!r}: event at index {index} has seq {stored.seq}"
             for sid, log in store.logs.items()
             for index, stored in enumerate(log)
             if stored.seq != index + 1
         ]
-        detail = f"{len(store.logs)} sessions checked" if not problems else "; ".join(problems)
-        return IntegrityReport(ok=not problems, detail=detail, problems=tuple(problems))
 
     async def close(self) -> None:
         self._closed = True
