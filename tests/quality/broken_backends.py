@@ -2,41 +2,47 @@
 
 Every class here is the in-memory reference backend (`MemoryCheckpointer`) with
 one mistake put in, the kind a real backend makes: an off-by-one, a missing
-check, a non-atomic loop, a key scheme that folds ids together. Its docstring
-says the bug and the rule the kit must report; ``violates`` holds that rule id.
+check, a non-atomic loop, a key scheme that folds ids together, a capability
+declared but not delivered. Most override one step of the reference (its
+``_append_arguments``, ``_stamp``, ``_events_since``, ``_listed``, ``_cut`` ...)
+and keep the rest; a few wrap an operation. Each docstring says the bug and the
+rule the kit must report; ``violates`` holds that rule id.
 
-The kit loads a backend by ``module:function``, so each class has a module-level
-factory ``make_<name>(ctx)``; ``BROKEN`` maps every name to its class. Handles
-made for the same ``ctx.path`` share one store, as the reference's do. Every
-class here is wrong on purpose: none is an example of how to write a backend.
+The kit loads a backend by ``module:attribute``, so every class is its own
+factory: ``broken_backends:IgnoresExpectedHead.make``. Handles made for the same
+``ctx.path`` share one store, as the reference's do. ``BROKEN`` maps each class
+name to its class. Every class here is wrong on purpose: none is an example of
+how to write a backend.
 """
 
 from __future__ import annotations
 
+import itertools
+import os
 import types
+import unicodedata
 import weakref
-from collections.abc import AsyncIterator, Generator, Mapping, Sequence
-from datetime import UTC, datetime
-from typing import ClassVar, cast
+from collections.abc import AsyncIterator, Generator, Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import ClassVar, Self, cast
 
 import msgspec
 from checkpointspec.backends.memory import MemoryCheckpointer, MemoryStore, store_for
 from checkpointspec.spec import (
-    EVENT_TYPES,
+    AppendArguments,
     AssistantMessage,
     BackendContext,
+    Capability,
     CheckpointConflictError,
     CheckpointerClosedError,
-    IntegrityReport,
-    InvalidArgumentError,
+    SchemaVersionError,
     SessionEvent,
     SessionInfo,
     StoredEvent,
-    check_events,
-    check_optional_seq,
+    TruncateArguments,
+    check_append_arguments,
     check_seq,
     check_session_id,
-    encode_event,
 )
 
 __all__ = ["BROKEN", "Broken"]
@@ -47,10 +53,10 @@ class Broken(MemoryCheckpointer):
 
     violates: ClassVar[str]
 
-
-def _is_seq(value: object) -> bool:
-    """True when ``value`` is a seq argument inside the contract (ARG-002)."""
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    @classmethod
+    def make(cls, ctx: BackendContext) -> Self:
+        """The kit's factory: a handle on the process-wide store of ``ctx.path``."""
+        return cls(store_for(ctx.path))
 
 
 @types.coroutine
@@ -70,19 +76,11 @@ class IgnoresExpectedHead(Broken):
 
     violates = "APPEND-002"
 
-    async def append(
-        self,
-        session_id: str,
-        events: Sequence[SessionEvent],
-        expected_head: int | None = None,
-        *,
-        expected_generation: int | None = None,
-    ) -> int:
-        self._open("append")
-        check_optional_seq("expected_head", expected_head)
-        return await super().append(
-            session_id, events, None, expected_generation=expected_generation
-        )
+    def _append_arguments(
+        self, session_id: object, events: object, expected_head: object, expected_generation: object
+    ) -> AppendArguments:
+        checked = super()._append_arguments(session_id, events, expected_head, expected_generation)
+        return checked._replace(expected_head=None)
 
 
 class ConflictReportsExpectedAsActual(Broken):
@@ -110,7 +108,7 @@ class ConflictReportsExpectedAsActual(Broken):
 
 
 class NonAtomicBatch(Broken):
-    """Bug: append stores a batch item by item, validating each item only when it gets to it.
+    """Bug: append stores a batch one event per call, each event checked only when its turn comes.
 
     A batch whose last item is not an event raises InvalidArgumentError after the
     items before it are already in the log. Kit must report APPEND-003.
@@ -126,21 +124,15 @@ class NonAtomicBatch(Broken):
         *,
         expected_generation: int | None = None,
     ) -> int:
-        store = self._open("append")
-        sid = check_session_id(session_id)
-        if isinstance(events, str | bytes | bytearray) or not isinstance(events, Sequence):
-            raise InvalidArgumentError(
-                "events", f"must be a sequence of events, not {type(events).__name__}"
+        if isinstance(events, str | bytes) or not isinstance(events, Sequence) or not events:
+            return await super().append(
+                session_id, events, expected_head, expected_generation=expected_generation
             )
-        want_head = check_optional_seq("expected_head", expected_head)
-        want_generation = check_optional_seq("expected_generation", expected_generation)
-        head = len(self._check_expectations(store, sid, want_head, want_generation))
-        for index, event in enumerate(events):
-            if not isinstance(event, EVENT_TYPES):
-                raise InvalidArgumentError(
-                    "events", f"item {index} is {type(event).__name__}, not a SessionEvent"
-                )
-            head = await super().append(sid, [event])
+        head = await super().append(
+            session_id, events[:1], expected_head, expected_generation=expected_generation
+        )
+        for event in events[1:]:
+            head = await super().append(session_id, [event])
         return head
 
 
@@ -186,11 +178,7 @@ class EmptyAppendSkipsExpectedHead(Broken):
         *,
         expected_generation: int | None = None,
     ) -> int:
-        if (
-            isinstance(events, Sequence)
-            and not isinstance(events, str | bytes)
-            and len(events) == 0
-        ):
+        if isinstance(events, list | tuple) and not events:
             return await self.head(session_id)
         return await super().append(
             session_id, events, expected_head, expected_generation=expected_generation
@@ -214,17 +202,12 @@ class RacyExpectedHead(Broken):
         *,
         expected_generation: int | None = None,
     ) -> int:
-        store = self._open("append")
-        sid = check_session_id(session_id)
-        batch = check_events(events)
-        for event in batch:
-            encode_event(event)
-        want_head = check_optional_seq("expected_head", expected_head)
-        want_generation = check_optional_seq("expected_generation", expected_generation)
-        log = self._check_expectations(store, sid, want_head, want_generation)
-        if not batch:
-            return len(log)
-        await _round_trip()
+        sid, batch, want_head, want_generation = self._append_arguments(
+            session_id, events, expected_head, expected_generation
+        )
+        self._check_expectations(self._open("append"), sid, want_head, want_generation)
+        if batch:
+            await _round_trip()
         return await super().append(sid, batch)
 
 
@@ -237,29 +220,11 @@ class AcceptsUnstorableEvents(Broken):
 
     violates = "EVENT-002"
 
-    async def append(
-        self,
-        session_id: str,
-        events: Sequence[SessionEvent],
-        expected_head: int | None = None,
-        *,
-        expected_generation: int | None = None,
-    ) -> int:
-        store = self._open("append")
-        sid = check_session_id(session_id)
-        batch = check_events(events)
-        want_head = check_optional_seq("expected_head", expected_head)
-        want_generation = check_optional_seq("expected_generation", expected_generation)
-        log = self._check_expectations(store, sid, want_head, want_generation)
-        if not batch:
-            return len(log)
-        log = store.logs.setdefault(sid, log)
-        ts = datetime.now(UTC).isoformat()
-        for event in batch:
-            seq = len(log) + 1
-            log.append(StoredEvent(seq, sid, seq - 1 if seq > 1 else None, ts, event))
-        store.touch(sid)
-        return len(log)
+    def _append_arguments(
+        self, session_id: object, events: object, expected_head: object, expected_generation: object
+    ) -> AppendArguments:
+        # The reference also encodes every event here; this one only checks the types.
+        return check_append_arguments(session_id, events, expected_head, expected_generation)
 
 
 class AcceptsEventDicts(Broken):
@@ -271,19 +236,12 @@ class AcceptsEventDicts(Broken):
 
     violates = "ARG-003"
 
-    async def append(
-        self,
-        session_id: str,
-        events: Sequence[SessionEvent],
-        expected_head: int | None = None,
-        *,
-        expected_generation: int | None = None,
-    ) -> int:
+    def _append_arguments(
+        self, session_id: object, events: object, expected_head: object, expected_generation: object
+    ) -> AppendArguments:
         if isinstance(events, list | tuple):
-            events = cast(list[SessionEvent], [_lenient(item) for item in events])
-        return await super().append(
-            session_id, events, expected_head, expected_generation=expected_generation
-        )
+            events = [_lenient(item) for item in events]
+        return super()._append_arguments(session_id, events, expected_head, expected_generation)
 
 
 def _lenient(item: object) -> object:
@@ -303,21 +261,98 @@ class ReturnsFirstNewSeq(Broken):
 
     violates = "SEQ-003"
 
-    async def append(
-        self,
-        session_id: str,
-        events: Sequence[SessionEvent],
-        expected_head: int | None = None,
-        *,
-        expected_generation: int | None = None,
+    def _store_batch(
+        self, store: MemoryStore, sid: str, log: list[StoredEvent], stored: list[StoredEvent]
     ) -> int:
-        head = await super().append(
-            session_id, events, expected_head, expected_generation=expected_generation
-        )
-        return head - len(events) + 1 if len(events) > 1 else head
+        super()._store_batch(store, sid, log, stored)
+        return stored[0].seq
 
 
-# -- read -----------------------------------------------------------------------------
+# -- what a stored event carries ---------------------------------------------------------
+
+
+class SeqsRestartEachBatch(Broken):
+    """Bug: each batch's events are numbered from 1, as ``enumerate(batch, 1)`` would.
+
+    The first batch of a session is right; every later one repeats seqs. Kit must
+    report SEQ-001.
+    """
+
+    violates = "SEQ-001"
+
+    def _stamp(self, sid: str, head: int, batch: Sequence[SessionEvent]) -> list[StoredEvent]:
+        return super()._stamp(sid, 0, batch)
+
+
+class FirstParentIsZero(Broken):
+    """Bug: the first event's parent_seq is stored as 0 instead of None.
+
+    As a NOT NULL DEFAULT 0 column would keep it. Kit must report SEQ-002.
+    """
+
+    violates = "SEQ-002"
+
+    def _stamp(self, sid: str, head: int, batch: Sequence[SessionEvent]) -> list[StoredEvent]:
+        return [
+            msgspec.structs.replace(s, parent_seq=0) if s.parent_seq is None else s
+            for s in super()._stamp(sid, head, batch)
+        ]
+
+
+class NaiveTimestamps(Broken):
+    """Bug: ts is stored without its UTC offset, as a TIMESTAMP WITHOUT TIME ZONE column keeps it.
+
+    Kit must report SEQ-004.
+    """
+
+    violates = "SEQ-004"
+
+    def _stamp(self, sid: str, head: int, batch: Sequence[SessionEvent]) -> list[StoredEvent]:
+        return [
+            msgspec.structs.replace(s, ts=s.ts.removesuffix("+00:00"))
+            for s in super()._stamp(sid, head, batch)
+        ]
+
+
+class DropsToolCalls(Broken):
+    """Bug: an assistant message is stored without its tool_calls.
+
+    As a row mapper written before tool calls existed would store it. Kit must
+    report EVENT-001.
+    """
+
+    violates = "EVENT-001"
+
+    def _stamp(self, sid: str, head: int, batch: Sequence[SessionEvent]) -> list[StoredEvent]:
+        return super()._stamp(sid, head, [_without_tool_calls(event) for event in batch])
+
+
+def _without_tool_calls(event: SessionEvent) -> SessionEvent:
+    if isinstance(event, AssistantMessage) and event.tool_calls:
+        return msgspec.structs.replace(event, tool_calls=())
+    return event
+
+
+class StripsText(Broken):
+    """Bug: text fields are stored with surrounding whitespace stripped.
+
+    Kit must report EVENT-001.
+    """
+
+    violates = "EVENT-001"
+
+    def _stamp(self, sid: str, head: int, batch: Sequence[SessionEvent]) -> list[StoredEvent]:
+        return super()._stamp(sid, head, [_stripped(event) for event in batch])
+
+
+def _stripped(event: SessionEvent) -> SessionEvent:
+    text = getattr(event, "text", None)
+    if isinstance(text, str) and text != text.strip():
+        return msgspec.structs.replace(event, text=text.strip())
+    return event
+
+
+# -- read and head ---------------------------------------------------------------------------
 
 
 class InclusiveSinceSeq(Broken):
@@ -328,10 +363,8 @@ class InclusiveSinceSeq(Broken):
 
     violates = "READ-001"
 
-    async def read(self, session_id: str, since_seq: int = 0) -> AsyncIterator[StoredEvent]:
-        start = since_seq - 1 if _is_seq(since_seq) and since_seq > 0 else since_seq
-        async for stored in super().read(session_id, start):
-            yield stored
+    def _events_since(self, store: MemoryStore, sid: str, since: int) -> Iterable[StoredEvent]:
+        return super()._events_since(store, sid, max(since - 1, 0))
 
 
 class ClampsNegativeSinceSeq(Broken):
@@ -342,11 +375,22 @@ class ClampsNegativeSinceSeq(Broken):
 
     violates = "ARG-002"
 
-    async def read(self, session_id: str, since_seq: int = 0) -> AsyncIterator[StoredEvent]:
+    def _read_arguments(self, session_id: object, since_seq: object) -> tuple[str, int]:
         if isinstance(since_seq, int) and not isinstance(since_seq, bool) and since_seq < 0:
             since_seq = 0
-        async for stored in super().read(session_id, since_seq):
-            yield stored
+        return super()._read_arguments(session_id, since_seq)
+
+
+class ReadTakesAnyId(Broken):
+    """Bug: read does not validate the session id: an id no session can have just reads empty.
+
+    Kit must report ARG-001: an invalid id is refused by every operation.
+    """
+
+    violates = "ARG-001"
+
+    def _read_arguments(self, session_id: object, since_seq: object) -> tuple[str, int]:
+        return cast(str, session_id), check_seq("since_seq", since_seq)
 
 
 class LiveRead(Broken):
@@ -358,11 +402,9 @@ class LiveRead(Broken):
 
     violates = "READ-003"
 
-    async def read(self, session_id: str, since_seq: int = 0) -> AsyncIterator[StoredEvent]:
-        store = self._open("read")
-        sid = check_session_id(session_id)
-        index = check_seq("since_seq", since_seq)
+    def _events_since(self, store: MemoryStore, sid: str, since: int) -> Iterator[StoredEvent]:
         log = store.logs.get(sid, [])
+        index = since
         while index < len(log):
             yield log[index]
             index += 1
@@ -379,83 +421,47 @@ class PagedRead(Broken):
     violates = "READ-003"
     page_size: ClassVar[int] = 100
 
-    async def read(self, session_id: str, since_seq: int = 0) -> AsyncIterator[StoredEvent]:
-        store = self._open("read")
-        sid = check_session_id(session_id)
-        offset = check_seq("since_seq", since_seq)
+    def _events_since(self, store: MemoryStore, sid: str, since: int) -> Iterator[StoredEvent]:
+        offset = since
         while True:
             page = store.logs.get(sid, [])[offset : offset + self.page_size]
-            for stored in page:
-                yield stored
+            yield from page
             if len(page) < self.page_size:
                 return
             offset += len(page)
 
 
-class FirstParentIsZero(Broken):
-    """Bug: the first event's parent_seq comes back as 0 instead of None.
+class ReadCreatesSession(Broken):
+    """Bug: read looks a session up with get-or-create, so reading an unknown id creates it.
 
-    As a NOT NULL DEFAULT 0 column would return it. Kit must report SEQ-002.
+    The new session is empty, and listed. Kit must report READ-002.
     """
 
-    violates = "SEQ-002"
+    violates = "READ-002"
 
-    async def read(self, session_id: str, since_seq: int = 0) -> AsyncIterator[StoredEvent]:
-        async for stored in super().read(session_id, since_seq):
-            yield (
-                msgspec.structs.replace(stored, parent_seq=0)
-                if stored.parent_seq is None
-                else stored
-            )
+    def _events_since(self, store: MemoryStore, sid: str, since: int) -> Iterable[StoredEvent]:
+        if sid not in store.logs:
+            store.logs[sid] = []
+            store.touch(sid)
+        return super()._events_since(store, sid, since)
 
 
-class NaiveTimestamps(Broken):
-    """Bug: ts comes back without its UTC offset, as a TIMESTAMP WITHOUT TIME ZONE column.
+_high_water: weakref.WeakKeyDictionary[MemoryStore, dict[str, int]] = weakref.WeakKeyDictionary()
 
-    Kit must report SEQ-004.
+
+class HeadNeverGoesDown(Broken):
+    """Bug: head is kept as a high-water mark (seqs only grow, its author thought).
+
+    After a truncate or a delete, head still answers the highest head it has
+    seen. Kit must report HEAD-001.
     """
 
-    violates = "SEQ-004"
+    violates = "HEAD-001"
 
-    async def read(self, session_id: str, since_seq: int = 0) -> AsyncIterator[StoredEvent]:
-        async for stored in super().read(session_id, since_seq):
-            yield msgspec.structs.replace(stored, ts=stored.ts.removesuffix("+00:00"))
-
-
-class DropsToolCalls(Broken):
-    """Bug: an assistant message comes back without its tool_calls.
-
-    As a row mapper that was written before tool calls existed would return it.
-    Kit must report EVENT-001.
-    """
-
-    violates = "EVENT-001"
-
-    async def read(self, session_id: str, since_seq: int = 0) -> AsyncIterator[StoredEvent]:
-        async for stored in super().read(session_id, since_seq):
-            event = stored.event
-            if isinstance(event, AssistantMessage) and event.tool_calls:
-                stored = msgspec.structs.replace(
-                    stored, event=msgspec.structs.replace(event, tool_calls=())
-                )
-            yield stored
-
-
-class StripsText(Broken):
-    """Bug: text fields come back with surrounding whitespace stripped.
-
-    Kit must report EVENT-001.
-    """
-
-    violates = "EVENT-001"
-
-    async def read(self, session_id: str, since_seq: int = 0) -> AsyncIterator[StoredEvent]:
-        async for stored in super().read(session_id, since_seq):
-            text = getattr(stored.event, "text", None)
-            if isinstance(text, str) and text != text.strip():
-                event = msgspec.structs.replace(stored.event, text=text.strip())
-                stored = msgspec.structs.replace(stored, event=event)
-            yield stored
+    def _head(self, store: MemoryStore, sid: str) -> int:
+        marks = _high_water.setdefault(store, {})
+        marks[sid] = max(marks.get(sid, 0), super()._head(store, sid))
+        return marks[sid]
 
 
 # -- list_sessions -------------------------------------------------------------------------
@@ -482,11 +488,42 @@ class MtimeInMilliseconds(Broken):
 
     violates = "LIST-002"
 
-    async def list_sessions(self) -> list[SessionInfo]:
-        return [SessionInfo(info.id, info.mtime * 1000) for info in await super().list_sessions()]
+    def _listed(self, store: MemoryStore) -> list[SessionInfo]:
+        return [SessionInfo(info.id, info.mtime * 1000) for info in super()._listed(store)]
 
 
-# -- session ids --------------------------------------------------------------------------
+class ListsDeletedSessions(Broken):
+    """Bug: list_sessions lists every session the store keeps a record of, deleted ones included.
+
+    A deleted session keeps its generation (GEN-001), as a row of a sessions
+    table would; the listing reads that table without asking whether the session
+    still has a log. Kit must report LIST-001.
+    """
+
+    violates = "LIST-001"
+
+    def _listed(self, store: MemoryStore) -> list[SessionInfo]:
+        deleted = [SessionInfo(sid, 0.0) for sid in store.generations if sid not in store.logs]
+        return super()._listed(store) + deleted
+
+
+class ListsNormalisedIds(Broken):
+    """Bug: list_sessions returns ids in Unicode NFC form, as a file system that normalises names does.
+
+    A session appended to as 'e\\u0301' (NFD) is listed as '\\u00e9'. Kit must
+    report ID-001: ids come back exactly as given.
+    """
+
+    violates = "ID-001"
+
+    def _listed(self, store: MemoryStore) -> list[SessionInfo]:
+        return [
+            SessionInfo(unicodedata.normalize("NFC", info.id), info.mtime)
+            for info in super()._listed(store)
+        ]
+
+
+# -- session ids ------------------------------------------------------------------------------
 
 
 _names: weakref.WeakKeyDictionary[MemoryStore, dict[str, str]] = weakref.WeakKeyDictionary()
@@ -562,15 +599,11 @@ class _KeyedByStorageName(Broken):
     async def generation(self, session_id: str) -> int:
         return await super().generation(self._name(session_id))
 
-    async def list_sessions(self) -> list[SessionInfo]:
-        names = _names.get(self._store, {})
-        infos = [
-            SessionInfo(names.get(info.id, info.id), info.mtime)
-            for info in await super().list_sessions()
+    def _listed(self, store: MemoryStore) -> list[SessionInfo]:
+        names = _names.get(store, {})
+        return [
+            SessionInfo(names.get(info.id, info.id), info.mtime) for info in super()._listed(store)
         ]
-        infos.sort(key=lambda info: info.id)
-        infos.sort(key=lambda info: info.mtime, reverse=True)
-        return infos
 
 
 class SlashFoldedIds(_KeyedByStorageName):
@@ -612,6 +645,31 @@ class StrippedIds(_KeyedByStorageName):
         return session_id.strip() or session_id
 
 
+class LockFileNamedById(Broken):
+    """Bug: each session gets a lock file named by pasting its id into the store's path.
+
+    ``f"{path}/{session_id}.lock"``: the id '../x' puts the lock file beside the
+    store, outside it, where nothing ever removes it. Kit must report ID-003.
+    """
+
+    violates = "ID-003"
+    directory: str = ""
+
+    @classmethod
+    def make(cls, ctx: BackendContext) -> Self:
+        made = super().make(ctx)
+        made.directory = os.fspath(ctx.path)
+        return made
+
+    def _store_batch(
+        self, store: MemoryStore, sid: str, log: list[StoredEvent], stored: list[StoredEvent]
+    ) -> int:
+        lock = Path(f"{self.directory}/{sid}.lock")
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        lock.touch()
+        return super()._store_batch(store, sid, log, stored)
+
+
 # -- delete ------------------------------------------------------------------------------
 
 
@@ -636,22 +694,18 @@ class DeleteKeepsEvents(Broken):
         if log:
             _trash.setdefault(store, {})[session_id] = log
 
-    async def append(
+    def _check_expectations(
         self,
-        session_id: str,
-        events: Sequence[SessionEvent],
-        expected_head: int | None = None,
-        *,
-        expected_generation: int | None = None,
-    ) -> int:
-        store = self._open("append")
+        store: MemoryStore,
+        sid: str,
+        expected_head: int | None,
+        expected_generation: int | None,
+    ) -> list[StoredEvent]:
         trashed = _trash.get(store, {})
-        if isinstance(session_id, str) and session_id not in store.logs and session_id in trashed:
-            store.logs[session_id] = trashed.pop(session_id)
-            store.touch(session_id)
-        return await super().append(
-            session_id, events, expected_head, expected_generation=expected_generation
-        )
+        if sid not in store.logs and sid in trashed:
+            store.logs[sid] = trashed.pop(sid)
+            store.touch(sid)
+        return super()._check_expectations(store, sid, expected_head, expected_generation)
 
 
 class DeleteUnknownRaises(Broken):
@@ -694,20 +748,9 @@ class TruncateKeepsOneMore(Broken):
 
     violates = "TRUNC-001"
 
-    async def truncate(
-        self,
-        session_id: str,
-        to_seq: int,
-        expected_head: int | None = None,
-        *,
-        expected_generation: int | None = None,
-    ) -> int:
-        head = await self.head(session_id)
-        keep = to_seq + 1 if _is_seq(to_seq) and to_seq < head else to_seq
-        await super().truncate(
-            session_id, keep, expected_head, expected_generation=expected_generation
-        )
-        return to_seq
+    def _cut(self, store: MemoryStore, sid: str, log: list[StoredEvent], to_seq: int) -> None:
+        if to_seq + 1 < len(log):
+            super()._cut(store, sid, log, to_seq + 1)
 
 
 class TruncateClampsToHead(Broken):
@@ -718,19 +761,8 @@ class TruncateClampsToHead(Broken):
 
     violates = "TRUNC-002"
 
-    async def truncate(
-        self,
-        session_id: str,
-        to_seq: int,
-        expected_head: int | None = None,
-        *,
-        expected_generation: int | None = None,
-    ) -> int:
-        head = await self.head(session_id)
-        target = head if _is_seq(to_seq) and to_seq > head else to_seq
-        return await super().truncate(
-            session_id, target, expected_head, expected_generation=expected_generation
-        )
+    def _truncate_target(self, sid: str, to_seq: int, head: int) -> int:
+        return min(to_seq, head)
 
 
 class TruncateIgnoresExpectedHead(Broken):
@@ -741,19 +773,13 @@ class TruncateIgnoresExpectedHead(Broken):
 
     violates = "TRUNC-003"
 
-    async def truncate(
-        self,
-        session_id: str,
-        to_seq: int,
-        expected_head: int | None = None,
-        *,
-        expected_generation: int | None = None,
-    ) -> int:
-        self._open("truncate")
-        check_optional_seq("expected_head", expected_head)
-        return await super().truncate(
-            session_id, to_seq, None, expected_generation=expected_generation
+    def _truncate_arguments(
+        self, session_id: object, to_seq: object, expected_head: object, expected_generation: object
+    ) -> TruncateArguments:
+        checked = super()._truncate_arguments(
+            session_id, to_seq, expected_head, expected_generation
         )
+        return checked._replace(expected_head=None)
 
 
 class PhantomSessionOnTruncate(Broken):
@@ -764,21 +790,12 @@ class PhantomSessionOnTruncate(Broken):
 
     violates = "TRUNC-004"
 
-    async def truncate(
-        self,
-        session_id: str,
-        to_seq: int,
-        expected_head: int | None = None,
-        *,
-        expected_generation: int | None = None,
-    ) -> int:
-        result = await super().truncate(
-            session_id, to_seq, expected_head, expected_generation=expected_generation
-        )
-        if session_id not in self._store.logs:
-            self._store.logs[session_id] = []
-            self._store.touch(session_id)
-        return result
+    def _truncate_target(self, sid: str, to_seq: int, head: int) -> int:
+        target = super()._truncate_target(sid, to_seq, head)
+        if sid not in self._store.logs:
+            self._store.logs[sid] = []
+            self._store.touch(sid)
+        return target
 
 
 class TruncateToZeroDeletes(Broken):
@@ -789,21 +806,11 @@ class TruncateToZeroDeletes(Broken):
 
     violates = "TRUNC-005"
 
-    async def truncate(
-        self,
-        session_id: str,
-        to_seq: int,
-        expected_head: int | None = None,
-        *,
-        expected_generation: int | None = None,
-    ) -> int:
-        result = await super().truncate(
-            session_id, to_seq, expected_head, expected_generation=expected_generation
-        )
-        if result == 0 and session_id in self._store.logs:
-            del self._store.logs[session_id]
-            del self._store.mtimes[session_id]
-        return result
+    def _cut(self, store: MemoryStore, sid: str, log: list[StoredEvent], to_seq: int) -> None:
+        super()._cut(store, sid, log, to_seq)
+        if to_seq == 0:
+            del store.logs[sid]
+            del store.mtimes[sid]
 
 
 class TruncateKeepsGeneration(Broken):
@@ -814,20 +821,10 @@ class TruncateKeepsGeneration(Broken):
 
     violates = "GEN-001"
 
-    async def truncate(
-        self,
-        session_id: str,
-        to_seq: int,
-        expected_head: int | None = None,
-        *,
-        expected_generation: int | None = None,
-    ) -> int:
-        before = await self.generation(session_id)
-        result = await super().truncate(
-            session_id, to_seq, expected_head, expected_generation=expected_generation
-        )
-        self._store.generations[session_id] = before
-        return result
+    def _cut(self, store: MemoryStore, sid: str, log: list[StoredEvent], to_seq: int) -> None:
+        before = store.generations.get(sid, 0)
+        super()._cut(store, sid, log, to_seq)
+        store.generations[sid] = before
 
 
 class IgnoresExpectedGeneration(Broken):
@@ -839,20 +836,28 @@ class IgnoresExpectedGeneration(Broken):
 
     violates = "GEN-002"
 
-    async def append(
-        self,
-        session_id: str,
-        events: Sequence[SessionEvent],
-        expected_head: int | None = None,
-        *,
-        expected_generation: int | None = None,
-    ) -> int:
-        self._open("append")
-        check_optional_seq("expected_generation", expected_generation)
-        return await super().append(session_id, events, expected_head)
+    def _append_arguments(
+        self, session_id: object, events: object, expected_head: object, expected_generation: object
+    ) -> AppendArguments:
+        checked = super()._append_arguments(session_id, events, expected_head, expected_generation)
+        return checked._replace(expected_generation=None)
 
 
-# -- handles, close, integrity -----------------------------------------------------------
+class TruncatesWithoutDeclaring(Broken):
+    """Bug: TRUNCATE is not declared (its author took truncate for an extra), yet truncate truncates.
+
+    The capability guard never refuses anything. Kit must report CAP-001: an
+    undeclared operation raises UnsupportedOperationError and changes nothing.
+    """
+
+    violates = "CAP-001"
+    capabilities = Broken.capabilities - {Capability.TRUNCATE}
+
+    def _require(self, capability: Capability, operation: str) -> None:
+        return None
+
+
+# -- handles, close -----------------------------------------------------------------------
 
 
 class ClosedHandleWorks(Broken):
@@ -896,6 +901,73 @@ class StorePerHandle(Broken):
 
     violates = "HANDLE-001"
 
+    @classmethod
+    def make(cls, ctx: BackendContext) -> Self:
+        return cls()
+
+
+# -- capabilities a memory store cannot deliver ----------------------------------------------
+
+
+_live: dict[str, tuple[MemoryStore, int]] = {}
+"""Stores of `ForgetsOnLastClose` by path, with the number of handles open on each."""
+
+
+class ForgetsOnLastClose(Broken):
+    """Bug: declares DURABLE, but the store lives only while some handle on it is open.
+
+    Like an in-memory SQLite database shared by its connections: closing the last
+    handle drops everything, so reopening the path finds an empty store. Kit must
+    report DUR-001.
+    """
+
+    violates = "DUR-001"
+    capabilities = Broken.capabilities | {Capability.DURABLE}
+    key: str = ""
+
+    @classmethod
+    def make(cls, ctx: BackendContext) -> Self:
+        key = str(Path(ctx.path).resolve())
+        store, handles = _live.get(key, (MemoryStore(), 0))
+        _live[key] = (store, handles + 1)
+        made = cls(store)
+        made.key = key
+        return made
+
+    async def close(self) -> None:
+        if not self._closed:
+            store, handles = _live[self.key]
+            if handles > 1:
+                _live[self.key] = (store, handles - 1)
+            else:
+                del _live[self.key]
+        await super().close()
+
+
+class DurableInProcessMemory(Broken):
+    """Bug: declares DURABLE because closing and reopening in one process keeps everything.
+
+    Nothing reaches storage: when the process dies, its acknowledged appends die
+    with it. Kit must report DUR-002 (a killed writer's acknowledged batches are gone).
+    """
+
+    violates = "DUR-002"
+    capabilities = Broken.capabilities | {Capability.DURABLE}
+
+
+class SharedOnlyInProcess(Broken):
+    """Bug: declares MULTI_PROCESS because every handle shares one store, but only within a process.
+
+    Writers in other processes each get a store of their own: none sees the
+    others' appends, and all are acknowledged at the same heads. Kit must report MP-001.
+    """
+
+    violates = "MP-001"
+    capabilities = Broken.capabilities | {Capability.MULTI_PROCESS}
+
+
+# -- integrity -----------------------------------------------------------------------------
+
 
 class IntegrityFlagsDeletedSessions(Broken):
     """Bug: check_integrity reports a generation with no log as an orphan.
@@ -906,207 +978,67 @@ class IntegrityFlagsDeletedSessions(Broken):
 
     violates = "INTEG-001"
 
-    async def check_integrity(self) -> IntegrityReport:
-        report = await super().check_integrity()
-        orphans = tuple(
+    def _problems(self, store: MemoryStore) -> list[str]:
+        orphans = [
             f"session {sid!r}: generation without events"
-            for sid in self._store.generations
-            if sid not in self._store.logs
-        )
-        if not orphans:
-            return report
-        return IntegrityReport(
-            ok=False, detail="; ".join(orphans), problems=report.problems + orphans
-        )
-
-
-# -- factories ---------------------------------------------------------------------------
-
-
-def _shared(cls: type[Broken], ctx: BackendContext) -> Broken:
-    return cls(store_for(ctx.path))
-
-
-def make_ignores_expected_head(ctx: BackendContext) -> Broken:
-    return _shared(IgnoresExpectedHead, ctx)
-
-
-def make_conflict_reports_expected_as_actual(ctx: BackendContext) -> Broken:
-    return _shared(ConflictReportsExpectedAsActual, ctx)
-
-
-def make_non_atomic_batch(ctx: BackendContext) -> Broken:
-    return _shared(NonAtomicBatch, ctx)
-
-
-def make_empty_append_creates_session(ctx: BackendContext) -> Broken:
-    return _shared(EmptyAppendCreatesSession, ctx)
-
-
-def make_empty_append_skips_expected_head(ctx: BackendContext) -> Broken:
-    return _shared(EmptyAppendSkipsExpectedHead, ctx)
-
-
-def make_racy_expected_head(ctx: BackendContext) -> Broken:
-    return _shared(RacyExpectedHead, ctx)
-
-
-def make_accepts_unstorable_events(ctx: BackendContext) -> Broken:
-    return _shared(AcceptsUnstorableEvents, ctx)
-
-
-def make_accepts_event_dicts(ctx: BackendContext) -> Broken:
-    return _shared(AcceptsEventDicts, ctx)
-
-
-def make_returns_first_new_seq(ctx: BackendContext) -> Broken:
-    return _shared(ReturnsFirstNewSeq, ctx)
-
-
-def make_inclusive_since_seq(ctx: BackendContext) -> Broken:
-    return _shared(InclusiveSinceSeq, ctx)
-
-
-def make_clamps_negative_since_seq(ctx: BackendContext) -> Broken:
-    return _shared(ClampsNegativeSinceSeq, ctx)
-
-
-def make_live_read(ctx: BackendContext) -> Broken:
-    return _shared(LiveRead, ctx)
-
-
-def make_paged_read(ctx: BackendContext) -> Broken:
-    return _shared(PagedRead, ctx)
-
-
-def make_first_parent_is_zero(ctx: BackendContext) -> Broken:
-    return _shared(FirstParentIsZero, ctx)
-
-
-def make_naive_timestamps(ctx: BackendContext) -> Broken:
-    return _shared(NaiveTimestamps, ctx)
-
-
-def make_drops_tool_calls(ctx: BackendContext) -> Broken:
-    return _shared(DropsToolCalls, ctx)
-
-
-def make_strips_text(ctx: BackendContext) -> Broken:
-    return _shared(StripsText, ctx)
-
-
-def make_lists_oldest_first(ctx: BackendContext) -> Broken:
-    return _shared(ListsOldestFirst, ctx)
-
-
-def make_mtime_in_milliseconds(ctx: BackendContext) -> Broken:
-    return _shared(MtimeInMilliseconds, ctx)
-
-
-def make_slash_folded_ids(ctx: BackendContext) -> Broken:
-    return _shared(SlashFoldedIds, ctx)
-
-
-def make_case_insensitive_ids(ctx: BackendContext) -> Broken:
-    return _shared(CaseInsensitiveIds, ctx)
-
-
-def make_stripped_ids(ctx: BackendContext) -> Broken:
-    return _shared(StrippedIds, ctx)
-
-
-def make_delete_keeps_events(ctx: BackendContext) -> Broken:
-    return _shared(DeleteKeepsEvents, ctx)
-
-
-def make_delete_unknown_raises(ctx: BackendContext) -> Broken:
-    return _shared(DeleteUnknownRaises, ctx)
-
-
-def make_delete_forgets_generation(ctx: BackendContext) -> Broken:
-    return _shared(DeleteForgetsGeneration, ctx)
-
-
-def make_truncate_keeps_one_more(ctx: BackendContext) -> Broken:
-    return _shared(TruncateKeepsOneMore, ctx)
-
-
-def make_truncate_clamps_to_head(ctx: BackendContext) -> Broken:
-    return _shared(TruncateClampsToHead, ctx)
-
-
-def make_truncate_ignores_expected_head(ctx: BackendContext) -> Broken:
-    return _shared(TruncateIgnoresExpectedHead, ctx)
-
-
-def make_phantom_session_on_truncate(ctx: BackendContext) -> Broken:
-    return _shared(PhantomSessionOnTruncate, ctx)
-
-
-def make_truncate_to_zero_deletes(ctx: BackendContext) -> Broken:
-    return _shared(TruncateToZeroDeletes, ctx)
-
-
-def make_truncate_keeps_generation(ctx: BackendContext) -> Broken:
-    return _shared(TruncateKeepsGeneration, ctx)
-
-
-def make_ignores_expected_generation(ctx: BackendContext) -> Broken:
-    return _shared(IgnoresExpectedGeneration, ctx)
-
-
-def make_closed_handle_works(ctx: BackendContext) -> Broken:
-    return _shared(ClosedHandleWorks, ctx)
-
-
-def make_close_shuts_the_store(ctx: BackendContext) -> Broken:
-    return _shared(CloseShutsTheStore, ctx)
-
-
-def make_store_per_handle(ctx: BackendContext) -> Broken:
-    return StorePerHandle()
-
-
-def make_integrity_flags_deleted_sessions(ctx: BackendContext) -> Broken:
-    return _shared(IntegrityFlagsDeletedSessions, ctx)
+            for sid in store.generations
+            if sid not in store.logs
+        ]
+        return super()._problems(store) + orphans
+
+
+_newer: weakref.WeakSet[MemoryStore] = weakref.WeakSet()
+"""Stores `_Hooked.mark_newer_schema` marked as written by a newer format."""
+
+
+class _Hooked(Broken):
+    """A `Broken` that also offers `StoreHooks`, so that the kit judges INTEG-002 and SCHEMA-001.
+
+    The damage it can do to a memory store, and promises to detect, is an event
+    whose seq disagrees with its position (the reference's ``_problems`` finds
+    it). A store marked newer is refused by the factory.
+    """
+
+    @classmethod
+    def make(cls, ctx: BackendContext) -> Self:
+        if store_for(ctx.path) in _newer:
+            raise SchemaVersionError(2, 1)
+        return super().make(ctx)
+
+    def mark_newer_schema(self, path: Path) -> None:
+        """Mark the store at ``path`` as written by format 2; this one reads format 1."""
+        _newer.add(store_for(path))
+
+    def damage_store(self, path: Path) -> str:
+        """Flip the lowest bit of the seq of event 1 of the first session with two or more."""
+        logs = store_for(path).logs
+        sid = next(sid for sid, log in logs.items() if len(log) >= 2)
+        first = logs[sid][0]
+        logs[sid][0] = msgspec.structs.replace(first, seq=first.seq ^ 1)
+        return f"the seq of event 1 of session {sid!r} is now {first.seq ^ 1}"
+
+
+class IntegrityChecksOrderOnly(_Hooked):
+    """Bug: check_integrity checks that each session's seqs increase, not that they run 1, 2, 3.
+
+    A seq damaged from 1 to 0 still increases: the damaged store is reported ok.
+    Kit must report INTEG-002.
+    """
+
+    violates = "INTEG-002"
+
+    def _problems(self, store: MemoryStore) -> list[str]:
+        return [
+            f"session {sid!r}: seq {later.seq} follows seq {earlier.seq}"
+            for sid, log in store.logs.items()
+            for earlier, later in itertools.pairwise(log)
+            if later.seq <= earlier.seq
+        ]
 
 
 BROKEN: dict[str, type[Broken]] = {
-    "ignores_expected_head": IgnoresExpectedHead,
-    "conflict_reports_expected_as_actual": ConflictReportsExpectedAsActual,
-    "non_atomic_batch": NonAtomicBatch,
-    "empty_append_creates_session": EmptyAppendCreatesSession,
-    "empty_append_skips_expected_head": EmptyAppendSkipsExpectedHead,
-    "racy_expected_head": RacyExpectedHead,
-    "accepts_unstorable_events": AcceptsUnstorableEvents,
-    "accepts_event_dicts": AcceptsEventDicts,
-    "returns_first_new_seq": ReturnsFirstNewSeq,
-    "inclusive_since_seq": InclusiveSinceSeq,
-    "clamps_negative_since_seq": ClampsNegativeSinceSeq,
-    "live_read": LiveRead,
-    "paged_read": PagedRead,
-    "first_parent_is_zero": FirstParentIsZero,
-    "naive_timestamps": NaiveTimestamps,
-    "drops_tool_calls": DropsToolCalls,
-    "strips_text": StripsText,
-    "lists_oldest_first": ListsOldestFirst,
-    "mtime_in_milliseconds": MtimeInMilliseconds,
-    "slash_folded_ids": SlashFoldedIds,
-    "case_insensitive_ids": CaseInsensitiveIds,
-    "stripped_ids": StrippedIds,
-    "delete_keeps_events": DeleteKeepsEvents,
-    "delete_unknown_raises": DeleteUnknownRaises,
-    "delete_forgets_generation": DeleteForgetsGeneration,
-    "truncate_keeps_one_more": TruncateKeepsOneMore,
-    "truncate_clamps_to_head": TruncateClampsToHead,
-    "truncate_ignores_expected_head": TruncateIgnoresExpectedHead,
-    "phantom_session_on_truncate": PhantomSessionOnTruncate,
-    "truncate_to_zero_deletes": TruncateToZeroDeletes,
-    "truncate_keeps_generation": TruncateKeepsGeneration,
-    "ignores_expected_generation": IgnoresExpectedGeneration,
-    "closed_handle_works": ClosedHandleWorks,
-    "close_shuts_the_store": CloseShutsTheStore,
-    "store_per_handle": StorePerHandle,
-    "integrity_flags_deleted_sessions": IntegrityFlagsDeletedSessions,
+    name: value
+    for name, value in list(globals().items())
+    if isinstance(value, type) and issubclass(value, Broken) and hasattr(value, "violates")
 }
-"""Every broken backend by name; its factory is ``broken_backends:make_<name>``."""
+"""Every broken backend by class name; its factory is ``broken_backends:<name>.make``."""

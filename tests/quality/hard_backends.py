@@ -1,15 +1,17 @@
-"""File backends with one bug each that only several handles, processes, kills or codecs show.
+"""File backends with one bug each that only several handles, processes, kills, codecs or disks show.
 
 Each class is the file reference backend (`FileCheckpointer`) with one mistake put
 in: a cached view that is trusted instead of re-validated, a batch written one
-event at a time, a decode failure handled as damage or papered over. Plain unit
-tests of one handle in one process pass on all of them. Each docstring says the
-bug and the rule the kit must report; ``violates`` holds that rule id.
+event at a time, a directory never fsynced, a codec failure handled as damage,
+papered over or sidestepped, a format marker overwritten. Plain unit tests of
+one handle in one process pass on most of them. Each docstring says the bug and
+the rule the kit must report; ``violates`` holds that rule id.
 
-The kit loads a backend by ``module:function``, also in the worker processes of
+The kit loads a backend by ``module:attribute``, also in the worker processes of
 its multi-process checks, which import this module by name
-(``tests/quality/conftest.py`` puts this folder on the path). Each class has a
-module-level factory ``make_<name>(ctx)``; ``HARD`` maps every name to its class.
+(``tests/quality/conftest.py`` puts this folder on the path): every class is its
+own factory, ``hard_backends:CachedHead.make``. ``HARD`` maps each class name to
+its class.
 
 The SQLite race of reading the head outside the write transaction is not repeated
 here: ``racy_backends.CheckThenAppend`` is that bug, and
@@ -19,15 +21,21 @@ Every class here is wrong on purpose: none is an example of how to write a backe
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from typing import ClassVar
+import os
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import ClassVar, Self
 
 from checkpointspec.backends.file import Durability, FileCheckpointer
+from checkpointspec.backends.file.checkpointer import MARKER_NAME
+from checkpointspec.backends.file.format import marker_bytes
 from checkpointspec.backends.file.log import LogFiles, SessionLog
+from checkpointspec.backends.fsport import FileSystem, HookedFileSystem, OsFileSystem
 from checkpointspec.spec import (
     BackendContext,
     Codec,
     CodecError,
+    SessionEvent,
     UserPrompt,
     decode_event,
     encode_event,
@@ -41,11 +49,11 @@ class Hard(FileCheckpointer):
 
     violates: ClassVar[str]
 
-
-def _open(cls: type[Hard], ctx: BackendContext) -> Hard:
-    """A ``cls`` handle on ``ctx.path``, with the codec and durability the context asks for."""
-    durability = Durability(ctx.options.get("durability", Durability.FSYNC.value))
-    return cls(ctx.path, codec=ctx.codec, durability=durability)
+    @classmethod
+    def make(cls, ctx: BackendContext) -> Self:
+        """The kit's factory: a handle on ``ctx.path`` with the codec and durability asked for."""
+        durability = Durability(ctx.options.get("durability", Durability.FSYNC.value))
+        return cls(ctx.path, codec=ctx.codec, durability=durability)
 
 
 # -- a cached view trusted under the lock --------------------------------------------------
@@ -103,7 +111,132 @@ class EventAtATime(Hard):
             super()._write(log, [payload])
 
 
-# -- decode failures -----------------------------------------------------------------------
+# -- a directory never fsynced -------------------------------------------------------------
+
+
+class SkipsDirectorySync(HookedFileSystem):
+    """A file-system port that forwards every call but ``fsync_dir``, which it skips."""
+
+    def fsync_dir(self, path: str) -> None:
+        return None
+
+
+class NoDirectorySync(Hard):
+    """Bug: fsyncs file data but never a directory, trusting the file system to keep names.
+
+    A new log is renamed into place and acknowledged, but the directory entry is
+    not made durable: a power loss can take the whole log, acknowledged events
+    and all. Kit must report DUR-003.
+    """
+
+    violates = "DUR-003"
+
+    def __init__(
+        self,
+        path: Path | str,
+        *,
+        codec: Codec | None = None,
+        durability: Durability = Durability.FSYNC,
+        fs: FileSystem | None = None,
+    ) -> None:
+        port = SkipsDirectorySync(fs if fs is not None else OsFileSystem())
+        super().__init__(path, codec=codec, durability=durability, fs=port)
+
+    def on_filesystem(self, fs: FileSystem) -> NoDirectorySync:
+        return NoDirectorySync(self._root, codec=self._codec, durability=self._durability, fs=fs)
+
+
+# -- the format marker ---------------------------------------------------------------------
+
+
+class UpgradesFormatOnOpen(Hard):
+    """Bug: opening a store first stamps it with this version's format marker, then checks it.
+
+    An eager in-place "upgrade": a store written by a newer format is overwritten
+    with the older marker and opened as if it were the older format, instead of
+    being refused untouched. Kit must report SCHEMA-001.
+    """
+
+    violates = "SCHEMA-001"
+
+    def _open_store(self) -> None:
+        marker = os.path.join(self._root, MARKER_NAME)
+        if self._fs.stat(marker) is not None:
+            fd = self._fs.open(marker, truncate=True)
+            try:
+                self._fs.write(fd, marker_bytes(), 0)
+            finally:
+                self._fs.close(fd)
+        super()._open_store()
+
+
+# -- codecs ----------------------------------------------------------------------------------
+
+
+class EncodesOncePerLength(Hard):
+    """Bug: with a codec, payloads of a batch that are equally long are encoded once, stored alike.
+
+    An encode cache meant to spare encrypting one event twice is keyed by the
+    payload's length, not its bytes: every event of a batch whose payloads are as
+    long as an earlier one's reads back as that earlier event. Without a codec
+    nothing is cached. Kit must report CODEC-001.
+    """
+
+    violates = "CODEC-001"
+
+    def _encode(self, sid: str, plain: list[bytes]) -> list[bytes]:
+        encoded = super()._encode(sid, plain)
+        if self._codec is None:
+            return encoded
+        by_length: dict[int, bytes] = {}
+        return [by_length.setdefault(len(p), e) for p, e in zip(plain, encoded, strict=True)]
+
+
+class EncodeFailureStoresPlaintext(Hard):
+    """Bug: when the codec fails to encode a batch, the batch is stored without it.
+
+    "Better unencrypted than lost": append succeeds and the events sit in
+    plaintext in a log marked as encoded, instead of append raising CodecError
+    and writing nothing. Kit must report CODEC-002.
+    """
+
+    violates = "CODEC-002"
+
+    def _encode(self, sid: str, plain: list[bytes]) -> list[bytes]:
+        try:
+            return super()._encode(sid, plain)
+        except CodecError:
+            return plain
+
+
+class PlaintextSearchIndex(Hard):
+    """Bug: each appended event's text also goes into a search index file beside the logs.
+
+    The logs are encoded, the index is not: with a codec configured, the text of
+    every event lies in plaintext under the store's path. Kit must report CODEC-005.
+    """
+
+    violates = "CODEC-005"
+
+    async def append(
+        self,
+        session_id: str,
+        events: Sequence[SessionEvent],
+        expected_head: int | None = None,
+        *,
+        expected_generation: int | None = None,
+    ) -> int:
+        head = await super().append(
+            session_id, events, expected_head, expected_generation=expected_generation
+        )
+        _index(Path(self._root) / "search-index.txt", session_id, events)
+        return head
+
+
+def _index(path: Path, session_id: str, events: Sequence[SessionEvent]) -> None:
+    with path.open("a", encoding="utf-8") as index:
+        for event in events:
+            index.write(f"{session_id}\t{getattr(event, 'text', '')}\n")
 
 
 class DecodeFailureIsTornTail(Hard):
@@ -181,29 +314,9 @@ class PlaintextFallback(Hard):
         super().__init__(*args, codec=wrapped, **kwargs)  # type: ignore[arg-type]
 
 
-# -- factories -----------------------------------------------------------------------------
-
-
-def make_cached_head(ctx: BackendContext) -> Hard:
-    return _open(CachedHead, ctx)
-
-
-def make_event_at_a_time(ctx: BackendContext) -> Hard:
-    return _open(EventAtATime, ctx)
-
-
-def make_decode_failure_is_torn_tail(ctx: BackendContext) -> Hard:
-    return _open(DecodeFailureIsTornTail, ctx)
-
-
-def make_plaintext_fallback(ctx: BackendContext) -> Hard:
-    return _open(PlaintextFallback, ctx)
-
-
 HARD: dict[str, type[Hard]] = {
-    "cached_head": CachedHead,
-    "event_at_a_time": EventAtATime,
-    "decode_failure_is_torn_tail": DecodeFailureIsTornTail,
-    "plaintext_fallback": PlaintextFallback,
+    name: value
+    for name, value in list(globals().items())
+    if isinstance(value, type) and issubclass(value, Hard) and hasattr(value, "violates")
 }
-"""Every hard backend by name; its factory is ``hard_backends:make_<name>``."""
+"""Every hard backend by class name; its factory is ``hard_backends:<name>.make``."""

@@ -1,28 +1,45 @@
 """Multi-process backends with one race each, for the free-running stress check.
 
-Each is the SQLite reference backend with one mistake only contention shows.
-The kit loads them by ``module:function`` in its worker processes, which import
-this module by name (``tests/quality/conftest.py`` puts this folder on the path).
-Nothing here is correct on purpose.
+Each is the SQLite reference backend with one mistake only contention shows;
+``violates`` names the rule the kit must report. The kit loads them by
+``module:attribute`` in its worker processes, which import this module by name
+(``tests/quality/conftest.py`` puts this folder on the path): every class is its
+own factory, ``racy_backends:CheckThenAppend.make``. Nothing here is correct on
+purpose.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import ClassVar, Self, cast
 
 from checkpointspec.backends.sqlite import DATABASE_NAME, SqliteCheckpointer
 from checkpointspec.spec import BackendContext, CheckpointConflictError, SessionEvent
 
-__all__ = ["CheckThenAppend", "StaleHead", "make_check_then_append", "make_stale_head"]
+__all__ = ["RACY", "CheckThenAppend", "Racy", "StaleHead"]
 
 
-class CheckThenAppend(SqliteCheckpointer):
-    """Checks ``expected_head`` with a separate ``head`` call, then appends unguarded.
+class Racy(SqliteCheckpointer):
+    """A `SqliteCheckpointer` with one race; ``violates`` is the rule the kit must report."""
 
-    Another process can append between the two calls, so an append succeeds
-    from a head that is no longer current (APPEND-002 / APPEND-004 / SEQ-003).
+    violates: ClassVar[str]
+
+    @classmethod
+    async def make(cls, ctx: BackendContext) -> Self:
+        """The kit's factory: the database ``checkpoints.db`` in ``ctx.path``, opened."""
+        return cast(Self, await cls(Path(ctx.path) / DATABASE_NAME).open())
+
+
+class CheckThenAppend(Racy):
+    """Bug: checks ``expected_head`` with a separate ``head`` call, then appends unguarded.
+
+    Another writer can append between the two calls, so an append succeeds from a
+    head that is no longer current. Kit must report APPEND-004 (it may also show
+    as APPEND-002 or SEQ-003 in a history of several processes).
     """
+
+    violates = "APPEND-004"
 
     async def append(
         self,
@@ -39,15 +56,20 @@ class CheckThenAppend(SqliteCheckpointer):
         return await super().append(session_id, events, None)
 
 
-class StaleHead(SqliteCheckpointer):
-    """Answers every fifth ``head`` call from the previous answer, as a naive cache would (HEAD-001)."""
+class StaleHead(Racy):
+    """Bug: every fifth ``head`` call is answered from the previous answer, as a naive cache would.
+
+    Kit must report HEAD-001.
+    """
+
+    violates = "HEAD-001"
 
     _calls: dict[str, int]
     _last: dict[str, int]
 
     async def head(self, session_id: str) -> int:
-        calls = self.__dict__.setdefault("_calls", {})
-        last = self.__dict__.setdefault("_last", {})
+        calls: dict[str, int] = self.__dict__.setdefault("_calls", {})
+        last: dict[str, int] = self.__dict__.setdefault("_last", {})
         calls[session_id] = calls.get(session_id, 0) + 1
         if calls[session_id] % 5 == 0 and session_id in last:
             return last[session_id]
@@ -55,9 +77,5 @@ class StaleHead(SqliteCheckpointer):
         return last[session_id]
 
 
-async def make_check_then_append(ctx: BackendContext) -> SqliteCheckpointer:
-    return await CheckThenAppend(Path(ctx.path) / DATABASE_NAME).open()
-
-
-async def make_stale_head(ctx: BackendContext) -> SqliteCheckpointer:
-    return await StaleHead(Path(ctx.path) / DATABASE_NAME).open()
+RACY: dict[str, type[Racy]] = {cls.__name__: cls for cls in (CheckThenAppend, StaleHead)}
+"""Every racy backend by class name; its factory is ``racy_backends:<name>.make``."""

@@ -2,11 +2,13 @@
 
 Each broken backend has one bug and names the rule it breaks (``violates``).
 The kit, run on it with a fixed seed, must exit 1 and report that rule failed,
-with a replay command that reruns the failing check with that seed. The default
-run restricts the kit to the checks named after the broken rule, which keeps it
-fast; a few tests run the whole kit, in this process and in spawned ones. The
-``slow`` tests repeat every verdict over many seeds and check that the whole kit,
-and its model-based check alone, blame the right rule.
+with a replay command that reruns the failing check with that seed. Each run
+is restricted to the checks its case names (`cases.MEMORY_CASES`: the checks
+named after the broken rule, unless the case says otherwise), which keeps it
+fast; the cases that start processes run with the ``slow`` tests. A few tests
+run the whole kit, in this process and in spawned ones. The ``slow`` tests also
+repeat every verdict over many seeds and check that the whole kit, and its
+model-based check alone, blame the right rule.
 
 ``BLAMED_BY_THE_MACHINE`` lists bugs whose attribution by the model-based check
 is checked over several seeds.
@@ -19,9 +21,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import broken_backends
 import pytest
-from broken_backends import BROKEN, Broken
+from cases import MEMORY_CASES, SEED, Case
 from checkpointspec.conformance.api.report import KitReport
 from checkpointspec.conformance.api.runner import run_kit
 from checkpointspec.conformance.engines.commanded import (
@@ -35,16 +36,13 @@ from checkpointspec.conformance.engines.commanded import (
     worker_argv,
     worker_env,
 )
-from checkpointspec.conformance.engines.loading import resolve_backend
-from checkpointspec.spec import RULES_BY_ID, BackendContext
 from kit_reports import MODEL_BASED, describe, failed_checks, failed_rules, verdict
 
-SEED = 1729
 SLOW_SEEDS = range(100, 130)
 
 SOMETIMES: dict[str, float] = {
-    "strips_text": 0.4,
-    "drops_tool_calls": 0.7,
+    "StripsText": 0.4,
+    "DropsToolCalls": 0.7,
 }
 """Bugs only some generated inputs show, and the least share of seeds that must catch them.
 
@@ -60,16 +58,16 @@ RETRY_SEEDS = (SEED, 1, 2, 3, 4, 5, 6, 7)
 """Seeds tried in turn, in the default run, for a bug in `SOMETIMES`."""
 
 CLEAN_ATTRIBUTION: dict[str, frozenset[str]] = {
-    "case_insensitive_ids": frozenset({"ID-001"}),
-    "closed_handle_works": frozenset(),
-    "ignores_expected_generation": frozenset(),
-    "integrity_flags_deleted_sessions": frozenset(),
-    "lists_oldest_first": frozenset(),
-    "naive_timestamps": frozenset(),
-    "racy_expected_head": frozenset(),
-    "slash_folded_ids": frozenset({"ID-001"}),
-    "truncate_clamps_to_head": frozenset(),
-    "truncate_ignores_expected_head": frozenset(),
+    "CaseInsensitiveIds": frozenset({"ID-001"}),
+    "ClosedHandleWorks": frozenset(),
+    "IgnoresExpectedGeneration": frozenset(),
+    "IntegrityFlagsDeletedSessions": frozenset(),
+    "ListsOldestFirst": frozenset(),
+    "NaiveTimestamps": frozenset(),
+    "RacyExpectedHead": frozenset(),
+    "SlashFoldedIds": frozenset({"ID-001"}),
+    "TruncateClampsToHead": frozenset(),
+    "TruncateIgnoresExpectedHead": frozenset(),
 }
 """Bugs the whole kit blames on their rule, the model-based check included, and
 the other rules the bug also breaks, which the kit may blame too.
@@ -78,26 +76,28 @@ A folding key scheme also loses one of two folded ids from the listing (ID-001)
 when the ID-001 property check happens to draw both.
 """
 
-BLAMED_BY_THE_MACHINE = ("close_shuts_the_store", "non_atomic_batch", "store_per_handle")
+BLAMED_BY_THE_MACHINE = ("CloseShutsTheStore", "NonAtomicBatch", "StorePerHandle")
 """Bugs whose evidence the model-based check could pin on a neighbouring rule.
 
 A store per handle reads as a READ-001 miss unless the machine asks the handle
 that wrote the event; events left by a refused append read as a seq mismatch
 unless the machine remembers where every event came from. The slow test checks
 the attribution on several seeds: which seeds reach a bug drifts with
-Hypothesis' draws. (``delete_keeps_events`` is attributed the same way, to
+Hypothesis' draws. (``DeleteKeepsEvents`` is attributed the same way, to
 DELETE-002, but shrinking its examples takes minutes per seed.)
 """
 ATTRIBUTION_SEEDS = range(1, 7)
 
+CASES = {case.name: case for case in MEMORY_CASES}
+
 
 def _target(name: str) -> str:
-    return f"broken_backends:make_{name}"
+    return CASES[name].target
 
 
-def _run(name: str, seed: int = SEED) -> KitReport:
-    """The kit on one broken backend, restricted to the checks named after its rule."""
-    return run_kit(_target(name), profile="quick", seed=seed, only=(f"{BROKEN[name].violates}::",))
+def _run(case: Case, seed: int = SEED) -> KitReport:
+    """The kit on one broken backend, restricted to the checks of its case."""
+    return run_kit(case.target, profile="quick", seed=seed, only=case.checks)
 
 
 def _rejects(report: KitReport, rule_id: str) -> bool:
@@ -116,65 +116,43 @@ def assert_rejected(report: KitReport, rule_id: str) -> None:
         assert report.backend in check.replay, text
 
 
-CASES = [pytest.param(name, cls.violates, id=name) for name, cls in BROKEN.items()]
+def _param(case: Case) -> object:
+    marks = [pytest.mark.slow] if case.slow else []
+    return pytest.param(case, id=case.name, marks=marks)
 
 
-# -- the broken backends themselves ----------------------------------------------------
-
-
-@pytest.mark.parametrize(("name", "cls"), BROKEN.items(), ids=list(BROKEN))
-def test_broken_backend_is_loadable_and_documented(
-    name: str, cls: type[Broken], tmp_path: Path
-) -> None:
-    factory = resolve_backend(_target(name)).load()
-    made = factory(BackendContext(path=tmp_path))
-    assert type(made) is cls
-    assert cls.violates in RULES_BY_ID
-    doc = cls.__doc__ or ""
-    assert doc.startswith("Bug: ")
-    assert f"must report {cls.violates}" in " ".join(doc.split())
-
-
-def test_every_broken_backend_is_listed() -> None:
-    defined = {
-        value
-        for key, value in vars(broken_backends).items()
-        if isinstance(value, type)
-        and issubclass(value, Broken)
-        and value is not Broken
-        and not key.startswith("_")
-    }
-    assert defined == set(BROKEN.values())
-    assert set(SOMETIMES) | set(CLEAN_ATTRIBUTION) | set(BLAMED_BY_THE_MACHINE) <= set(BROKEN)
+def test_named_lists_name_broken_backends() -> None:
+    named = set(SOMETIMES) | set(CLEAN_ATTRIBUTION) | set(BLAMED_BY_THE_MACHINE)
+    assert sorted(named - set(CASES)) == []
 
 
 # -- the kit rejects each of them ----------------------------------------------------------
 
 
-@pytest.mark.parametrize(("name", "rule_id"), CASES)
-def test_kit_reports_the_broken_rule(name: str, rule_id: str) -> None:
-    seeds = RETRY_SEEDS if name in SOMETIMES else (SEED,)
+@pytest.mark.parametrize("case", [_param(case) for case in MEMORY_CASES])
+def test_kit_reports_the_broken_rule(case: Case) -> None:
+    seeds = RETRY_SEEDS if case.name in SOMETIMES else case.seeds
     for seed in seeds:
-        report = _run(name, seed)
-        if _rejects(report, rule_id):
+        report = _run(case, seed)
+        if _rejects(report, case.rule):
             break
-    assert_rejected(report, rule_id)
+    assert_rejected(report, case.rule)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("name", "rule_id"), CASES)
-def test_kit_reports_the_broken_rule_for_many_seeds(name: str, rule_id: str) -> None:
+@pytest.mark.parametrize("case", [pytest.param(c, id=c.name) for c in MEMORY_CASES if not c.slow])
+def test_kit_reports_the_broken_rule_for_many_seeds(case: Case) -> None:
     missed = []
     for seed in SLOW_SEEDS:
-        report = _run(name, seed)
-        if _rejects(report, rule_id):
-            assert_rejected(report, rule_id)
+        report = _run(case, seed)
+        if _rejects(report, case.rule):
+            assert_rejected(report, case.rule)
         else:
             missed.append(seed)
     caught = len(SLOW_SEEDS) - len(missed)
-    share = SOMETIMES.get(name, 1.0)
+    share = SOMETIMES.get(case.name, 1.0)
     assert caught >= share * len(SLOW_SEEDS), (
-        f"{name}: the kit reported {rule_id} with {caught} of {len(SLOW_SEEDS)} seeds; "
+        f"{case.name}: the kit reported {case.rule} with {caught} of {len(SLOW_SEEDS)} seeds; "
         f"missed with {missed}"
     )
 
@@ -184,7 +162,7 @@ def _assert_blames_only(
 ) -> None:
     """The whole kit blames the bug's rule, and otherwise only ``also``; so does the
     model-based check if it fails (it blames the bug's rule)."""
-    rule_id = BROKEN[name].violates
+    rule_id = CASES[name].rule
     report = run_kit(_target(name), profile="quick", seed=SEED)
     assert_rejected(report, rule_id)
     text = describe(report)
@@ -197,7 +175,7 @@ def _assert_blames_only(
 
 def test_full_kit_blames_only_the_broken_rule() -> None:
     # Any example that appends an event shows this bug to the model-based check.
-    _assert_blames_only("first_parent_is_zero", model_must_catch=True)
+    _assert_blames_only("FirstParentIsZero", model_must_catch=True)
 
 
 @pytest.mark.slow
@@ -210,7 +188,7 @@ def test_full_kit_blames_only_the_broken_rule_slow(name: str, also: frozenset[st
 @pytest.mark.slow
 @pytest.mark.parametrize("name", BLAMED_BY_THE_MACHINE)
 def test_model_based_check_blames_the_broken_rule(name: str) -> None:
-    rule_id = BROKEN[name].violates
+    rule_id = CASES[name].rule
     reports = [
         run_kit(_target(name), profile="quick", seed=seed, only=(MODEL_BASED,))
         for seed in ATTRIBUTION_SEEDS
@@ -224,7 +202,7 @@ def test_model_based_check_blames_the_broken_rule(name: str) -> None:
 def test_kit_rejects_in_spawned_check_processes() -> None:
     # workers > 1 runs each check in a spawned interpreter, which must import broken_backends.
     report = run_kit(
-        _target("inclusive_since_seq"),
+        _target("InclusiveSinceSeq"),
         profile="quick",
         seed=SEED,
         only=("READ-001::", "SEQ-002::"),
@@ -238,7 +216,7 @@ def test_worker_processes_import_broken_backends(tmp_path: Path) -> None:
     # Every multi-process check starts `checkpointspec.conformance.engines.workers` with worker_env().
     commands = [Open(str(tmp_path)), AppendBatches("s", "w", batches=2, size=3)]
     done = subprocess.run(
-        worker_argv(_target("inclusive_since_seq")),
+        worker_argv(_target("InclusiveSinceSeq")),
         input=b"".join(encode(command) + b"\n" for command in commands),
         env=worker_env(),
         capture_output=True,
@@ -251,7 +229,7 @@ def test_worker_processes_import_broken_backends(tmp_path: Path) -> None:
 
 
 def test_replay_command_reproduces_the_failure() -> None:
-    report = _run("inclusive_since_seq")
+    report = _run(CASES["InclusiveSinceSeq"])
     assert_rejected(report, "READ-001")
     (check,) = failed_checks(report, "READ-001")
     argv = shlex.split(check.replay)

@@ -28,8 +28,8 @@ def test_the_sqlite_reference_passes() -> None:
         # The append goes through from a stale head: it either reports a head its
         # expected_head cannot explain or succeeds next to another append from the
         # same head, whichever the interleaving shows first.
-        ("racy_backends:make_check_then_append", {"SEQ-003", "APPEND-004", "APPEND-002"}),
-        ("racy_backends:make_stale_head", {"HEAD-001"}),
+        ("racy_backends:CheckThenAppend.make", {"SEQ-003", "APPEND-004", "APPEND-002"}),
+        ("racy_backends:StaleHead.make", {"HEAD-001"}),
     ],
 )
 def test_a_race_is_caught_with_its_rule(factory: str, rules: set[str]) -> None:

@@ -1,0 +1,126 @@
+"""How the kit is run to reject each deliberately broken backend: the meta-suite's cases.
+
+Every broken backend (`broken_backends`, `hard_backends`, `racy_backends`) names
+the rule it breaks in ``violates``. A `Case` says how to show it: the checks to
+run (``--only``), the seeds that must each catch it, and, for a run too costly
+for the default test run, why it only runs with the ``slow`` ones. The
+meta-suite's contract (``test_meta_contract.py``): every MUST rule of the catalog
+is broken by some case's backend, and every case's run rejects its backend
+naming that rule (``test_kit_catches_bugs.py``, ``test_kit_catches_hard_bugs.py``).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from broken_backends import BROKEN, Broken
+from hard_backends import (
+    HARD,
+    CachedHead,
+    DecodeFailureIsTornTail,
+    EncodeFailureStoresPlaintext,
+    EncodesOncePerLength,
+    EventAtATime,
+    Hard,
+    NoDirectorySync,
+    PlaintextFallback,
+    PlaintextSearchIndex,
+    UpgradesFormatOnOpen,
+)
+from racy_backends import RACY, CheckThenAppend, Racy, StaleHead
+
+__all__ = [
+    "ALL_BACKENDS",
+    "ALL_CASES",
+    "HARD_CASES",
+    "MEMORY_CASES",
+    "SEED",
+    "Case",
+]
+
+SEED = 1729
+"""The seed of every memory case."""
+
+HARD_SEEDS = (0, 1, 2)
+"""The seeds each hard case whose verdict a seed could change must be caught with."""
+
+
+class Case(NamedTuple):
+    """One broken backend, the checks that must reject it, and the seeds they run with."""
+
+    backend: type[Broken] | type[Hard] | type[Racy]
+    checks: tuple[str, ...]
+    seeds: tuple[int, ...]
+    slow: str | None = None
+    """Why the run belongs to the ``slow`` tests; None for the default run."""
+
+    @property
+    def name(self) -> str:
+        return self.backend.__name__
+
+    @property
+    def rule(self) -> str:
+        """The rule the kit must report failed."""
+        return self.backend.violates
+
+    @property
+    def target(self) -> str:
+        """What the kit loads: ``module:Class.make``."""
+        return f"{self.backend.__module__}:{self.backend.__qualname__}.make"
+
+
+_MEMORY_CHECKS: dict[str, tuple[str, ...]] = {
+    # The model-based check named after SEQ-001 also catches it, in seconds rather
+    # than milliseconds.
+    "SeqsRestartEachBatch": ("SEQ-001::seqs_are_contiguous_across_batches",),
+    # The free-running check blames the forks it sees on APPEND-004 first.
+    "SharedOnlyInProcess": ("MP-001::processes_share_one_log",),
+}
+"""Memory cases that run some of the checks named after their rule; the others run all of them."""
+
+_MEMORY_SLOW: dict[str, str] = {
+    "DurableInProcessMemory": "starts a writer process and kills it",
+    "SharedOnlyInProcess": "starts three writer processes",
+}
+
+MEMORY_CASES: tuple[Case, ...] = tuple(
+    Case(cls, _MEMORY_CHECKS.get(name, (f"{cls.violates}::",)), (SEED,), _MEMORY_SLOW.get(name))
+    for name, cls in BROKEN.items()
+)
+"""One case per backend of `broken_backends`."""
+
+HANDLES = "HANDLE-001::handles_share_one_log"
+RACING = "APPEND-004::racing_appends_never_fork"
+COMMANDED = "KILL-001::commanded_workers"
+POWER_LOSS = "DUR-003::acknowledged_writes_survive_power_loss"
+NEWER_FORMAT = "SCHEMA-001::newer_store_is_refused_untouched"
+ROUND_TRIP = "CODEC-001::payloads_round_trip_through_the_codec"
+ENCODE_FAILS = "CODEC-002::encode_failure_writes_nothing"
+DECODE_FAILS = "CODEC-003::decode_failure_is_raised_not_repaired"
+WRONG_KEY = "CODEC-004::no_plaintext_fallback"
+AT_REST = "CODEC-005::no_plaintext_at_rest"
+FREE_RUNNING = "MP-001::free_running_history"
+
+HARD_CASES: tuple[Case, ...] = (
+    Case(CachedHead, (HANDLES,), HARD_SEEDS),
+    # Only a kill between the writes of one batch shows the bug, and only some
+    # seeds make the commanded machine do that; see test_kit_catches_hard_bugs.
+    Case(EventAtATime, (COMMANDED,), (2, 4)),
+    # The first crash state that drops an unsynced directory entry shows it.
+    Case(NoDirectorySync, (POWER_LOSS,), (0,)),
+    Case(UpgradesFormatOnOpen, (NEWER_FORMAT,), (0,)),
+    Case(EncodesOncePerLength, (ROUND_TRIP,), (0,)),
+    Case(EncodeFailureStoresPlaintext, (ENCODE_FAILS,), (0,)),
+    Case(DecodeFailureIsTornTail, (DECODE_FAILS,), HARD_SEEDS),
+    Case(PlaintextFallback, (WRONG_KEY,), HARD_SEEDS),
+    Case(PlaintextSearchIndex, (AT_REST,), (0,)),
+    # Tasks racing on one head through three handles all succeed.
+    Case(CheckThenAppend, (RACING,), HARD_SEEDS),
+    Case(StaleHead, (FREE_RUNNING,), (SEED,), "four processes hammer the store for seconds"),
+)
+"""One case per backend of `hard_backends` and `racy_backends`."""
+
+ALL_CASES: tuple[Case, ...] = MEMORY_CASES + HARD_CASES
+
+ALL_BACKENDS: dict[str, type[Broken] | type[Hard] | type[Racy]] = {**BROKEN, **HARD, **RACY}
+"""Every broken backend of the three modules, by class name."""
