@@ -1,15 +1,14 @@
-"""The rule catalog (spec/rules.py), the generated SPEC.md, and spec/'s purity.
+"""The rule catalog (spec/rules.py) and the generated SPEC.md.
 
 The catalog is data that reports, test names and errors refer to, so its ids must
 be unique and well formed, every rule must say something, capabilities must be
-real, and SPEC.md must be exactly what the catalog renders to.
+real, and SPEC.md must be exactly what the catalog renders to. That spec/
+imports only the standard library and msgspec is `tests/test_layering.py`'s.
 """
 
 from __future__ import annotations
 
-import ast
 import re
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -126,66 +125,3 @@ def test_rendered_spec_states_every_rule() -> None:
         assert r.statement in rendered
     for capability in Capability:
         assert f"**{capability.name}**" in rendered
-
-
-# -- purity: spec/ imports only the standard library and msgspec --------------------------
-
-
-def _imports(path: Path) -> list[tuple[int, str]]:
-    """(relative level, module) of every import in the file, at any depth."""
-    found: list[tuple[int, str]] = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
-        if isinstance(node, ast.Import):
-            found.extend((0, alias.name) for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            found.append((node.level, node.module or ""))
-    return found
-
-
-def _foreign_imports(path: Path) -> list[str]:
-    """Imports that are neither stdlib, msgspec, nor a sibling module inside spec/."""
-    foreign = []
-    for level, module in _imports(path):
-        if level == 1:
-            continue
-        if level > 1:
-            foreign.append("." * level + module)  # climbs out of spec/
-        elif (
-            module.split(".")[0] != "msgspec"
-            and module.split(".")[0] not in sys.stdlib_module_names
-        ):
-            foreign.append(module)
-    return foreign
-
-
-@pytest.mark.parametrize("path", SPEC_MODULES, ids=lambda path: path.name)
-def test_spec_imports_only_stdlib_and_msgspec(path: Path) -> None:
-    assert _foreign_imports(path) == []
-
-
-@pytest.mark.parametrize("path", SPEC_MODULES, ids=lambda path: path.name)
-def test_spec_does_not_import_dynamically(path: Path) -> None:
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    dynamic = [
-        node.lineno
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Name | ast.Attribute)
-        and (getattr(node.func, "id", None) or getattr(node.func, "attr", None))
-        in {"__import__", "import_module"}
-    ]
-    assert dynamic == []
-    assert all(module.split(".")[0] != "importlib" for _, module in _imports(path))
-
-
-def test_import_check_recognises_foreign_imports(tmp_path: Path) -> None:
-    sample = tmp_path / "sample.py"
-    sample.write_text(
-        "import os, msgspec.json\n"
-        "from . import events\n"
-        "from ..backends import memory\n"
-        "import aiosqlite\n"
-        "def f():\n"
-        "    from checkpointspec.conformance import cli\n"
-    )
-    assert _foreign_imports(sample) == ["..backends", "aiosqlite", "checkpointspec.conformance"]
