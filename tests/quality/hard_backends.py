@@ -30,11 +30,12 @@ from checkpointspec.backends.file import Durability, FileCheckpointer
 from checkpointspec.backends.file.checkpointer import MARKER_NAME
 from checkpointspec.backends.file.format import marker_bytes
 from checkpointspec.backends.file.log import LogFiles, SessionLog
-from checkpointspec.backends.fsport import FileSystem, HookedFileSystem, OsFileSystem
+from checkpointspec.backends.fsport import HookedFileSystem, OsFileSystem
 from checkpointspec.spec import (
     BackendContext,
     Codec,
     CodecError,
+    FileSystem,
     SessionEvent,
     UserPrompt,
     decode_event,
