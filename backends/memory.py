@@ -67,7 +67,7 @@ def store_for(path: Path | str) -> MemoryStore:
 class MemoryCheckpointer:
     """A conforming checkpointer that keeps everything in this process's memory.
 
-    Capabilities: TRUNCATE and GENERATION.
+    Capabilities: DELETE, LIST, TRUNCATE and GENERATION.
 
     Each operation is a short run of steps, one method each with a one-line
     docstring: validate the arguments, compare the expectations with the state,
