@@ -24,6 +24,7 @@ repeat until ``profile.powerloss_states`` crash states have been checked.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import logging
 import random
 import shutil
@@ -172,17 +173,38 @@ async def _record_round(h: Harness, rng: random.Random, number: int) -> _Round:
     return _Round(number, plan, tuple(steps), sessions)
 
 
+_QUIETED: contextvars.ContextVar[bool] = contextvars.ContextVar("quieted", default=False)
+
+
+class _DropWarnings(logging.Filter):
+    """Drops records below ERROR that are logged inside a `_quiet` block."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.ERROR or not _QUIETED.get()
+
+
 @contextlib.contextmanager
 def _quiet() -> Iterator[None]:
     # Cutting off a torn tail is the expected outcome of many crash states, and
     # backends rightly log a warning each time; thousands of them would bury the
-    # report. Errors still get through.
-    previous = logging.root.manager.disable
-    logging.disable(logging.WARNING)
+    # report. Only what is logged inside this block is dropped: the filter asks a
+    # context variable, which the block's task and the threads it starts with
+    # asyncio.to_thread see set, and nothing else does. Errors still get through,
+    # and the filter leaves every handler when the block ends.
+    token = _QUIETED.set(True)
+    drop = _DropWarnings()
+    loggers = [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]
+    handlers = {h for lg in loggers if isinstance(lg, logging.Logger) for h in lg.handlers}
+    if logging.lastResort is not None:
+        handlers.add(logging.lastResort)  # what prints when no handler is configured
+    for handler in handlers:
+        handler.addFilter(drop)
     try:
         yield
     finally:
-        logging.disable(previous)
+        for handler in handlers:
+            handler.removeFilter(drop)
+        _QUIETED.reset(token)
 
 
 async def _reopen(h: Harness, target: Path, sessions: tuple[str, ...]) -> _Seen:

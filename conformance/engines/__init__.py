@@ -5,11 +5,12 @@
 | `loading` | resolving a backend name to its factory and opening handles |
 | `violations`, `outcomes` | rule violations; comparing a backend's outcome with the model's |
 | `strategies` | Hypothesis strategies for events, ids, seqs and bad input |
-| `machine` | the model-based state machine (backend vs `SpecModel`, step by step) |
+| `machine`, `machine_base` | the model-based state machine (backend vs `SpecModel`, step by step) |
+| `ledger` | every event appended: where it came from, and which rule its presence breaks |
 | `commanded`, `workers` | the worker protocol (JSON lines over pipes) and the worker process it drives |
 | `commanded_machine` | the state machine that pauses and kills workers inside writes (KILL-001) |
 | `stress` | free-running workers that record a history |
-| `history`, `history_chain`, `history_records`, `linearize` | the history checker |
+| `history`, `history_records`, `history_chain`, `history_epochs`, `history_time`, `linearize` | the history checker |
 | `disk`, `crashstates` | the simulated disk and the crash states of a power loss |
 | `fault_codecs` | codecs that seal, fail or corrupt on purpose |
 """

@@ -39,7 +39,8 @@ fast path cannot decide go to `checkpointspec.conformance.engines.linearize`, a 
 linearizability search, which may answer "undecided" instead of running on.
 
 The records are defined in `history_records` and re-exported here; the fast
-path lives in `history_chain`.
+path lives in `history_chain` (stages 1-3) and `history_time` (stage 4), on the
+ledger of every marker (`ledger`) this module builds from the history.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from typing import Literal
 
 import msgspec
 
+from ...spec import CheckpointConflictError
 from .history_chain import AnomaliesFound, ChainUndecided, SessionChain
 from .history_records import (
     Anomaly,
@@ -63,6 +65,7 @@ from .history_records import (
     describe,
     markers_text,
 )
+from .ledger import Fate, Ledger
 from .linearize import LogCall, search_log
 
 __all__ = [
@@ -195,9 +198,9 @@ def _search(session: SessionChain, reason: str, max_steps: int) -> tuple[list[An
 # -- entry point -------------------------------------------------------------------------------
 
 
-def _validate(ops: Sequence[Operation]) -> dict[str, tuple[Operation, int]]:
-    """Refuse histories no correct recorder produces; index every marker by its append."""
-    writers: dict[str, tuple[Operation, int]] = {}
+def _validate(ops: Sequence[Operation]) -> Ledger[Operation]:
+    """Refuse histories no correct recorder produces; enter every marker in a ledger."""
+    ledger: Ledger[Operation] = Ledger()
     last: dict[int, Operation] = {}
     for op in sorted(ops, key=lambda o: (o.process, o.index)):
         if (op.completed is None) != isinstance(op.outcome, Unknown):
@@ -210,11 +213,16 @@ def _validate(ops: Sequence[Operation]) -> dict[str, tuple[Operation, int]]:
                 f"process {op.process} started op {op.index} before op {before.index} returned"
             )
         last[op.process] = op
-        if op.kind == "append":
-            for slot, marker in enumerate(op.markers):
-                if writers.setdefault(marker, (op, slot))[0] is not op:
-                    raise ValueError(f"marker {marker!r} is used by two appends")
-    return writers
+        if op.kind != "append":
+            continue
+        outcome = op.outcome
+        if isinstance(outcome, Conflicted):  # it must have written nothing
+            conflict = CheckpointConflictError(op.session, outcome.expected, outcome.actual)
+            ledger.refuse(op.session, op.markers, op, conflict)
+        else:  # an error other than a conflict may have written, like no response at all
+            fate: Fate = "acknowledged" if isinstance(outcome, Returned) else "unknown"
+            ledger.append(op.session, op.markers, op, fate)
+    return ledger
 
 
 def check_history(
@@ -238,7 +246,7 @@ def check_history(
     session without a final log.
     """
     ops = list(history)
-    writers = _validate(ops)
+    ledger = _validate(ops)
     by_session: dict[str, list[Operation]] = defaultdict(list)
     for op in sorted(ops, key=lambda o: o.invoked):
         by_session[op.session].append(op)
@@ -251,7 +259,7 @@ def check_history(
     resolved: list[str] = []
     for name in sorted(set(by_session) | set(final_logs)):
         session = SessionChain(
-            name, by_session.get(name, []), list(final_logs[name]), writers, max_anomalies
+            name, by_session.get(name, []), list(final_logs[name]), ledger, max_anomalies
         )
         try:
             decided_by[name] = session.run()
@@ -263,7 +271,7 @@ def check_history(
                 decided_by[name] = "chain"
                 anomalies += session.anomalies
                 continue
-            fresh = SessionChain(session.name, session.ops, session.final, writers, max_anomalies)
+            fresh = SessionChain(session.name, session.ops, session.final, ledger, max_anomalies)
             found, gave_up = _search(fresh, str(fallback), search_steps)
             anomalies += found
             resolved += fresh.resolved

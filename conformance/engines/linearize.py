@@ -20,11 +20,18 @@ response, or one that raised an error other than a conflict, may have taken
 effect or not: both configurations are kept until something observes the
 difference.
 
-The sequential specification here is deliberately small and separate from
-`checkpointspec.spec.SpecModel`: the search copies the log at every branch, so
-logs are persistent linked lists whose nodes are interned — the same content is
-the same object, which makes configurations cheap to compare. Nothing here does
-I/O, and nothing knows about backends.
+The sequential specification is `checkpointspec.spec.SpecModel`, the one every
+other check uses: placing a call means running it on a SpecModel that holds the
+configuration's log and comparing what the model returns with what the call
+returned. Calls that do not change the log are asked as they are (a read, a
+head) or, for a conflict, as an empty append (or a truncate to the head) with
+the same expected_head, which by APPEND-001 and TRUNC-005 changes nothing and
+conflicts exactly when the call did. Logs are also interned as persistent
+linked lists of their markers (the same content is the same object), which
+makes configurations cheap to compare; one model is moved from log to log with
+its own truncate and append, and the answers are remembered per log, so a
+branch costs a few events, never a copy of the log. Nothing here does I/O, and
+nothing knows about backends.
 
 The search stops after ``max_steps`` transitions or ``max_configurations``
 simultaneous configurations and answers ``"undecided"`` rather than run on.
@@ -32,10 +39,19 @@ simultaneous configurations and answers ``"undecided"`` rather than run on.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Literal
 
 import msgspec
+
+from ...spec import (
+    Capability,
+    CheckpointConflictError,
+    CheckpointError,
+    ModelEvent,
+    SpecModel,
+    UserPrompt,
+)
 
 __all__ = ["LogCall", "SearchResult", "search_log"]
 
@@ -82,42 +98,51 @@ class SearchResult(msgspec.Struct, frozen=True):
     candidates: tuple[tuple[int, tuple[str, ...]], ...] = ()
 
 
-class _Node:
-    """One log: its last marker and the log before it. Interned by `_Logs`."""
+_SESSION = "s"  # the search sees one session: the contract never relates two
+
+
+class _Log:
+    """One log, by its markers: the last one and the log before it. Interned by `_Logs`."""
 
     __slots__ = ("length", "marker", "parent")
 
-    def __init__(self, length: int, marker: str, parent: _Node | None) -> None:
+    def __init__(self, length: int, marker: str, parent: _Log | None) -> None:
         self.length = length
         self.marker = marker
         self.parent = parent
 
 
 class _Logs:
-    """Every log the search has built, interned so equal logs are the same node."""
+    """Every log the search has reached, interned so equal logs are the same `_Log`,
+    and one `SpecModel` that holds whichever of them the search is looking at."""
 
     def __init__(self) -> None:
-        self.empty = _Node(0, "", None)
-        self._children: dict[tuple[int, str], _Node] = {}
+        self.empty = _Log(0, "", None)
+        self._children: dict[tuple[int, str], _Log] = {}
+        self.model = SpecModel([Capability.TRUNCATE, Capability.DELETE])
+        self.at = self.empty  # the log `model` holds
+        self._events: dict[str, UserPrompt] = {}
+        self._observed: dict[tuple[_Log, int], bool] = {}
+        self._after: dict[tuple[_Log, int], tuple[_Log, ...]] = {}
 
-    def extend(self, node: _Node, markers: Iterable[str]) -> _Node:
+    def extend(self, node: _Log, markers: Iterable[str]) -> _Log:
         for marker in markers:
             key = (id(node), marker)
             child = self._children.get(key)
             if child is None:
-                child = self._children[key] = _Node(node.length + 1, marker, node)
+                child = self._children[key] = _Log(node.length + 1, marker, node)
             node = child
         return node
 
     @staticmethod
-    def prefix(node: _Node, length: int) -> _Node:
+    def prefix(node: _Log, length: int) -> _Log:
         while node.length > length:
             assert node.parent is not None
             node = node.parent
         return node
 
     @staticmethod
-    def tail(node: _Node, count: int) -> tuple[str, ...]:
+    def tail(node: _Log, count: int) -> tuple[str, ...]:
         """The last ``count`` markers, oldest first."""
         out: list[str] = []
         while len(out) < count and node.parent is not None:
@@ -125,20 +150,121 @@ class _Logs:
             node = node.parent
         return tuple(reversed(out))
 
+    def event(self, marker: str) -> UserPrompt:
+        """The event carrying ``marker`` (one object per marker, however often it is placed)."""
+        found = self._events.get(marker)
+        if found is None:
+            found = self._events[marker] = UserPrompt(marker)
+        return found
 
-def _reads_as(node: _Node, call: LogCall) -> bool:
-    """Would a read since ``call.since_seq`` of this log return ``call.events``?"""
-    want = call.events
-    if not want:
-        return node.length <= call.since_seq
-    if node.length - call.since_seq != len(want):
+    def seek(self, node: _Log) -> SpecModel:
+        """The model, made to hold ``node``'s log by its own truncate and append."""
+        if node is self.at:
+            return self.model
+        common = self.prefix(self.at, node.length)
+        target = self.prefix(node, common.length)
+        while common is not target:
+            assert common.parent is not None
+            assert target.parent is not None
+            common, target = common.parent, target.parent
+        if common.length < self.at.length:
+            self.model.truncate(_SESSION, common.length)
+        missing: list[str] = []
+        step = node
+        while step is not common:
+            assert step.parent is not None
+            missing.append(step.marker)
+            step = step.parent
+        if missing:
+            self.model.append(_SESSION, [self.event(m) for m in reversed(missing)])
+        self.at = node
+        return self.model
+
+    def intern(self, before: _Log) -> _Log:
+        """The `_Log` of what the model holds after one call on the log ``before``.
+
+        A call changes a log only at its end (appends add events, truncates and
+        deletes cut them), so the two share a prefix that ends where ``before``'s
+        last kept event still is.
+        """
+        model = self.model
+        node = self.prefix(before, min(before.length, model.head(_SESSION)))
+        while True:
+            # From the event the prefix ends with (if any) to the end of the log.
+            tail = model.read(_SESSION, max(node.length - 1, 0))
+            if node.length == 0 or _marker(tail[0]) == node.marker:
+                break
+            assert node.parent is not None
+            node = node.parent
+        self.at = self.extend(node, map(_marker, tail[1:] if node.length else tail))
+        return self.at
+
+    def observes(self, node: _Log, index: int, call: LogCall) -> bool:
+        """Does a call that leaves the log alone return what it returned, on ``node``?"""
+        key = (node, index)
+        fits = self._observed.get(key)
+        if fits is None:
+            if len(self._observed) > _REMEMBERED:
+                self._observed.clear()
+            fits = self._observed[key] = _observes(self.seek(node), call)
+        return fits
+
+    def after(self, node: _Log, index: int, call: LogCall) -> tuple[_Log, ...]:
+        """The logs ``call`` may leave on ``node``; () if it cannot be placed there."""
+        key = (node, index)
+        found = self._after.get(key)
+        if found is None:
+            if len(self._after) > _REMEMBERED:
+                self._after.clear()
+            unchanged = (node,) if call.status == "indeterminate" else ()
+            applied = _applies(self.seek(node), call, self.event)
+            changed = self.intern(node)
+            found = self._after[key] = (*unchanged, changed) if applied else unchanged
+        return found
+
+
+_REMEMBERED = 100_000  # answers kept per kind before they are forgotten, to bound memory
+
+
+def _marker(stored: ModelEvent) -> str:
+    event = stored.event
+    return event.text if isinstance(event, UserPrompt) else ""
+
+
+def _observes(model: SpecModel, call: LogCall) -> bool:
+    """Ask ``model`` a call that changes nothing (`_is_pure`); does it answer as the call did?"""
+    try:
+        if call.kind == "read":
+            return tuple(map(_marker, model.read(_SESSION, call.since_seq))) == call.events
+        if call.kind == "head":
+            return model.head(_SESSION) == call.value
+        # An append without events changes nothing (APPEND-001), nor does a truncate
+        # to the head (TRUNC-005); both still check expected_head.
+        if call.kind == "truncate":
+            value = model.truncate(_SESSION, model.head(_SESSION), call.expected_head)
+        else:
+            value = model.append(_SESSION, (), call.expected_head)
+    except CheckpointConflictError as conflict:
+        return call.status == "conflict" and conflict.actual == call.value
+    except CheckpointError:
         return False
-    for marker in reversed(want):
-        if node.marker != marker:
-            return False
-        assert node.parent is not None
-        node = node.parent
-    return True
+    return call.status == "ok" and value == call.value
+
+
+def _applies(model: SpecModel, call: LogCall, event: Callable[[str], UserPrompt]) -> bool:
+    """Run a call that may change the log on ``model``: did it return what the call did?"""
+    try:
+        if call.kind == "append":
+            batch = [event(marker) for marker in call.markers]
+            value = model.append(_SESSION, batch, call.expected_head)
+        elif call.kind == "truncate":
+            value = model.truncate(_SESSION, call.to_seq, call.expected_head)
+        else:
+            model.delete(_SESSION)
+            value = call.value
+    except CheckpointError:
+        return False
+    return call.status == "indeterminate" or value == call.value
 
 
 def _is_pure(call: LogCall) -> bool:
@@ -148,42 +274,6 @@ def _is_pure(call: LogCall) -> bool:
     if call.status != "ok":
         return False
     return call.kind in ("read", "head") or (call.kind == "append" and not call.markers)
-
-
-def _fits(node: _Node, call: LogCall) -> bool:
-    """Does a pure call return what it returned when placed on this log?"""
-    if call.status == "conflict":
-        return (
-            call.expected_head is not None
-            and node.length != call.expected_head
-            and node.length == call.value
-        )
-    if call.kind == "read":
-        return _reads_as(node, call)
-    if call.kind == "append" and (
-        call.expected_head is not None and call.expected_head != node.length
-    ):
-        return False
-    return node.length == call.value
-
-
-def _successors(logs: _Logs, node: _Node, call: LogCall) -> tuple[_Node, ...]:
-    """The logs after placing a call that may change the log; () if it cannot go here."""
-    may_skip = call.status == "indeterminate"
-    unchanged = (node,) if may_skip else ()
-    if call.kind == "delete":
-        return (*unchanged, logs.empty)
-    if call.expected_head is not None and call.expected_head != node.length:
-        return unchanged
-    if call.kind == "append":
-        after = logs.extend(node, call.markers)
-        if may_skip:
-            return (node, after)
-        return (after,) if after.length == call.value else ()
-    # truncate
-    if call.to_seq > node.length or (not may_skip and call.value != call.to_seq):
-        return unchanged
-    return (*unchanged, logs.prefix(node, call.to_seq))
 
 
 def search_log(
@@ -210,15 +300,17 @@ def search_log(
     # At equal times invocations come first, so touching calls count as concurrent.
     timeline.sort()
 
-    configs: set[tuple[_Node, frozenset[int]]] = {(logs.empty, frozenset())}
+    configs: set[tuple[_Log, frozenset[int]]] = {(logs.empty, frozenset())}
     in_flight: set[int] = set()
     steps = 0
 
-    def absorb(node: _Node, placed: frozenset[int]) -> frozenset[int]:
+    def absorb(node: _Log, placed: frozenset[int]) -> frozenset[int]:
         # Place every in-flight pure call that fits this log now: placing it
         # later could only need the same log again.
         fitting = [
-            i for i in in_flight if pure[i] and i not in placed and _fits(node, everything[i])
+            i
+            for i in in_flight
+            if pure[i] and i not in placed and logs.observes(node, i, everything[i])
         ]
         return placed.union(fitting) if fitting else placed
 
@@ -228,7 +320,7 @@ def search_log(
             if pure[index]:
                 configs = {(node, absorb(node, placed)) for node, placed in configs}
             continue
-        survivors: set[tuple[_Node, frozenset[int]]] = set()
+        survivors: set[tuple[_Log, frozenset[int]]] = set()
         for node, placed in configs:
             if index in placed:
                 survivors.add((node, placed - {index}))
@@ -241,7 +333,7 @@ def search_log(
                 for other in in_flight:
                     if other in done or pure[other]:
                         continue
-                    for after in _successors(logs, here, everything[other]):
+                    for after in logs.after(here, other, everything[other]):
                         steps += 1
                         now = done | {other}
                         if after is not here:

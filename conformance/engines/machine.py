@@ -17,71 +17,38 @@ that shows up where it should not is traced to the rule it proves broken.
 from __future__ import annotations
 
 import asyncio
-import itertools
-import shutil
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable
 from functools import partial
-from pathlib import Path
-from typing import ClassVar, TypeVar, cast
+from typing import cast
 
-import msgspec
 from hypothesis import note
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import invariant, precondition, rule
 
 from ...spec import (
-    BackendContext,
     Capability,
     CheckpointConflictError,
-    Checkpointer,
     CheckpointerClosedError,
-    Codec,
     GenerationalCheckpointer,
-    ModelEvent,
-    ModelHandle,
-    SessionEvent,
-    SessionInfo,
-    SpecModel,
     StoredEvent,
 )
-from .loading import BackendRef, open_checkpointer
+from .machine_base import CURRENT, MachineBase, MachineEnv
 from .outcomes import (
     EVENT_KINDS,
     Err,
     Ok,
-    Origin,
-    check_list_order,
-    compare_log,
-    compare_outcomes,
     make_event,
     marker_of,
+    markers_of,
     read_all,
     run_backend,
-    run_model,
 )
 from .strategies import CONFUSABLE_IDS, invalid_events_arguments, invalid_seqs, invalid_session_ids
 from .violations import RuleViolation, expect
 
-__all__ = ["MachineEnv", "make_machine"]
-
-T = TypeVar("T")
-A = TypeVar("A")
-M = TypeVar("M")
+__all__ = ["CheckpointerMachine", "MachineEnv"]
 
 MAX_HANDLES = 4
-CURRENT = "current"  # expected head/generation: whatever the model says it is now
-
-
-class MachineEnv(msgspec.Struct):
-    """What a machine class is bound to: the backend and where to put stores."""
-
-    backend: BackendRef
-    capabilities: frozenset[Capability]
-    root: Path
-    codec_factory: Callable[[], Codec | None] | None = None
-    options: dict[str, str] = msgspec.field(default_factory=dict)
-    warnings: list[str] = msgspec.field(default_factory=list)
-
 
 _handle_index = st.integers(min_value=0, max_value=MAX_HANDLES - 1)
 # A few ids most of the time, so logs grow long enough for reads and truncates to
@@ -93,184 +60,19 @@ _expected = st.none() | st.just(CURRENT) | st.integers(min_value=0, max_value=6)
 _position = st.tuples(st.sampled_from(["back", "at"]), st.integers(min_value=0, max_value=7))
 
 
-class CheckpointerMachine(RuleBasedStateMachine):
-    """Compares one backend store with `SpecModel`, step by step."""
+class CheckpointerMachine(MachineBase):
+    """Compares one backend store with `SpecModel`, step by step.
 
-    env: ClassVar[MachineEnv]
-    _stores: ClassVar[itertools.count[int]] = itertools.count()
-
-    def __init__(self) -> None:
-        super().__init__()
-        env = self.env
-        self.loop = asyncio.new_event_loop()
-        self.factory = env.backend.load()
-        self.path = env.root / f"machine-{next(self._stores)}"
-        self.path.mkdir(parents=True)
-        self.codec = env.codec_factory() if env.codec_factory else None
-        self.model = SpecModel(env.capabilities)
-        self.handles: list[Checkpointer] = []
-        self.model_handles: list[ModelHandle] = []
-        self.origin: dict[str, Origin] = {}
-        self.markers = itertools.count(1)
-        self._open_handle()
-
-    # -- plumbing ------------------------------------------------------------------
-    def run(self, coro: Coroutine[object, object, T]) -> T:
-        return self.loop.run_until_complete(coro)
-
-    def _open_handle(self) -> None:
-        ctx = BackendContext(path=self.path, codec=self.codec, options=self.env.options)
-        self.handles.append(self.run(open_checkpointer(self.factory, ctx)))
-        self.model_handles.append(self.model.handle())
-
-    def pick(self, index: int) -> tuple[int, Checkpointer, ModelHandle]:
-        i = index % len(self.handles)
-        return i, self.handles[i], self.model_handles[i]
-
-    def compare(
-        self, operation: str, call: str, backend: Callable[[], Awaitable[A]], model: Callable[[], M]
-    ) -> tuple[Ok[A] | Err, Ok[M] | Err]:
-        expected = run_model(model)
-        actual = self.run(run_backend(backend))
-        note(
-            f"{call} -> {'error ' + type(actual.error).__name__ if isinstance(actual, Err) else actual.value!r}"
-        )
-        compare_outcomes(operation, actual, expected, call)
-        return actual, expected
-
-    def new_batch(self, kinds: list[str]) -> list[SessionEvent]:
-        return [make_event(kind, f"e{next(self.markers)}") for kind in kinds]
-
-    def resolve(
-        self, expected: int | str | None, session_id: str, generation: bool = False
-    ) -> int | None:
-        if expected != CURRENT:
-            return expected if not isinstance(expected, str) else None
-        if generation:
-            return self.model.generation(session_id)
-        return self.model.head(session_id)
-
-    def record(
-        self, session_id: str, batch: list[SessionEvent], handle: int, fate: str = "live"
-    ) -> None:
-        """Remember which session and handle these events were appended through (`Origin`)."""
-        for event in batch:
-            marker = marker_of(event)
-            if marker is not None:
-                self.origin[marker] = Origin(session_id, handle, fate)
-
-    def record_refused(
-        self, session_id: str, batch: list[SessionEvent], handle: int, error: BaseException
-    ) -> None:
-        """Remember the events of an append that raised, with the rule that keeps them out."""
-        if isinstance(error, CheckpointConflictError):
-            rule_id = "GEN-002" if error.kind == "generation" else "APPEND-002"
-        else:
-            rule_id = "APPEND-003"
-        self.record(session_id, batch, handle, rule_id)
-
-    def record_invalid_append(self, args: dict[str, object], which: str, handle: int) -> None:
-        """Remember the events of an append refused for the bad argument ``which``."""
-        session_id, events = args["session_id"], args["events"]
-        if which == "session_id" or not isinstance(session_id, str):
-            return  # stored under no id the machine reads
-        batch = events if isinstance(events, list | tuple) else []
-        rule_id = "APPEND-003" if which == "events" else "ARG-002"
-        ours = [cast(SessionEvent, e) for e in batch if marker_of(e) is not None]
-        self.record(session_id, ours, handle, rule_id)
-
-    def mark(self, session_id: str, removed: list[ModelEvent], fate: str) -> None:
-        """Remember that these events were deleted or truncated away."""
-        for stored in removed:
-            marker = marker_of(stored.event)
-            if marker is not None:
-                handle = self.origin[marker].handle if marker in self.origin else -1
-                self.origin[marker] = Origin(session_id, handle, fate)
-
-    def settle_append(
-        self,
-        i: int,
-        session_id: str,
-        batch: list[SessionEvent],
-        outcomes: tuple[Ok[int] | Err, Ok[int] | Err],
-        call: str,
-    ) -> None:
-        """After an append through handle ``i`` matched the model's outcome: remember
-        where its events came from, and check the head it returned (SEQ-003)."""
-        actual, model = outcomes
-        if isinstance(model, Err):
-            self.record_refused(session_id, batch, i, model.error)
-            return
-        self.record(session_id, batch, i)
-        assert isinstance(actual, Ok)
-        if actual.value != model.value:
-            raise self.wrong_head(
-                self.handles[i],
-                session_id,
-                "SEQ-003",
-                f"{call} returned {actual.value}; the new head is {model.value}",
-            )
-
-    def wrong_head(
-        self, cp: Checkpointer, session_id: str, rule_id: str, message: str
-    ) -> RuleViolation:
-        """The violation for an append that returned the wrong head: ``rule_id``, unless the
-        log holds events deleted or truncated away, which explain the head and break
-        DELETE-002 or TRUNC-001."""
-        got = self.run(run_backend(partial(read_all, cp, session_id)))
-        if isinstance(got, Ok):
-            for stored in got.value:
-                marker = marker_of(stored.event)
-                origin = self.origin.get(marker) if marker is not None else None
-                if origin is not None and origin.fate in ("deleted", "truncated"):
-                    return RuleViolation(
-                        "DELETE-002" if origin.fate == "deleted" else "TRUNC-001",
-                        f"{message}: the log holds event {marker!r}, which was {origin.fate}",
-                    )
-        return RuleViolation(rule_id, message)
-
-    def compare_read(
-        self,
-        i: int,
-        got: Sequence[StoredEvent],
-        expected: Sequence[ModelEvent],
-        read: tuple[str, int],
-        call: str,
-    ) -> None:
-        """`compare_log` for ``read`` (session id, since_seq) through handle ``i``, blaming
-        HANDLE-001 when an event it misses is there when read through the handle that
-        appended it."""
-        session_id, since = read
-        try:
-            compare_log(got, expected, session_id, call, self.origin)
-        except RuleViolation:
-            seen = {marker_of(s.event) for s in got if isinstance(s, StoredEvent)}
-            for event in expected:
-                marker = marker_of(event.event)
-                if marker is None or marker in seen or marker not in self.origin:
-                    continue
-                writer = self.origin[marker].handle
-                if writer in (i, -1) or self.model_handles[writer].closed:
-                    continue
-                again = self.run(
-                    run_backend(partial(read_all, self.handles[writer], session_id, since))
-                )
-                if isinstance(again, Ok) and [marker_of(s.event) for s in again.value] == [
-                    marker_of(e.event) for e in expected
-                ]:
-                    raise RuleViolation(
-                        "HANDLE-001",
-                        f"{call} misses event {marker!r} (seq {event.seq}), which handle "
-                        f"{writer} appended and still reads",
-                    ) from None
-            raise
+    Hypothesis builds one machine per example:
+    ``run_state_machine_as_test(lambda: CheckpointerMachine(env))``.
+    """
 
     # -- operations ----------------------------------------------------------------
     @rule()
     @precondition(lambda self: len(self.handles) < MAX_HANDLES)
     def open_handle(self) -> None:
         """HANDLE-001: one more handle on the same store."""
-        self._open_handle()
+        self.open_handle_pair()
 
     @rule(h=_handle_index, session_id=_session, kinds=_batch, expected=_expected)
     def append(self, h: int, session_id: str, kinds: list[str], expected: int | str | None) -> None:
@@ -285,11 +87,6 @@ class CheckpointerMachine(RuleBasedStateMachine):
             lambda: mh.append(session_id, batch, want),
         )
         self.settle_append(i, session_id, batch, (actual, model), call)
-
-    def seq_at(self, session_id: str, position: tuple[str, int]) -> int:
-        """Resolve a drawn position: ``("back", n)`` is head - n (at least 0), ``("at", n)`` is n."""
-        how, n = position
-        return max(self.model.head(session_id) - n, 0) if how == "back" else n
 
     @rule(h=_handle_index, session_id=_session, position=_position)
     def read(self, h: int, session_id: str, position: tuple[str, int]) -> None:
@@ -338,7 +135,7 @@ class CheckpointerMachine(RuleBasedStateMachine):
             "delete", call, lambda: cp.delete(session_id), lambda: mh.delete(session_id)
         )
         if isinstance(model, Ok):
-            self.mark(session_id, before, "deleted")
+            self.ledger.remove(markers_of(e.event for e in before), "deleted")
 
     @rule(h=_handle_index, session_id=_session, position=_position, expected=_expected)
     def truncate(
@@ -356,7 +153,7 @@ class CheckpointerMachine(RuleBasedStateMachine):
             lambda: mh.truncate(session_id, to_seq, want),
         )
         if isinstance(model, Ok):
-            self.mark(session_id, before[to_seq:], "truncated")
+            self.ledger.remove(markers_of(e.event for e in before[to_seq:]), "truncated")
             assert isinstance(actual, Ok)
             expect(
                 actual.value == to_seq,
@@ -444,9 +241,16 @@ class CheckpointerMachine(RuleBasedStateMachine):
             method: Callable[..., object] = getattr(mh, operation)
             return method(*args.values())
 
-        self.compare(operation, call, backend, model)
-        if operation == "append":
-            self.record_invalid_append(args, which, i)
+        _, expected = self.compare(operation, call, backend, model)
+        events = args.get("events")
+        if operation == "append" and which != "session_id" and isinstance(events, list | tuple):
+            # A refused batch leaves nothing (a bad session id stores under no id we read).
+            # The bad events strategies reuse one text, entered the first time only.
+            ours = [m for m in markers_of(events) if m not in self.ledger]
+            if isinstance(expected, Err):
+                self.ledger.refuse("s1", ours, cp, expected.error)
+            else:
+                self.ledger.append("s1", ours, cp)
 
     @rule(
         hs=st.lists(_handle_index, min_size=2, max_size=4),
@@ -504,9 +308,11 @@ class CheckpointerMachine(RuleBasedStateMachine):
                 "APPEND-004",
                 f"{call}: only {len(winners)} of {len(picked)} appends succeeded",
             )
-        for (i, _, _), batch, outcome in zip(picked, batches, outcomes, strict=True):
-            # A loser's events in the log would mean the race forked it.
-            self.record(session_id, batch, i, "live" if isinstance(outcome, Ok) else "APPEND-004")
+        for (_, cp, _), batch, outcome in zip(picked, batches, outcomes, strict=True):
+            if isinstance(outcome, Ok):
+                self.ledger.append(session_id, markers_of(batch), cp)
+            else:  # a loser's events in the log would mean the race forked it
+                self.ledger.refuse(session_id, markers_of(batch), cp, outcome.error, "APPEND-004")
         for new_head, batch in sorted(winners, key=lambda w: w[0]):
             applied = self.model.append(session_id, batch)
             if applied != new_head:
@@ -552,11 +358,11 @@ class CheckpointerMachine(RuleBasedStateMachine):
                 "READ-003", f"{call} raised {type(got.error).__name__}: {got.error}"
             )
         if truncating:
-            self.mark(session_id, before[1:], "truncated")
+            self.ledger.remove(markers_of(e.event for e in before[1:]), "truncated")
             wmh.truncate(session_id, 1)
         else:
             wmh.append(session_id, batch)
-            self.record(session_id, batch, wi)
+            self.ledger.append(session_id, markers_of(batch), wcp)
         after = self.model.log(session_id)
         got_markers = [marker_of(s.event) for s in got.value]
         allowed = ([marker_of(e.event) for e in before], [marker_of(e.event) for e in after])
@@ -582,7 +388,7 @@ class CheckpointerMachine(RuleBasedStateMachine):
             self.run(cp.close())
         self.handles.clear()
         self.model_handles.clear()
-        self._open_handle()
+        self.open_handle_pair()
 
     @rule(h=_handle_index)
     def check_integrity(self, h: int) -> None:
@@ -598,32 +404,6 @@ class CheckpointerMachine(RuleBasedStateMachine):
             )
 
     # -- invariants ------------------------------------------------------------------
-    def check_listing(self, infos: Sequence[object], expected: list[str], call: str) -> None:
-        for info in infos:
-            if not isinstance(info, SessionInfo):
-                raise RuleViolation("LIST-001", f"{call} returned {info!r}, not a SessionInfo")
-        listed = [info.id for info in infos if isinstance(info, SessionInfo)]
-        expect(
-            sorted(listed) == sorted(expected),
-            "LIST-001",
-            f"{call} listed {sorted(listed)}; the existing sessions are {sorted(expected)}",
-        )
-        typed = [info for info in infos if isinstance(info, SessionInfo)]
-        check_list_order(typed, call)
-        by_id = {info.id: info.mtime for info in typed}
-        for a, b in itertools.combinations(expected, 2):
-            later, earlier = (
-                (a, b) if self.model.modified_at(a) > self.model.modified_at(b) else (b, a)
-            )
-            if by_id[later] < by_id[earlier]:
-                message = (
-                    f"{call}: {later!r} was modified after {earlier!r} but has an earlier mtime "
-                    f"({by_id[later]} < {by_id[earlier]})"
-                )
-                line = f"[LIST-003] {message}"
-                if line not in self.env.warnings:
-                    self.env.warnings.append(line)
-
     @invariant()
     def logs_match_model(self) -> None:
         """Every session's full log equals the model's (SEQ-*, EVENT-001, ID-002)."""
@@ -656,14 +436,6 @@ class CheckpointerMachine(RuleBasedStateMachine):
             list(listing.value), self.model.session_ids(), f"handle {i}: list_sessions()"
         )
 
-    def teardown(self) -> None:
-        try:
-            for cp in self.handles:
-                self.run(run_backend(cp.close))
-        finally:
-            self.loop.close()
-            shutil.rmtree(self.path, ignore_errors=True)
-
 
 _INVALID_ARGUMENTS: dict[str, list[str]] = {
     "append": ["session_id", "events", "expected_head"],
@@ -679,8 +451,3 @@ _INVALID_VALUES: dict[str, st.SearchStrategy[object]] = {
     "since_seq": invalid_seqs(),
     "to_seq": invalid_seqs(),
 }
-
-
-def make_machine(env: MachineEnv) -> type[CheckpointerMachine]:
-    """A machine class bound to one backend (Hypothesis instantiates it per example)."""
-    return type("CheckpointerMachine", (CheckpointerMachine,), {"env": env})

@@ -9,9 +9,9 @@ defines that error, and so on.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import datetime, timedelta
-from typing import Generic, NamedTuple, TypeVar
+from typing import Generic, TypeVar
 
 import msgspec
 
@@ -36,13 +36,13 @@ from ...spec import (
     UnsupportedOperationError,
     UserPrompt,
 )
+from .ledger import Ledger
 from .violations import RuleViolation, expect
 
 __all__ = [
     "EVENT_KINDS",
     "Err",
     "Ok",
-    "Origin",
     "Outcome",
     "check_list_order",
     "check_ts",
@@ -50,12 +50,14 @@ __all__ = [
     "compare_outcomes",
     "make_event",
     "marker_of",
+    "markers_of",
     "read_all",
     "run_backend",
     "run_model",
 ]
 
 T = TypeVar("T")
+W = TypeVar("W")
 
 
 async def read_all(cp: Checkpointer, session_id: str, since_seq: int = 0) -> list[StoredEvent]:
@@ -219,6 +221,11 @@ def marker_of(event: object) -> str | None:
     return None
 
 
+def markers_of(events: Iterable[object]) -> list[str]:
+    """The markers of those of ``events`` that are ours, in order."""
+    return [m for m in map(marker_of, events) if m is not None]
+
+
 # -- logs and listings ----------------------------------------------------------------
 
 
@@ -235,49 +242,28 @@ def check_ts(stored: StoredEvent, call: str) -> None:
     )
 
 
-class Origin(NamedTuple):
-    """Where an event (by its marker) came from, and what became of it."""
-
-    session_id: str
-    handle: int
-    """The handle whose append carried it."""
-    fate: str
-    """"live", "deleted" or "truncated"; for an append that raised, the id of the
-    rule that says nothing of it may be stored."""
-
-
 def compare_log(
     actual: Sequence[StoredEvent],
     expected: Sequence[ModelEvent],
     session_id: str,
     call: str,
-    origin: dict[str, Origin] | None = None,
+    ledger: Ledger[W] | None = None,
 ) -> None:
     """A read's events must be the model's, field for field.
 
-    ``origin`` maps the marker of every event the run ever tried to append to its
-    `Origin`; it turns an unexpected event into the rule it proves broken.
+    ``ledger`` holds every event the run ever tried to append; it turns an event
+    the model does not expect into the rule its presence proves broken.
     """
     wanted_markers = {marker_of(e.event) for e in expected}
     for stored in actual:
         if not isinstance(stored, StoredEvent):
             raise RuleViolation("EVENT-001", f"{call} yielded {stored!r}, not a StoredEvent")
         marker = marker_of(stored.event)
-        if origin is None or marker is None or marker in wanted_markers or marker not in origin:
+        if ledger is None or marker in wanted_markers:
             continue
-        owner, _, fate = origin[marker]
-        if owner != session_id:
-            raise RuleViolation(
-                "ID-002",
-                f"{call} yielded event {marker!r}, which was appended to session {owner!r}",
-            )
-        if fate in ("deleted", "truncated"):
-            rule_id = "DELETE-002" if fate == "deleted" else "TRUNC-001"
-            raise RuleViolation(rule_id, f"{call} yielded event {marker!r}, which was {fate}")
-        if fate != "live":
-            raise RuleViolation(
-                fate, f"{call} yielded event {marker!r}, from an append that raised"
-            )
+        found = ledger.intrusion(marker, session_id)
+        if found is not None:
+            raise RuleViolation(found.rule_id, f"{call} yielded event {marker!r}, {found.reason}")
     got = [s.seq for s in actual]
     want = [e.seq for e in expected]
     if got != want:

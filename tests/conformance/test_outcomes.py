@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
+from checkpointspec.conformance.engines.ledger import Ledger
 from checkpointspec.conformance.engines.outcomes import (
     Err,
     Ok,
-    Origin,
     compare_log,
     compare_outcomes,
     make_event,
@@ -16,6 +18,7 @@ from checkpointspec.conformance.engines.outcomes import (
 from checkpointspec.conformance.engines.violations import RuleViolation
 from checkpointspec.spec import (
     Capability,
+    CheckpointConflictError,
     InvalidArgumentError,
     ModelEvent,
     ReasonCode,
@@ -39,40 +42,69 @@ def modelled(seq: int, event: SessionEvent, session_id: str = "s") -> ModelEvent
 KEPT, EXTRA = make_event("user_prompt", "e1"), make_event("user_prompt", "e2")
 
 
+def _other_session(ledger: Ledger[int]) -> None:
+    ledger.append("other", ["e2"], 0)
+
+
+def _deleted(ledger: Ledger[int]) -> None:
+    ledger.append("s", ["e2"], 0)
+    ledger.remove(["e2"], "deleted")
+
+
+def _truncated(ledger: Ledger[int]) -> None:
+    ledger.append("s", ["e2"], 0)
+    ledger.remove(["e2"], "truncated")
+
+
+def _invalid_batch(ledger: Ledger[int]) -> None:
+    ledger.refuse("s", ["e2"], 1, InvalidArgumentError("events", "not a batch"))
+
+
+def _conflict(ledger: Ledger[int]) -> None:
+    ledger.refuse("s", ["e2"], 1, CheckpointConflictError("s", 0, 1))
+
+
 @pytest.mark.parametrize(
-    ("origin", "rule_id"),
+    ("history", "rule_id"),
     [
-        (Origin("other", 0, "live"), "ID-002"),
-        (Origin("s", 0, "deleted"), "DELETE-002"),
-        (Origin("s", 0, "truncated"), "TRUNC-001"),
-        (Origin("s", 1, "APPEND-003"), "APPEND-003"),  # left by an append that raised
-        (Origin("s", 1, "APPEND-002"), "APPEND-002"),  # left by a conflicting append
+        (_other_session, "ID-002"),
+        (_deleted, "DELETE-002"),
+        (_truncated, "TRUNC-001"),
+        (_invalid_batch, "APPEND-003"),
+        (_conflict, "APPEND-002"),
     ],
 )
 def test_an_event_that_should_not_be_there_is_blamed_on_its_origin(
-    origin: Origin, rule_id: str
+    history: Callable[[Ledger[int]], None], rule_id: str
 ) -> None:
+    ledger: Ledger[int] = Ledger()
+    ledger.append("s", ["e1"], 0)
+    history(ledger)
     with pytest.raises(RuleViolation) as raised:
-        compare_log(
-            [stored(1, KEPT), stored(2, EXTRA)],
-            [modelled(1, KEPT)],
-            "s",
-            "read('s')",
-            {"e1": Origin("s", 0, "live"), "e2": origin},
-        )
+        compare_log([stored(1, KEPT), stored(2, EXTRA)], [modelled(1, KEPT)], "s", "read", ledger)
     assert raised.value.rule_id == rule_id
     assert "'e2'" in str(raised.value)
 
 
-def test_without_an_origin_a_longer_log_is_a_seq_mismatch() -> None:
+def test_without_a_ledger_a_longer_log_is_a_seq_mismatch() -> None:
     with pytest.raises(RuleViolation) as raised:
         compare_log([stored(1, KEPT), stored(2, EXTRA)], [modelled(1, KEPT)], "s", "read('s')")
     assert raised.value.rule_id == "READ-001"
 
 
+def test_an_acknowledged_event_at_the_wrong_seq_is_left_to_the_model() -> None:
+    ledger: Ledger[int] = Ledger()
+    ledger.append("s", ["e1", "e2"], 0)
+    with pytest.raises(RuleViolation) as raised:
+        compare_log([stored(1, KEPT), stored(2, EXTRA)], [modelled(1, KEPT)], "s", "read", ledger)
+    assert raised.value.rule_id == "READ-001"
+
+
 def test_the_expected_log_passes() -> None:
-    origin = {"e1": Origin("s", 0, "live"), "e2": Origin("s", 1, "APPEND-003")}
-    compare_log([stored(1, KEPT)], [modelled(1, KEPT)], "s", "read('s')", origin)
+    ledger: Ledger[int] = Ledger()
+    ledger.append("s", ["e1"], 0)
+    _invalid_batch(ledger)
+    compare_log([stored(1, KEPT)], [modelled(1, KEPT)], "s", "read('s')", ledger)
 
 
 def blamed_rule(operation: str, expected: Err) -> str:
