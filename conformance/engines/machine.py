@@ -3,15 +3,17 @@
 
 Why a separate model, never the backend's own helpers: the model is the
 definition of correct behaviour, so it must not share code paths (or bugs) with
-what it judges. Each machine owns one event loop and runs every backend call on
-it, because Hypothesis' stateful testing is synchronous.
+what it judges. What each operation stands on — the machine's event loop, its
+handles, the comparison of outcomes — is `machine_base`'s; this module says
+which operations there are and what each must satisfy.
 
 The operations: append (with no, the current, or a stale expected head), read
 since, head, list, delete, truncate, generation, invalid arguments, concurrent
 appends racing on one expected head, a read interleaved with a write, several
 handles on one store, closing handles, and closing everything and reopening
-(DURABLE backends). Every appended event carries a unique marker, so any event
-that shows up where it should not is traced to the rule it proves broken.
+(DURABLE backends). Every appended event carries a unique marker and is entered
+in the ledger (`ledger`), so any event that shows up where it should not is
+traced to the rule it proves broken.
 """
 
 from __future__ import annotations
