@@ -11,9 +11,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Itera
 from pathlib import Path
 from typing import TypeVar, cast
 
-from hypothesis import HealthCheck, given, seed, settings
+from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import run_state_machine_as_test
+from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
 from ...spec import Capability, Checkpointer, Codec, StoredEvent, StoreHooks
 from ..engines.commanded import Open, Opened, WorkerClient, started_workers
@@ -33,6 +33,7 @@ __all__ = [
     "hooks_of",
     "opened_workers",
     "property_settings",
+    "run_machine",
     "run_model_based",
     "run_property",
     "snapshot",
@@ -191,7 +192,40 @@ MODEL_OBSERVED = (
 )
 
 
+def run_machine(
+    h: Harness,
+    make: Callable[[], RuleBasedStateMachine],
+    *,
+    examples: int,
+    steps: int,
+    shrink: bool = True,
+) -> None:
+    """Run the state machine that ``make`` builds, under the run's seed.
+
+    A failure's minimal sequence of steps arrives as notes on the RuleViolation,
+    which the runner prints with it. ``shrink=False`` reports a failing run as it
+    was found, for machines whose every replay is expensive.
+    """
+    # Hypothesis takes any factory of machines, though it annotates a class.
+    factory = cast("type[RuleBasedStateMachine]", seed(h.seed)(make))
+    phases = tuple(Phase) if shrink else (Phase.explicit, Phase.reuse, Phase.generate)
+    run_state_machine_as_test(
+        factory,
+        settings=settings(
+            max_examples=examples,
+            stateful_step_count=steps,
+            deadline=None,
+            database=None,
+            print_blob=True,
+            report_multiple_bugs=False,
+            suppress_health_check=list(HealthCheck),
+            phases=phases,
+        ),
+    )
+
+
 def run_model_based(h: Harness, codec: type[Codec] | None) -> None:
+    """Run the model-based machine (`CheckpointerMachine`) against the backend."""
     env = MachineEnv(
         backend=h.backend,
         capabilities=h.capabilities,
@@ -200,21 +234,11 @@ def run_model_based(h: Harness, codec: type[Codec] | None) -> None:
         options=h.options,
         warnings=h.warnings,
     )
-    # A failure's minimal sequence of steps arrives as notes on the RuleViolation,
-    # which the runner prints with it. Hypothesis accepts any factory of machines,
-    # though its annotation says a class.
-    factory = seed(h.seed)(lambda: CheckpointerMachine(env))
-    run_state_machine_as_test(
-        cast("type[CheckpointerMachine]", factory),
-        settings=settings(
-            max_examples=h.profile.stateful_examples,
-            stateful_step_count=h.profile.stateful_steps,
-            deadline=None,
-            database=None,
-            print_blob=True,
-            report_multiple_bugs=False,
-            suppress_health_check=list(HealthCheck),
-        ),
+    run_machine(
+        h,
+        lambda: CheckpointerMachine(env),
+        examples=h.profile.stateful_examples,
+        steps=h.profile.stateful_steps,
     )
 
 

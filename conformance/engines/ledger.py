@@ -85,7 +85,8 @@ def refusal_rule(error: BaseException) -> str:
     if isinstance(error, CheckpointConflictError):
         return "GEN-002" if error.kind == "generation" else "APPEND-002"
     if isinstance(error, InvalidArgumentError) and error.argument != "events":
-        return "ARG-002"
+        # A refused argument other than the batch: the rule that refusal enforces.
+        return error.rule_id or ("ARG-001" if error.argument == "session_id" else "ARG-002")
     return "APPEND-003"
 
 

@@ -13,6 +13,7 @@ from checkpointspec.conformance.engines.ledger import Intrusion, Ledger
 from checkpointspec.spec import (
     CheckpointConflictError,
     InvalidArgumentError,
+    ReasonCode,
 )
 
 Scenario = Callable[[Ledger[int]], None]
@@ -44,6 +45,11 @@ def refused_for_a_bad_expected_head(ledger: Ledger[int]) -> None:
     ledger.refuse("s", ["x"], 1, InvalidArgumentError("expected_head", "must be >= 0"))
 
 
+def refused_for_a_bad_session_id(ledger: Ledger[int]) -> None:
+    error = InvalidArgumentError("session_id", "must not be empty", ReasonCode.EMPTY, "ARG-001")
+    ledger.refuse("s", ["x"], 1, error)
+
+
 def refused_for_a_bad_batch(ledger: Ledger[int]) -> None:
     ledger.refuse("s", ["x"], 1, InvalidArgumentError("events", "cannot be serialised"))
 
@@ -65,6 +71,7 @@ def lost_a_race(ledger: Ledger[int]) -> None:
         (refused_with_a_head_conflict, "APPEND-002", "raised CheckpointConflictError"),
         (refused_with_a_generation_conflict, "GEN-002", "raised CheckpointConflictError"),
         (refused_for_a_bad_expected_head, "ARG-002", "raised InvalidArgumentError"),
+        (refused_for_a_bad_session_id, "ARG-001", "raised InvalidArgumentError"),
         (refused_for_a_bad_batch, "APPEND-003", "raised InvalidArgumentError"),
         (raised_half_way, "APPEND-003", "raised OSError"),
         (lost_a_race, "APPEND-004", "raised CheckpointConflictError"),
