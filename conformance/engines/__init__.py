@@ -10,7 +10,7 @@
 | `commanded`, `workers` | the worker protocol (JSON lines over pipes) and the worker process it drives |
 | `commanded_machine` | the state machine that pauses and kills workers inside writes (KILL-001) |
 | `stress` | free-running workers that record a history |
-| `history`, `history_records`, `history_chain`, `history_epochs`, `history_time`, `linearize` | the history checker |
+| `history/` | the history checker: `checker` (the entry point), `records`, `chain`, `epochs`, `realtime`, `linearize` |
 | `disk`, `crashstates` | the simulated disk and the crash states of a power loss |
 | `fault_codecs` | codecs that seal, fail or corrupt on purpose |
 """

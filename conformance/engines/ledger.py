@@ -32,13 +32,13 @@ from typing import Generic, Literal, TypeVar
 import msgspec
 
 from ...spec import CheckpointConflictError, InvalidArgumentError
-from .history_records import markers_text
 
 __all__ = [
     "Entry",
     "Fate",
     "Intrusion",
     "Ledger",
+    "markers_text",
     "refusal_rule",
     "removal_rule",
 ]
@@ -78,6 +78,13 @@ class Intrusion(msgspec.Struct, Generic[W], frozen=True):
     reason: str
     """Where it came from, as the end of a sentence: "which was deleted"."""
     entry: Entry[W] | None = None
+
+
+def markers_text(markers: Sequence[str], limit: int = 6) -> str:
+    """Markers as a short comma-separated list (long ones elided in the middle)."""
+    if len(markers) <= limit:
+        return ", ".join(markers)
+    return f"{', '.join(markers[: limit - 2])}, …, {markers[-1]} ({len(markers)} events)"
 
 
 def refusal_rule(error: BaseException) -> str:

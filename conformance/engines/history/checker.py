@@ -35,11 +35,11 @@ session, in near linear time:
 
 Whatever breaks is reported as an `Anomaly`: the rule it proves broken, one
 plain sentence, and the few operations that contradict each other. Sessions the
-fast path cannot decide go to `checkpointspec.conformance.engines.linearize`, a bounded
+fast path cannot decide go to `checkpointspec.conformance.engines.history.linearize`, a bounded
 linearizability search, which may answer "undecided" instead of running on.
 
-The records are defined in `history_records` and re-exported here; the fast
-path lives in `history_chain` (stages 1-3) and `history_time` (stage 4), on the
+The records are defined in `records` and re-exported here; the fast
+path lives in `chain` (stages 1-3) and `realtime` (stage 4), on the
 ledger of every marker (`ledger`) this module builds from the history.
 """
 
@@ -51,9 +51,11 @@ from typing import Literal
 
 import msgspec
 
-from ...spec import CheckpointConflictError
-from .history_chain import AnomaliesFound, ChainUndecided, SessionChain
-from .history_records import (
+from ....spec import CheckpointConflictError
+from ..ledger import Fate, Ledger, markers_text
+from .chain import AnomaliesFound, ChainUndecided, SessionChain
+from .linearize import LogCall, search_log
+from .records import (
     Anomaly,
     Conflicted,
     Operation,
@@ -63,10 +65,7 @@ from .history_records import (
     Returned,
     Unknown,
     describe,
-    markers_text,
 )
-from .ledger import Fate, Ledger
-from .linearize import LogCall, search_log
 
 __all__ = [
     "Anomaly",

@@ -3,7 +3,7 @@
 Every appended event is unique, so the final log, the reads and the returned
 heads say where each batch went; the order of versions is read off them, never
 searched for (as Elle does). `SessionChain.run` checks one session in stages —
-shapes, epochs, chains, then real time (`history_time`); see
+shapes, epochs, chains, then real time (`realtime`); see
 `checkpointspec.conformance.engines.history` for what each proves — and stops at
 the first stage that finds anomalies, since later ones would only repeat them.
 Where an event came from, and whether a sequence of them holds whole batches,
@@ -19,7 +19,8 @@ import bisect
 import itertools
 from collections.abc import Sequence
 
-from .history_epochs import (
+from ..ledger import Ledger, markers_text
+from .epochs import (
     AnomaliesFound,
     ChainUndecided,
     Epoch,
@@ -27,17 +28,15 @@ from .history_epochs import (
     done,
     gone_rule,
 )
-from .history_records import (
+from .realtime import RealTime
+from .records import (
     Conflicted,
     Operation,
     Raised,
     Returned,
     Unknown,
     describe,
-    markers_text,
 )
-from .history_time import RealTime
-from .ledger import Ledger
 
 __all__ = ["AnomaliesFound", "ChainUndecided", "SessionChain"]
 

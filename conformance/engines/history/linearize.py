@@ -44,7 +44,7 @@ from typing import Literal
 
 import msgspec
 
-from ...spec import (
+from ....spec import (
     Capability,
     CheckpointConflictError,
     CheckpointError,

@@ -9,10 +9,11 @@ Nothing here does I/O.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Literal, TypeAlias
 
 import msgspec
+
+from ..ledger import markers_text
 
 __all__ = [
     "Anomaly",
@@ -24,7 +25,6 @@ __all__ = [
     "Returned",
     "Unknown",
     "describe",
-    "markers_text",
     "observer_rule",
 ]
 
@@ -107,13 +107,6 @@ class Anomaly(msgspec.Struct, frozen=True):
 
 
 # -- describing operations ----------------------------------------------------------------
-
-
-def markers_text(markers: Sequence[str], limit: int = 6) -> str:
-    """Markers as a short comma-separated list (long ones elided in the middle)."""
-    if len(markers) <= limit:
-        return ", ".join(markers)
-    return f"{', '.join(markers[: limit - 2])}, …, {markers[-1]} ({len(markers)} events)"
 
 
 def _result(op: Operation) -> str:

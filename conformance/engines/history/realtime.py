@@ -14,9 +14,9 @@ from __future__ import annotations
 import bisect
 from collections.abc import Mapping
 
-from .history_epochs import BEFORE, NEVER, Epoch, Findings, done, gone_rule, removal_kind
-from .history_records import Conflicted, Operation, Returned, describe, markers_text, observer_rule
-from .ledger import Ledger
+from ..ledger import Ledger, markers_text
+from .epochs import BEFORE, NEVER, Epoch, Findings, done, gone_rule, removal_kind
+from .records import Conflicted, Operation, Returned, describe, observer_rule
 
 __all__ = ["RealTime"]
 

@@ -8,8 +8,8 @@ Nothing here does I/O.
 
 from __future__ import annotations
 
-from .history_records import Anomaly, Operation
-from .ledger import removal_rule
+from ..ledger import removal_rule
+from .records import Anomaly, Operation
 
 __all__ = [
     "BEFORE",

@@ -1,0 +1,35 @@
+"""The history checker: is a recorded concurrent history explained by the contract?
+
+`checker` is the entry point (`check_history`; its docstring explains the method),
+`records` the recorded operations and anomalies, `chain`, `epochs` and
+`realtime` the near-linear fast path, `linearize` the bounded search for
+sessions the fast path cannot decide.
+"""
+
+from .checker import (
+    Anomaly,
+    Conflicted,
+    HistoryVerdict,
+    Operation,
+    OpKind,
+    Outcome,
+    Raised,
+    Returned,
+    Unknown,
+    check_history,
+    describe,
+)
+
+__all__ = [
+    "Anomaly",
+    "Conflicted",
+    "HistoryVerdict",
+    "OpKind",
+    "Operation",
+    "Outcome",
+    "Raised",
+    "Returned",
+    "Unknown",
+    "check_history",
+    "describe",
+]
