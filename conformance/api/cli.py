@@ -1,22 +1,40 @@
 """The ``checkpointspec`` command.
 
 ``checkpointspec run BACKEND`` runs the kit and exits 0 when every applicable
-MUST rule passed, 1 when one failed (whatever else happened), 2 on a usage error
-(unknown backend, factory that cannot be imported or raises, bad option), and 3
-when no rule failed but a check stopped on an error of the kit itself, which
-proves nothing about the backend. ``checkpointspec rules`` prints the catalog.
+MUST rule passed, 1 when one failed (whatever else happened), 2 on a usage error,
+and 3 when no rule failed but a check stopped on an error of the kit itself,
+which proves nothing about the backend. ``checkpointspec rules`` prints the catalog.
+
+A usage error is one line on stderr and exit 2, before any check runs: an
+unknown backend; a backend module that does not import (its file, line and
+error); a factory that raises or returns something that is not a Checkpointer
+(the members it lacks); an unknown ``--xfail`` rule or ``--only`` selection; a
+``-n`` below 1; a ``--report``/``--junit`` path that cannot be written.
+
+The progress bar and the summary count the same things: the selected checks,
+each of which ends once (skipped ones included); one check may verify several
+rules. The bar names the check(s) running now.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
 
 from ...spec import RULES
@@ -45,14 +63,55 @@ _STYLE = {
     "xfailed": "cyan",
     "xpassed": "bold magenta",
     "not_checked": "dim yellow",
+    "not_run": "dim",
     "error": "bold white on red",
 }
 
+_RULE_IDS = frozenset(r.id for r in RULES)
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one line (``checkpointspec run: error: ...``), exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _rule_id(text: str) -> str:
+    if text not in _RULE_IDS:
+        raise argparse.ArgumentTypeError(
+            f"unknown rule {text!r}; `checkpointspec rules` lists them"
+        )
+    return text
+
+
+def _workers(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of processes") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{n} processes: use 1 or more")
+    return n
+
+
+def _output_file(text: str) -> Path:
+    """A file the report can be written to, checked before the kit runs for minutes."""
+    path = Path(text)
+    parent = path.parent
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"cannot write {text}: it is a directory")
+    if not parent.exists():
+        raise argparse.ArgumentTypeError(f"cannot write {text}: {parent} does not exist")
+    if not parent.is_dir():
+        raise argparse.ArgumentTypeError(f"cannot write {text}: {parent} is not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise argparse.ArgumentTypeError(f"cannot write {text}: permission denied")
+    return path
+
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="checkpointspec", description="Conformance kit for checkpointers."
-    )
+    parser = _Parser(prog="checkpointspec", description="Conformance kit for checkpointers.")
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="run the kit against a backend")
     run.add_argument(
@@ -68,7 +127,7 @@ def _parser() -> argparse.ArgumentParser:
         "--seed", type=int, help="seed for every random choice; printed with each failure"
     )
     run.add_argument(
-        "-n", "--workers", type=int, default=1, help="run checks in this many processes"
+        "-n", "--workers", type=_workers, default=1, help="run checks in this many processes (1+)"
     )
     run.add_argument(
         "--only",
@@ -81,6 +140,7 @@ def _parser() -> argparse.ArgumentParser:
         "--xfail",
         action="append",
         default=[],
+        type=_rule_id,
         metavar="RULE",
         help="a rule expected to fail; it is an error if it passes (repeatable)",
     )
@@ -92,9 +152,11 @@ def _parser() -> argparse.ArgumentParser:
         help="backend option passed in BackendContext.options (repeatable)",
     )
     run.add_argument(
-        "--report", type=Path, metavar="FILE.json", help="write the machine-readable report"
+        "--report", type=_output_file, metavar="FILE.json", help="write the machine-readable report"
     )
-    run.add_argument("--junit", type=Path, metavar="FILE.xml", help="write a JUnit XML report")
+    run.add_argument(
+        "--junit", type=_output_file, metavar="FILE.xml", help="write a JUnit XML report"
+    )
     run.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     commands.add_parser("rules", help="print the rule catalog")
     return parser
@@ -109,6 +171,8 @@ def _rules_table(report: KitReport) -> Table:
     table.add_column("status", no_wrap=True)
     table.add_column("title / reason")
     for r in report.rules:
+        if r.status == "not_run":
+            continue
         note = r.title if r.status == "passed" else f"{r.title} — {r.reason}"
         if r.first_failure:
             note += f"\n{r.first_failure.splitlines()[0]}"
@@ -134,19 +198,22 @@ def _print_failures(console: Console, report: KitReport) -> None:
         console.print(f"[yellow]warning[/] {escape(warning)}")
 
 
+_CHECK_STATUSES = ("passed", "failed", "error", "not_checked", "skipped")
+
+
 def _summary(report: KitReport) -> str:
+    """Rules by status, then the checks (what the progress bar counted) by status."""
     counts: dict[str, int] = {}
     for r in report.rules:
         counts[r.status] = counts.get(r.status, 0) + 1
     parts = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
     check_counts = {
-        status: sum(c.status == status for c in report.checks)
-        for status in ("passed", "failed", "error", "not_checked")
+        status: sum(c.status == status for c in report.checks) for status in _CHECK_STATUSES
     }
     checks = ", ".join(
         f"{n} {status}" for status, n in check_counts.items() if n or status in ("passed", "failed")
     )
-    return f"rules: {parts} · checks: {checks} · {report.duration:.1f}s"
+    return f"rules: {parts} · {len(report.checks)} checks: {checks} · {report.duration:.1f}s"
 
 
 _VERDICTS = {
@@ -156,24 +223,58 @@ _VERDICTS = {
 }
 
 
+class _Live:
+    """The progress bar: how many of the selected checks ended, and which run now."""
+
+    def __init__(self, progress: Progress, backend: str) -> None:
+        self.progress = progress
+        self.idle = f"checking {escape(backend)}"
+        self.task: TaskID = progress.add_task(self.idle, total=None)
+        self.running: list[str] = []
+
+    def selected(self, checks: list[Check]) -> None:
+        self.progress.update(self.task, total=len(checks))
+
+    def started(self, check: Check) -> None:
+        self.running.append(check.name)
+        self._describe()
+
+    def finished(self, result: CheckResult) -> None:
+        if result.name in self.running:
+            self.running.remove(result.name)
+        self.progress.update(self.task, advance=1)
+        self._describe()
+
+    def _describe(self) -> None:
+        names = ", ".join(escape(n) for n in self.running)
+        if not self.running:
+            description = self.idle
+        elif len(self.running) == 1:
+            description = names
+        else:
+            description = f"{len(self.running)} running: {names}"
+        self.progress.update(self.task, description=description)
+
+
+def _write(path: Path, data: bytes) -> str | None:
+    try:
+        path.write_bytes(data)
+    except OSError as exc:
+        return f"cannot write {path}: {exc.strerror or exc}"
+    return None
+
+
 def _run(args: argparse.Namespace, console: Console) -> int:
+    options = parse_options(args.option)
     progress = Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
-        TextColumn("{task.fields[last]}"),
         console=console,
         disable=args.quiet or not console.is_terminal,
     )
-    task = progress.add_task(f"checking {args.backend}", total=None, last="")
-
-    def started(selected: list[Check]) -> None:
-        progress.update(task, total=len(selected))
-
-    def finished(result: CheckResult) -> None:
-        progress.update(task, advance=1, last=f"[{_STYLE[result.status]}]{escape(result.name)}[/]")
-
+    live = _Live(progress, args.backend)
     with progress:
         report = run_kit(
             args.backend,
@@ -182,23 +283,39 @@ def _run(args: argparse.Namespace, console: Console) -> int:
             workers=args.workers,
             only=args.only,
             expected_failures=args.xfail,
-            options=parse_options(args.option),
-            on_result=finished,
-            on_start=started,
+            options=options,
+            on_result=live.finished,
+            on_start=live.selected,
+            on_check_start=live.started,
         )
     console.print(_rules_table(report))
+    not_run = sum(r.status == "not_run" for r in report.rules)
+    if not_run:
+        console.print(f"[dim]{not_run} rules not run: no check selected by --only verifies them[/]")
     _print_failures(console, report)
-    if args.report:
-        args.report.write_bytes(to_json(report))
-    if args.junit:
-        args.junit.write_bytes(to_junit(report))
+    status = report.exit_status
+    for path, data in ((args.report, to_json), (args.junit, to_junit)):
+        problem = _write(path, data(report)) if path else None
+        if problem:
+            _error(problem)
+            # A verdict (1, 3) stands; a pass whose report was lost is not a pass to CI.
+            status = EXIT_USAGE if status == EXIT_PASSED else status
     console.print(f"{_VERDICTS[report.exit_status]} {_summary(report)}")
-    return report.exit_status
+    return status
+
+
+def _error(message: str) -> None:
+    Console(stderr=True, soft_wrap=True).print(
+        f"[bold red]checkpointspec: error:[/] {escape(message)}", highlight=False
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``checkpointspec`` console script; returns the exit status."""
-    args = _parser().parse_args(argv)
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit as exc:  # argparse: --help (0) or a usage error (2, already printed)
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     console = Console()
     if args.command == "rules":
         table = Table(title="checkpointspec rule catalog")
@@ -213,7 +330,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _run(args, console)
     except BackendLoadError as exc:
-        Console(stderr=True).print(f"[bold red]checkpointspec: error:[/] {escape(str(exc))}")
+        _error(str(exc))
         return EXIT_USAGE
 
 

@@ -1,10 +1,17 @@
 """The pytest plugin: ``pytest --checkpointer module:function`` runs the kit's checks
 as test items inside a backend author's own suite (xdist-compatible).
 
-Registered through the ``pytest11`` entry point, so installing checkpointspec is
-enough. Without ``--checkpointer`` it adds nothing to a run. Each check becomes one
-item named after its rule (``checkpointspec[BACKEND]::APPEND-002::stale_...``); a
-failure shows the violated rule, the minimal failing steps and a replay command.
+Registered through the ``pytest11`` entry point; pytest itself comes with the
+``pytest`` extra (``pip install 'checkpointspec[pytest]'``). Without
+``--checkpointer`` it adds nothing to a run. Each check becomes one item named
+after its rule (``checkpointspec[BACKEND]::APPEND-002::stale_...``), collected
+like any other test (so pytest's "collected N items" counts them); a failure
+shows the violated rule, the minimal failing steps and a replay command.
+
+The backend is loaded and probed once when pytest starts: a module that does not
+import, a factory that raises or returns something that is not a Checkpointer,
+an unknown ``--checkpointer-only`` selection or a malformed option is a usage
+error (one line, exit status 4), as in the CLI.
 
 The check runs in the item's setup, so that its outcome maps onto pytest's: a
 rule violation (or an exception the backend raised) is a test failure; an error
@@ -16,19 +23,23 @@ from __future__ import annotations
 
 import random
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from ..checks.base import Check
 from ..checks.profiles import PROFILES
 from ..engines.loading import BackendLoadError, BackendRef, parse_options, resolve_backend
-from .registry import select_checks
+from .registry import UnknownCheckError, select_checks
 from .report import CheckResult
 from .runner import BackendProbe, probe_backend, run_check
 
-__all__ = ["CheckItem", "KitCollector"]
+__all__ = ["DEFAULT_PROFILE", "CheckItem", "KitCollector"]
+
+DEFAULT_PROFILE = "default"
+"""The profile when none is given; the CLI's default too."""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -41,8 +52,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--checkpointer-profile",
         choices=sorted(PROFILES),
-        default="quick",
-        help="kit profile (default: quick)",
+        default=DEFAULT_PROFILE,
+        help=f"kit profile (default: {DEFAULT_PROFILE}; quick for a CI gate)",
     )
     group.addoption(
         "--checkpointer-seed", type=int, default=None, help="seed for the kit's random choices"
@@ -71,20 +82,38 @@ class CheckFailed(Exception):
         self.result = result
 
 
+class _KitSetup(msgspec.Struct, frozen=True):
+    """What `pytest_configure` learnt: the backend, its probe, the seed, the checks."""
+
+    backend: BackendRef
+    probe: BackendProbe
+    seed: int
+    checks: tuple[Check, ...]
+
+
+_SETUP = pytest.StashKey[_KitSetup]()
+
+
 class KitCollector(pytest.Collector):
-    """Collects one item per kit check for the configured backend."""
+    """Collects one item per selected kit check for the configured backend."""
 
     def __init__(
-        self, *, backend: BackendRef, probe: BackendProbe, seed: int, **kwargs: object
+        self,
+        *,
+        backend: BackendRef,
+        probe: BackendProbe,
+        seed: int,
+        checks: tuple[Check, ...],
+        **kwargs: object,
     ) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.backend = backend
         self.probe = probe
         self.seed = seed
+        self.checks = checks
 
     def collect(self) -> Iterator[CheckItem]:
-        only = self.config.getoption("checkpointer_only")
-        for kit_check in select_checks(only):
+        for kit_check in self.checks:
             yield CheckItem.from_parent(self, name=kit_check.name, kit_check=kit_check)
 
 
@@ -154,26 +183,46 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "checkpointspec_rule(rule_id): the kit rule a check verifies"
     )
-
-
-def pytest_collection_modifyitems(
-    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
-) -> None:
     name = config.getoption("checkpointer")
     if not name:
         return
+    options = _options(config.getoption("checkpointer_option"))
     try:
         backend = resolve_backend(name)
-        probe = probe_backend(backend, _options(config.getoption("checkpointer_option")))
+        probe = probe_backend(backend, options)
     except BackendLoadError as exc:
         raise pytest.UsageError(f"--checkpointer: {exc}") from exc
+    try:
+        checks = select_checks(config.getoption("checkpointer_only"))
+    except UnknownCheckError as exc:
+        raise pytest.UsageError(f"--checkpointer-only: {exc}") from exc
     seed = config.getoption("checkpointer_seed")
     if seed is None:
         seed = random.SystemRandom().randrange(2**31)
-    collector = KitCollector.from_parent(
-        session, name=f"checkpointspec[{name}]", backend=backend, probe=probe, seed=seed
-    )
-    items.extend(collector.collect())
+    config.stash[_SETUP] = _KitSetup(backend, probe, seed, tuple(checks))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(
+    collector: pytest.Collector,
+) -> Generator[None, pytest.CollectReport, pytest.CollectReport]:
+    """Add the kit's collector to the session's: pytest then collects its items like
+    any others, reports them in "collected N items", and -k/--deselect apply."""
+    report = yield
+    setup = collector.config.stash.get(_SETUP, None)
+    if setup is not None and isinstance(collector, pytest.Session) and report.passed:
+        report.result.append(
+            KitCollector.from_parent(
+                collector,
+                name=f"checkpointspec[{setup.backend.name}]",
+                nodeid=f"checkpointspec[{setup.backend.name}]",  # not "::checkpointspec[...]"
+                backend=setup.backend,
+                probe=setup.probe,
+                seed=setup.seed,
+                checks=setup.checks,
+            )
+        )
+    return report
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:

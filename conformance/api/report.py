@@ -11,6 +11,11 @@ nothing about the backend, fails no rule and makes the run exit 3.
 ``not_checked`` means the check could not run to the end because the backend
 refuses an operation it needs and does not declare; ``skipped`` that the check
 does not apply (an undeclared capability, no `StoreHooks`).
+
+A rule has one more status: ``not_run``, for a rule no selected check verifies
+when the run was narrowed (``--only``): the user chose not to run it, which
+says nothing about the backend. ``not_checked`` keeps its meaning: a check that
+ran could not reach a verdict on the rule.
 """
 
 from __future__ import annotations
@@ -39,12 +44,22 @@ __all__ = [
     "to_junit",
 ]
 
-REPORT_SCHEMA_VERSION = 2
-"""2: check status ``error`` and ``not_checked``, rule status ``error``, exit status 3."""
+REPORT_SCHEMA_VERSION = 3
+"""2: check status ``error`` and ``not_checked``, rule status ``error``, exit status 3.
+3: rule status ``not_run`` for rules outside an ``--only`` selection, which were
+``not_checked`` before."""
 
 CheckStatus = Literal["passed", "failed", "skipped", "not_checked", "error"]
 RuleStatus = Literal[
-    "passed", "failed", "warning", "skipped", "xfailed", "xpassed", "not_checked", "error"
+    "passed",
+    "failed",
+    "warning",
+    "skipped",
+    "xfailed",
+    "xpassed",
+    "not_checked",
+    "not_run",
+    "error",
 ]
 
 EXIT_PASSED = 0
@@ -113,6 +128,7 @@ def _rule_verdict(
     results: list[CheckResult],
     expected_failures: frozenset[str],
     capabilities: frozenset[str],
+    narrowed: bool,
 ) -> RuleResult:
     names = tuple(r.name for r in results)
     failures = [r for r in results if r.status == "failed" and r.violated_rule == rule.id]
@@ -149,8 +165,10 @@ def _rule_verdict(
     skipped = [r for r in results if r.status == "skipped"]
     if skipped and len(skipped) == len(results):
         return verdict("skipped", skipped[0].reason)
+    if not results and narrowed:
+        return verdict("not_run", "no selected check verifies it (--only)")
     if not results:
-        return verdict("not_checked", "no check selected for this rule")
+        return verdict("not_checked", "no check of the kit verifies it")
     refused = [r for r in results if r.status == "not_checked"]
     if refused:
         return verdict("not_checked", f"{refused[0].name}: {refused[0].reason}")
@@ -165,8 +183,14 @@ def summarise_rules(
     results: Iterable[CheckResult],
     capabilities: Iterable[str],
     expected_failures: frozenset[str] = frozenset(),
+    *,
+    narrowed: bool = False,
 ) -> tuple[RuleResult, ...]:
-    """Fold check results into one verdict per rule, in catalog order."""
+    """Fold check results into one verdict per rule, in catalog order.
+
+    ``narrowed``: the results are from a selection of the kit's checks (``--only``),
+    so a rule none of them reached is ``not_run`` rather than ``not_checked``.
+    """
     by_rule: dict[str, list[CheckResult]] = {r.id: [] for r in RULES}
     for result in results:
         for rule_id in result.rules:
@@ -179,7 +203,8 @@ def summarise_rules(
             by_rule[result.violated_rule].append(result)
     declared = frozenset(capabilities)
     return tuple(
-        _rule_verdict(rule, by_rule[rule.id], expected_failures, declared) for rule in RULES
+        _rule_verdict(rule, by_rule[rule.id], expected_failures, declared, narrowed)
+        for rule in RULES
     )
 
 
@@ -209,7 +234,8 @@ def to_junit(report: KitReport) -> bytes:
 
     A failed check is a ``failure``; a kit error an ``error`` (JUnit's word for a
     test that broke rather than found a fault); skipped and not checked ones are
-    ``skipped`` with the reason.
+    ``skipped`` with the reason. Rules outside an ``--only`` selection (``not_run``)
+    are listed in the suite's ``rules_not_run`` property.
     """
     failed = sum(c.status == "failed" for c in report.checks)
     errors = sum(c.status == "error" for c in report.checks)
@@ -245,6 +271,13 @@ def to_junit(report: KitReport) -> bytes:
             ET.SubElement(case, "skipped", message=f"not checked: {result.reason}")
         elif result.status == "skipped":
             ET.SubElement(case, "skipped", message=result.reason)
+    not_run = [r.id for r in report.rules if r.status == "not_run"]
+    if not_run:
+        # JUnit has one testcase per check run; rules outside the selection have none,
+        # so the suite says which they are rather than passing them off as skipped.
+        properties = ET.Element("properties")
+        ET.SubElement(properties, "property", name="rules_not_run", value=" ".join(not_run))
+        suite.insert(0, properties)
     suites = ET.Element("testsuites")
     suites.append(suite)
     xml: bytes = ET.tostring(suites, encoding="utf-8", xml_declaration=True)

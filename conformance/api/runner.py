@@ -31,7 +31,7 @@ import tempfile
 import time
 import traceback
 from collections.abc import Callable, Iterable
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from multiprocessing import get_context
 from pathlib import Path
 from typing import TypeGuard
@@ -48,7 +48,13 @@ from ...spec import (
 from ..checks.base import Check
 from ..checks.harness import CheckSkipped, Harness
 from ..checks.profiles import PROFILES, Profile
-from ..engines.loading import BackendLoadError, BackendRef, open_checkpointer, resolve_backend
+from ..engines.loading import (
+    BackendLoadError,
+    BackendRef,
+    NotACheckpointerError,
+    open_checkpointer,
+    resolve_backend,
+)
 from ..engines.provenance import backend_operation
 from ..engines.violations import RuleViolation
 from .registry import CHECKS_BY_NAME, UnknownCheckError, select_checks
@@ -71,7 +77,9 @@ class BackendProbe(msgspec.Struct, frozen=True):
 
 
 def probe_backend(backend: BackendRef, options: dict[str, str] | None = None) -> BackendProbe:
-    """Open and close one handle on a scratch store. Raises `BackendLoadError` if that fails."""
+    """Open and close one handle on a scratch store. Raises `BackendLoadError` if that
+    fails: the module does not import, the factory raises, or what it returns is not a
+    Checkpointer (the message names the members it lacks)."""
     factory = backend.load()
     scratch = Path(tempfile.mkdtemp(prefix="checkpointspec-probe-"))
 
@@ -89,6 +97,8 @@ def probe_backend(backend: BackendRef, options: dict[str, str] | None = None) ->
         return asyncio.run(probe())
     except BackendLoadError:
         raise
+    except NotACheckpointerError as exc:
+        raise BackendLoadError(str(exc)) from exc
     except Exception as exc:
         raise BackendLoadError(
             f"the factory {backend.target} failed: {type(exc).__name__}: {exc}"
@@ -301,11 +311,18 @@ def run_kit(
     options: dict[str, str] | None = None,
     on_result: Callable[[CheckResult], None] | None = None,
     on_start: Callable[[list[Check]], None] | None = None,
+    on_check_start: Callable[[Check], None] | None = None,
 ) -> KitReport:
     """Run the kit against ``backend_name`` (a built-in name or ``module:function``).
 
+    ``on_start`` gets the selected checks before any runs (every one of them ends
+    in exactly one ``on_result`` call, skipped ones included); ``on_check_start``
+    gets each check as it starts, ``on_result`` its result as it ends. With
+    ``workers > 1`` at most ``workers`` checks are started and not yet ended.
+
     Raises `BackendLoadError` for usage errors: an unknown backend, a factory that
-    cannot be imported or raises, a selection matching no check.
+    cannot be imported, raises or returns something that is not a Checkpointer, a
+    selection matching no check.
     """
     started = time.perf_counter()
     chosen = PROFILES[profile] if isinstance(profile, str) else profile
@@ -321,34 +338,59 @@ def run_kit(
     root = Path(tempfile.mkdtemp(prefix="checkpointspec-"))
     results: dict[str, CheckResult] = {}
     opts = dict(options or {})
+
+    def begin(c: Check) -> None:
+        if on_check_start is not None:
+            on_check_start(c)
+
+    def end(result: CheckResult) -> None:
+        results[result.name] = result
+        if on_result is not None:
+            on_result(result)
+
     try:
         if workers > 1:
             with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
-                futures = {
-                    pool.submit(
-                        _run_in_worker, c.name, backend, probe, chosen, run_seed, str(root), opts
-                    ): c
-                    for c in selected
-                }
-                for future in as_completed(futures):
-                    try:
-                        result = future.result()
-                    except Exception as exc:  # the worker process died or could not start
-                        result = _worker_failed(futures[future], exc)
-                    results[result.name] = result
-                    if on_result is not None:
-                        on_result(result)
+                # Submitting no more than ``workers`` at a time keeps "started" true:
+                # a submitted check is one a worker process is running.
+                waiting = list(reversed(selected))
+                running: dict[Future[CheckResult], Check] = {}
+                while waiting or running:
+                    while waiting and len(running) < workers:
+                        c = waiting.pop()
+                        begin(c)
+                        running[
+                            pool.submit(
+                                _run_in_worker,
+                                c.name,
+                                backend,
+                                probe,
+                                chosen,
+                                run_seed,
+                                str(root),
+                                opts,
+                            )
+                        ] = c
+                    done, _ = wait(running, return_when=FIRST_COMPLETED)
+                    for future in done:
+                        c = running.pop(future)
+                        try:
+                            result = future.result()
+                        except Exception as exc:  # the worker process died or could not start
+                            result = _worker_failed(c, exc)
+                        end(result)
         else:
             for c in selected:
-                result = run_check(c, backend, probe, chosen, run_seed, root, opts)
-                results[result.name] = result
-                if on_result is not None:
-                    on_result(result)
+                begin(c)
+                end(run_check(c, backend, probe, chosen, run_seed, root, opts))
     finally:
         shutil.rmtree(root, ignore_errors=True)
     ordered = tuple(results[c.name] for c in selected)
     rules = summarise_rules(
-        ordered, (c.value for c in probe.capabilities), frozenset(expected_failures)
+        ordered,
+        (c.value for c in probe.capabilities),
+        frozenset(expected_failures),
+        narrowed={c.name for c in selected} != set(CHECKS_BY_NAME),
     )
     warnings = tuple(w for r in ordered for w in r.warnings)
     return KitReport(

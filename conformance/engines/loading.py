@@ -9,7 +9,10 @@ name, so it must be importable from a fresh interpreter.
 from __future__ import annotations
 
 import importlib
+import sysconfig
+import traceback
 from collections.abc import Awaitable, Sequence
+from pathlib import Path
 from typing import cast
 
 import msgspec
@@ -21,6 +24,8 @@ __all__ = [
     "BUILTIN_BACKENDS",
     "BackendLoadError",
     "BackendRef",
+    "NotACheckpointerError",
+    "checkpointer_shortfall",
     "open_checkpointer",
     "parse_options",
     "resolve_backend",
@@ -37,6 +42,47 @@ class BackendLoadError(Exception):
     """The backend name cannot be resolved to a working factory (a usage error, exit 2)."""
 
 
+class NotACheckpointerError(TypeError):
+    """A factory returned something that is not a Checkpointer (it lacks some of its members)."""
+
+
+CHECKPOINTER_MEMBERS: tuple[str, ...] = (
+    "append",
+    "read",
+    "head",
+    "list_sessions",
+    "delete",
+    "truncate",
+    "check_integrity",
+    "close",
+    "capabilities",
+)
+"""What every Checkpointer has, operations it does not support included (those raise
+`UnsupportedOperationError`): the members of the `Checkpointer` protocol."""
+
+
+def checkpointer_shortfall(made: object) -> list[str]:
+    """The `Checkpointer` members ``made`` lacks (empty when it has them all)."""
+    return [name for name in CHECKPOINTER_MEMBERS if not hasattr(made, name)]
+
+
+def _import_failure(module_name: str, exc: BaseException) -> str:
+    """One line naming the module, where importing it failed and the error."""
+    if isinstance(exc, ModuleNotFoundError) and exc.name == module_name:
+        return f"cannot import {module_name!r}: {exc}"
+    if isinstance(exc, SyntaxError) and exc.filename:
+        where = f"{exc.filename}:{exc.lineno}"
+        return f"cannot import {module_name!r}: {where}: SyntaxError: {exc.msg}"
+    # The deepest frame outside the standard library is the line the author wrote
+    # (importlib's own frames are frozen; a stdlib call the module made is not its line).
+    stdlib = Path(sysconfig.get_paths()["stdlib"]).resolve()
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith("<")]
+    own = [f for f in frames if not Path(f.filename).resolve().is_relative_to(stdlib)]
+    chosen = own or frames
+    where = f"{chosen[-1].filename}:{chosen[-1].lineno}: " if chosen else ""
+    return f"cannot import {module_name!r}: {where}{type(exc).__name__}: {exc}"
+
+
 class BackendRef(msgspec.Struct, frozen=True):
     """A resolved backend: the name the user gave and its importable ``module:function``."""
 
@@ -44,12 +90,13 @@ class BackendRef(msgspec.Struct, frozen=True):
     target: str
 
     def load(self) -> BackendFactory:
-        """Import the factory. Raises `BackendLoadError` with a one-line reason."""
+        """Import the factory. Raises `BackendLoadError` with a one-line reason, also when
+        importing the module raises anything (a syntax error names its file and line)."""
         module_name, _, attribute = self.target.partition(":")
         try:
             module = importlib.import_module(module_name)
-        except ImportError as exc:
-            raise BackendLoadError(f"cannot import {module_name!r}: {exc}") from exc
+        except Exception as exc:  # any import-time error is the backend module's: a usage error
+            raise BackendLoadError(_import_failure(module_name, exc)) from exc
         target: object = module
         for part in attribute.split("."):
             try:
@@ -86,11 +133,24 @@ def parse_options(pairs: Sequence[str]) -> dict[str, str]:
 async def open_checkpointer(factory: BackendFactory, ctx: BackendContext) -> Checkpointer:
     """Call the factory, await its result if needed, and return the handle as a
     `BackendHandle`, which notes every exception the backend raises (so does this
-    function for the factory's own)."""
+    function for the factory's own).
+
+    Raises `NotACheckpointerError` (noted as the factory's) when the factory's
+    result lacks a member of the `Checkpointer` protocol, naming them.
+    """
     try:
         made = factory(ctx)
-        opened: Checkpointer = await made if isinstance(made, Awaitable) else made
+        opened: object = await made if isinstance(made, Awaitable) else made
+        missing = checkpointer_shortfall(opened)
+        if missing:
+            name = (
+                f"{getattr(factory, '__module__', '?')}:{getattr(factory, '__qualname__', factory)}"
+            )
+            raise NotACheckpointerError(
+                f"the factory {name} returned {type(opened).__name__}, which is not a "
+                f"Checkpointer: it lacks {', '.join(missing)}"
+            )
     except Exception as exc:
         blame_backend(exc, "factory")
         raise
-    return BackendHandle.wrap(opened)
+    return BackendHandle.wrap(cast(Checkpointer, opened))

@@ -7,8 +7,12 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from checkpointspec.conformance.api import runner
+from checkpointspec.conformance.api import cli, runner
 from checkpointspec.conformance.api.cli import main
+from checkpointspec.conformance.api.pytest_plugin import DEFAULT_PROFILE
+from checkpointspec.conformance.api.registry import CHECKS_BY_NAME
+from checkpointspec.conformance.api.report import CheckResult
+from checkpointspec.conformance.api.runner import run_kit
 from checkpointspec.conformance.checks.base import Check, check
 from checkpointspec.conformance.checks.harness import Harness
 from checkpointspec.conformance.engines.violations import RuleViolation
@@ -39,7 +43,7 @@ def test_memory_passes_and_writes_reports(
     )
     assert status == 0
     data = json.loads(report.read_bytes())
-    assert data["schema_version"] == 2
+    assert data["schema_version"] == 3
     assert data["seed"] == 7
     assert data["exit_status"] == 0
     statuses = {r["id"]: r["status"] for r in data["rules"]}
@@ -145,3 +149,254 @@ def test_a_kit_error_exits_3_and_is_reported_as_an_error(
 def test_a_failed_rule_outranks_a_kit_error(monkeypatch: pytest.MonkeyPatch) -> None:
     _only(monkeypatch, check_with_a_bug, finds_a_violation)
     assert main(["run", "memory", "--seed", "3", "-q"]) == 1
+
+
+# --- usage errors a newcomer meets: one line on stderr, exit 2, no traceback ------------
+
+
+def _one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err, err
+    assert "Traceback" not in err
+    return err
+
+
+@pytest.fixture
+def kit_must_not_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Usage errors are refused before the kit runs a single check."""
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the kit ran despite a usage error")
+
+    monkeypatch.setattr(cli, "run_kit", refuse)
+
+
+def _module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, source: str) -> Path:
+    path = tmp_path / f"{name}.py"
+    path.write_text(source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return path
+
+
+def test_a_backend_module_with_a_syntax_error_is_one_line_naming_file_and_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _module(tmp_path, monkeypatch, "nc_syntax", "import os\ndef make(ctx)\n    pass\n")
+    assert main(["run", "nc_syntax:make", "-q"]) == 2
+    err = _one_line_error(capsys)
+    assert "'nc_syntax'" in err
+    assert f"{path}:2" in err
+    assert "SyntaxError" in err
+
+
+def test_a_backend_module_that_raises_on_import_names_its_own_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source = "import json\n\nSETTINGS = json.loads('not json')\n"
+    path = _module(tmp_path, monkeypatch, "nc_raises", source)
+    assert main(["run", "nc_raises:make", "-q"]) == 2
+    err = _one_line_error(capsys)
+    assert f"{path}:3" in err  # the author's line, not json/decoder.py's
+    assert "JSONDecodeError" in err
+
+
+class _LacksCloseAndCapabilities:
+    async def append(self, *args: object) -> int:
+        return 0
+
+    def read(self, *args: object) -> None:
+        return None
+
+    async def head(self, session_id: str) -> int:
+        return 0
+
+    async def list_sessions(self) -> list[str]:
+        return []
+
+    async def delete(self, session_id: str) -> None:
+        return None
+
+    async def truncate(self, *args: object) -> int:
+        return 0
+
+    async def check_integrity(self) -> None:
+        return None
+
+
+def returns_none(ctx: object) -> None:
+    return None
+
+
+def returns_dict(ctx: object) -> dict[str, int]:
+    return {}
+
+
+def returns_half_a_checkpointer(ctx: object) -> _LacksCloseAndCapabilities:
+    return _LacksCloseAndCapabilities()
+
+
+@pytest.mark.parametrize(
+    ("factory", "returned", "lacks"),
+    [
+        ("returns_none", "NoneType", "append, read, head"),
+        ("returns_dict", "dict", "append, read, head"),
+        ("returns_half_a_checkpointer", "_LacksCloseAndCapabilities", "close, capabilities"),
+    ],
+)
+def test_a_factory_returning_something_else_names_what_it_lacks(
+    factory: str, returned: str, lacks: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["run", f"{__name__}:{factory}", "-q"]) == 2
+    err = _one_line_error(capsys)
+    assert f"the factory {__name__}:{factory} returned {returned}" in err
+    assert f"which is not a Checkpointer: it lacks {lacks}" in err
+    if returned.startswith("_Lacks"):
+        assert "append" not in err.split("it lacks")[1]
+
+
+@pytest.mark.usefixtures("kit_must_not_run")
+@pytest.mark.parametrize("option", ["--report", "--junit"])
+@pytest.mark.parametrize(
+    ("where", "why"), [("missing/x", "does not exist"), ("file/x", "not a directory")]
+)
+def test_an_unwritable_report_path_is_refused_before_the_run(
+    option: str,
+    where: str,
+    why: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    (tmp_path / "file").write_text("")
+    assert main(["run", "memory", "-q", option, str(tmp_path / where)]) == 2
+    err = _one_line_error(capsys)
+    assert option in err
+    assert why in err
+
+
+@pytest.mark.usefixtures("kit_must_not_run")
+@pytest.mark.parametrize(
+    ("argv", "reason"),
+    [
+        (["--xfail", "NOPE-999"], "unknown rule 'NOPE-999'"),
+        (["-n", "0"], "0 processes"),
+        (["-n", "-3"], "-3 processes"),
+        (["-n", "two"], "'two' is not a number"),
+    ],
+)
+def test_bad_options_are_refused_with_one_line(
+    argv: list[str], reason: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["run", "memory", "-q", *argv]) == 2
+    assert reason in _one_line_error(capsys)
+
+
+def test_the_cli_and_the_pytest_plugin_default_to_the_same_profile() -> None:
+    args = cli._parser().parse_args(["run", "memory"])
+    assert args.profile == DEFAULT_PROFILE
+
+
+# --- what --only leaves out is not_run, not not_checked ---------------------------------
+
+
+def test_rules_outside_only_are_not_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    report, junit = tmp_path / "r.json", tmp_path / "j.xml"
+    argv = ["run", "memory", "--profile", "quick", "--seed", "1", "--only", "HEAD-001::"]
+    assert main([*argv, "--report", str(report), "--junit", str(junit), "-q"]) == 0
+    statuses = {r["id"]: r["status"] for r in json.loads(report.read_bytes())["rules"]}
+    assert statuses["HEAD-001"] == "passed"
+    assert statuses["SEQ-001"] == "not_run"
+    assert "not_checked" not in statuses.values()
+    not_run = sorted(rule for rule, status in statuses.items() if status == "not_run")
+    out = capsys.readouterr().out
+    assert f"{len(not_run)} rules not run" in out
+    assert "SEQ-001" not in out  # the table leaves them out
+    suite = ET.parse(junit).getroot().find("testsuite")
+    assert suite is not None
+    prop = suite.find("properties/property[@name='rules_not_run']")
+    assert prop is not None
+    assert sorted((prop.get("value") or "").split()) == not_run
+
+
+# --- live progress: the running check, and the same count as the summary ----------------
+
+
+def test_each_check_is_announced_when_it_starts_before_its_result() -> None:
+    events: list[tuple[str, str]] = []
+    run_kit(
+        "memory",
+        seed=1,
+        only=["HEAD-001::", "READ-002::", "DUR-001::"],
+        on_check_start=lambda c: events.append(("start", c.name)),
+        on_result=lambda r: events.append(("end", r.name)),
+    )
+    names = [name for kind, name in events if kind == "start"]
+    assert len(names) >= 2
+    assert events == [(kind, n) for n in names for kind in ("start", "end")]
+
+
+def test_with_workers_the_running_checks_are_the_started_and_not_ended() -> None:
+    running: set[str] = set()
+    most = 0
+
+    def started(c: object) -> None:
+        nonlocal most
+        running.add(getattr(c, "name", ""))
+        most = max(most, len(running))
+
+    def ended(r: CheckResult) -> None:
+        running.remove(r.name)  # KeyError if it had not been announced
+
+    report = run_kit(
+        "memory",
+        seed=1,
+        workers=2,
+        only=["HEAD-001::", "READ-00"],
+        on_check_start=started,
+        on_result=ended,
+    )
+    assert not running
+    assert most == 2
+    assert len(report.checks) > 2
+
+
+def test_the_bar_names_the_running_checks() -> None:
+    progress = cli.Progress(disable=True)
+    live = cli._Live(progress, "memory")
+    first, second = (CHECKS_BY_NAME[n] for n in sorted(CHECKS_BY_NAME)[:2])
+
+    def shown() -> str:
+        return str(progress.tasks[0].description)
+
+    live.started(first)
+    assert shown() == first.name
+    live.started(second)
+    assert shown() == f"2 running: {first.name}, {second.name}"
+    live.finished(CheckResult(first.name, first.rules, "passed", 0.0))
+    assert shown() == second.name
+    live.finished(CheckResult(second.name, second.rules, "passed", 0.0))
+    assert shown() == "checking memory"
+    assert progress.tasks[0].completed == 2
+
+
+def test_the_summary_counts_every_check_the_bar_counts(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    totals: list[int] = []
+    real_selected = cli._Live.selected
+
+    def selected(self: cli._Live, checks: list[object]) -> None:
+        totals.append(len(checks))
+        real_selected(self, checks)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(cli._Live, "selected", selected)
+    # DUR-001 is skipped on memory (not durable): skipped checks are counted too.
+    assert (
+        main(["run", "memory", "--seed", "1", "--only", "HEAD-001::", "--only", "DUR-001::", "-q"])
+        == 0
+    )
+    out = " ".join(capsys.readouterr().out.split())
+    (total,) = totals
+    assert f"{total} checks: " in out
+    counted = out.split(f"{total} checks: ")[1].split(" · ")[0]
+    assert "skipped" in counted
+    assert sum(int(part.split()[0]) for part in counted.split(", ")) == total

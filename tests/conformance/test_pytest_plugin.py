@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import re
+import tomllib
+from pathlib import Path
+
 import pytest
 
 pytest_plugins = ["pytester"]
@@ -23,6 +27,7 @@ def test_reference_backend_passes(pytester: pytest.Pytester) -> None:
         "--checkpointer", "memory", "--checkpointer-seed", "1", "--checkpointer-only", "APPEND"
     )
     result.assert_outcomes(passed=4)
+    result.stdout.fnmatch_lines(["collected 4 items"])  # counted when collected, not after
 
 
 def test_broken_backend_fails_with_rule_and_replay(pytester: pytest.Pytester) -> None:
@@ -74,3 +79,67 @@ def test_without_the_option_nothing_is_added(pytester: pytest.Pytester) -> None:
 def test_bad_backend_is_a_usage_error(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest_subprocess("--checkpointer", "nonexistent_mod:make")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
+
+
+def _usage_error(result: pytest.RunResult, *expected: str) -> None:
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    output = result.stdout.str() + result.stderr.str()
+    assert "INTERNALERROR" not in output
+    assert "Traceback" not in output
+    errors = [line for line in output.splitlines() if line.startswith("ERROR: ")]
+    assert len(errors) == 1, output
+    for text in expected:
+        assert text in errors[0]
+
+
+def test_a_backend_module_with_a_syntax_error_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    path = pytester.makepyfile(nc_syntax="def make(ctx)\n    pass\n")
+    result = pytester.runpytest_subprocess("--checkpointer", "nc_syntax:make")
+    _usage_error(result, "'nc_syntax'", f"{path}:1", "SyntaxError")
+
+
+def test_a_backend_module_that_raises_on_import_is_a_usage_error(
+    pytester: pytest.Pytester,
+) -> None:
+    path = pytester.makepyfile(nc_raises="import os\nraise RuntimeError('no config')\n")
+    result = pytester.runpytest_subprocess("--checkpointer", "nc_raises:make")
+    _usage_error(result, f"{path}:2", "RuntimeError: no config")
+
+
+def test_a_factory_returning_a_non_checkpointer_is_a_usage_error(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(nc_none="def make(ctx):\n    return None\n")
+    result = pytester.runpytest_subprocess("--checkpointer", "nc_none:make")
+    _usage_error(result, "returned NoneType, which is not a Checkpointer: it lacks append")
+
+
+def test_an_unknown_selection_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest_subprocess(
+        "--checkpointer", "memory", "--checkpointer-only", "NOPE-999"
+    )
+    _usage_error(result, "--checkpointer-only", "NOPE-999")
+
+
+def test_kit_items_are_collected_with_the_suites_own(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_plain="def test_one():\n    assert True\n")
+    result = pytester.runpytest_subprocess(
+        "--checkpointer", "memory", "--checkpointer-only", "HEAD-001::", "--collect-only", "-q"
+    )
+    result.stdout.fnmatch_lines(
+        ["test_plain.py::test_one", "checkpointspec[[]memory[]]::HEAD-001::head_is_the_last_seq"]
+    )
+    result.stdout.fnmatch_lines(["2 tests collected*"])
+
+
+def test_readmes_pytest_step_installs_what_it_runs() -> None:
+    """README's ``pytest --checkpointer ... -n 2`` must work after README's own installs."""
+    root = Path(__file__).resolve().parents[2]
+    extras = tomllib.loads((root / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    wanted = {re.split(r"[<>=\[ ]", req)[0] for req in extras["pytest"]}
+    assert {"pytest", "pytest-xdist"} <= wanted
+    readme = (root / "README.md").read_text()
+    install = readme.index("pip install '.[pytest]'")
+    assert install < readme.index("pytest --checkpointer")
