@@ -39,7 +39,7 @@ from rich.table import Table
 
 from ...spec import RULES
 from ..checks.base import Check
-from ..checks.profiles import PROFILES
+from ..checks.profiles import DEFAULT_PROFILE, PROFILES
 from ..engines.loading import BackendLoadError, parse_options
 from .report import (
     EXIT_FAILED,
@@ -120,7 +120,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--profile",
         choices=sorted(PROFILES),
-        default="default",
+        default=DEFAULT_PROFILE,
         help="how hard to try (default: default)",
     )
     run.add_argument(

@@ -30,15 +30,14 @@ import msgspec
 import pytest
 
 from ..checks.base import Check
-from ..checks.profiles import PROFILES
+from ..checks.profiles import DEFAULT_PROFILE, PROFILES
 from ..engines.loading import BackendLoadError, BackendRef, parse_options, resolve_backend
 from .registry import UnknownCheckError, select_checks
 from .report import CheckResult
 from .runner import BackendProbe, probe_backend, run_check
 
-__all__ = ["DEFAULT_PROFILE", "CheckItem", "KitCollector"]
+__all__ = ["CheckItem", "KitCollector"]
 
-DEFAULT_PROFILE = "default"
 """The profile when none is given; the CLI's default too."""
 
 

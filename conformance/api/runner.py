@@ -47,7 +47,7 @@ from ...spec import (
 )
 from ..checks.base import Check
 from ..checks.harness import CheckSkipped, Harness
-from ..checks.profiles import PROFILES, Profile
+from ..checks.profiles import DEFAULT_PROFILE, PROFILES, Profile
 from ..engines.loading import (
     BackendLoadError,
     BackendRef,
@@ -303,7 +303,7 @@ def _worker_failed(check: Check, exc: Exception) -> CheckResult:
 def run_kit(
     backend_name: str,
     *,
-    profile: str | Profile = "quick",
+    profile: str | Profile = DEFAULT_PROFILE,
     seed: int | None = None,
     workers: int = 1,
     only: Iterable[str] = (),

@@ -7,9 +7,10 @@ by importing: `checkpointspec.conformance.api.registry` joins the tuples.
 
 from .base import Check, CheckFunc, check
 from .harness import CheckSkipped, Harness, read_all
-from .profiles import PROFILES, Profile
+from .profiles import DEFAULT_PROFILE, PROFILES, Profile
 
 __all__ = [
+    "DEFAULT_PROFILE",
     "PROFILES",
     "Check",
     "CheckFunc",

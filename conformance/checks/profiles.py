@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
-__all__ = ["PROFILES", "Profile"]
+__all__ = ["DEFAULT_PROFILE", "PROFILES", "Profile"]
 
 
 class Profile(msgspec.Struct, frozen=True):
@@ -74,3 +74,6 @@ PROFILES: dict[str, Profile] = {
         stress_kills=2,
     ),
 }
+
+DEFAULT_PROFILE = "default"
+"""The profile of a run that names none: the CLI, the pytest plugin and `run_kit` alike."""

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from checkpointspec.conformance.api import cli, runner
 from checkpointspec.conformance.api.cli import main
-from checkpointspec.conformance.api.pytest_plugin import DEFAULT_PROFILE
 from checkpointspec.conformance.api.registry import CHECKS_BY_NAME
 from checkpointspec.conformance.api.report import CheckResult
 from checkpointspec.conformance.api.runner import run_kit
 from checkpointspec.conformance.checks.base import Check, check
 from checkpointspec.conformance.checks.harness import Harness
+from checkpointspec.conformance.checks.profiles import DEFAULT_PROFILE
 from checkpointspec.conformance.engines.violations import RuleViolation
 
 
