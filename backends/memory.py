@@ -187,6 +187,7 @@ class MemoryCheckpointer:
     # -- list and delete -----------------------------------------------------------------------
     async def list_sessions(self) -> list[SessionInfo]:
         store = self._open("list_sessions")
+        self._require(Capability.LIST, "list_sessions")
         infos = self._listed(store)
         infos.sort(key=lambda info: info.id)
         infos.sort(key=lambda info: info.mtime, reverse=True)
@@ -198,6 +199,7 @@ class MemoryCheckpointer:
 
     async def delete(self, session_id: str) -> None:
         store = self._open("delete")
+        self._require(Capability.DELETE, "delete")
         sid = check_session_id(session_id)
         if store.logs.pop(sid, None) is not None:
             del store.mtimes[sid]
