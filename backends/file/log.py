@@ -345,11 +345,7 @@ class LogFiles:
         try:
             scan = scan_frames(self._reader(log.log_fd), log.end, size, log.head + 1)
         except BadFrame as exc:
-            raise CorruptStoreError(
-                log.session_id,
-                f"record seq {exc.seq} at offset {exc.offset} of {log.log_name}",
-                exc.reason,
-            ) from None
+            raise _damaged(log, exc) from None
         if scan.offsets:
             if not log.offsets:
                 log.base_seq = log.head + 1
@@ -399,11 +395,7 @@ class LogFiles:
                 target,
             )
         except BadFrame as exc:
-            raise CorruptStoreError(
-                log.session_id,
-                f"record seq {exc.seq} at offset {exc.offset} of {log.log_name}",
-                exc.reason,
-            ) from None
+            raise _damaged(log, exc) from None
         log.offsets = array("q", older) + log.offsets
         log.base_seq = target
 
@@ -611,3 +603,10 @@ class LogFiles:
 
 
 _COPY_CHUNK: Final = 1 << 20
+
+
+def _damaged(log: SessionLog, bad: BadFrame) -> CorruptStoreError:
+    """The error for a frame of ``log`` that fails its checks."""
+    return CorruptStoreError(
+        log.session_id, f"record seq {bad.seq} at offset {bad.offset} of {log.log_name}", bad.reason
+    )

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from ...spec import (
-    Capability,
-    UnsupportedOperationError,
-)
+from collections.abc import Awaitable, Callable
+
+from ...spec import Capability, UnsupportedOperationError
 from ._support import append_five, expect_error, snapshot, unchanged
 from .base import check
 from .harness import CheckSkipped, Harness
@@ -19,39 +18,25 @@ async def undeclared_operations_refuse_loudly(h: Harness) -> None:
     cp = await h.open()
     await append_five(cp, h)
     before = await snapshot(cp, ["s"])
-    tried = 0
-    if not h.has(Capability.DELETE):
-        tried += 1
-        await expect_error(
-            lambda: cp.delete("s"),
-            UnsupportedOperationError,
-            "CAP-001",
-            "delete without DELETE",
-        )
-    if not h.has(Capability.LIST):
-        tried += 1
-        await expect_error(
-            cp.list_sessions,
-            UnsupportedOperationError,
-            "CAP-001",
-            "list_sessions without LIST",
-        )
-    if not h.has(Capability.TRUNCATE):
-        tried += 1
-        await expect_error(
-            lambda: cp.truncate("s", 1),
-            UnsupportedOperationError,
-            "CAP-001",
-            "truncate without TRUNCATE",
-        )
+    # Each optional operation, the capability that must be declared for it, and a call.
+    optional: list[tuple[Capability, str, Callable[[], Awaitable[object]]]] = [
+        (Capability.DELETE, "delete", lambda: cp.delete("s")),
+        (Capability.LIST, "list_sessions", cp.list_sessions),
+        (Capability.TRUNCATE, "truncate", lambda: cp.truncate("s", 1)),
+    ]
     generation = getattr(cp, "generation", None)
-    if not h.has(Capability.GENERATION) and callable(generation):
+    if callable(generation):
+        optional.append((Capability.GENERATION, "generation", lambda: generation("s")))
+    tried = 0
+    for capability, operation, call in optional:
+        if h.has(capability):
+            continue
         tried += 1
         await expect_error(
-            lambda: generation("s"),
+            call,
             UnsupportedOperationError,
             "CAP-001",
-            "generation without GENERATION",
+            f"{operation} without {capability.name}",
         )
     if not tried:
         raise CheckSkipped("the backend declares every optional operation it has")
