@@ -114,8 +114,7 @@ from ...spec import (
     decode_event,
     encode_event,
 )
-from . import schema as sqlite_schema
-from . import worker as sqlite_worker
+from . import schema, worker
 from .schema import DATABASE_NAME, MIGRATIONS, SCHEMA_VERSION
 from .worker import FAULT_POINTS, Append, Delete, Row, Truncate, Write, call, gc_paused
 
@@ -263,16 +262,16 @@ class SqliteCheckpointer:
 
     async def _connect(self) -> aiosqlite.Connection:
         if isinstance(self._database, Path):
-            found = sqlite_schema.header_user_version(self._database)
+            found = schema.header_user_version(self._database)
             if found is not None and found > SCHEMA_VERSION:
                 raise SchemaVersionError(found, SCHEMA_VERSION)
-        db = await sqlite_worker.connect(self._database)
+        db = await worker.connect(self._database)
         started = time.monotonic()
         try:
             await call(
                 db,
                 partial(
-                    sqlite_schema.open_store,
+                    schema.open_store,
                     synchronous=self._synchronous,
                     busy_timeout_ms=self._busy_timeout_ms,
                     where=self._where,
@@ -281,7 +280,7 @@ class SqliteCheckpointer:
         except BaseException as exc:
             await db.close()
             if isinstance(exc, sqlite3.Error):
-                raise sqlite_worker.translate(exc, "open", started, self._where) from exc
+                raise worker.translate(exc, "open", started, self._where) from exc
             raise
         return db
 
@@ -324,7 +323,7 @@ class SqliteCheckpointer:
         try:
             return await call(db, fn)
         except sqlite3.Error as exc:
-            err = sqlite_worker.translate(exc, operation, started, self._where, session_id)
+            err = worker.translate(exc, operation, started, self._where, session_id)
             if err is exc:
                 raise
             raise err from exc
@@ -347,7 +346,7 @@ class SqliteCheckpointer:
             (outcome,) = await call(
                 db,
                 partial(
-                    sqlite_worker.run_round,
+                    worker.run_round,
                     writes=[write],
                     where=self._where,
                     hook=self._fault_hook,
@@ -378,9 +377,7 @@ class SqliteCheckpointer:
         try:
             outcomes = await call(
                 db,
-                partial(
-                    sqlite_worker.run_round, writes=writes, where=self._where, hook=self._fault_hook
-                ),
+                partial(worker.run_round, writes=writes, where=self._where, hook=self._fault_hook),
             )
         except Exception as exc:
             outcomes = [exc] * len(round_)
@@ -474,7 +471,7 @@ class SqliteCheckpointer:
         payloads = [encode_event(event) for event in batch]  # EVENT-002 before the store
         if not batch:
             check = partial(
-                sqlite_worker.read_expectations,
+                worker.read_expectations,
                 session_id=sid,
                 expected_head=want_head,
                 expected_generation=want_generation,
@@ -497,7 +494,7 @@ class SqliteCheckpointer:
         sid = check_session_id(session_id)
         since = check_seq("since_seq", since_seq)
         head, rows = await self._query(
-            "read", partial(sqlite_worker.read_log, session_id=sid, since_seq=since), sid
+            "read", partial(worker.read_log, session_id=sid, since_seq=since), sid
         )
         if len(rows) != max(head - since, 0):
             raise CorruptStoreError(
@@ -514,9 +511,7 @@ class SqliteCheckpointer:
         self._check_open("head")
         sid = check_session_id(session_id)
         sql = "SELECT head FROM sessions WHERE session_id = ?"
-        return await self._query(
-            "head", partial(sqlite_worker.read_one, sql=sql, session_id=sid), sid
-        )
+        return await self._query("head", partial(worker.read_one, sql=sql, session_id=sid), sid)
 
     async def generation(self, session_id: str) -> int:
         """The session id's generation: 0, then one more per delete or shortening truncate."""
@@ -524,13 +519,13 @@ class SqliteCheckpointer:
         sid = check_session_id(session_id)
         sql = "SELECT generation FROM generations WHERE session_id = ?"
         return await self._query(
-            "generation", partial(sqlite_worker.read_one, sql=sql, session_id=sid), sid
+            "generation", partial(worker.read_one, sql=sql, session_id=sid), sid
         )
 
     async def list_sessions(self) -> list[SessionInfo]:
         """Every existing session, most recently modified first; ties by id ascending."""
         self._check_open("list_sessions")
-        return await self._query("list_sessions", sqlite_worker.list_sessions)
+        return await self._query("list_sessions", worker.list_sessions)
 
     async def delete(self, session_id: str) -> None:
         """Remove a session and its events in one transaction; unknown ids do nothing."""
@@ -569,9 +564,7 @@ class SqliteCheckpointer:
         reported, never raised or repaired.
         """
         self._check_open("check_integrity")
-        problems, sessions, events = await self._query(
-            "check_integrity", sqlite_schema.structure_problems
-        )
+        problems, sessions, events = await self._query("check_integrity", schema.structure_problems)
         problems += await self._payload_problems(await self._connection("check_integrity"))
         shown = problems[:_MAX_PROBLEMS]
         if len(problems) > _MAX_PROBLEMS:
@@ -589,11 +582,9 @@ class SqliteCheckpointer:
         after = ("", 0)
         while True:
             try:
-                page = await call(
-                    db, partial(sqlite_schema.payload_page, after=after, limit=_SCAN_PAGE)
-                )
+                page = await call(db, partial(schema.payload_page, after=after, limit=_SCAN_PAGE))
             except sqlite3.DatabaseError as exc:
-                if not sqlite_schema.is_damage(exc):
+                if not schema.is_damage(exc):
                     raise
                 problems.append(f"payload scan stopped after {after}: {exc}")
                 return problems
@@ -634,7 +625,7 @@ class SqliteCheckpointer:
         ``path`` is the store's directory (``ctx.path``). The next open refuses it
         with `SchemaVersionError` and leaves it byte-identical.
         """
-        sqlite_schema.mark_newer_schema(path)
+        schema.mark_newer_schema(path)
 
     def damage_store(self, path: Path) -> str:
         """Flip one bit inside a stored payload of the closed store at ``path``; say which.
@@ -642,7 +633,7 @@ class SqliteCheckpointer:
         The event's checksum no longer matches: `check_integrity` reports it and a
         read of that session raises `CorruptStoreError`.
         """
-        return sqlite_schema.damage_store(path)
+        return schema.damage_store(path)
 
 
 # -- factory --------------------------------------------------------------------------

@@ -383,7 +383,7 @@ def test_appends_and_truncates_of_another_handle_are_seen_through_the_reserve(
 
 
 def test_a_steady_durable_append_does_not_stat_the_log(tmp_path: Path) -> None:
-    """A stat makes the next fsync commit the journal on recent Linux (see file_log)."""
+    """A stat makes the next fsync commit the journal on recent Linux (see backends/file/log.py)."""
     fs = RecordingFS()
 
     async def go() -> None:
