@@ -23,6 +23,7 @@ class Capability(enum.StrEnum):
     MULTI_PROCESS = "multi_process"
     CODEC = "codec"
     GENERATION = "generation"
+    MAINTENANCE = "maintenance"
 
 
 CAPABILITY_REASONS: dict[Capability, str] = {
@@ -36,6 +37,10 @@ CAPABILITY_REASONS: dict[Capability, str] = {
     Capability.CODEC: "payloads pass through BackendContext.codec (e.g. encryption)",
     Capability.GENERATION: (
         "generation(session_id) and expected_generation detect truncate-then-reappend"
+    ),
+    Capability.MAINTENANCE: (
+        "acquire_maintenance(session_id) shuts every other writer out of a session "
+        "while restore or compaction runs"
     ),
 }
 """One line per capability: what declaring it promises. Used in skip reasons."""

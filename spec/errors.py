@@ -28,7 +28,10 @@ __all__ = [
     "CorruptStoreError",
     "InvalidArgumentError",
     "ReasonCode",
+    "RestoreError",
+    "RestoreReason",
     "SchemaVersionError",
+    "SessionLockedError",
     "StoreBusyError",
     "UnsupportedOperationError",
 ]
@@ -72,6 +75,11 @@ class ReasonCode(enum.StrEnum):
     surrogate or a field of the wrong type (EVENT-002)."""
     TOO_LARGE = "too_large"
     """An event larger than the backend can store in one record (EVENT-002)."""
+    UNSAFE_PATH = "unsafe_path"
+    """A workspace path that is absolute, empty, holds NUL, climbs out with
+    ``..`` or resolves through a symlink outside the workspace root (SNAP-003)."""
+    NO_SUCH_FILE = "no_such_file"
+    """A workspace delete of a path that does not exist (SNAP-001)."""
     BEYOND_HEAD = "beyond_head"
     """A truncate ``to_seq`` greater than the session's head (TRUNC-002)."""
     UNKNOWN_OPTION = "unknown_option"
@@ -247,3 +255,92 @@ class StoreBusyError(CheckpointError):
 
     def __reduce__(self) -> tuple[type[StoreBusyError], tuple[str, float]]:
         return (type(self), (self.operation, self.waited_seconds))
+
+
+class SessionLockedError(CheckpointError):
+    """Another handle holds the session's maintenance lock (MAINT-001, MAINT-003).
+
+    Raised by a write (append, truncate, delete) or by `acquire_maintenance`
+    while a restore or compaction holds the session through some other handle,
+    in this process or another. Nothing was written. Retry once the maintenance
+    is over; a lock whose holder process died is released by the backend
+    (MAINT-004), so it never blocks a session for good.
+    """
+
+    def __init__(self, session_id: str, operation: str) -> None:
+        super().__init__(f"{operation}: session {session_id!r} is held by a restore or compaction")
+        self.session_id = session_id
+        self.operation = operation
+
+    def __reduce__(self) -> tuple[type[SessionLockedError], tuple[str, str]]:
+        return (type(self), (self.session_id, self.operation))
+
+
+class RestoreReason(enum.StrEnum):
+    """Why a restore was refused or undone: the machine-readable `RestoreError.reason_code`."""
+
+    UNKNOWN_SESSION = "unknown_session"
+    """The session has no events (RESTORE-002)."""
+    NOT_A_CHECKPOINT = "not_a_checkpoint"
+    """The seq is not that of a user prompt in the log (RESTORE-002)."""
+    UNFINISHED_TOOL_CALL = "unfinished_tool_call"
+    """The log before the checkpoint holds a tool call without its result: cut
+    there, the conversation would end inside a tool call (RESTORE-003)."""
+    WORKSPACE_REQUIRED = "workspace_required"
+    """Files are to be restored but no workspace was given (RESTORE-003)."""
+    UNSAFE_PATH = "unsafe_path"
+    """A snapshot's path is absolute, climbs out with ``..`` or resolves through
+    a symlink outside the workspace (RESTORE-003)."""
+    SNAPSHOT_TRUNCATED = "snapshot_truncated"
+    """The snapshot a file would come back from was too large and kept only in
+    part (RESTORE-003)."""
+    SNAPSHOT_UNDECODABLE = "snapshot_undecodable"
+    """The snapshot's content does not decode in its declared encoding (RESTORE-003)."""
+    OUT_OF_BAND_CHANGE = "out_of_band_change"
+    """The file no longer holds what the last tool wrote to it: someone changed
+    it outside the session, and restoring would destroy that (RESTORE-003)."""
+    CANCELLED = "cancelled"
+    """The caller cancelled; everything was left or put back as it was (RESTORE-005)."""
+    APPLY_FAILED = "apply_failed"
+    """Writing a file back failed (disk full, permission denied); the files
+    already written were put back (RESTORE-005)."""
+    LOG_CHANGED = "log_changed"
+    """The log moved on while restoring (a truncate conflict); the files were
+    put back (RESTORE-005)."""
+
+
+class RestoreError(CheckpointError):
+    """A restore was refused, or failed and was undone: files and log are as they were.
+
+    ``reason_code`` (a `RestoreReason`) says why for programs, ``path`` names
+    the workspace file concerned (None when none is), ``detail`` says it in
+    words. Refusals come from the preflight, before anything is touched
+    (RESTORE-002, RESTORE-003); ``cancelled``, ``apply_failed`` and
+    ``log_changed`` come after a partial apply that was rolled back (RESTORE-005).
+    """
+
+    def __init__(
+        self,
+        session_id: str,
+        seq: int,
+        reason_code: RestoreReason,
+        detail: str,
+        path: str | None = None,
+    ) -> None:
+        where = f" ({path})" if path is not None else ""
+        super().__init__(
+            f"restore of session {session_id!r} to seq {seq}: {reason_code.value}{where}: {detail}"
+        )
+        self.session_id = session_id
+        self.seq = seq
+        self.reason_code = reason_code
+        self.detail = detail
+        self.path = path
+
+    def __reduce__(
+        self,
+    ) -> tuple[type[RestoreError], tuple[str, int, RestoreReason, str, str | None]]:
+        return (
+            type(self),
+            (self.session_id, self.seq, self.reason_code, self.detail, self.path),
+        )

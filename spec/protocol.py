@@ -29,6 +29,7 @@ __all__ = [
     "FaultHook",
     "FaultInjectable",
     "GenerationalCheckpointer",
+    "MaintenanceLockable",
     "StoreHooks",
 ]
 
@@ -131,6 +132,41 @@ class GenerationalCheckpointer(Checkpointer, Protocol):
         expected_generation: int | None = None,
     ) -> int:
         """`Checkpointer.truncate`, also refused when the generation moved on."""
+        ...
+
+
+@runtime_checkable
+class MaintenanceLockable(Checkpointer, Protocol):
+    """A checkpointer that declares MAINTENANCE: one handle can hold a session alone.
+
+    Restore and compaction rewrite a session from what they read; a writer that
+    appends meanwhile would be lost under the truncate or left out of the
+    summary. While a handle holds a session's maintenance lock:
+
+    - append, truncate and delete of that session through any *other* handle,
+      in this process or another, raise `SessionLockedError` and write nothing
+      (MAINT-001), without waiting for the lock;
+    - the holding handle writes as usual, every handle reads as usual, and
+      other sessions are not affected (MAINT-002);
+    - `acquire_maintenance` through any handle, the holder's included, raises
+      `SessionLockedError`: the lock is not reentrant (MAINT-003).
+
+    `release_maintenance` and `close` give the lock back; so does the death of
+    the holder's process, for backends that declare MULTI_PROCESS (MAINT-004):
+    a lock is tied to the process (e.g. an flock), never to a pid in a table
+    that outlives it.
+    """
+
+    async def acquire_maintenance(self, session_id: str) -> None:
+        """Hold ``session_id``: from now on only this handle may write to it.
+
+        The session need not exist. Raises `SessionLockedError` when any handle,
+        this one included, already holds it.
+        """
+        ...
+
+    async def release_maintenance(self, session_id: str) -> None:
+        """Give the session back to every writer. Does nothing when this handle does not hold it."""
         ...
 
 

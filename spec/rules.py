@@ -38,7 +38,7 @@ class Rule(msgspec.Struct, frozen=True):
 
 
 _M, _S = Strength.MUST, Strength.SHOULD
-_DEL, _L, _T, _D, _P, _C, _G = (
+_DEL, _L, _T, _D, _P, _C, _G, _MT = (
     Capability.DELETE,
     Capability.LIST,
     Capability.TRUNCATE,
@@ -46,6 +46,7 @@ _DEL, _L, _T, _D, _P, _C, _G = (
     Capability.MULTI_PROCESS,
     Capability.CODEC,
     Capability.GENERATION,
+    Capability.MAINTENANCE,
 )
 
 RULES: Final[tuple[Rule, ...]] = (
@@ -411,6 +412,268 @@ RULES: Final[tuple[Rule, ...]] = (
         "Processes share one log safely",
         "Handles in different processes see each other's acknowledged writes, and "
         "APPEND-004 holds across processes: no lost update, no forked log.",
+    ),
+    # -- maintenance lock ------------------------------------------------------------
+    Rule(
+        "MAINT-001",
+        _M,
+        _MT,
+        "The maintenance lock shuts other writers out",
+        "While a handle holds a session's maintenance lock, append, truncate and "
+        "delete of that session through any other handle raise SessionLockedError "
+        "at once and write nothing.",
+    ),
+    Rule(
+        "MAINT-002",
+        _M,
+        _MT,
+        "The holder writes, everyone reads",
+        "While a handle holds a session's maintenance lock, writes through that "
+        "handle succeed, reads through every handle succeed, and other sessions "
+        "are written as usual.",
+    ),
+    Rule(
+        "MAINT-003",
+        _M,
+        _MT,
+        "One holder at a time, until release or close",
+        "acquire_maintenance of a held session raises SessionLockedError, through "
+        "any handle including the holder's. After release_maintenance or close of "
+        "the holding handle, every handle may write and acquire again.",
+    ),
+    Rule(
+        "MAINT-004",
+        _M,
+        _MT,
+        "Across processes, and a dead holder frees the lock",
+        "With MULTI_PROCESS, the lock shuts out writers in every process, and a "
+        "lock whose holding process died (SIGKILL) is released: the next write "
+        "or acquire succeeds.",
+    ),
+    # -- the session layer: fold ------------------------------------------------------
+    Rule(
+        "FOLD-001",
+        _M,
+        None,
+        "A prompt is a user turn of its own",
+        "fold turns each user prompt into one user message (origin prompt): its "
+        "text, then one text block per extra block of a block-form prompt.",
+    ),
+    Rule(
+        "FOLD-002",
+        _M,
+        None,
+        "An assistant message keeps its tool calls",
+        "fold turns each assistant message into one assistant message: its text "
+        "(left out when empty), then one tool_use block per tool call, in order.",
+    ),
+    Rule(
+        "FOLD-003",
+        _M,
+        None,
+        "Consecutive tool results share one user turn",
+        "Tool results with only invisible events between them are coalesced into "
+        "one user message (origin tool_results), in log order.",
+    ),
+    Rule(
+        "FOLD-004",
+        _M,
+        None,
+        "Snapshots and tool starts are invisible",
+        "File snapshots and tool_started events never enter the conversation and "
+        "do not separate tool results.",
+    ),
+    Rule(
+        "FOLD-005",
+        _M,
+        None,
+        "Reminders, repairs and background completions",
+        "A runtime reminder becomes a user message of origin reminder; a background "
+        "completion one of origin background with the task id as ref; a repair "
+        "message naming a tool call becomes an error tool result for that call, "
+        "and one naming none a user message of origin repair.",
+    ),
+    Rule(
+        "FOLD-006",
+        _M,
+        None,
+        "A summary replaces what it covers",
+        "A summary at seq s covers the events up to min(through_seq, s - 1): every "
+        "message holding one is removed, and one user message of origin summary "
+        "takes the place of the first removed (the front when none was).",
+    ),
+    # -- the session layer: checkpoints -----------------------------------------------
+    Rule(
+        "CKPT-001",
+        _M,
+        None,
+        "One checkpoint per user prompt",
+        "list_checkpoints returns one checkpoint per user prompt, block-form "
+        "included, in seq order, with the prompt's seq, text and ts; reminders, "
+        "repairs and background completions are never checkpoints.",
+    ),
+    Rule(
+        "CKPT-002",
+        _M,
+        None,
+        "A checkpoint lists the files a restore puts back",
+        "A checkpoint's files are the paths snapshotted after it whose earliest "
+        "snapshot after it can be restored, sorted.",
+    ),
+    Rule(
+        "CKPT-003",
+        _M,
+        None,
+        "and the files it cannot, with why",
+        "A checkpoint's unavailable_files are the other paths snapshotted after it, "
+        "each with its reason (truncated, unsafe_path, undecodable), sorted and "
+        "disjoint from files.",
+    ),
+    # -- the session layer: file snapshots ---------------------------------------------
+    Rule(
+        "SNAP-001",
+        _M,
+        None,
+        "A tool records the file before changing it",
+        "Workspace.write and Workspace.delete append a FileSnapshot (canonical "
+        "path, content before or None when absent, UTF-8 text or base64, "
+        "hash_after of what is left, the tool call id) and only then change the "
+        "file. Deleting a missing file is InvalidArgumentError (no_such_file).",
+    ),
+    Rule(
+        "SNAP-002",
+        _M,
+        None,
+        "Oversized content is marked truncated",
+        "Content larger than the workspace's snapshot limit is recorded with "
+        "truncated=True and content_before empty; the write itself goes ahead.",
+    ),
+    Rule(
+        "SNAP-003",
+        _M,
+        None,
+        "Paths stay inside the workspace",
+        "Workspace refuses an absolute path, a '..' component, NUL, an empty path "
+        "and a path resolving through a symlink outside its root with "
+        "InvalidArgumentError (unsafe_path), recording and writing nothing.",
+    ),
+    Rule(
+        "SNAP-004",
+        _M,
+        None,
+        "No snapshot, no change",
+        "When the snapshot cannot be appended (conflict, locked session, closed "
+        "handle, storage error) the file is left unchanged and the error raised.",
+    ),
+    # -- the session layer: restore ---------------------------------------------------
+    Rule(
+        "RESTORE-001",
+        _M,
+        _T,
+        "Restore rolls files and log back to just before the prompt",
+        "restore(session, seq) leaves the log holding events 1..seq-1 and every "
+        "path snapshotted after seq with the content of its earliest snapshot "
+        "after seq (deleted when it did not exist); restored_files names them.",
+    ),
+    Rule(
+        "RESTORE-002",
+        _M,
+        _T,
+        "The target is validated",
+        "A restore of an unknown session or to a seq that is not a user prompt "
+        "raises RestoreError (unknown_session, not_a_checkpoint) and changes "
+        "nothing.",
+    ),
+    Rule(
+        "RESTORE-003",
+        _M,
+        _T,
+        "Everything is preflighted before anything is touched",
+        "An unfinished tool call before the target, a missing workspace, an unsafe "
+        "path, a truncated or undecodable snapshot, and a file changed out-of-band "
+        "(its hash differs from the last recorded hash_after) each raise "
+        "RestoreError with that reason and the path, with files and log unchanged. "
+        "Snapshots without hash_after are reported as unchecked.",
+    ),
+    Rule(
+        "RESTORE-004",
+        _M,
+        _T,
+        "files=False and conversation=False do what they say",
+        "With files=False no file is touched; with conversation=False the log is "
+        "not truncated; the result reports exactly what was restored.",
+    ),
+    Rule(
+        "RESTORE-005",
+        _M,
+        _T,
+        "A failed or cancelled restore puts everything back",
+        "A write that fails mid-restore (disk full, permission denied), a truncate "
+        "conflict and a cancellation leave every file and the log as they were "
+        "before the restore, and raise RestoreError (apply_failed, log_changed, "
+        "cancelled).",
+    ),
+    Rule(
+        "RESTORE-006",
+        _M,
+        _D,
+        "A killed restore is rolled back or forward on the next open",
+        "A restore killed at any point (SIGKILL, or a power loss for a file "
+        "system the kit can simulate) leaves, once recovered (recover, which "
+        "Workspace.open and restore run first), either the complete pre-restore "
+        "or the complete post-restore state of files and log, never a mix.",
+    ),
+    Rule(
+        "RESTORE-007",
+        _M,
+        _T,
+        "Restore reports its progress",
+        "restore reports start first, one progress per file put back with "
+        "completed/total, and done (or error, for a refusal or failure) last.",
+    ),
+    # -- the session layer: compaction -----------------------------------------------
+    Rule(
+        "COMPACT-001",
+        _M,
+        None,
+        "Compaction appends one summary through the last clean boundary",
+        "A compaction that reduces appends exactly one Summary whose through_seq "
+        "is the last seq with no tool call open, with expected_head set to the "
+        "head it read; the fold then shows the summary in place of what it covers.",
+    ),
+    Rule(
+        "COMPACT-002",
+        _M,
+        None,
+        "Compaction reports honest progress",
+        "compact yields start first, then progress through the stages in order "
+        "(measurement, archiving, normalization, summarization, projection, "
+        "persistence) with archiving counting completed/total events, and last "
+        "one of done, error, cancelled. Token counts say measured or estimated.",
+    ),
+    Rule(
+        "COMPACT-003",
+        _M,
+        None,
+        "Nothing to summarise is a no-op",
+        "When the conversation up to the boundary is empty or already one summary, "
+        "compact finishes with done, reduced=False, and writes nothing.",
+    ),
+    Rule(
+        "COMPACT-004",
+        _M,
+        None,
+        "Cancellation leaves the log unchanged",
+        "A compaction cancelled at any stage before its summary is acknowledged "
+        "ends with cancelled and leaves the log as it was.",
+    ),
+    Rule(
+        "COMPACT-005",
+        _M,
+        None,
+        "A concurrent writer is never lost",
+        "When the log moves on during a compaction, the summary is not written: "
+        "compact ends with error and the other writer's events stay.",
     ),
     # -- integrity and schema ----------------------------------------------------
     Rule(

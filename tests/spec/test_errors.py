@@ -22,7 +22,10 @@ from checkpointspec.spec.errors import (
     CorruptStoreError,
     InvalidArgumentError,
     ReasonCode,
+    RestoreError,
+    RestoreReason,
     SchemaVersionError,
+    SessionLockedError,
     StoreBusyError,
     UnsupportedOperationError,
 )
@@ -99,6 +102,17 @@ CASES: list[tuple[CheckpointError, dict[str, object]]] = [
     ),
     (SchemaVersionError(3, 2), {"found": 3, "supported": 2}),
     (StoreBusyError("append", 1.25), {"operation": "append", "waited_seconds": 1.25}),
+    (SessionLockedError("s", "append"), {"session_id": "s", "operation": "append"}),
+    (
+        RestoreError("s", 4, RestoreReason.OUT_OF_BAND_CHANGE, "changed", "src/a.py"),
+        {
+            "session_id": "s",
+            "seq": 4,
+            "reason_code": RestoreReason.OUT_OF_BAND_CHANGE,
+            "detail": "changed",
+            "path": "src/a.py",
+        },
+    ),
     (CheckpointError("anything went wrong"), {"args": ("anything went wrong",)}),
 ]
 
@@ -106,7 +120,7 @@ ids = [f"{type(err).__name__}-{i}" for i, (err, _) in enumerate(CASES)]
 
 
 def test_every_exported_error_class_has_a_case() -> None:
-    exported = {getattr(errors, name) for name in errors.__all__} - {ReasonCode}
+    exported = {getattr(errors, name) for name in errors.__all__} - {ReasonCode, RestoreReason}
     assert {type(err) for err, _ in CASES} == exported
 
 
@@ -189,6 +203,8 @@ def test_the_argument_reason_codes_are_the_documented_ones() -> None:
         "too_long",
         "contains_nul",
         "not_utf8",
+        "unsafe_path",
+        "no_such_file",
         "negative",
         "not_a_sequence",
         "not_an_event",
