@@ -5,6 +5,9 @@ process, so the kit can open several handles and "reopen" a store; nothing
 survives the process (no DURABLE), and no other process can see it (no
 MULTI_PROCESS). Operations never await between checking and writing, which makes
 each of them atomic under any number of concurrent asyncio tasks.
+
+The maintenance lock (MAINTENANCE) lives in the store too, so every handle on
+it sees who holds a session; a handle's locks end with its ``close``.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from ..spec import (
     IntegrityReport,
     SessionEvent,
     SessionInfo,
+    SessionLockedError,
     StoredEvent,
     TruncateArguments,
     UnsupportedOperationError,
@@ -46,6 +50,8 @@ class MemoryStore:
         self.mtimes: dict[str, float] = {}
         self.generations: dict[str, int] = {}
         self.last_mtime = 0.0
+        self.holders: dict[str, MemoryCheckpointer] = {}
+        """The handle holding each session's maintenance lock (MAINT-001)."""
 
     def touch(self, session_id: str) -> None:
         # mtimes never go backwards within a store, even if the wall clock does (LIST-003).
@@ -67,7 +73,7 @@ def store_for(path: Path | str) -> MemoryStore:
 class MemoryCheckpointer:
     """A conforming checkpointer that keeps everything in this process's memory.
 
-    Capabilities: DELETE, LIST, TRUNCATE and GENERATION.
+    Capabilities: DELETE, LIST, TRUNCATE, GENERATION and MAINTENANCE.
 
     Each operation is a short run of steps, one method each with a one-line
     docstring: validate the arguments, compare the expectations with the state,
@@ -78,7 +84,13 @@ class MemoryCheckpointer:
     """
 
     capabilities: frozenset[Capability] = frozenset(
-        {Capability.DELETE, Capability.LIST, Capability.TRUNCATE, Capability.GENERATION}
+        {
+            Capability.DELETE,
+            Capability.LIST,
+            Capability.TRUNCATE,
+            Capability.GENERATION,
+            Capability.MAINTENANCE,
+        }
     )
 
     def __init__(self, store: MemoryStore | None = None) -> None:
@@ -111,6 +123,12 @@ class MemoryCheckpointer:
         )
         return log
 
+    def _check_writable(self, store: MemoryStore, sid: str, operation: str) -> None:
+        """Refuse a write to a session another handle holds; the holder writes (MAINT-001, MAINT-002)."""
+        holder = store.holders.get(sid)
+        if holder is not None and holder is not self:
+            raise SessionLockedError(sid, operation)
+
     # -- append ----------------------------------------------------------------------------
     async def append(
         self,
@@ -126,6 +144,7 @@ class MemoryCheckpointer:
         sid, batch, want_head, want_generation = self._append_arguments(
             session_id, events, expected_head, expected_generation
         )
+        self._check_writable(store, sid, "append")
         log = self._check_expectations(store, sid, want_head, want_generation)
         if not batch:
             return len(log)
@@ -201,6 +220,7 @@ class MemoryCheckpointer:
         store = self._open("delete")
         self._require(Capability.DELETE, "delete")
         sid = check_session_id(session_id)
+        self._check_writable(store, sid, "delete")
         if store.logs.pop(sid, None) is not None:
             del store.mtimes[sid]
             store.generations[sid] = store.generations.get(sid, 0) + 1
@@ -221,6 +241,7 @@ class MemoryCheckpointer:
         sid, to_seq, want_head, want_generation = self._truncate_arguments(
             session_id, to_seq, expected_head, expected_generation
         )
+        self._check_writable(store, sid, "truncate")
         log = self._check_expectations(store, sid, want_head, want_generation)
         target = self._truncate_target(sid, to_seq, len(log))
         if target < len(log):
@@ -253,6 +274,31 @@ class MemoryCheckpointer:
         self._require(Capability.GENERATION, "generation")
         return store.generations.get(check_session_id(session_id), 0)
 
+    # -- maintenance -----------------------------------------------------------------------------
+    async def acquire_maintenance(self, session_id: str) -> None:
+        """Hold ``session_id`` alone; `SessionLockedError` if any handle holds it (MAINT-003)."""
+        store = self._open("acquire_maintenance")
+        self._require(Capability.MAINTENANCE, "acquire_maintenance")
+        sid = check_session_id(session_id)
+        self._take(store, sid)
+
+    def _take(self, store: MemoryStore, sid: str) -> None:
+        """Record this handle as the session's holder, unless one is recorded, this one included (MAINT-003)."""
+        if sid in store.holders:
+            raise SessionLockedError(sid, "acquire_maintenance")
+        store.holders[sid] = self
+
+    async def release_maintenance(self, session_id: str) -> None:
+        """Give the session back; nothing happens unless this handle holds it (MAINT-003)."""
+        store = self._open("release_maintenance")
+        self._require(Capability.MAINTENANCE, "release_maintenance")
+        self._give_back(store, check_session_id(session_id))
+
+    def _give_back(self, store: MemoryStore, sid: str) -> None:
+        """Forget this handle as the session's holder, if it is."""
+        if store.holders.get(sid) is self:
+            del store.holders[sid]
+
     # -- integrity and close ---------------------------------------------------------------
     async def check_integrity(self) -> IntegrityReport:
         store = self._open("check_integrity")
@@ -270,7 +316,14 @@ class MemoryCheckpointer:
         ]
 
     async def close(self) -> None:
-        self._closed = True
+        if not self._closed:
+            self._closed = True
+            self._release_all(self._store)
+
+    def _release_all(self, store: MemoryStore) -> None:
+        """Give back every session this handle holds: close ends its locks (MAINT-003)."""
+        for sid in [sid for sid, holder in store.holders.items() if holder is self]:
+            self._give_back(store, sid)
 
 
 def make(ctx: BackendContext) -> MemoryCheckpointer:

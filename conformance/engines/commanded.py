@@ -18,6 +18,8 @@ Commands (``op`` names the shape; fields with defaults may be left out):
 | `Delete` | ``session``, ``pause_at``, ``pause_on`` | `Ok` |
 | `Read` | ``session``, ``since_seq`` | `Ok` ([seq, marker] pairs) |
 | `Head` | ``session`` | `Ok` (head) |
+| `Acquire` | ``session`` | `Ok`, once the handle holds the session's maintenance lock |
+| `Release` | ``session`` | `Ok`, once the handle has given the lock back |
 | `Close` | | `Ok`; the process stays for the next `Open` |
 | `Resume` | | none of its own: the paused call goes on and sends its final reply |
 | `AppendBatches` | ``session``, ``writer``, ``batches``, ``size``, ``expect_head`` | `Ok`, after one `Acked` per batch |
@@ -72,6 +74,7 @@ import msgspec
 
 __all__ = [
     "Acked",
+    "Acquire",
     "Append",
     "AppendBatches",
     "Close",
@@ -85,6 +88,7 @@ __all__ = [
     "Paused",
     "Progress",
     "Read",
+    "Release",
     "Reply",
     "Resume",
     "Stress",
@@ -152,6 +156,18 @@ class Head(_Command, frozen=True, tag="head"):
     session: str
 
 
+class Acquire(_Command, frozen=True, tag="acquire"):
+    """Take the session's maintenance lock (``acquire_maintenance``) and keep it."""
+
+    session: str
+
+
+class Release(_Command, frozen=True, tag="release"):
+    """Give the session's maintenance lock back (``release_maintenance``)."""
+
+    session: str
+
+
 class Close(_Command, frozen=True, tag="close"):
     """Close the handle; the worker waits for the next `Open` (EOF on stdin ends it)."""
 
@@ -189,7 +205,20 @@ class Stress(_Command, frozen=True, tag="stress"):
     seed: int = 0
 
 
-Command = Open | Append | Truncate | Delete | Read | Head | Close | Resume | AppendBatches | Stress
+Command = (
+    Open
+    | Append
+    | Truncate
+    | Delete
+    | Read
+    | Head
+    | Acquire
+    | Release
+    | Close
+    | Resume
+    | AppendBatches
+    | Stress
+)
 
 
 # -- replies --------------------------------------------------------------------------------

@@ -27,10 +27,13 @@ from ...spec import (
     Checkpointer,
     CheckpointError,
     FaultInjectable,
+    MaintenanceLockable,
+    UnsupportedOperationError,
     UserPrompt,
 )
 from .commanded import (
     Acked,
+    Acquire,
     Append,
     AppendBatches,
     Close,
@@ -44,6 +47,7 @@ from .commanded import (
     Paused,
     Progress,
     Read,
+    Release,
     Reply,
     Resume,
     Stress,
@@ -122,7 +126,19 @@ class _Server:
             return Ok([(s.seq, getattr(s.event, "text", "")) async for s in stored])
         if isinstance(command, Head):
             return Ok(await cp.head(command.session))
+        if isinstance(command, Acquire | Release):
+            return await self.maintenance(cp, command)
         return Failed("UsageError", f"{command!r} cannot be run now")
+
+    async def maintenance(self, cp: Checkpointer, command: Acquire | Release) -> Reply:
+        """Take or give back the maintenance lock; the lock lives as long as this handle."""
+        if not isinstance(cp, MaintenanceLockable):
+            raise UnsupportedOperationError("acquire_maintenance", "maintenance")
+        if isinstance(command, Acquire):
+            await cp.acquire_maintenance(command.session)
+        else:
+            await cp.release_maintenance(command.session)
+        return Ok()
 
     async def append_batches(self, cp: Checkpointer, command: AppendBatches) -> Reply:
         for batch in range(command.batches):
