@@ -3,8 +3,9 @@
 **Layout.** ``ctx.path`` holds ``format.json`` (the format marker; a store
 marked with a newer version is refused untouched with `SchemaVersionError`) and
 ``sessions/``, which holds per session id ``<stem>.log`` (the event log),
-``<stem>.meta`` (its lock and generation) and, only during a truncate or the
-first append, ``<stem>.tmp``. `checkpointspec.backends.file.naming` explains
+``<stem>.meta`` (its lock and generation), only during a truncate or the
+first append ``<stem>.tmp``, and only while a handle holds the session for
+maintenance ``<stem>.maint``. `checkpointspec.backends.file.naming` explains
 the stems: an injective, case- and normalisation-proof escape of the id, or a
 SHA-256 name for ids too long for a file name, with the id kept in the log's
 header. Nothing is ever created outside ``ctx.path``.
@@ -27,6 +28,18 @@ when any descriptor of the file is closed). Under the lock the cached head and
 offset index are re-validated against the generation and the bytes past the
 cached end (see `checkpointspec.backends.file.log`), never trusted. Tasks of one handle are
 serialised per session by a task gate first, since they share a descriptor.
+
+**Maintenance** (MAINTENANCE). A handle holds a session by creating its
+``.maint`` file and taking that file's ``flock``, under the session's lock, and
+keeps the descriptor until ``release_maintenance`` or ``close`` removes the file.
+A writer, under the session's lock, looks for the file (one ``stat`` of a
+missing name on the usual path): absent, it writes; present, it tries the file's
+lock without waiting. Held by another description, the writer raises
+`SessionLockedError`; free, the holder's process died (the kernel drops the
+``flock`` of a killed process), and the writer removes the stale file and writes
+(MAINT-004). Nothing but the lock is in the file, so it is never fsynced: after a
+power loss every holder is gone anyway. A process that forks keeps the lock in
+the child as long as the child keeps the descriptor (it is close-on-exec).
 
 **Blocking.** The critical sections are short (a stat, a write, an fsync) and
 run on the event loop thread. That is a deliberate trade: a hop to a worker
@@ -71,6 +84,7 @@ through the generation, which only the backend bumps; close the handles first.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 import os
 import secrets
@@ -96,6 +110,7 @@ from ...spec import (
     SchemaVersionError,
     SessionEvent,
     SessionInfo,
+    SessionLockedError,
     StoredEvent,
     check_append_arguments,
     check_expectations,
@@ -163,7 +178,8 @@ _clock = _Clock()
 class FileCheckpointer:
     """A conforming checkpointer that keeps each session in its own file (see the module docstring).
 
-    Capabilities: TRUNCATE, MULTI_PROCESS, CODEC and GENERATION, plus DURABLE in
+    Capabilities: DELETE, LIST, TRUNCATE, MULTI_PROCESS, CODEC, GENERATION and
+    MAINTENANCE, plus DURABLE in
     ``fsync`` mode only: ``process`` mode survives a killed process but not a power
     loss, and DURABLE promises both (DUR-003). Also
     implements `StoreHooks`, and `on_filesystem` for crash simulation. ``fs``
@@ -180,6 +196,7 @@ class FileCheckpointer:
             Capability.MULTI_PROCESS,
             Capability.CODEC,
             Capability.GENERATION,
+            Capability.MAINTENANCE,
         }
     )
 
@@ -203,6 +220,8 @@ class FileCheckpointer:
         self._repairs: list[str] = []
         self._files = LogFiles(self._fs, self._durable, self._repairs)
         self._sessions: OrderedDict[str, SessionLog] = OrderedDict()
+        self._held: dict[str, int] = {}
+        """Sessions this handle holds for maintenance, with the descriptor of their flocked ``.maint`` file."""
         self._closed = False
         self._open_store()
 
@@ -324,6 +343,7 @@ class FileCheckpointer:
             check_expectations(sid, 0, 0, want_head, want_generation)
             return 0
         try:
+            self._check_writable(log, "append")
             self._files.refresh(log)
             check_expectations(sid, log.head, log.generation, want_head, want_generation)
             if payloads:
@@ -480,6 +500,7 @@ class FileCheckpointer:
         if not await self._acquire(log, "delete", create=False):
             return
         try:
+            self._check_writable(log, "delete")
             self._files.delete(log)
         finally:
             self._release(log)
@@ -503,6 +524,7 @@ class FileCheckpointer:
             check_truncate_bound(sid, target, 0)
             return target
         try:
+            self._check_writable(log, "truncate")
             self._files.refresh(log)
             check_expectations(sid, log.head, log.generation, want_head, want_generation)
             check_truncate_bound(sid, target, log.head)
@@ -543,10 +565,106 @@ class FileCheckpointer:
                     self._fs.close(fd)
         return inspector.report(self._repairs)
 
+    # -- maintenance ---------------------------------------------------------------------
+    async def acquire_maintenance(self, session_id: str) -> None:
+        """Hold ``session_id``: only this handle may write to it until it releases it or closes.
+
+        The session need not exist. Raises `SessionLockedError` when any handle, in
+        any process, this one included, holds it; takes over the lock of a holder
+        whose process died.
+        """
+        self._check_open("acquire_maintenance")
+        sid = check_session_id(session_id)
+        log = self._session(sid)
+        await self._acquire(log, "acquire_maintenance", create=True)
+        try:
+            if sid in self._held:
+                raise SessionLockedError(sid, "acquire_maintenance")
+            self._held[sid] = self._take(log)
+        finally:
+            self._release(log)
+
+    def _take(self, log: SessionLog) -> int:
+        """Create and lock the session's ``.maint`` file; its descriptor. Under the session's lock."""
+        if self._fs.stat(log.maint_path) is not None and self._holder_alive(log):
+            raise SessionLockedError(log.session_id, "acquire_maintenance")
+        fd = self._fs.open(log.maint_path, create=True)
+        try:
+            # Files are created and removed only under the session's lock, which we
+            # hold: no one else can hold this fresh file's lock.
+            if not self._fs.lock(fd, blocking=False):
+                raise SessionLockedError(log.session_id, "acquire_maintenance")
+        except BaseException:
+            self._fs.close(fd)
+            raise
+        return fd
+
+    def _holder_alive(self, log: SessionLog) -> bool:
+        """Whether a live holder locks the session's ``.maint`` file; a dead one's file is removed.
+
+        Under the session's lock. The holder keeps the file's ``flock`` for as long
+        as it holds the session, and the kernel drops it when the holder's process
+        dies: a file whose lock is free was left by a dead holder (MAINT-004).
+        """
+        try:
+            fd = self._fs.open(log.maint_path)
+        except FileNotFoundError:
+            return False
+        try:
+            if not self._fs.lock(fd, blocking=False):
+                return True
+            with contextlib.suppress(FileNotFoundError):
+                self._fs.unlink(log.maint_path)
+            return False
+        finally:
+            self._fs.close(fd)
+
+    def _check_writable(self, log: SessionLog, operation: str) -> None:
+        """Refuse a write to a session another handle holds (MAINT-001). Under the session's lock.
+
+        The holder writes as usual (MAINT-002); a missing ``.maint`` file costs one
+        ``stat`` of a name that is not there.
+        """
+        if log.session_id in self._held or self._fs.stat(log.maint_path) is None:
+            return
+        if self._holder_alive(log):
+            raise SessionLockedError(log.session_id, operation)
+
+    async def release_maintenance(self, session_id: str) -> None:
+        """Give ``session_id`` back to every writer. Does nothing unless this handle holds it."""
+        self._check_open("release_maintenance")
+        sid = check_session_id(session_id)
+        if sid not in self._held:
+            return
+        log = self._session(sid)
+        await self._acquire(log, "release_maintenance", create=True)
+        try:
+            self._give_back(log)
+        finally:
+            self._release(log)
+
+    def _give_back(self, log: SessionLog) -> None:
+        """Remove the session's ``.maint`` file, then drop its lock. Under the session's lock."""
+        fd = self._held.pop(log.session_id)
+        try:
+            with contextlib.suppress(FileNotFoundError):
+                self._fs.unlink(log.maint_path)
+        finally:
+            self._fs.close(fd)
+
     async def close(self) -> None:
-        """Release the handle's descriptors. Idempotent; other handles are unaffected."""
+        """Release the handle's maintenance locks and descriptors. Idempotent; other handles are unaffected."""
         if self._closed:
             return
+        try:
+            for sid in list(self._held):
+                await self.release_maintenance(sid)
+        finally:
+            # Whatever could not be released in order loses its lock here; the
+            # next writer removes the file it left (as after a holder's death).
+            for fd in self._held.values():
+                self._fs.close(fd)
+            self._held.clear()
         self._closed = True
         for log in list(self._sessions.values()):
             if log.users == 0:

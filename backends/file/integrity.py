@@ -40,7 +40,7 @@ from .format import (
     read_generation,
     scan_frames,
 )
-from .log import LOG_SUFFIX, META_SUFFIX, TMP_SUFFIX
+from .log import LOG_SUFFIX, MAINT_SUFFIX, META_SUFFIX, TMP_SUFFIX
 from .naming import stem_for
 
 __all__ = ["StoreInspector", "damage_first_record", "decode_frames", "read_session_id"]
@@ -234,6 +234,8 @@ class StoreInspector:
             self.problems.append(f"{name}: a log whose session id cannot be recovered")
         elif name.endswith(TMP_SUFFIX):
             self.notes.append(f"{name}: left over by an interrupted truncate or first append")
+        elif name.endswith(MAINT_SUFFIX):
+            self.notes.append(f"{name}: a session held for maintenance (or by a process that died)")
         else:
             self.notes.append(f"{name}: not a file of this store")
 

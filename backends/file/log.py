@@ -62,11 +62,13 @@ from .format import (
     write_generation,
 )
 
-__all__ = ["LOG_SUFFIX", "META_SUFFIX", "TMP_SUFFIX", "LogFiles", "SessionLog"]
+__all__ = ["LOG_SUFFIX", "MAINT_SUFFIX", "META_SUFFIX", "TMP_SUFFIX", "LogFiles", "SessionLog"]
 
 LOG_SUFFIX: Final = ".log"
 META_SUFFIX: Final = ".meta"
 TMP_SUFFIX: Final = ".tmp"
+MAINT_SUFFIX: Final = ".maint"
+"""The session's maintenance lock file: present and flocked while a handle holds the session."""
 RESERVE: Final = 1 << 16
 """Zero bytes a durable append leaves ahead of the data when it has to extend the file."""
 _PAGE: Final = 4096
@@ -145,6 +147,7 @@ class SessionLog:
         "log_fd",
         "log_name",
         "log_path",
+        "maint_path",
         "meta_fd",
         "meta_name",
         "meta_path",
@@ -162,6 +165,7 @@ class SessionLog:
         self.log_path = os.path.join(directory, self.log_name)
         self.meta_path = os.path.join(directory, self.meta_name)
         self.tmp_path = os.path.join(directory, stem + TMP_SUFFIX)
+        self.maint_path = os.path.join(directory, stem + MAINT_SUFFIX)
         self.meta_fd: int | None = None
         self.log_fd: int | None = None
         self.generation = -1

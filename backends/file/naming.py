@@ -15,7 +15,8 @@ only by case or by Unicode normalisation, so case-insensitive (macOS, Windows)
 and normalising (HFS+) file systems cannot merge two sessions. No name holds a
 separator; the ``s-`` prefix keeps ``.``, ``..`` and device names such as
 ``CON`` or ``nul`` from ever being a whole name, and the suffix the backend adds
-(``.log``, ``.meta``, ``.tmp``) keeps a name from ending in a dot.
+(``.log``, ``.meta``, ``.tmp``, ``.maint``) keeps a name from ending in a dot.
+No suffix ends another, so the files of two sessions never share a name.
 
 **Hashed names** (``h-`` prefix). An id whose escaped form would be longer than
 `MAX_ESCAPED` characters (a 256-character id may need 3072) is named by the
@@ -34,7 +35,7 @@ __all__ = ["MAX_ESCAPED", "id_from_stem", "is_hashed_stem", "stem_for"]
 
 MAX_ESCAPED: Final = 200
 """Longest escaped part of a name; longer ids get a hashed name. With the prefix
-and the longest suffix (``.meta``) a name stays at 207 bytes, under 255."""
+and the longest suffix (``.maint``) a name stays at 208 bytes, under 255."""
 
 _ESCAPED_PREFIX: Final = "s-"
 _HASHED_PREFIX: Final = "h-"
