@@ -1,7 +1,7 @@
 """The SQLite reference backend: one database file per store, shared by processes.
 
-Capabilities: DELETE, LIST, TRUNCATE, MULTI_PROCESS, CODEC and GENERATION, and
-DURABLE only with ``synchronous=FULL`` (the default) or ``EXTRA``. The store is
+Capabilities: DELETE, LIST, TRUNCATE, MULTI_PROCESS, CODEC, GENERATION and
+MAINTENANCE, and DURABLE only with ``synchronous=FULL`` (the default) or ``EXTRA``. The store is
 ``ctx.path / "checkpoints.db"``; `SqliteCheckpointer` also opens any other file,
 or ``":memory:"`` for tests.
 
@@ -54,6 +54,13 @@ thread, so a codec is never called from two threads.
 *Reads.* ``read`` fetches the session's rows and its head in one read
 transaction, a consistent snapshot (READ-003), and decodes them as it yields.
 A whole read is held in memory as stored bytes; see `SqliteCheckpointer.read`.
+
+*Maintenance.* A handle holds a session with a row of the ``maintenance``
+table and the flock of a lock file beside the database
+(``checkpoints.db.locks/``), both taken in one write transaction; writers read
+the row in the statement that reads the head, inside their own transaction, and
+tell a dead holder's row by its free flock. `checkpointspec.backends.sqlite.maintenance`
+explains it.
 
 Schema and integrity
 --------------------
@@ -114,7 +121,8 @@ from ...spec import (
     decode_event,
     encode_event,
 )
-from . import schema, worker
+from . import maintenance, schema, worker
+from .maintenance import Holder
 from .schema import DATABASE_NAME, MIGRATIONS, SCHEMA_VERSION
 from .worker import FAULT_POINTS, Append, Delete, Row, Truncate, Write, call, gc_paused
 
@@ -183,6 +191,7 @@ class SqliteCheckpointer:
             Capability.MULTI_PROCESS,
             Capability.CODEC,
             Capability.GENERATION,
+            Capability.MAINTENANCE,
         }
     )
 
@@ -231,6 +240,7 @@ class SqliteCheckpointer:
         self._rounds = 0
         self._requests = 0
         self._fault_hook: FaultHook | None = None
+        self._holder = Holder(self._database if isinstance(self._database, Path) else None)
 
     # -- lifecycle ------------------------------------------------------------------
 
@@ -301,7 +311,11 @@ class SqliteCheckpointer:
         await self._idle.wait()  # writes accepted before close still complete
         db, self._db = self._db, None
         if db is not None:
-            await db.close()
+            try:
+                if self._holder.held:
+                    await call(db, partial(maintenance.release_all, holder=self._holder))
+            finally:
+                await db.close()
 
     def _check_open(self, operation: str) -> None:
         if self._closed:
@@ -350,6 +364,7 @@ class SqliteCheckpointer:
                     writes=[write],
                     where=self._where,
                     hook=self._fault_hook,
+                    holder=self._holder,
                 ),
             )
         finally:
@@ -377,7 +392,13 @@ class SqliteCheckpointer:
         try:
             outcomes = await call(
                 db,
-                partial(worker.run_round, writes=writes, where=self._where, hook=self._fault_hook),
+                partial(
+                    worker.run_round,
+                    writes=writes,
+                    where=self._where,
+                    hook=self._fault_hook,
+                    holder=self._holder,
+                ),
             )
         except Exception as exc:
             outcomes = [exc] * len(round_)
@@ -475,8 +496,11 @@ class SqliteCheckpointer:
                 session_id=sid,
                 expected_head=want_head,
                 expected_generation=want_generation,
+                holder=self._holder,
             )
-            return await self._query("append", check, sid)
+            found = await self._query("append", check, sid)
+            if found is not None:
+                return found
         payloads = self._encode(sid, payloads)
         head = await self._write("append", Append(sid, payloads, want_head, want_generation))
         return cast(int, head)
@@ -596,6 +620,51 @@ class SqliteCheckpointer:
             if len(page) < _SCAN_PAGE:
                 return problems
             after = (page[-1][0], page[-1][1])
+
+    # -- maintenance ------------------------------------------------------------------
+
+    async def acquire_maintenance(self, session_id: str) -> None:
+        """Hold ``session_id``: only this handle may write to it until it releases it or closes.
+
+        The session need not exist. Raises `SessionLockedError` when any handle, in
+        any process, this one included, holds it; clears the lock of a holder
+        whose process died. A busy store past the timeout is `StoreBusyError`.
+        """
+        self._check_open("acquire_maintenance")
+        sid = check_session_id(session_id)
+        await self._maintenance(
+            "acquire_maintenance",
+            partial(maintenance.acquire, holder=self._holder, session_id=sid),
+            sid,
+        )
+
+    async def release_maintenance(self, session_id: str) -> None:
+        """Give ``session_id`` back to every writer. Does nothing unless this handle holds it."""
+        self._check_open("release_maintenance")
+        sid = check_session_id(session_id)
+        if sid not in self._holder.held:
+            return
+        await self._maintenance(
+            "release_maintenance",
+            partial(maintenance.release, holder=self._holder, session_id=sid),
+            sid,
+        )
+
+    async def _maintenance(
+        self, operation: str, fn: Callable[[sqlite3.Connection], None], session_id: str
+    ) -> None:
+        """Run a maintenance transaction on the worker thread, translating SQLite errors."""
+        db = self._db
+        if db is None or self._closed:
+            db = await self._connection(operation)
+        started = time.monotonic()
+        try:
+            await call(db, fn)
+        except sqlite3.Error as exc:
+            err = worker.translate(exc, operation, started, self._where, session_id)
+            if err is exc:
+                raise
+            raise err from exc
 
     # -- FaultInjectable -------------------------------------------------------------
 

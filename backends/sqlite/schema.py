@@ -5,10 +5,12 @@ integrity checks, and the out-of-band operations the conformance kit asks for
 (`mark_newer_schema`, `damage_store`). Plain sqlite3 on whatever thread calls
 it: no asyncio, no knowledge of handles or group commit.
 
-Layout (version 1): ``sessions`` holds one row per existing session (head, mtime);
+Layout (version 2): ``sessions`` holds one row per existing session (head, mtime);
 ``events`` one row per event, keyed by (session_id, seq), with the payload as
 stored (after the codec) and its CRC-32; ``generations`` the generation of every
-session id ever deleted or truncated; ``clock`` the largest mtime handed out.
+session id ever deleted or truncated; ``clock`` the largest mtime handed out;
+``maintenance`` (since version 2) one row per session held for maintenance (see
+`checkpointspec.backends.sqlite.maintenance`).
 """
 
 from __future__ import annotations
@@ -70,6 +72,15 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
             last_mtime REAL NOT NULL
         )""",
         "INSERT INTO clock (id, last_mtime) VALUES (1, 0.0)",
+    ),
+    # 1 -> 2: the maintenance lock (MAINTENANCE).
+    (
+        # One row per session a handle holds: its random token. A row is believed
+        # only while the holder keeps its lock file's flock (MAINT-004).
+        """CREATE TABLE maintenance (
+            session_id TEXT NOT NULL PRIMARY KEY,
+            token TEXT NOT NULL
+        ) WITHOUT ROWID""",
     ),
 )
 """``MIGRATIONS[v]`` holds the statements that turn schema version v into v + 1."""

@@ -32,6 +32,7 @@ from ...spec import (
     check_expectations,
     check_truncate_bound,
 )
+from .maintenance import Holder, check_writable
 from .schema import primary_code, rollback
 
 __all__ = [
@@ -55,8 +56,10 @@ __all__ = [
 
 _HEAD_AND_GENERATION: Final = (
     "SELECT (SELECT head FROM sessions WHERE session_id = ?1),"
-    " (SELECT generation FROM generations WHERE session_id = ?1)"
+    " (SELECT generation FROM generations WHERE session_id = ?1),"
+    " (SELECT token FROM maintenance WHERE session_id = ?1)"
 )
+"""The head, the generation and the maintenance holder's token of a session, in one statement."""
 _INSERT_EVENT: Final = (
     "INSERT INTO events (session_id, seq, ts, crc, payload) VALUES (?, ?, ?, ?, ?)"
 )
@@ -171,12 +174,13 @@ def gc_paused() -> Iterator[None]:
 
 
 class _RoundState:
-    """What the writes of one round share: the round's ts and the fault hook."""
+    """What the writes of one round share: the round's ts, the fault hook and the handle's `Holder`."""
 
-    __slots__ = ("hook", "ts")
+    __slots__ = ("holder", "hook", "ts")
 
-    def __init__(self, hook: FaultHook | None) -> None:
+    def __init__(self, hook: FaultHook | None, holder: Holder) -> None:
         self.hook = hook
+        self.holder = holder
         self.ts = ""
 
     def stamp(self, conn: sqlite3.Connection) -> str:
@@ -220,9 +224,12 @@ class Append:
         """Inside the round's transaction: check, insert, move the head; the new head."""
         sid = self.session_id
         state.reached("append.locked")
-        head, generation = conn.execute(_HEAD_AND_GENERATION, (sid,)).fetchone()
+        head, generation, token = conn.execute(_HEAD_AND_GENERATION, (sid,)).fetchone()
+        check_writable(conn, state.holder, sid, token, "append")
         head = head or 0
         check_expectations(sid, head, generation or 0, self.expected_head, self.expected_generation)
+        if not self.payloads:
+            return head  # an empty append to a session held elsewhere: checked, nothing to write
         ts = state.stamp(conn)
         payloads = self.payloads
         if len(payloads) == 1:  # the common case, without executemany's overhead
@@ -263,7 +270,8 @@ class Truncate:
         """Inside the round's transaction: check, then cut; ``to_seq``, or the error."""
         sid, target = self.session_id, self.to_seq
         state.reached("truncate.locked")
-        head, generation = conn.execute(_HEAD_AND_GENERATION, (sid,)).fetchone()
+        head, generation, token = conn.execute(_HEAD_AND_GENERATION, (sid,)).fetchone()
+        check_writable(conn, state.holder, sid, token, "truncate")
         head = head or 0
         check_expectations(sid, head, generation or 0, self.expected_head, self.expected_generation)
         check_truncate_bound(sid, target, head)
@@ -294,6 +302,10 @@ class Delete:
         """Inside the round's transaction: delete, if the session exists."""
         sid = self.session_id
         state.reached("delete.locked")
+        token = conn.execute(
+            "SELECT token FROM maintenance WHERE session_id = ?", (sid,)
+        ).fetchone()
+        check_writable(conn, state.holder, sid, token[0] if token else None, "delete")
         if conn.execute("DELETE FROM sessions WHERE session_id = ?", (sid,)).rowcount:
             conn.execute("DELETE FROM events WHERE session_id = ?", (sid,))
             conn.execute(_BUMP_GENERATION, (sid,))
@@ -303,7 +315,11 @@ Write: TypeAlias = Append | Truncate | Delete
 
 
 def run_round(
-    conn: sqlite3.Connection, writes: Sequence[Write], where: str, hook: FaultHook | None
+    conn: sqlite3.Connection,
+    writes: Sequence[Write],
+    where: str,
+    hook: FaultHook | None,
+    holder: Holder,
 ) -> list[Outcome]:
     """Run every write in one transaction and commit once; one outcome per write.
 
@@ -320,7 +336,7 @@ def run_round(
         failed: tuple[int, sqlite3.Error] | None = None
         try:
             conn.execute("BEGIN IMMEDIATE")
-            state = _RoundState(hook)
+            state = _RoundState(hook, holder)
             for index in remaining:
                 try:
                     outcomes[index] = writes[index].apply(conn, state)
@@ -360,9 +376,17 @@ def read_expectations(
     session_id: str,
     expected_head: int | None,
     expected_generation: int | None,
-) -> int:
-    """The head, after checking expectations: an empty append, which writes nothing."""
-    head, generation = conn.execute(_HEAD_AND_GENERATION, (session_id,)).fetchone()
+    holder: Holder,
+) -> int | None:
+    """The head, after checking expectations: an empty append, which writes nothing.
+
+    None when another handle's maintenance row is found: only a write
+    transaction may tell a live holder from a dead one, so the caller runs the
+    empty append as a write.
+    """
+    head, generation, token = conn.execute(_HEAD_AND_GENERATION, (session_id,)).fetchone()
+    if token is not None and token != holder.token:
+        return None
     check_expectations(session_id, head or 0, generation or 0, expected_head, expected_generation)
     return int(head or 0)
 
