@@ -32,9 +32,9 @@ serialised per session by a task gate first, since they share a descriptor.
 **Maintenance** (MAINTENANCE). A handle holds a session by creating its
 ``.maint`` file and taking that file's ``flock``, under the session's lock, and
 keeps the descriptor until ``release_maintenance`` or ``close`` removes the file.
-A writer, under the session's lock, looks for the file (one ``stat`` of a
-missing name on the usual path): absent, it writes; present, it tries the file's
-lock without waiting. Held by another description, the writer raises
+A writer, under the session's lock, opens the file (on the usual path one
+failed ``open`` of a missing name): absent, it writes; present, it tries the
+file's lock without waiting. Held by another description, the writer raises
 `SessionLockedError`; free, the holder's process died (the kernel drops the
 ``flock`` of a killed process), and the writer removes the stale file and writes
 (MAINT-004). Nothing but the lock is in the file, so it is never fsynced: after a
@@ -586,7 +586,7 @@ class FileCheckpointer:
 
     def _take(self, log: SessionLog) -> int:
         """Create and lock the session's ``.maint`` file; its descriptor. Under the session's lock."""
-        if self._fs.stat(log.maint_path) is not None and self._holder_alive(log):
+        if self._holder_alive(log):
             raise SessionLockedError(log.session_id, "acquire_maintenance")
         fd = self._fs.open(log.maint_path, create=True)
         try:
@@ -622,12 +622,11 @@ class FileCheckpointer:
     def _check_writable(self, log: SessionLog, operation: str) -> None:
         """Refuse a write to a session another handle holds (MAINT-001). Under the session's lock.
 
-        The holder writes as usual (MAINT-002); a missing ``.maint`` file costs one
-        ``stat`` of a name that is not there.
+        The holder writes as usual (MAINT-002). A session nobody holds costs one
+        failed ``open`` of its missing ``.maint`` file: not a ``stat``, which the
+        append path avoids (see `checkpointspec.backends.file.log`).
         """
-        if log.session_id in self._held or self._fs.stat(log.maint_path) is None:
-            return
-        if self._holder_alive(log):
+        if log.session_id not in self._held and self._holder_alive(log):
             raise SessionLockedError(log.session_id, operation)
 
     async def release_maintenance(self, session_id: str) -> None:

@@ -14,7 +14,7 @@ __all__ = ["CHECKS"]
 
 @check("CAP-001")
 async def undeclared_operations_refuse_loudly(h: Harness) -> None:
-    """CAP-001: delete / list_sessions / truncate / generation without their capability raise UnsupportedOperationError."""
+    """CAP-001: delete / list_sessions / truncate / generation / acquire_maintenance without their capability raise UnsupportedOperationError."""
     cp = await h.open()
     await append_five(cp, h)
     before = await snapshot(cp, ["s"])
@@ -27,6 +27,9 @@ async def undeclared_operations_refuse_loudly(h: Harness) -> None:
     generation = getattr(cp, "generation", None)
     if callable(generation):
         optional.append((Capability.GENERATION, "generation", lambda: generation("s")))
+    acquire = getattr(cp, "acquire_maintenance", None)
+    if callable(acquire):
+        optional.append((Capability.MAINTENANCE, "acquire_maintenance", lambda: acquire("s")))
     tried = 0
     for capability, operation, call in optional:
         if h.has(capability):

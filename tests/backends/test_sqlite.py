@@ -237,7 +237,7 @@ def test_version_0_database_is_migrated_in_place(tmp_path: Path) -> None:
     tables = {
         name for (name,) in rows(tmp_path, "SELECT name FROM sqlite_master WHERE type = 'table'")
     }
-    assert tables == {"sessions", "events", "generations", "clock"}
+    assert tables == {"sessions", "events", "generations", "clock", "maintenance"}
 
 
 def test_version_0_database_with_foreign_tables_is_refused_untouched(tmp_path: Path) -> None:

@@ -38,6 +38,7 @@ from checkpointspec.spec import (
     SchemaVersionError,
     SessionEvent,
     SessionInfo,
+    SessionLockedError,
     StoredEvent,
     TruncateArguments,
     check_append_arguments,
@@ -904,6 +905,63 @@ class StorePerHandle(Broken):
     @classmethod
     def make(cls, ctx: BackendContext) -> Self:
         return cls()
+
+
+# -- maintenance ---------------------------------------------------------------------------
+
+
+class AppendIgnoresMaintenance(Broken):
+    """Bug: append never looks at the maintenance lock; truncate and delete do.
+
+    A writer appending while a restore holds the session is let through, and its
+    event ends up under the restore's truncate. Kit must report MAINT-001.
+    """
+
+    violates = "MAINT-001"
+
+    def _check_writable(self, store: MemoryStore, sid: str, operation: str) -> None:
+        if operation != "append":
+            super()._check_writable(store, sid, operation)
+
+
+class HolderLockedOut(Broken):
+    """Bug: a held session refuses every writer, its holder too.
+
+    The lock is checked for being held, not for who holds it, so a restore or
+    compaction cannot write the session it holds. Kit must report MAINT-002.
+    """
+
+    violates = "MAINT-002"
+
+    def _check_writable(self, store: MemoryStore, sid: str, operation: str) -> None:
+        if sid in store.holders:
+            raise SessionLockedError(sid, operation)
+
+
+class AcquireTakesOver(Broken):
+    """Bug: acquire_maintenance of a held session succeeds and makes the caller its holder.
+
+    Two restores of one session both believe they hold it, and the first is
+    silently shut out of its own work. Kit must report MAINT-003.
+    """
+
+    violates = "MAINT-003"
+
+    def _take(self, store: MemoryStore, sid: str) -> None:
+        store.holders[sid] = self
+
+
+class CloseKeepsLocks(Broken):
+    """Bug: close forgets to give back the sessions the handle holds.
+
+    A restore that ends by closing its handle leaves its session locked for as
+    long as the process lives. Kit must report MAINT-003.
+    """
+
+    violates = "MAINT-003"
+
+    def _release_all(self, store: MemoryStore) -> None:
+        return None
 
 
 # -- capabilities a memory store cannot deliver ----------------------------------------------

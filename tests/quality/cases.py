@@ -22,6 +22,7 @@ from hard_backends import (
     EncodesOncePerLength,
     EventAtATime,
     Hard,
+    LockOutlivesHolder,
     NoDirectorySync,
     PlaintextFallback,
     PlaintextSearchIndex,
@@ -100,6 +101,7 @@ DECODE_FAILS = "CODEC-003::decode_failure_is_raised_not_repaired"
 WRONG_KEY = "CODEC-004::no_plaintext_fallback"
 AT_REST = "CODEC-005::no_plaintext_at_rest"
 FREE_RUNNING = "MP-001::free_running_history"
+DEAD_HOLDER = "MAINT-004::dead_holder_frees_the_lock"
 
 HARD_CASES: tuple[Case, ...] = (
     Case(CachedHead, (HANDLES,), HARD_SEEDS),
@@ -114,6 +116,8 @@ HARD_CASES: tuple[Case, ...] = (
     Case(DecodeFailureIsTornTail, (DECODE_FAILS,), HARD_SEEDS),
     Case(PlaintextFallback, (WRONG_KEY,), HARD_SEEDS),
     Case(PlaintextSearchIndex, (AT_REST,), (0,)),
+    # A holder process killed while it holds the session: one worker, a second seconds.
+    Case(LockOutlivesHolder, (DEAD_HOLDER,), (0,)),
     # Tasks racing on one head through three handles all succeed.
     Case(CheckThenAppend, (RACING,), HARD_SEEDS),
     Case(StaleHead, (FREE_RUNNING,), (SEED,), "four processes hammer the store for seconds"),

@@ -315,6 +315,29 @@ class PlaintextFallback(Hard):
         super().__init__(*args, codec=wrapped, **kwargs)  # type: ignore[arg-type]
 
 
+# -- the maintenance lock --------------------------------------------------------------------
+
+
+class LockOutlivesHolder(Hard):
+    """Bug: a held session is told by its ``.maint`` file alone, a marker file, not by its lock.
+
+    The holder still creates the file and removes it on release, but writers
+    never test whether anyone holds the file's ``flock``: a holder killed before
+    its release leaves the session locked for good, as a stale pid file would.
+    In one process nothing is wrong. Kit must report MAINT-004.
+    """
+
+    violates = "MAINT-004"
+
+    def _holder_alive(self, log: SessionLog) -> bool:
+        try:
+            fd = self._fs.open(log.maint_path)
+        except FileNotFoundError:
+            return False
+        self._fs.close(fd)
+        return True
+
+
 HARD: dict[str, type[Hard]] = {
     name: value
     for name, value in list(globals().items())

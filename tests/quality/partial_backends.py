@@ -2,9 +2,9 @@
 
 Each is the in-memory reference backend (`MemoryCheckpointer`) with one change;
 the kit loads them by ``module:function`` through the ``make_*`` factories.
-``WithoutDelete`` and ``WithoutList`` are correct backends: they do not declare
-the capability and refuse the operation with `UnsupportedOperationError`, as
-CAP-001 asks. The others are wrong on purpose.
+``WithoutDelete``, ``WithoutList`` and ``WithoutMaintenance`` are correct
+backends: they do not declare the capability and refuse the operation with
+`UnsupportedOperationError`, as CAP-001 asks. The others are wrong on purpose.
 """
 
 from __future__ import annotations
@@ -19,15 +19,18 @@ from checkpointspec.spec import (
     SessionEvent,
     SessionInfo,
     UnsupportedOperationError,
+    check_session_id,
 )
 
 __all__ = [
     "make_delete_declared_but_refused",
     "make_delete_undeclared_but_silent",
     "make_escapes_the_store",
+    "make_maintenance_undeclared_but_granted",
     "make_not_implemented_delete",
     "make_without_delete",
     "make_without_list",
+    "make_without_maintenance",
 ]
 
 
@@ -47,6 +50,21 @@ class WithoutList(MemoryCheckpointer):
 
     async def list_sessions(self) -> list[SessionInfo]:
         raise UnsupportedOperationError("list_sessions", Capability.LIST.value)
+
+
+class WithoutMaintenance(MemoryCheckpointer):
+    """Correct: no MAINTENANCE declared, and acquire_maintenance refuses loudly (the reference's own refusal)."""
+
+    capabilities = MemoryCheckpointer.capabilities - {Capability.MAINTENANCE}
+
+
+class MaintenanceUndeclaredButGranted(MemoryCheckpointer):
+    """Breaks CAP-001: no MAINTENANCE declared, yet acquire_maintenance takes the lock."""
+
+    capabilities = MemoryCheckpointer.capabilities - {Capability.MAINTENANCE}
+
+    async def acquire_maintenance(self, session_id: str) -> None:
+        self._take(self._open("acquire_maintenance"), check_session_id(session_id))
 
 
 class NotImplementedDelete(MemoryCheckpointer):
@@ -109,6 +127,14 @@ def make_without_delete(ctx: BackendContext) -> MemoryCheckpointer:
 
 def make_without_list(ctx: BackendContext) -> MemoryCheckpointer:
     return WithoutList(store_for(ctx.path))
+
+
+def make_without_maintenance(ctx: BackendContext) -> MemoryCheckpointer:
+    return WithoutMaintenance(store_for(ctx.path))
+
+
+def make_maintenance_undeclared_but_granted(ctx: BackendContext) -> MemoryCheckpointer:
+    return MaintenanceUndeclaredButGranted(store_for(ctx.path))
 
 
 def make_not_implemented_delete(ctx: BackendContext) -> MemoryCheckpointer:

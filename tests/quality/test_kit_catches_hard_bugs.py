@@ -27,6 +27,7 @@ from __future__ import annotations
 import pytest
 from cases import (
     COMMANDED,
+    DEAD_HOLDER,
     DECODE_FAILS,
     ENCODE_FAILS,
     HANDLES,
@@ -60,8 +61,9 @@ REFERENCE_CHECKS: dict[str, list[str]] = {
         DECODE_FAILS,
         WRONG_KEY,
         AT_REST,
+        DEAD_HOLDER,
     ],
-    "sqlite": [HANDLES, PROCESSES, RACING],
+    "sqlite": [HANDLES, PROCESSES, RACING, DEAD_HOLDER],
 }
 """For each reference backend, the checks above that it must pass (those it can run).
 

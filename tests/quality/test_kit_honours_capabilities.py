@@ -1,6 +1,6 @@
 """Missing operations are not evidence: the kit judges a store without delete or list precisely.
 
-A backend that does not declare DELETE (or LIST) and refuses the operation with
+A backend that does not declare DELETE (or LIST, or MAINTENANCE) and refuses the operation with
 `UnsupportedOperationError` is correct: on the quick profile nothing of it may
 fail, the rules about the operation are skipped with the capability's reason,
 and CAP-001 passes. One that does not declare the capability but does not refuse
@@ -28,6 +28,7 @@ def _run(factory: str, *only: str) -> KitReport:
     [
         ("make_without_delete", "delete", ("DELETE-001", "DELETE-002")),
         ("make_without_list", "list", ("LIST-001", "LIST-002", "LIST-003")),
+        ("make_without_maintenance", "maintenance", ("MAINT-001", "MAINT-002", "MAINT-003")),
     ],
 )
 def test_an_honest_store_without_an_operation_gets_no_failure(
@@ -63,6 +64,16 @@ def test_an_undeclared_delete_that_does_not_refuse_loudly_breaks_cap_001_only(
     assert [c.name for c in failed_checks(report)] == [
         "CAP-001::undeclared_operations_refuse_loudly"
     ], text
+
+
+def test_an_undeclared_maintenance_lock_that_is_granted_breaks_cap_001_only() -> None:
+    report = _run("make_maintenance_undeclared_but_granted")
+    text = describe(report)
+    assert report.exit_status == 1, text
+    assert failed_rules(report) == {"CAP-001"}, text
+    (failure,) = failed_checks(report)
+    assert "acquire_maintenance without MAINTENANCE" in failure.detail, text
+    assert verdict(report, "MAINT-001").status == "skipped", text
 
 
 def test_a_declared_delete_that_refuses_breaks_delete_001() -> None:
