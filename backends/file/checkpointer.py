@@ -30,16 +30,18 @@ cached end (see `checkpointspec.backends.file.log`), never trusted. Tasks of one
 serialised per session by a task gate first, since they share a descriptor.
 
 **Maintenance** (MAINTENANCE). A handle holds a session by creating its
-``.maint`` file and taking that file's ``flock``, under the session's lock, and
-keeps the descriptor until ``release_maintenance`` or ``close`` removes the file.
-A writer, under the session's lock, opens the file (on the usual path one
-failed ``open`` of a missing name): absent, it writes; present, it tries the
-file's lock without waiting. Held by another description, the writer raises
-`SessionLockedError`; free, the holder's process died (the kernel drops the
-``flock`` of a killed process), and the writer removes the stale file and writes
-(MAINT-004). Nothing but the lock is in the file, so it is never fsynced: after a
-power loss every holder is gone anyway. A process that forks keeps the lock in
-the child as long as the child keeps the descriptor (it is close-on-exec).
+``.maint`` file and taking that file's ``flock``, then setting the maintenance
+mark in the ``.meta`` file (see `checkpointspec.backends.file.format`), all
+under the session's lock; it keeps the descriptor until ``release_maintenance``
+or ``close`` removes the file and clears the mark. Writers read the mark with
+the generation, under the session's lock, so a session nobody holds costs them
+nothing. Marked, a writer tries the ``.maint`` file's lock without waiting:
+held by another description, it raises `SessionLockedError`; free (or no file),
+the holder's process died (the kernel drops the ``flock`` of a killed process),
+and the writer removes the file, clears the mark and writes (MAINT-004). Neither
+is fsynced: after a power loss every holder is gone anyway. A process that forks
+keeps the lock in the child as long as the child keeps the descriptor (it is
+close-on-exec).
 
 **Blocking.** The critical sections are short (a stat, a write, an fsync) and
 run on the event loop thread. That is a deliberate trade: a hop to a worker
@@ -343,8 +345,8 @@ class FileCheckpointer:
             check_expectations(sid, 0, 0, want_head, want_generation)
             return 0
         try:
-            self._check_writable(log, "append")
             self._files.refresh(log)
+            self._check_writable(log, "append")
             check_expectations(sid, log.head, log.generation, want_head, want_generation)
             if payloads:
                 self._write(log, payloads)
@@ -500,6 +502,8 @@ class FileCheckpointer:
         if not await self._acquire(log, "delete", create=False):
             return
         try:
+            assert log.meta_fd is not None
+            log.meta_seen = self._fs.read(log.meta_fd, 64, 0)
             self._check_writable(log, "delete")
             self._files.delete(log)
         finally:
@@ -524,8 +528,8 @@ class FileCheckpointer:
             check_truncate_bound(sid, target, 0)
             return target
         try:
-            self._check_writable(log, "truncate")
             self._files.refresh(log)
+            self._check_writable(log, "truncate")
             check_expectations(sid, log.head, log.generation, want_head, want_generation)
             check_truncate_bound(sid, target, log.head)
             if target < log.head:
@@ -585,15 +589,20 @@ class FileCheckpointer:
             self._release(log)
 
     def _take(self, log: SessionLog) -> int:
-        """Create and lock the session's ``.maint`` file; its descriptor. Under the session's lock."""
-        if self._holder_alive(log):
+        """Create and lock the session's ``.maint`` file, then mark the session; the file's
+        descriptor. Under the session's lock."""
+        assert log.meta_fd is not None
+        log.meta_seen = self._fs.read(log.meta_fd, 64, 0)
+        if self._files.marked(log) and self._holder_alive(log):
             raise SessionLockedError(log.session_id, "acquire_maintenance")
         fd = self._fs.open(log.maint_path, create=True)
         try:
             # Files are created and removed only under the session's lock, which we
-            # hold: no one else can hold this fresh file's lock.
+            # hold: no live holder locks a file it did not mark, so this lock is free.
             if not self._fs.lock(fd, blocking=False):
                 raise SessionLockedError(log.session_id, "acquire_maintenance")
+            if not self._files.marked(log):
+                self._files.set_mark(log, True)
         except BaseException:
             self._fs.close(fd)
             raise
@@ -620,14 +629,16 @@ class FileCheckpointer:
             self._fs.close(fd)
 
     def _check_writable(self, log: SessionLog, operation: str) -> None:
-        """Refuse a write to a session another handle holds (MAINT-001). Under the session's lock.
+        """Refuse a write to a session another handle holds (MAINT-001); clear a dead holder's mark.
 
-        The holder writes as usual (MAINT-002). A session nobody holds costs one
-        failed ``open`` of its missing ``.maint`` file: not a ``stat``, which the
-        append path avoids (see `checkpointspec.backends.file.log`).
+        Under the session's lock, with ``log.meta_seen`` just read. The holder
+        writes as usual (MAINT-002); an unmarked session costs nothing more.
         """
-        if log.session_id not in self._held and self._holder_alive(log):
+        if not self._files.marked(log) or log.session_id in self._held:
+            return
+        if self._holder_alive(log):
             raise SessionLockedError(log.session_id, operation)
+        self._files.set_mark(log, False)
 
     async def release_maintenance(self, session_id: str) -> None:
         """Give ``session_id`` back to every writer. Does nothing unless this handle holds it."""
@@ -643,11 +654,12 @@ class FileCheckpointer:
             self._release(log)
 
     def _give_back(self, log: SessionLog) -> None:
-        """Remove the session's ``.maint`` file, then drop its lock. Under the session's lock."""
+        """Remove the session's ``.maint`` file and mark, then drop its lock. Under the session's lock."""
         fd = self._held.pop(log.session_id)
         try:
             with contextlib.suppress(FileNotFoundError):
                 self._fs.unlink(log.maint_path)
+            self._files.set_mark(log, False)
         finally:
             self._fs.close(fd)
 

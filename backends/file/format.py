@@ -52,6 +52,10 @@ record cannot either, because the record still ends with its non-zero trailer.
 crc u32``. A bump writes the slot that does not hold the current value, so a
 torn write leaves the other slot, and the value read is the highest valid slot.
 An all-zero slot is one never written; two damaged slots are corruption.
+Byte 32, when present, is the **maintenance mark** (`MAINT_MARK_OFFSET`): 1
+while the session may be held for maintenance (its ``.maint`` file then says by
+whom), 0 or absent otherwise. Writers read it with the generation, at no extra
+cost; readers of the generation ignore it.
 """
 
 from __future__ import annotations
@@ -70,6 +74,8 @@ __all__ = [
     "FRAME_HEAD",
     "FRAME_OVERHEAD",
     "LOG_MAGIC",
+    "MAINT_MARK",
+    "MAINT_MARK_OFFSET",
     "MAX_HEADER",
     "MAX_PAYLOAD",
     "META_SIZE",
@@ -119,6 +125,10 @@ _WALK_WINDOW_MAX: Final = 1 << 20
 _META_SLOT: Final = struct.Struct("<Q4sI")
 _META_MAGIC: Final = b"GEN1"
 META_SIZE: Final = 2 * _META_SLOT.size
+MAINT_MARK_OFFSET: Final = META_SIZE
+"""Where the maintenance mark lies in a ``.meta`` file: right after the generation slots."""
+MAINT_MARK: Final = b"\x01"
+"""The mark's value while the session may be held; anything else means not held."""
 
 _crc32 = zlib.crc32
 

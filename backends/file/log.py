@@ -46,6 +46,8 @@ from ...spec import CorruptStoreError, FileSystem, SchemaVersionError
 from .format import (
     FORMAT_VERSION,
     FRAME_HEAD,
+    MAINT_MARK,
+    MAINT_MARK_OFFSET,
     MAX_HEADER,
     BadFrame,
     HeaderError,
@@ -273,6 +275,20 @@ class LogFiles:
         if self.durable:
             self.fs.fsync(log.meta_fd)
         log.generation = current + 1
+
+    def marked(self, log: SessionLog) -> bool:
+        """Whether the ``.meta`` bytes last read (``meta_seen``) carry the maintenance mark."""
+        return log.meta_seen[MAINT_MARK_OFFSET : MAINT_MARK_OFFSET + 1] == MAINT_MARK
+
+    def set_mark(self, log: SessionLog, held: bool) -> None:
+        """Write or clear the maintenance mark of the ``.meta`` file; never fsynced.
+
+        A mark lost to a power loss loses nothing (every holder died with the
+        machine); one left behind is cleared by the next writer.
+        """
+        assert log.meta_fd is not None
+        self.fs.write(log.meta_fd, MAINT_MARK if held else b"\0", MAINT_MARK_OFFSET)
+        log.meta_seen = self.fs.read(log.meta_fd, 64, 0)
 
     # -- validating the cached view --------------------------------------------------------
     def refresh(self, log: SessionLog) -> None:

@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 import pytest
 from checkpointspec.backends.file import Durability, FileCheckpointer
 from checkpointspec.backends.file.naming import stem_for
+from checkpointspec.backends.fsport import OsFileSystem
 from checkpointspec.backends.memory import MemoryCheckpointer, MemoryStore
 from checkpointspec.backends.sqlite import DATABASE_NAME, SCHEMA_VERSION, SqliteCheckpointer
 from checkpointspec.backends.sqlite.maintenance import LOCKS_SUFFIX
@@ -186,6 +187,58 @@ def test_the_memory_backend_without_maintenance_refuses_to_acquire() -> None:
 
 
 # -- what is on disk ------------------------------------------------------------------------
+
+
+def meta_mark(store: Path, sid: str) -> bytes:
+    """Byte 32 of the session's ``.meta`` file, read out-of-band (b"" when the file is shorter)."""
+    return (store / "sessions" / f"{stem_for(sid)}.meta").read_bytes()[32:33]
+
+
+class RecordingFS(OsFileSystem):
+    """The real file system, noting every path opened."""
+
+    def __init__(self) -> None:
+        self.opened: list[str] = []
+
+    def open(self, path: str, *, create: bool = False, truncate: bool = False) -> int:
+        self.opened.append(path)
+        return super().open(path, create=create, truncate=truncate)
+
+
+def test_the_file_backend_marks_a_held_session_in_its_meta_file(tmp_path: Path) -> None:
+    async def go() -> None:
+        cp = FileCheckpointer(tmp_path, durability=Durability.PROCESS)
+        await cp.append("s", [ev(1)])
+        assert meta_mark(tmp_path, "s") in (b"", b"\0")
+        await cp.acquire_maintenance("s")
+        assert meta_mark(tmp_path, "s") == b"\1"
+        await cp.append("s", [ev(2)])
+        assert await cp.generation("s") == 0  # the mark is no generation change
+        await cp.release_maintenance("s")
+        assert meta_mark(tmp_path, "s") == b"\0"
+        await cp.close()
+
+    run(go())
+
+
+def test_an_append_to_a_session_nobody_holds_never_looks_for_a_maint_file(tmp_path: Path) -> None:
+    fs = RecordingFS()
+
+    async def go() -> None:
+        cp = FileCheckpointer(tmp_path, durability=Durability.PROCESS, fs=fs)
+        other = FileCheckpointer(tmp_path, durability=Durability.PROCESS)
+        await cp.append("s", [ev(1)])
+        await other.acquire_maintenance("s")
+        await other.release_maintenance("s")  # held once: the mark is back to 0
+        fs.opened.clear()
+        for n in range(2, 6):
+            await cp.append("s", [ev(n)])
+        await cp.truncate("s", 4)
+        assert not [path for path in fs.opened if path.endswith(".maint")]
+        await cp.close()
+        await other.close()
+
+    run(go())
 
 
 def test_the_file_backend_keeps_the_lock_in_a_maint_file_that_is_no_session(
