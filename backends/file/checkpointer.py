@@ -126,6 +126,7 @@ from ..fsport import FAULT_POINTS, HookedFileSystem, OsFileSystem
 from .format import (
     FORMAT_VERSION,
     MAX_PAYLOAD,
+    maintenance_marked,
     marker_bytes,
     pack_frames,
     pack_header,
@@ -346,7 +347,7 @@ class FileCheckpointer:
             return 0
         try:
             self._files.refresh(log)
-            self._check_writable(log, "append")
+            self._check_writable(log, log.meta_seen, "append")
             check_expectations(sid, log.head, log.generation, want_head, want_generation)
             if payloads:
                 self._write(log, payloads)
@@ -502,9 +503,7 @@ class FileCheckpointer:
         if not await self._acquire(log, "delete", create=False):
             return
         try:
-            assert log.meta_fd is not None
-            log.meta_seen = self._fs.read(log.meta_fd, 64, 0)
-            self._check_writable(log, "delete")
+            self._check_writable(log, self._files.meta_bytes(log), "delete")
             self._files.delete(log)
         finally:
             self._release(log)
@@ -529,7 +528,7 @@ class FileCheckpointer:
             return target
         try:
             self._files.refresh(log)
-            self._check_writable(log, "truncate")
+            self._check_writable(log, log.meta_seen, "truncate")
             check_expectations(sid, log.head, log.generation, want_head, want_generation)
             check_truncate_bound(sid, target, log.head)
             if target < log.head:
@@ -591,9 +590,8 @@ class FileCheckpointer:
     def _take(self, log: SessionLog) -> int:
         """Create and lock the session's ``.maint`` file, then mark the session; the file's
         descriptor. Under the session's lock."""
-        assert log.meta_fd is not None
-        log.meta_seen = self._fs.read(log.meta_fd, 64, 0)
-        if self._files.marked(log) and self._holder_alive(log):
+        marked = maintenance_marked(self._files.meta_bytes(log))
+        if marked and self._holder_alive(log):
             raise SessionLockedError(log.session_id, "acquire_maintenance")
         fd = self._fs.open(log.maint_path, create=True)
         try:
@@ -601,7 +599,7 @@ class FileCheckpointer:
             # hold: no live holder locks a file it did not mark, so this lock is free.
             if not self._fs.lock(fd, blocking=False):
                 raise SessionLockedError(log.session_id, "acquire_maintenance")
-            if not self._files.marked(log):
+            if not marked:
                 self._files.set_mark(log, True)
         except BaseException:
             self._fs.close(fd)
@@ -628,13 +626,14 @@ class FileCheckpointer:
         finally:
             self._fs.close(fd)
 
-    def _check_writable(self, log: SessionLog, operation: str) -> None:
+    def _check_writable(self, log: SessionLog, meta: bytes, operation: str) -> None:
         """Refuse a write to a session another handle holds (MAINT-001); clear a dead holder's mark.
 
-        Under the session's lock, with ``log.meta_seen`` just read. The holder
-        writes as usual (MAINT-002); an unmarked session costs nothing more.
+        Under the session's lock; ``meta`` is the ``.meta`` file's bytes read under
+        it (a refresh reads them anyway). The holder writes as usual (MAINT-002);
+        an unmarked session costs nothing more.
         """
-        if not self._files.marked(log) or log.session_id in self._held:
+        if not maintenance_marked(meta) or log.session_id in self._held:
             return
         if self._holder_alive(log):
             raise SessionLockedError(log.session_id, operation)

@@ -87,6 +87,7 @@ __all__ = [
     "data_end",
     "frame_more",
     "iso_utc",
+    "maintenance_marked",
     "marker_bytes",
     "pack_frames",
     "pack_header",
@@ -486,6 +487,11 @@ def write_generation(data: bytes, generation: int) -> tuple[int, bytes]:
     current = max((v for v in values if v is not None), default=None)
     index = 1 if current is not None and values[0] == current else 0
     return index * _META_SLOT.size, _slot(generation)
+
+
+def maintenance_marked(meta: bytes) -> bool:
+    """Whether a ``.meta`` file's bytes carry the maintenance mark."""
+    return meta[MAINT_MARK_OFFSET : MAINT_MARK_OFFSET + 1] == MAINT_MARK
 
 
 # -- timestamps -----------------------------------------------------------------------

@@ -276,19 +276,21 @@ class LogFiles:
             self.fs.fsync(log.meta_fd)
         log.generation = current + 1
 
-    def marked(self, log: SessionLog) -> bool:
-        """Whether the ``.meta`` bytes last read (``meta_seen``) carry the maintenance mark."""
-        return log.meta_seen[MAINT_MARK_OFFSET : MAINT_MARK_OFFSET + 1] == MAINT_MARK
-
     def set_mark(self, log: SessionLog, held: bool) -> None:
         """Write or clear the maintenance mark of the ``.meta`` file; never fsynced.
 
         A mark lost to a power loss loses nothing (every holder died with the
-        machine); one left behind is cleared by the next writer.
+        machine); one left behind is cleared by the next writer. ``meta_seen`` is
+        left as it was: the next refresh finds the bytes changed and parses the
+        generation again, which the mark does not change.
         """
         assert log.meta_fd is not None
         self.fs.write(log.meta_fd, MAINT_MARK if held else b"\0", MAINT_MARK_OFFSET)
-        log.meta_seen = self.fs.read(log.meta_fd, 64, 0)
+
+    def meta_bytes(self, log: SessionLog) -> bytes:
+        """The ``.meta`` file's bytes as `refresh` reads them (generation slots and mark)."""
+        assert log.meta_fd is not None
+        return self.fs.read(log.meta_fd, 64, 0)
 
     # -- validating the cached view --------------------------------------------------------
     def refresh(self, log: SessionLog) -> None:

@@ -221,6 +221,33 @@ def test_the_file_backend_marks_a_held_session_in_its_meta_file(tmp_path: Path) 
     run(go())
 
 
+def test_taking_a_dead_holders_lock_does_not_hide_a_truncate_from_the_cached_view(
+    tmp_path: Path,
+) -> None:
+    # The mark shares the .meta file with the generation: reading it to take the
+    # lock must not stand in for the refresh that notices another handle's truncate.
+    async def go() -> None:
+        holder = FileCheckpointer(tmp_path, durability=Durability.PROCESS)
+        other = FileCheckpointer(tmp_path, durability=Durability.PROCESS)
+        await holder.append("s", [ev(1), ev(2), ev(3)])
+        assert await other.truncate("s", 1) == 1
+        # A holder that died right after marking the session: the mark, no .maint file.
+        meta = tmp_path / "sessions" / f"{stem_for('s')}.meta"
+        with meta.open("r+b") as file:
+            file.seek(32)
+            file.write(b"\1")
+        await holder.acquire_maintenance("s")
+        assert await holder.append("s", [ev("after")], expected_head=1) == 2
+        assert [s.seq for s in await read_all(other, "s")] == [1, 2]
+        await holder.release_maintenance("s")
+        assert meta_mark(tmp_path, "s") == b"\0"
+        assert await other.append("s", [ev(3)], expected_head=2) == 3
+        await holder.close()
+        await other.close()
+
+    run(go())
+
+
 def test_an_append_to_a_session_nobody_holds_never_looks_for_a_maint_file(tmp_path: Path) -> None:
     fs = RecordingFS()
 
