@@ -347,7 +347,8 @@ class FileCheckpointer:
             return 0
         try:
             self._files.refresh(log)
-            self._check_writable(log, log.meta_seen, "append")
+            if log.marked:
+                self._check_writable(log, "append")
             check_expectations(sid, log.head, log.generation, want_head, want_generation)
             if payloads:
                 self._write(log, payloads)
@@ -503,7 +504,8 @@ class FileCheckpointer:
         if not await self._acquire(log, "delete", create=False):
             return
         try:
-            self._check_writable(log, self._files.meta_bytes(log), "delete")
+            if maintenance_marked(self._files.meta_bytes(log)):
+                self._check_writable(log, "delete")
             self._files.delete(log)
         finally:
             self._release(log)
@@ -528,7 +530,8 @@ class FileCheckpointer:
             return target
         try:
             self._files.refresh(log)
-            self._check_writable(log, log.meta_seen, "truncate")
+            if log.marked:
+                self._check_writable(log, "truncate")
             check_expectations(sid, log.head, log.generation, want_head, want_generation)
             check_truncate_bound(sid, target, log.head)
             if target < log.head:
@@ -626,14 +629,14 @@ class FileCheckpointer:
         finally:
             self._fs.close(fd)
 
-    def _check_writable(self, log: SessionLog, meta: bytes, operation: str) -> None:
-        """Refuse a write to a session another handle holds (MAINT-001); clear a dead holder's mark.
+    def _check_writable(self, log: SessionLog, operation: str) -> None:
+        """Refuse a write to a marked session another handle holds (MAINT-001); clear a dead holder's mark.
 
-        Under the session's lock; ``meta`` is the ``.meta`` file's bytes read under
-        it (a refresh reads them anyway). The holder writes as usual (MAINT-002);
-        an unmarked session costs nothing more.
+        Called under the session's lock, only for a session whose ``.meta`` bytes,
+        read under it, carry the mark (a refresh reads them anyway, so an unmarked
+        session costs a writer nothing). The holder writes as usual (MAINT-002).
         """
-        if not maintenance_marked(meta) or log.session_id in self._held:
+        if log.session_id in self._held:
             return
         if self._holder_alive(log):
             raise SessionLockedError(log.session_id, operation)

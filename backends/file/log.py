@@ -54,6 +54,7 @@ from .format import (
     LogHeader,
     data_end,
     frame_more,
+    maintenance_marked,
     pack_frames,
     parse_header,
     probe_last,
@@ -150,6 +151,7 @@ class SessionLog:
         "log_name",
         "log_path",
         "maint_path",
+        "marked",
         "meta_fd",
         "meta_name",
         "meta_path",
@@ -172,6 +174,8 @@ class SessionLog:
         self.log_fd: int | None = None
         self.generation = -1
         self.meta_seen = b"\xff"  # no .meta file holds this: the first refresh parses
+        self.marked = False
+        """Whether ``meta_seen`` carries the maintenance mark (set by `LogFiles.refresh`)."""
         self.allocated = 0
         self.header_len = 0
         self.header_mtime_ns = 0
@@ -296,7 +300,8 @@ class LogFiles:
     def refresh(self, log: SessionLog) -> None:
         """Bring ``log`` up to date with the files; cut off a torn tail; raise on corruption.
 
-        Also leaves the current generation in ``log.generation``.
+        Also leaves the current generation in ``log.generation``, and whether the
+        session carries the maintenance mark in ``log.marked``.
         """
         assert log.meta_fd is not None
         meta = self.fs.read(log.meta_fd, 64, 0)
@@ -305,6 +310,7 @@ class LogFiles:
             generation = self._parse_generation(log, meta)
             replaced = generation != log.generation
             log.generation, log.meta_seen = generation, meta
+            log.marked = maintenance_marked(meta)
         if log.log_fd is None or replaced:
             self._load(log)
             return
