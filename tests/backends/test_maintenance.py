@@ -29,6 +29,7 @@ from checkpointspec.backends.fsport import OsFileSystem
 from checkpointspec.backends.memory import MemoryCheckpointer, MemoryStore
 from checkpointspec.backends.sqlite import DATABASE_NAME, SCHEMA_VERSION, SqliteCheckpointer
 from checkpointspec.backends.sqlite.maintenance import LOCKS_SUFFIX
+from checkpointspec.conformance.engines.disk import SimulatedDisk
 from checkpointspec.spec import (
     Capability,
     CheckpointerClosedError,
@@ -263,6 +264,30 @@ def test_an_append_to_a_session_nobody_holds_never_looks_for_a_maint_file(tmp_pa
         await cp.truncate("s", 4)
         assert not [path for path in fs.opened if path.endswith(".maint")]
         await cp.close()
+        await other.close()
+
+    run(go())
+
+
+def test_the_file_backend_holds_sessions_through_its_file_system_port(tmp_path: Path) -> None:
+    # Restores run on the simulated disk too (power-loss checks): the lock must
+    # go through the port like every other file operation.
+    FileCheckpointer(tmp_path)  # creates the store's marker and directory
+    disk = SimulatedDisk.load(tmp_path)
+
+    async def go() -> None:
+        holder = FileCheckpointer(tmp_path, fs=disk)
+        other = FileCheckpointer(tmp_path, fs=disk)
+        await holder.append("s", [ev(1)])
+        await holder.acquire_maintenance("s")
+        on_disk = disk.listdir(str(tmp_path / "sessions"))
+        assert f"{stem_for('s')}.maint" in on_disk
+        assert not maint_file(tmp_path, "s").exists()  # only the port saw it
+        with pytest.raises(SessionLockedError):
+            await other.append("s", [ev(2)])
+        await holder.release_maintenance("s")
+        assert await other.append("s", [ev(2)]) == 2
+        await holder.close()
         await other.close()
 
     run(go())
