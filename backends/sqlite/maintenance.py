@@ -98,14 +98,15 @@ def _holder_alive(holder: Holder, session_id: str) -> bool:
 
 
 def check_writable(
-    conn: sqlite3.Connection, holder: Holder, session_id: str, token: str | None, operation: str
+    conn: sqlite3.Connection, holder: Holder, session_id: str, token: str, operation: str
 ) -> None:
     """Refuse a write to a session another handle holds (MAINT-001, MAINT-004).
 
     ``token`` is the session's ``maintenance`` row as read in this write
-    transaction (None: no row). A dead holder's row is deleted, and the write goes on.
+    transaction. The holder's own token passes (MAINT-002); a dead holder's row
+    is deleted, and the write goes on.
     """
-    if token is None or token == holder.token:
+    if token == holder.token:
         return
     if _holder_alive(holder, session_id):
         raise SessionLockedError(session_id, operation)

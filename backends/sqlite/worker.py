@@ -225,7 +225,8 @@ class Append:
         sid = self.session_id
         state.reached("append.locked")
         head, generation, token = conn.execute(_HEAD_AND_GENERATION, (sid,)).fetchone()
-        check_writable(conn, state.holder, sid, token, "append")
+        if token is not None:  # held by some handle: rare, and checked only then
+            check_writable(conn, state.holder, sid, token, "append")
         head = head or 0
         check_expectations(sid, head, generation or 0, self.expected_head, self.expected_generation)
         if not self.payloads:
@@ -271,7 +272,8 @@ class Truncate:
         sid, target = self.session_id, self.to_seq
         state.reached("truncate.locked")
         head, generation, token = conn.execute(_HEAD_AND_GENERATION, (sid,)).fetchone()
-        check_writable(conn, state.holder, sid, token, "truncate")
+        if token is not None:
+            check_writable(conn, state.holder, sid, token, "truncate")
         head = head or 0
         check_expectations(sid, head, generation or 0, self.expected_head, self.expected_generation)
         check_truncate_bound(sid, target, head)
@@ -302,10 +304,9 @@ class Delete:
         """Inside the round's transaction: delete, if the session exists."""
         sid = self.session_id
         state.reached("delete.locked")
-        token = conn.execute(
-            "SELECT token FROM maintenance WHERE session_id = ?", (sid,)
-        ).fetchone()
-        check_writable(conn, state.holder, sid, token[0] if token else None, "delete")
+        held = conn.execute("SELECT token FROM maintenance WHERE session_id = ?", (sid,)).fetchone()
+        if held is not None:
+            check_writable(conn, state.holder, sid, held[0], "delete")
         if conn.execute("DELETE FROM sessions WHERE session_id = ?", (sid,)).rowcount:
             conn.execute("DELETE FROM events WHERE session_id = ?", (sid,))
             conn.execute(_BUMP_GENERATION, (sid,))
