@@ -673,16 +673,17 @@ class FileCheckpointer:
             for sid in list(self._held):
                 await self.release_maintenance(sid)
         finally:
-            # Whatever could not be released in order loses its lock here; the
-            # next writer removes the file it left (as after a holder's death).
+            # Whatever could not be released in order (an I/O error, a
+            # cancellation) loses its lock here, and the handle closes all the
+            # same; the next writer clears what was left, as after a holder's death.
             for fd in self._held.values():
                 self._fs.close(fd)
             self._held.clear()
-        self._closed = True
-        for log in list(self._sessions.values()):
-            if log.users == 0:
-                log.close(self._fs)
-        self._sessions.clear()
+            self._closed = True
+            for log in list(self._sessions.values()):
+                if log.users == 0:
+                    log.close(self._fs)
+            self._sessions.clear()
 
     # -- FaultInjectable: pause or kill points between the port's calls -----------------
     @property

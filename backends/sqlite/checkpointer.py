@@ -1,9 +1,9 @@
 """The SQLite reference backend: one database file per store, shared by processes.
 
 Capabilities: DELETE, LIST, TRUNCATE, MULTI_PROCESS, CODEC, GENERATION and
-MAINTENANCE, and DURABLE only with ``synchronous=FULL`` (the default) or ``EXTRA``. The store is
-``ctx.path / "checkpoints.db"``; `SqliteCheckpointer` also opens any other file,
-or ``":memory:"`` for tests.
+MAINTENANCE, and DURABLE only with ``synchronous=FULL`` (the default) or
+``EXTRA``. The store is ``ctx.path / "checkpoints.db"``; `SqliteCheckpointer`
+also opens any other file, or ``":memory:"`` for tests.
 
 *Why not DURABLE below FULL.* DURABLE promises that an acknowledged write
 survives a power loss (DUR-003), not only a killed process. In WAL mode,
@@ -59,8 +59,8 @@ A whole read is held in memory as stored bytes; see `SqliteCheckpointer.read`.
 table and the flock of a lock file beside the database
 (``checkpoints.db.locks/``), both taken in one write transaction; writers read
 the row in the statement that reads the head, inside their own transaction, and
-tell a dead holder's row by its free flock. `checkpointspec.backends.sqlite.maintenance`
-explains it.
+tell a dead holder's row by its free flock.
+`checkpointspec.backends.sqlite.maintenance` explains it.
 
 Schema and integrity
 --------------------
