@@ -269,6 +269,34 @@ def test_an_append_to_a_session_nobody_holds_never_looks_for_a_maint_file(tmp_pa
     run(go())
 
 
+class FailingUnlinkFS(OsFileSystem):
+    """The real file system, except that removing a ``.maint`` file fails."""
+
+    def unlink(self, path: str) -> None:
+        if path.endswith(".maint"):
+            raise PermissionError(path)
+        super().unlink(path)
+
+
+def test_a_file_handle_whose_release_fails_still_closes_and_drops_its_lock(
+    tmp_path: Path,
+) -> None:
+    async def go() -> None:
+        holder = FileCheckpointer(tmp_path, durability=Durability.PROCESS, fs=FailingUnlinkFS())
+        other = FileCheckpointer(tmp_path, durability=Durability.PROCESS)
+        await holder.acquire_maintenance("s")
+        with pytest.raises(PermissionError):
+            await holder.close()
+        with pytest.raises(CheckpointerClosedError):
+            await holder.append("s", [ev(1)])
+        assert maint_file(tmp_path, "s").exists()  # left behind, but no longer locked
+        assert await other.append("s", [ev(1)]) == 1
+        assert not maint_file(tmp_path, "s").exists()
+        await other.close()
+
+    run(go())
+
+
 def test_the_file_backend_holds_sessions_through_its_file_system_port(tmp_path: Path) -> None:
     # Restores run on the simulated disk too (power-loss checks): the lock must
     # go through the port like every other file operation.
