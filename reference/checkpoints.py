@@ -15,6 +15,7 @@ segments builds them all.
 
 from __future__ import annotations
 
+import bisect
 from typing import Any, Final
 
 from ..spec import (
@@ -22,16 +23,46 @@ from ..spec import (
     Checkpoint,
     Checkpointer,
     FileSnapshot,
+    InvalidArgumentError,
     UnavailableFile,
     UnavailableReason,
     UserPrompt,
+    canonical_path,
+    snapshot_content,
 )
-from ..spec.checkpoints import snapshot_key, snapshot_problem
+from ..spec.checkpoints import snapshot_key
+from ..spec.snapshots import SnapshotContentError
 from .fold import event_kind
 
 __all__ = ["list_checkpoints"]
 
-_KNOWN: Final = frozenset(EVENT_TYPES)
+_NEITHER: Final = frozenset(EVENT_TYPES) - {FileSnapshot, UserPrompt}
+"""The event kinds a listing skips."""
+_UNSEEN: Final = "unseen"  # not an UnavailableReason, nor None
+
+
+def _key(path: str) -> tuple[str, bool]:
+    """The file a snapshot path names (`snapshot_key`) and whether the path is safe."""
+    try:
+        return canonical_path(path), True
+    except InvalidArgumentError:
+        return snapshot_key(path), False
+
+
+def _problem(snapshot: FileSnapshot, safe: bool) -> UnavailableReason | None:
+    """`checkpointspec.spec.checkpoints.snapshot_problem`, with the path's safety known."""
+    if not safe:
+        return "unsafe_path"
+    if snapshot.truncated:
+        return "truncated"
+    content = snapshot.content_before
+    if content is None or (snapshot.encoding == "utf-8" and content.isascii()):
+        return None  # nothing to decode; ASCII text always encodes (isascii is O(1))
+    try:
+        snapshot_content(snapshot)
+    except SnapshotContentError:
+        return "undecodable"
+    return None
 
 
 async def list_checkpoints(checkpointer: Checkpointer, session_id: str) -> list[Checkpoint]:
@@ -45,54 +76,77 @@ async def list_checkpoints(checkpointer: Checkpointer, session_id: str) -> list[
     """
     prompts: list[tuple[int, str, str]] = []
     # segments[i]: canonical path -> problem of its first snapshot after prompt i
-    # and before prompt i + 1. Snapshots before the first prompt belong to none.
+    # and before prompt i + 1. Snapshots before the first prompt go to a segment
+    # of no checkpoint, dropped at the end.
     segments: list[dict[str, UnavailableReason | None]] = []
-    segment: dict[str, UnavailableReason | None] | None = None
-    # The raw paths of the current segment already accounted for: a repeated path
-    # (the common case) costs one dict lookup, not a canonicalisation.
-    seen: set[str] = set()
-    keys: dict[str, str] = {}  # raw path -> canonical, shared by all segments
+    segment: dict[str, UnavailableReason | None] = {}
+    keys: dict[str, tuple[str, bool]] = {}  # raw path -> (canonical key, safe)
     async for stored in checkpointer.read(session_id):
-        # Typed Any: the class test below is the narrowing, and cast() costs a call.
+        # Typed Any: the class tests below are the narrowing, and cast() costs a call.
         event: Any = stored.event
         cls = type(event)
-        if cls not in _KNOWN:
-            cls = event_kind(cls)
-        if cls is FileSnapshot:
-            raw = event.path
-            if segment is None or raw in seen:
+        if cls in _NEITHER:
+            continue  # nine events in ten: one set lookup
+        if cls is not FileSnapshot and cls is not UserPrompt:
+            cls = event_kind(cls)  # a subclass of an event kind
+            if cls is not FileSnapshot and cls is not UserPrompt:
                 continue
-            seen.add(raw)
-            key = keys.get(raw)
-            if key is None:
-                key = keys[raw] = snapshot_key(raw)
-            if key not in segment:
-                segment[key] = snapshot_problem(event)
-        elif cls is UserPrompt:
+        if cls is UserPrompt:
             prompts.append((stored.seq, event.text, stored.ts))
             segment = {}
             segments.append(segment)
-            seen = set()
+            continue
+        raw = event.path
+        if raw in segment:
+            continue  # the path again, spelt canonically (or unsafely, its own key)
+        known = keys.get(raw)
+        if known is None:
+            known = keys[raw] = _key(raw)
+        key = known[0]
+        if key == raw or key not in segment:
+            segment[key] = _problem(event, known[1])
     return _assemble(prompts, segments)
 
 
 def _assemble(
     prompts: list[tuple[int, str, str]], segments: list[dict[str, UnavailableReason | None]]
 ) -> list[Checkpoint]:
-    """Each checkpoint's files from its segment and the later ones, the earliest winning."""
+    """Each checkpoint's files from its segment and the later ones, the earliest winning.
+
+    Walks the segments backwards keeping both answers as sorted lists, updated
+    by bisection where a segment adds a path or changes its verdict, so a
+    checkpoint costs its own segment plus copying the lists into tuples, not a
+    sort of every path the session touched.
+    """
     result: list[Checkpoint] = []
     merged: dict[str, UnavailableReason | None] = {}
+    restorable: list[str] = []
+    unavailable_paths: list[str] = []
+    unavailable_items: list[UnavailableFile] = []
     files: tuple[str, ...] = ()
     unavailable: tuple[UnavailableFile, ...] = ()
     for (seq, text, ts), segment in zip(reversed(prompts), reversed(segments), strict=True):
-        if segment:
-            merged.update(segment)
-            ordered = sorted(merged.items())
-            files = tuple(path for path, problem in ordered if problem is None)
-            unavailable = tuple(
-                UnavailableFile(path, problem) for path, problem in ordered if problem is not None
-            )
-        # A segment without snapshots lists what the next checkpoint lists: share the tuples.
+        changed = False
+        for path, problem in segment.items():
+            old = merged.get(path, _UNSEEN)
+            if old == problem:
+                continue
+            changed = True
+            merged[path] = problem
+            if old is None:
+                del restorable[bisect.bisect_left(restorable, path)]
+            elif old is not _UNSEEN:
+                at = bisect.bisect_left(unavailable_paths, path)
+                del unavailable_paths[at], unavailable_items[at]
+            if problem is None:
+                bisect.insort(restorable, path)
+            else:
+                at = bisect.bisect_left(unavailable_paths, path)
+                unavailable_paths.insert(at, path)
+                unavailable_items.insert(at, UnavailableFile(path, problem))
+        if changed:
+            files, unavailable = tuple(restorable), tuple(unavailable_items)
+        # Otherwise this checkpoint lists what the next one lists: the tuples are shared.
         result.append(Checkpoint(seq, text, ts, files, unavailable))
     result.reverse()
     return result
