@@ -30,6 +30,7 @@ import contextlib
 import importlib
 import os
 import secrets
+import stat
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, Self
 
@@ -67,6 +68,12 @@ def _on_real_disk(fs: FileSystem) -> bool:
 
 def _unsafe(path: object, reason: str) -> InvalidArgumentError:
     return InvalidArgumentError("path", f"{path!r} {reason}", ReasonCode.UNSAFE_PATH, "SNAP-003")
+
+
+def _not_a_file(path: str, what: str) -> InvalidArgumentError:
+    return InvalidArgumentError(
+        "path", f"{path!r} is {what}, not a file", ReasonCode.NO_SUCH_FILE, "SNAP-001"
+    )
 
 
 def _reserved(relative: str) -> bool:
@@ -202,22 +209,33 @@ class Workspace:
     def read(self, path: str) -> bytes | None:
         """What the file holds now, or None when it does not exist.
 
-        Raises `InvalidArgumentError` for a refused path, and for a directory
-        (reason ``no_such_file``: it is not a file a tool can write or delete).
+        Raises `InvalidArgumentError` for a refused path, and for a directory or
+        (on the real disk) a FIFO, socket or device (reason ``no_such_file``: it
+        is not a file a tool can write or delete).
         """
         relative = self.resolve(path)
         return self._read(relative, path)
 
     def _read(self, relative: str, path: str) -> bytes | None:
         fs = self._fs
+        full = self._join(relative)
+        if self._real:
+            # A FIFO would block the read and a device has no content to snapshot; the
+            # port cannot tell them from files, so the real disk is asked directly.
+            try:
+                mode = os.stat(full).st_mode
+            except FileNotFoundError:
+                return None
+            if stat.S_ISDIR(mode):
+                raise _not_a_file(path, "a directory")
+            if not stat.S_ISREG(mode):
+                raise _not_a_file(path, "not a regular file")
         try:
-            fd = fs.open(self._join(relative))
+            fd = fs.open(full)
         except FileNotFoundError:
             return None
         except IsADirectoryError:
-            raise InvalidArgumentError(
-                "path", f"{path!r} is a directory, not a file", ReasonCode.NO_SUCH_FILE, "SNAP-001"
-            ) from None
+            raise _not_a_file(path, "a directory") from None
         try:
             # Read until end of file rather than trusting the size: the file may grow.
             parts = []

@@ -179,16 +179,24 @@ def test_snap_001_deleting_a_missing_file_is_refused(backend: Any, root: Path) -
     run(backend, root, body)
 
 
-def test_snap_001_a_directory_is_not_a_file(backend: Any, root: Path) -> None:
-    (root / "dir").mkdir()
+@pytest.mark.parametrize("kind", ["dir", "fifo"])
+def test_snap_001_a_directory_or_a_fifo_is_not_a_file(backend: Any, root: Path, kind: str) -> None:
+    if kind == "dir":
+        (root / kind).mkdir()
+    else:
+        os.mkfifo(root / kind)
 
     async def body(cp: Checkpointer, ws: Workspace, root: Path) -> None:
+        for attempt in (ws.write(kind, "x"), ws.delete(kind)):
+            with pytest.raises(InvalidArgumentError) as refused:
+                await attempt
+            assert refused.value.reason_code is ReasonCode.NO_SUCH_FILE
         with pytest.raises(InvalidArgumentError):
-            await ws.write("dir", "x")
-        with pytest.raises(InvalidArgumentError):
-            await ws.delete("dir")
+            ws.read(kind)
         assert await log(cp) == []
-        assert tree(root) == {"dir": None}
+
+    run(backend, root, body)
+    assert sorted(os.listdir(root)) == [kind]
 
     run(backend, root, body)
 
