@@ -7,8 +7,14 @@ summary in place of what it covers (FOLD-006).
 What a compaction covers is decided here, without I/O: `compaction_boundary`
 is the last *clean* seq of the log (no tool call open, see `ToolCallLedger`),
 because a summary that swallowed a tool call but not its result would leave
-the result dangling. When the boundary covers nothing the fold does not already
-show as a summary, compaction is a no-op (COMPACT-003).
+the result dangling. The boundary also never falls inside a folded message:
+tool results coalesce across invisible events (FOLD-003), so a tool-results
+turn can hold a result on each side of a clean seq, and a summary covering the
+first would remove the whole turn (FOLD-006), the later result with it,
+although the summarizer never saw it. The messages a compaction replaces are
+then exactly those of the log's fold whose events all lie at or before the
+boundary. When those are nothing but summaries (none at all included),
+compaction is a no-op (COMPACT-003).
 
 The summarizer is a protocol: `Summarizer.summarize` turns the folded
 conversation into text. One that can count tokens with its model's tokenizer
@@ -105,20 +111,28 @@ class TokenCounter(Protocol):
 def compaction_boundary(events: Iterable[StoredEvent]) -> int | None:
     """The ``through_seq`` a compaction of this log writes, or None for a no-op.
 
-    The boundary is the last seq at which no tool call is open. It is a no-op
-    when the fold of the log up to the boundary shows nothing but summaries
-    (nothing new to summarise; an empty log included).
+    The boundary is the last seq at which no tool call is open and no message
+    of the log's fold holds events on both sides (a seq *s* is inside a message
+    whose first seq is at most *s* and whose last is greater). It is a no-op
+    when the messages the summary would replace, those of the fold whose seqs
+    all lie at or before the boundary, are nothing but summaries (nothing new
+    to summarise; an empty log included).
     """
     log = list(events)
     ledger = ToolCallLedger()
-    boundary = 0
+    clean: list[int] = []
     for stored in log:
         ledger.feed(stored.event)
         if not ledger.open_calls:
-            boundary = stored.seq
-    if boundary == 0:
+            clean.append(stored.seq)
+    messages = fold_model(log)
+    inside: set[int] = set()
+    for message in messages:
+        inside.update(range(message.seqs[0], message.seqs[-1]))
+    boundary = next((seq for seq in reversed(clean) if seq not in inside), None)
+    if boundary is None:
         return None
-    visible = fold_model(e for e in log if e.seq <= boundary)
-    if all(m.origin == "summary" for m in visible):
+    replaced = [m for m in messages if m.seqs[-1] <= boundary]
+    if all(m.origin == "summary" for m in replaced):
         return None
     return boundary

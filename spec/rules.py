@@ -638,8 +638,9 @@ RULES: Final[tuple[Rule, ...]] = (
         None,
         "Compaction appends one summary through the last clean boundary",
         "A compaction that reduces appends exactly one Summary whose through_seq "
-        "is the last seq with no tool call open, with expected_head set to the "
-        "head it read; the fold then shows the summary in place of what it covers.",
+        "is the last seq with no tool call open and no folded message holding "
+        "events on both sides of it, with expected_head set to the head it read; "
+        "the fold then shows the summary in place of what it covers.",
     ),
     Rule(
         "COMPACT-002",
@@ -656,8 +657,9 @@ RULES: Final[tuple[Rule, ...]] = (
         _M,
         None,
         "Nothing to summarise is a no-op",
-        "When the conversation up to the boundary is empty or already one summary, "
-        "compact finishes with done, reduced=False, and writes nothing.",
+        "When the messages a summary through the boundary would replace are none "
+        "or only summaries, compact finishes with done, reduced=False, and writes "
+        "nothing.",
     ),
     Rule(
         "COMPACT-004",
