@@ -1,0 +1,422 @@
+"""Compaction: replacing the conversation of a session by a summary (COMPACT-001 to COMPACT-005).
+
+`compact` is an async generator of `CompactionProgress` reports. It writes at
+most one event, a `Summary`, and only at its very end; everything before that
+is reading and computing, so stopping it at any point before the append leaves
+the log exactly as it was (COMPACT-004). The stages, in the order of `STAGES`:
+
+- *measurement*: read the log once (one consistent snapshot), fold it, find
+  the boundary (the same answer as `compaction_boundary`, the oracle) and
+  count the conversation's tokens: with the summarizer's own `TokenCounter`
+  when it has one (``measured``), else `estimate_tokens` (``estimated``);
+- *archiving*: walk the events up to the boundary and collect the folded
+  messages they belong to, the messages the summary replaces;
+- *normalization*: those messages, in conversation order, are the transcript
+  handed to the summarizer;
+- *summarization*: ``await summarizer.summarize(transcript, instructions)``;
+- *projection*: the conversation as it will fold with the summary appended
+  (FOLD-006) and its size. A summary that would not make it smaller is not
+  written: the run ends with ``done`` and ``reduced=False``;
+- *persistence*: append the `Summary` with ``expected_head`` set to the head
+  measured, so a writer that slipped in meanwhile turns the append into a
+  `CheckpointConflictError` and its events stay (COMPACT-005).
+
+The session is held through `maintenance` from before the read until after
+the append: a backend with MAINTENANCE refuses other writers with
+`SessionLockedError` meanwhile; with any other, ``expected_head`` still
+catches them.
+
+How a run ends: ``done`` (``reduced`` says whether a summary was written,
+``summary_seq`` where), ``error`` followed by the exception itself, or
+``cancelled`` when the ``cancel`` event was set (checked between stages,
+while archiving, and raced against the summarizer, whose task is cancelled).
+A consumer that closes the generator, or whose task is cancelled, stops the
+run the same way but gets no last report: a closed generator cannot yield, and
+a cancelled task must see its `asyncio.CancelledError`. Once the append is
+issued it is not called back: a cancel seen after that point is ignored (the
+run ends with ``done``), and a cancelled task waits for the append's outcome
+before the session is released.
+
+Consume the reports with ``contextlib.aclosing`` (or run the generator to its
+end) so that an abandoned run releases the session at once, not when the
+generator is garbage-collected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import contextlib
+import enum
+from collections.abc import AsyncGenerator, Sequence
+from typing import Final
+
+from ..spec import (
+    Checkpointer,
+    CheckpointError,
+    CompactionPhase,
+    CompactionProgress,
+    CompactionStage,
+    Message,
+    StoredEvent,
+    Summarizer,
+    Summary,
+    TextBlock,
+    TokenCounter,
+    TokenCountKind,
+    ToolCallLedger,
+    estimate_tokens,
+)
+from ..spec import fold_model as fold
+from ..spec.validation import check_session_id
+from .maintenance import maintenance
+
+__all__ = ["CompactionError", "CompactionReason", "compact"]
+
+ARCHIVE_REPORTS: Final = 8
+"""How many reports archiving makes after its first, however long the log."""
+
+_CANCEL_CHECK_EVERY: Final = 4096
+"""While reading, the cancel event is looked at once per this many events."""
+
+
+class CompactionReason(enum.StrEnum):
+    """Why a compaction refused to go on: the machine-readable `CompactionError.reason_code`."""
+
+    UNKNOWN_SESSION = "unknown_session"
+    """The session has no events: there is no conversation to compact."""
+    BAD_SUMMARY = "bad_summary"
+    """The summarizer returned something that is not a str."""
+
+
+class CompactionError(CheckpointError):
+    """A compaction could not go on; nothing was written.
+
+    ``reason_code`` (a `CompactionReason`) says why for programs, ``detail``
+    in words. Failures of the backend or of the summarizer are raised as they
+    are, not wrapped in this.
+    """
+
+    def __init__(self, session_id: str, reason_code: CompactionReason, detail: str) -> None:
+        super().__init__(f"compaction of session {session_id!r}: {reason_code.value}: {detail}")
+        self.session_id = session_id
+        self.reason_code = reason_code
+        self.detail = detail
+
+    def __reduce__(
+        self,
+    ) -> tuple[type[CompactionError], tuple[str, CompactionReason, str]]:
+        return (type(self), (self.session_id, self.reason_code, self.detail))
+
+
+class _Cancelled(Exception):
+    """The cancel event was seen: unwinds the run to its ``cancelled`` report."""
+
+
+async def compact(
+    checkpointer: Checkpointer,
+    session_id: str,
+    *,
+    summarizer: Summarizer,
+    instructions: str | None = None,
+    cancel: asyncio.Event | None = None,
+) -> AsyncGenerator[CompactionProgress, None]:
+    """Summarise ``session_id`` up to its last clean boundary, reporting as it goes.
+
+    Yields ``start``, then ``progress`` reports through the stages of
+    `STAGES`, then exactly one of ``done``, ``error`` or ``cancelled``. After
+    ``error`` the generator raises the failure: `InvalidArgumentError` for a
+    bad session id, `CompactionError` for an unknown session or a summary that
+    is not text, `SessionLockedError` when the session is held elsewhere,
+    `CheckpointConflictError` when the log moved on, or whatever the backend or
+    the summarizer raised; ``TypeError`` for arguments of the wrong kind. In
+    every case but a successful ``done`` the log is unchanged.
+    """
+    run = _Run(checkpointer, session_id, summarizer, instructions, cancel)
+    yield CompactionProgress(phase="start", message=f"compacting session {session_id!r}")
+    try:
+        run.check_arguments()
+        async with (
+            maintenance(checkpointer, session_id),
+            contextlib.aclosing(run.stages()) as reports,
+        ):
+            async for report in reports:
+                yield report
+    except _Cancelled:
+        yield run.report("cancelled", message="cancelled; the log is unchanged")
+    except Exception as exc:
+        yield run.report("error", error=_one_line(exc))
+        raise
+
+
+class _Run:
+    """One compaction: its inputs and what it has measured so far."""
+
+    def __init__(
+        self,
+        checkpointer: Checkpointer,
+        session_id: str,
+        summarizer: Summarizer,
+        instructions: str | None,
+        cancel: asyncio.Event | None,
+    ) -> None:
+        self.checkpointer = checkpointer
+        self.session_id = session_id
+        self.summarizer = summarizer
+        self.instructions = instructions
+        self.cancel = cancel if cancel is not None else asyncio.Event()
+        self.stage: CompactionStage | None = None
+        self.tokens_before: int | None = None
+        self.tokens_after: int | None = None
+        self.token_count: TokenCountKind | None = None
+
+    def check_arguments(self) -> None:
+        check_session_id(self.session_id)
+        if not isinstance(self.summarizer, Summarizer):
+            raise TypeError(
+                f"summarizer must have an async summarize(messages, instructions), "
+                f"not be {type(self.summarizer).__name__}"
+            )
+        if self.instructions is not None and not isinstance(self.instructions, str):
+            raise TypeError(
+                f"instructions must be str or None, not {type(self.instructions).__name__}"
+            )
+        if not isinstance(self.cancel, asyncio.Event):
+            raise TypeError(
+                f"cancel must be an asyncio.Event or None, not {type(self.cancel).__name__}"
+            )
+
+    def report(
+        self,
+        phase: CompactionPhase,
+        *,
+        message: str = "",
+        completed: int | None = None,
+        total: int | None = None,
+        reduced: bool | None = None,
+        summary_seq: int | None = None,
+        error: str | None = None,
+    ) -> CompactionProgress:
+        """A report carrying the current stage and every count known so far."""
+        return CompactionProgress(
+            phase=phase,
+            stage=self.stage,
+            completed=completed,
+            total=total,
+            tokens_before=self.tokens_before,
+            tokens_after=self.tokens_after,
+            token_count=self.token_count,
+            reduced=reduced,
+            summary_seq=summary_seq,
+            message=message,
+            error=error,
+        )
+
+    def progress(
+        self,
+        stage: CompactionStage,
+        message: str,
+        *,
+        completed: int | None = None,
+        total: int | None = None,
+    ) -> CompactionProgress:
+        """A ``progress`` report of ``stage``, which becomes the current stage."""
+        self.stage = stage
+        return self.report("progress", message=message, completed=completed, total=total)
+
+    def check_cancel(self) -> None:
+        if self.cancel.is_set():
+            raise _Cancelled
+
+    def count(self, messages: Sequence[Message]) -> int:
+        if isinstance(self.summarizer, TokenCounter):
+            return self.summarizer.count_tokens(messages)
+        return estimate_tokens(messages)
+
+    async def stages(self) -> AsyncGenerator[CompactionProgress, None]:
+        """The progress reports of the stages; raises `_Cancelled` when cancelled.
+
+        Every report is followed by a look at the cancel event, so a consumer
+        that sets it on seeing a report stops the run before the next step.
+        """
+        yield self.progress("measurement", "reading the log")
+        self.check_cancel()
+        events, clean = await self.read()
+        if not events:
+            raise CompactionError(
+                self.session_id, CompactionReason.UNKNOWN_SESSION, "the session has no events"
+            )
+        head = events[-1].seq
+        messages = fold(events)
+        self.token_count = "measured" if isinstance(self.summarizer, TokenCounter) else "estimated"
+        self.tokens_before = self.count(messages)
+        boundary = _boundary(clean, messages)
+        yield self.progress(
+            "measurement",
+            f"{len(events):,} events, {self.tokens_before:,} tokens ({self.token_count})",
+            completed=len(events),
+            total=len(events),
+        )
+        self.check_cancel()
+        if boundary is None:
+            self.stage = None
+            yield self.report(
+                "done", reduced=False, message="nothing new to summarise; nothing written"
+            )
+            return
+
+        covered = events[: bisect.bisect_right(events, boundary, key=lambda e: e.seq)]
+        total = len(covered)
+        yield self.progress("archiving", f"archiving {total:,} events", completed=0, total=total)
+        self.check_cancel()
+        owner = {seq: index for index, message in enumerate(messages) for seq in message.seqs}
+        replaced = bytearray(len(messages))
+        step = max(1, -(-total // ARCHIVE_REPORTS))
+        for start in range(0, total, step):
+            for stored in covered[start : start + step]:
+                index = owner.get(stored.seq)
+                if index is not None:
+                    replaced[index] = 1
+            done = min(start + step, total)
+            yield self.progress(
+                "archiving", f"archived {done:,} of {total:,} events", completed=done, total=total
+            )
+            self.check_cancel()
+
+        transcript = [m for m, hit in zip(messages, replaced, strict=True) if hit]
+        yield self.progress(
+            "normalization",
+            f"{len(transcript):,} messages to summarise",
+            completed=len(transcript),
+            total=len(transcript),
+        )
+        self.check_cancel()
+
+        yield self.progress("summarization", "summarising")
+        self.check_cancel()
+        text = await self.summarize(transcript)
+        if not isinstance(text, str):
+            raise CompactionError(
+                self.session_id,
+                CompactionReason.BAD_SUMMARY,
+                f"the summarizer returned {type(text).__name__}, not str",
+            )
+
+        yield self.progress("projection", "projecting the conversation")
+        self.check_cancel()
+        summary_message = Message("user", "summary", (TextBlock(text),), (head + 1,))
+        self.tokens_after = self.count(_replace(messages, replaced, summary_message))
+        yield self.progress(
+            "projection",
+            f"{self.tokens_before:,} -> {self.tokens_after:,} tokens ({self.token_count})",
+        )
+        self.check_cancel()
+        if self.tokens_after >= self.tokens_before:
+            self.stage = None
+            yield self.report(
+                "done",
+                reduced=False,
+                message=(
+                    f"the summary would not reduce the conversation "
+                    f"({self.tokens_before:,} -> {self.tokens_after:,} tokens); nothing written"
+                ),
+            )
+            return
+
+        yield self.progress("persistence", f"writing the summary through seq {boundary}")
+        self.check_cancel()
+        summary = Summary(text, boundary, self.tokens_before, self.tokens_after)
+        summary_seq = await self.append(summary, head)
+        yield self.report(
+            "done",
+            reduced=True,
+            summary_seq=summary_seq,
+            message=f"summary at seq {summary_seq} replaces seqs 1..{boundary}",
+        )
+
+    async def read(self) -> tuple[list[StoredEvent], list[int]]:
+        """The whole log, and the seqs at which no tool call is open."""
+        events: list[StoredEvent] = []
+        clean: list[int] = []
+        ledger = ToolCallLedger()
+        stream = self.checkpointer.read(self.session_id)
+        try:
+            async for stored in stream:
+                events.append(stored)
+                ledger.feed(stored.event)
+                if not ledger.open_calls:
+                    clean.append(stored.seq)
+                if len(events) % _CANCEL_CHECK_EVERY == 0:
+                    self.check_cancel()
+        finally:
+            # A backend's read may hold a cursor or a file until its iterator is closed.
+            aclose = getattr(stream, "aclose", None)
+            if aclose is not None:
+                await aclose()
+        return events, clean
+
+    async def summarize(self, transcript: Sequence[Message]) -> object:
+        """The summarizer's answer, or `_Cancelled` as soon as the cancel event is set."""
+        task = asyncio.ensure_future(self.summarizer.summarize(transcript, self.instructions))
+        waiter = asyncio.ensure_future(self.cancel.wait())
+        try:
+            await asyncio.wait((task, waiter), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            waiter.cancel()
+            if not task.done():
+                task.cancel()
+                # Let the summarizer unwind before the session is released.
+                await asyncio.wait((task,))
+        if self.cancel.is_set():
+            if not task.cancelled():
+                task.exception()  # retrieved, so asyncio does not log it as lost
+            raise _Cancelled
+        return task.result()
+
+    async def append(self, summary: Summary, head: int) -> int:
+        """Append the summary with ``expected_head``; returns its seq."""
+        write = asyncio.ensure_future(
+            self.checkpointer.append(self.session_id, [summary], expected_head=head)
+        )
+        try:
+            return await asyncio.shield(write)
+        except asyncio.CancelledError:
+            # The append cannot be called back once issued: hold the session
+            # until its outcome is known, then let the cancellation through.
+            await asyncio.wait((write,))
+            if not write.cancelled():
+                write.exception()
+            raise
+
+
+def _boundary(clean: Sequence[int], messages: Sequence[Message]) -> int | None:
+    """`compaction_boundary` from what measurement has at hand: clean seqs and the fold."""
+    inside: set[int] = set()
+    for message in messages:
+        if len(message.seqs) > 1:
+            inside.update(range(message.seqs[0], message.seqs[-1]))
+    boundary = next((seq for seq in reversed(clean) if seq not in inside), None)
+    if boundary is None:
+        return None
+    if all(m.origin == "summary" for m in messages if m.seqs[-1] <= boundary):
+        return None
+    return boundary
+
+
+def _replace(messages: Sequence[Message], replaced: bytearray, summary: Message) -> list[Message]:
+    """FOLD-006 applied to a folded conversation: the summary where the first replaced message was."""
+    kept: list[Message] = []
+    position: int | None = None
+    for message, hit in zip(messages, replaced, strict=True):
+        if hit:
+            if position is None:
+                position = len(kept)
+        else:
+            kept.append(message)
+    kept.insert(position or 0, summary)
+    return kept
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -1,0 +1,170 @@
+"""Summarizers that need no model: deterministic, offline, for tests and for use without a network.
+
+`ExtractiveSummarizer` picks facts out of the conversation instead of
+paraphrasing it: the user's requests (the first line of each prompt), the
+files the tool calls named, what earlier summaries said, and a few counts.
+The same conversation and instructions always give the same text, and the text
+never grows past ``max_chars``, however long the conversation.
+
+It does not implement `TokenCounter`: compaction then counts tokens with
+`estimate_tokens` and reports them as ``estimated``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from typing import Final
+
+import msgspec
+
+from ..spec import Message, TextBlock, ToolResultBlock, ToolUseBlock
+
+__all__ = ["ExtractiveSummarizer"]
+
+PATH_KEYS: Final = ("path", "file_path", "filename", "file", "paths")
+"""Argument names under which a tool call is taken to name the files it touches."""
+
+_WORD = re.compile(r"\w{4,}")
+"""Words of the instructions that count when matching requests: four letters or more."""
+
+
+class ExtractiveSummarizer:
+    """A summary made of lines taken from the conversation.
+
+    The text has, in this order: one line of counts; ``Instructions:`` and the
+    first line of the instructions, when given; the files touched (sorted, at
+    most ``max_files`` named); the first line of each earlier summary; and the
+    user's requests, oldest first. Instructions also decide which requests are
+    kept when they do not all fit: those sharing a word of four letters or more
+    with the instructions (case-insensitively) come first, under their own
+    heading; then the most recent others. Every line is cut at ``line_chars``
+    characters and the whole at ``max_chars``; a last line says how many
+    requests were left out.
+    """
+
+    def __init__(
+        self, *, max_chars: int = 2000, line_chars: int = 160, max_files: int = 20
+    ) -> None:
+        for name, value, least in (
+            ("max_chars", max_chars, 200),
+            ("line_chars", line_chars, 20),
+            ("max_files", max_files, 0),
+        ):
+            if not isinstance(value, int) or isinstance(value, bool) or value < least:
+                raise ValueError(f"{name} must be an int of at least {least}, not {value!r}")
+        self.max_chars = max_chars
+        self.line_chars = line_chars
+        self.max_files = max_files
+
+    async def summarize(self, messages: Sequence[Message], instructions: str | None) -> str:
+        """The summary of ``messages`` (see the class docstring); `Summarizer` protocol."""
+        return self.extract(messages, instructions)
+
+    def extract(self, messages: Sequence[Message], instructions: str | None) -> str:
+        """The summary, computed synchronously."""
+        requests: list[str] = []
+        earlier: list[str] = []
+        files: set[str] = set()
+        tool_calls = errors = 0
+        for message in messages:
+            if message.origin == "prompt":
+                requests.append(self._first_line(message.blocks))
+            elif message.origin == "summary":
+                earlier.append(self._first_line(message.blocks))
+            for block in message.blocks:
+                if isinstance(block, ToolUseBlock):
+                    tool_calls += 1
+                    files.update(_paths(block.arguments))
+                elif isinstance(block, ToolResultBlock) and block.is_error:
+                    errors += 1
+
+        head = [
+            self._cut(
+                f"Summary of {len(messages)} messages: {len(requests)} requests, "
+                f"{tool_calls} tool calls ({errors} failed)."
+            )
+        ]
+        focus: set[str] = set()
+        if instructions is not None and instructions.strip():
+            first = instructions.strip().splitlines()[0]
+            head.append(self._cut(f"Instructions: {first}"))
+            focus = {word.casefold() for word in _WORD.findall(instructions)}
+        if files:
+            named = sorted(files)
+            more = len(named) - self.max_files
+            listed = ", ".join(named[: self.max_files]) + (f" and {more} more" if more > 0 else "")
+            head.append(self._cut(f"Files touched ({len(named)}): {listed}"))
+        head.extend(self._cut(f"Earlier summary: {line}") for line in earlier)
+
+        matching = [i for i, text in enumerate(requests) if focus and focus & _words(text)]
+        # Room for request lines, after the head, two headings and the left-out line.
+        reserve = len(
+            "Requests about the instructions:\nOther requests:\n(0000000 requests left out)"
+        )
+        room = max(0, self.max_chars - _length(head) - reserve)
+        chosen, taken = _latest_fitting(requests, matching, room)
+        unmatched = set(range(len(requests))) - set(matching)
+        recent, _ = _latest_fitting(requests, sorted(unmatched), room - taken)
+        chosen |= recent
+
+        body: list[str] = []
+        about = [f"- {requests[i]}" for i in matching if i in chosen]
+        rest = [f"- {requests[i]}" for i in sorted(recent)]
+        if about:
+            body += ["Requests about the instructions:", *about]
+        if rest:
+            body += ["Other requests:" if about else "Requests:", *rest]
+        if len(chosen) < len(requests):
+            body.append(f"({len(requests) - len(chosen)} requests left out)")
+        return "\n".join(head + body)[: self.max_chars]
+
+    def _first_line(self, blocks: Iterable[object]) -> str:
+        for block in blocks:
+            if isinstance(block, TextBlock) and block.text.strip():
+                return self._cut(block.text.strip().splitlines()[0])
+        return ""
+
+    def _cut(self, line: str) -> str:
+        return line if len(line) <= self.line_chars else line[: self.line_chars - 3] + "..."
+
+
+def _paths(arguments: str) -> list[str]:
+    """The file paths a tool call's JSON arguments name under one of `PATH_KEYS`."""
+    try:
+        decoded = msgspec.json.decode(arguments)
+    except msgspec.DecodeError:
+        return []
+    if not isinstance(decoded, dict):
+        return []
+    found: list[str] = []
+    for key in PATH_KEYS:
+        value = decoded.get(key)
+        if isinstance(value, str) and value:
+            found.append(value)
+        elif isinstance(value, list):
+            found += [v for v in value if isinstance(v, str) and v]
+    return found
+
+
+def _words(text: str) -> set[str]:
+    return {word.casefold() for word in _WORD.findall(text)}
+
+
+def _length(lines: Sequence[str]) -> int:
+    return sum(len(line) + 1 for line in lines)
+
+
+def _latest_fitting(
+    requests: Sequence[str], indexes: Sequence[int], room: int
+) -> tuple[set[int], int]:
+    """The most recent of ``indexes`` whose lines fit in ``room`` characters, and their length."""
+    chosen: set[int] = set()
+    used = 0
+    for i in reversed(indexes):
+        cost = len(requests[i]) + 3  # "- " and the newline
+        if used + cost > room:
+            break
+        chosen.add(i)
+        used += cost
+    return chosen, used
