@@ -239,6 +239,7 @@ class _Run:
         Every report is followed by a look at the cancel event, so a consumer
         that sets it on seeing a report stops the run before the next step.
         """
+        self.check_cancel()
         yield self.progress("measurement", "reading the log")
         self.check_cancel()
         events, clean = await self.read()
