@@ -48,23 +48,31 @@ import asyncio
 import bisect
 import contextlib
 import enum
-from collections.abc import AsyncGenerator, Sequence
+import gc
+from collections.abc import AsyncGenerator, Iterator, Sequence
 from typing import Final
 
 from ..spec import (
+    AssistantMessage,
+    BackgroundCompletion,
     Checkpointer,
     CheckpointError,
     CompactionPhase,
     CompactionProgress,
     CompactionStage,
+    FileSnapshot,
     Message,
+    RepairMessage,
+    RuntimeReminder,
     StoredEvent,
     Summarizer,
     Summary,
     TextBlock,
     TokenCounter,
     TokenCountKind,
-    ToolCallLedger,
+    ToolResult,
+    ToolStarted,
+    UserPrompt,
     estimate_tokens,
 )
 from ..spec import fold_model as fold
@@ -242,16 +250,17 @@ class _Run:
         self.check_cancel()
         yield self.progress("measurement", "reading the log")
         self.check_cancel()
-        events, clean = await self.read()
+        events = await self.read()
         if not events:
             raise CompactionError(
                 self.session_id, CompactionReason.UNKNOWN_SESSION, "the session has no events"
             )
         head = events[-1].seq
-        messages = fold(events)
+        with _gc_paused():
+            messages = fold(events)
+            boundary = _boundary(_clean_seqs(events), messages)
         self.token_count = "measured" if isinstance(self.summarizer, TokenCounter) else "estimated"
         self.tokens_before = self.count(messages)
-        boundary = _boundary(clean, messages)
         yield self.progress(
             "measurement",
             f"{len(events):,} events, {self.tokens_before:,} tokens ({self.token_count})",
@@ -266,19 +275,23 @@ class _Run:
             )
             return
 
-        covered = events[: bisect.bisect_right(events, boundary, key=lambda e: e.seq)]
-        total = len(covered)
+        seqs = [stored.seq for stored in events]
+        total = bisect.bisect_right(seqs, boundary)
         yield self.progress("archiving", f"archiving {total:,} events", completed=0, total=total)
         self.check_cancel()
-        owner = {seq: index for index, message in enumerate(messages) for seq in message.seqs}
+        # The messages wholly at or before the boundary are the archive (no
+        # message spans the boundary). An event counts as archived once the
+        # messages up to it are collected; invisible ones count with them.
         replaced = bytearray(len(messages))
-        step = max(1, -(-total // ARCHIVE_REPORTS))
-        for start in range(0, total, step):
-            for stored in covered[start : start + step]:
-                index = owner.get(stored.seq)
-                if index is not None:
+        step = max(1, -(-len(messages) // ARCHIVE_REPORTS))
+        reached = 0
+        for start in range(0, len(messages), step):
+            for index in range(start, min(start + step, len(messages))):
+                last = messages[index].seqs[-1]
+                if last <= boundary:
                     replaced[index] = 1
-            done = min(start + step, total)
+                    reached = max(reached, last)
+            done = total if start + step >= len(messages) else bisect.bisect_right(seqs, reached)
             yield self.progress(
                 "archiving", f"archived {done:,} of {total:,} events", completed=done, total=total
             )
@@ -335,18 +348,13 @@ class _Run:
             message=f"summary at seq {summary_seq} replaces seqs 1..{boundary}",
         )
 
-    async def read(self) -> tuple[list[StoredEvent], list[int]]:
-        """The whole log, and the seqs at which no tool call is open."""
+    async def read(self) -> list[StoredEvent]:
+        """The whole log, in one pass."""
         events: list[StoredEvent] = []
-        clean: list[int] = []
-        ledger = ToolCallLedger()
         stream = self.checkpointer.read(self.session_id)
         try:
             async for stored in stream:
                 events.append(stored)
-                ledger.feed(stored.event)
-                if not ledger.open_calls:
-                    clean.append(stored.seq)
                 if len(events) % _CANCEL_CHECK_EVERY == 0:
                     self.check_cancel()
         finally:
@@ -354,7 +362,7 @@ class _Run:
             aclose = getattr(stream, "aclose", None)
             if aclose is not None:
                 await aclose()
-        return events, clean
+        return events
 
     async def summarize(self, transcript: Sequence[Message]) -> object:
         """The summarizer's answer, or `_Cancelled` as soon as the cancel event is set."""
@@ -388,6 +396,67 @@ class _Run:
             if not write.cancelled():
                 write.exception()
             raise
+
+
+def _clean_seqs(events: Sequence[StoredEvent]) -> list[int]:
+    """The seqs at which no tool call is open: `ToolCallLedger`'s accounting, in one loop.
+
+    The ledger builds a tuple of the open calls after every event and tests
+    types with isinstance; this only asks whether a call is open, and compares
+    exact types first, which on a long log is a third of the cost. Instances of
+    subclasses take the isinstance path.
+    """
+    open_calls: set[str] = set()
+    clean: list[int] = []
+    for stored in events:
+        event = stored.event
+        if type(event) is ToolResult or type(event) is RepairMessage:
+            if event.tool_call_id is not None:
+                open_calls.discard(event.tool_call_id)
+        elif type(event) is AssistantMessage:
+            open_calls.update(call.id for call in event.tool_calls)
+        elif type(event) is ToolStarted:
+            open_calls.add(event.tool_call_id)
+        elif type(event) not in _NO_CALLS:
+            _account(open_calls, event)
+        if not open_calls:
+            clean.append(stored.seq)
+    return clean
+
+
+_NO_CALLS: Final = frozenset(
+    {UserPrompt, FileSnapshot, Summary, RuntimeReminder, BackgroundCompletion}
+)
+"""Event types that neither open nor finish a tool call."""
+
+
+def _account(open_calls: set[str], event: object) -> None:
+    """`ToolCallLedger.feed` on a set of open call ids."""
+    if isinstance(event, AssistantMessage):
+        open_calls.update(call.id for call in event.tool_calls)
+    elif isinstance(event, ToolStarted):
+        open_calls.add(event.tool_call_id)
+    elif isinstance(event, ToolResult | RepairMessage) and event.tool_call_id is not None:
+        open_calls.discard(event.tool_call_id)
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while a fold's worth of objects is built.
+
+    A fold of a long log creates tens of thousands of acyclic objects next to
+    the events already in memory; the collections they trigger would rescan
+    all of them again and again, which more than doubles the cost of the fold
+    (the backends pause it for bulk decoding for the same reason). Nothing
+    awaits inside, and the collector's previous state is restored.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _boundary(clean: Sequence[int], messages: Sequence[Message]) -> int | None:

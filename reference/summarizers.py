@@ -22,9 +22,6 @@ from ..spec import Message, TextBlock, ToolResultBlock, ToolUseBlock
 
 __all__ = ["ExtractiveSummarizer"]
 
-PATH_KEYS: Final = ("path", "file_path", "filename", "file", "paths")
-"""Argument names under which a tool call is taken to name the files it touches."""
-
 _WORD = re.compile(r"\w{4,}")
 """Words of the instructions that count when matching requests: four letters or more."""
 
@@ -68,16 +65,20 @@ class ExtractiveSummarizer:
         files: set[str] = set()
         tool_calls = errors = 0
         for message in messages:
-            if message.origin == "prompt":
+            origin = message.origin
+            if origin == "prompt":
                 requests.append(self._first_line(message.blocks))
-            elif message.origin == "summary":
+            elif origin == "assistant":
+                for block in message.blocks:
+                    if isinstance(block, ToolUseBlock):
+                        tool_calls += 1
+                        files.update(_paths(block.arguments))
+            elif origin == "tool_results":
+                errors += sum(
+                    1 for b in message.blocks if isinstance(b, ToolResultBlock) and b.is_error
+                )
+            elif origin == "summary":
                 earlier.append(self._first_line(message.blocks))
-            for block in message.blocks:
-                if isinstance(block, ToolUseBlock):
-                    tool_calls += 1
-                    files.update(_paths(block.arguments))
-                elif isinstance(block, ToolResultBlock) and block.is_error:
-                    errors += 1
 
         head = [
             self._cut(
@@ -121,25 +122,39 @@ class ExtractiveSummarizer:
 
     def _first_line(self, blocks: Iterable[object]) -> str:
         for block in blocks:
-            if isinstance(block, TextBlock) and block.text.strip():
-                return self._cut(block.text.strip().splitlines()[0])
+            if isinstance(block, TextBlock) and not block.text.isspace() and block.text:
+                # Only the first line is wanted: no need to split the whole text.
+                return self._cut(block.text.lstrip().partition("\n")[0].rstrip())
         return ""
 
     def _cut(self, line: str) -> str:
         return line if len(line) <= self.line_chars else line[: self.line_chars - 3] + "..."
 
 
+class _PathArguments(msgspec.Struct):
+    """The arguments of a tool call as far as files go; other fields are skipped unread."""
+
+    path: object = None
+    file_path: object = None
+    filename: object = None
+    file: object = None
+    paths: object = None
+
+
+PATH_KEYS: Final = _PathArguments.__struct_fields__
+"""Argument names under which a tool call is taken to name the files it touches."""
+
+_decode_paths = msgspec.json.Decoder(_PathArguments).decode
+
+
 def _paths(arguments: str) -> list[str]:
     """The file paths a tool call's JSON arguments name under one of `PATH_KEYS`."""
     try:
-        decoded = msgspec.json.decode(arguments)
-    except msgspec.DecodeError:
-        return []
-    if not isinstance(decoded, dict):
+        decoded = _decode_paths(arguments)
+    except msgspec.DecodeError:  # not JSON, or not an object
         return []
     found: list[str] = []
-    for key in PATH_KEYS:
-        value = decoded.get(key)
+    for value in (getattr(decoded, key) for key in PATH_KEYS):
         if isinstance(value, str) and value:
             found.append(value)
         elif isinstance(value, list):

@@ -22,6 +22,7 @@ from checkpointspec.reference.compaction import (
     ARCHIVE_REPORTS,
     CompactionError,
     CompactionReason,
+    _clean_seqs,
     compact,
 )
 from checkpointspec.reference.summarizers import ExtractiveSummarizer
@@ -43,6 +44,7 @@ from checkpointspec.spec import (
     TextBlock,
     TokenCounter,
     ToolCall,
+    ToolCallLedger,
     ToolResult,
     ToolStarted,
     UserPrompt,
@@ -795,6 +797,27 @@ def test_compact_001_003_the_summary_goes_where_the_oracle_says(events: list[Ses
         await cp.close()
 
     run(scenario())
+
+
+class LateResult(ToolResult, frozen=True):
+    """A subclass of an event type: compaction must account for it as its base."""
+
+
+@settings(max_examples=100, deadline=None)
+@given(logs(), st.data())
+def test_compact_001_clean_seqs_agree_with_the_ledger(
+    events: list[SessionEvent], data: st.DataObject
+) -> None:
+    call = data.draw(st.sampled_from(["a", "b", "c"]))
+    events = [*events, LateResult(call, "late"), *data.draw(logs())]
+    log = [StoredEvent(n, SID, n - 1 or None, "t", e) for n, e in enumerate(events, 1)]
+    ledger = ToolCallLedger()
+    expected = []
+    for stored in log:
+        ledger.feed(stored.event)
+        if not ledger.open_calls:
+            expected.append(stored.seq)
+    assert _clean_seqs(log) == expected
 
 
 # -- the SQLite backend --------------------------------------------------------------------
