@@ -49,6 +49,7 @@ import bisect
 import contextlib
 import enum
 import gc
+import itertools
 from collections.abc import AsyncGenerator, Iterator, Sequence
 from typing import Final
 
@@ -83,9 +84,6 @@ __all__ = ["CompactionError", "CompactionReason", "compact"]
 
 ARCHIVE_REPORTS: Final = 8
 """How many reports archiving makes after its first, however long the log."""
-
-_CANCEL_CHECK_EVERY: Final = 4096
-"""While reading, the cancel event is looked at once per this many events."""
 
 
 class CompactionReason(enum.StrEnum):
@@ -255,17 +253,21 @@ class _Run:
             raise CompactionError(
                 self.session_id, CompactionReason.UNKNOWN_SESSION, "the session has no events"
             )
-        head = events[-1].seq
         with _gc_paused():
             messages = fold(events)
             boundary = _boundary(_clean_seqs(events), messages)
+            seqs = [stored.seq for stored in events]
+            # From here on the fold is all that is needed: freeing the events
+            # now spares the collector from scanning them again and again.
+            del events
+        head = seqs[-1]
         self.token_count = "measured" if isinstance(self.summarizer, TokenCounter) else "estimated"
         self.tokens_before = self.count(messages)
         yield self.progress(
             "measurement",
-            f"{len(events):,} events, {self.tokens_before:,} tokens ({self.token_count})",
-            completed=len(events),
-            total=len(events),
+            f"{len(seqs):,} events, {self.tokens_before:,} tokens ({self.token_count})",
+            completed=len(seqs),
+            total=len(seqs),
         )
         self.check_cancel()
         if boundary is None:
@@ -275,29 +277,28 @@ class _Run:
             )
             return
 
-        seqs = [stored.seq for stored in events]
         total = bisect.bisect_right(seqs, boundary)
         yield self.progress("archiving", f"archiving {total:,} events", completed=0, total=total)
         self.check_cancel()
         # The messages wholly at or before the boundary are the archive (no
         # message spans the boundary). An event counts as archived once the
         # messages up to it are collected; invisible ones count with them.
-        replaced = bytearray(len(messages))
+        lasts = [message.seqs[-1] for message in messages]
+        replaced: list[bool] = []
         step = max(1, -(-len(messages) // ARCHIVE_REPORTS))
         reached = 0
         for start in range(0, len(messages), step):
-            for index in range(start, min(start + step, len(messages))):
-                last = messages[index].seqs[-1]
-                if last <= boundary:
-                    replaced[index] = 1
-                    reached = max(reached, last)
-            done = total if start + step >= len(messages) else bisect.bisect_right(seqs, reached)
+            chunk = lasts[start : start + step]
+            hits = [last <= boundary for last in chunk]
+            replaced += hits
+            reached = max(reached, max(itertools.compress(chunk, hits), default=0))
+            done = total if len(replaced) == len(messages) else bisect.bisect_right(seqs, reached)
             yield self.progress(
                 "archiving", f"archived {done:,} of {total:,} events", completed=done, total=total
             )
             self.check_cancel()
 
-        transcript = [m for m, hit in zip(messages, replaced, strict=True) if hit]
+        transcript = list(itertools.compress(messages, replaced))
         yield self.progress(
             "normalization",
             f"{len(transcript):,} messages to summarise",
@@ -350,19 +351,14 @@ class _Run:
 
     async def read(self) -> list[StoredEvent]:
         """The whole log, in one pass."""
-        events: list[StoredEvent] = []
         stream = self.checkpointer.read(self.session_id)
         try:
-            async for stored in stream:
-                events.append(stored)
-                if len(events) % _CANCEL_CHECK_EVERY == 0:
-                    self.check_cancel()
+            return [stored async for stored in stream]
         finally:
             # A backend's read may hold a cursor or a file until its iterator is closed.
             aclose = getattr(stream, "aclose", None)
             if aclose is not None:
                 await aclose()
-        return events
 
     async def summarize(self, transcript: Sequence[Message]) -> object:
         """The summarizer's answer, or `_Cancelled` as soon as the cancel event is set."""
@@ -473,17 +469,11 @@ def _boundary(clean: Sequence[int], messages: Sequence[Message]) -> int | None:
     return boundary
 
 
-def _replace(messages: Sequence[Message], replaced: bytearray, summary: Message) -> list[Message]:
-    """FOLD-006 applied to a folded conversation: the summary where the first replaced message was."""
-    kept: list[Message] = []
-    position: int | None = None
-    for message, hit in zip(messages, replaced, strict=True):
-        if hit:
-            if position is None:
-                position = len(kept)
-        else:
-            kept.append(message)
-    kept.insert(position or 0, summary)
+def _replace(messages: Sequence[Message], replaced: list[bool], summary: Message) -> list[Message]:
+    """FOLD-006 on a folded conversation: the summary where the first replaced message was."""
+    position = replaced.index(True) if True in replaced else 0
+    kept = list(itertools.compress(messages, [not hit for hit in replaced]))
+    kept.insert(position, summary)  # the messages before the first replaced one are all kept
     return kept
 
 

@@ -13,7 +13,7 @@ It does not implement `TokenCounter`: compaction then counts tokens with
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Final
 
 import msgspec
@@ -60,29 +60,29 @@ class ExtractiveSummarizer:
 
     def extract(self, messages: Sequence[Message], instructions: str | None) -> str:
         """The summary, computed synchronously."""
-        requests: list[str] = []
+        prompts: list[Message] = []
         earlier: list[str] = []
         files: set[str] = set()
         tool_calls = errors = 0
         for message in messages:
             origin = message.origin
             if origin == "prompt":
-                requests.append(self._first_line(message.blocks))
+                prompts.append(message)
             elif origin == "assistant":
                 for block in message.blocks:
                     if isinstance(block, ToolUseBlock):
                         tool_calls += 1
-                        files.update(_paths(block.arguments))
+                        _add_paths(files, block.arguments)
             elif origin == "tool_results":
-                errors += sum(
-                    1 for b in message.blocks if isinstance(b, ToolResultBlock) and b.is_error
-                )
+                for block in message.blocks:
+                    if isinstance(block, ToolResultBlock) and block.is_error:
+                        errors += 1
             elif origin == "summary":
                 earlier.append(self._first_line(message.blocks))
 
         head = [
             self._cut(
-                f"Summary of {len(messages)} messages: {len(requests)} requests, "
+                f"Summary of {len(messages)} messages: {len(prompts)} requests, "
                 f"{tool_calls} tool calls ({errors} failed)."
             )
         ]
@@ -98,26 +98,37 @@ class ExtractiveSummarizer:
             head.append(self._cut(f"Files touched ({len(named)}): {listed}"))
         head.extend(self._cut(f"Earlier summary: {line}") for line in earlier)
 
-        matching = [i for i, text in enumerate(requests) if focus and focus & _words(text)]
+        # First lines are taken only of the requests that are looked at: without
+        # instructions, the few most recent that fit.
+        lines: dict[int, str] = {}
+
+        def request(i: int) -> str:
+            if i not in lines:
+                lines[i] = self._first_line(prompts[i].blocks)
+            return lines[i]
+
+        matching = [i for i in range(len(prompts)) if focus & _words(request(i))] if focus else []
         # Room for request lines, after the head, two headings and the left-out line.
         reserve = len(
             "Requests about the instructions:\nOther requests:\n(0000000 requests left out)"
         )
         room = max(0, self.max_chars - _length(head) - reserve)
-        chosen, taken = _latest_fitting(requests, matching, room)
-        unmatched = set(range(len(requests))) - set(matching)
-        recent, _ = _latest_fitting(requests, sorted(unmatched), room - taken)
+        chosen, taken = _latest_fitting(request, matching, room)
+        unmatched: Sequence[int] = range(len(prompts))
+        if matching:
+            unmatched = sorted(set(unmatched) - set(matching))
+        recent, _ = _latest_fitting(request, unmatched, room - taken)
         chosen |= recent
 
         body: list[str] = []
-        about = [f"- {requests[i]}" for i in matching if i in chosen]
-        rest = [f"- {requests[i]}" for i in sorted(recent)]
+        about = [f"- {request(i)}" for i in matching if i in chosen]
+        rest = [f"- {request(i)}" for i in sorted(recent)]
         if about:
             body += ["Requests about the instructions:", *about]
         if rest:
             body += ["Other requests:" if about else "Requests:", *rest]
-        if len(chosen) < len(requests):
-            body.append(f"({len(requests) - len(chosen)} requests left out)")
+        if len(chosen) < len(prompts):
+            body.append(f"({len(prompts) - len(chosen)} requests left out)")
         return "\n".join(head + body)[: self.max_chars]
 
     def _first_line(self, blocks: Iterable[object]) -> str:
@@ -147,19 +158,20 @@ PATH_KEYS: Final = _PathArguments.__struct_fields__
 _decode_paths = msgspec.json.Decoder(_PathArguments).decode
 
 
-def _paths(arguments: str) -> list[str]:
-    """The file paths a tool call's JSON arguments name under one of `PATH_KEYS`."""
+def _add_paths(files: set[str], arguments: str) -> None:
+    """Add the file paths a tool call's JSON arguments name under one of `PATH_KEYS`."""
     try:
         decoded = _decode_paths(arguments)
     except msgspec.DecodeError:  # not JSON, or not an object
-        return []
-    found: list[str] = []
-    for value in (getattr(decoded, key) for key in PATH_KEYS):
-        if isinstance(value, str) and value:
-            found.append(value)
+        return
+    for value in (decoded.path, decoded.file_path, decoded.filename, decoded.file, decoded.paths):
+        if value is None:
+            continue
+        if isinstance(value, str):
+            if value:
+                files.add(value)
         elif isinstance(value, list):
-            found += [v for v in value if isinstance(v, str) and v]
-    return found
+            files.update(v for v in value if isinstance(v, str) and v)
 
 
 def _words(text: str) -> set[str]:
@@ -171,13 +183,13 @@ def _length(lines: Sequence[str]) -> int:
 
 
 def _latest_fitting(
-    requests: Sequence[str], indexes: Sequence[int], room: int
+    request: Callable[[int], str], indexes: Sequence[int], room: int
 ) -> tuple[set[int], int]:
     """The most recent of ``indexes`` whose lines fit in ``room`` characters, and their length."""
     chosen: set[int] = set()
     used = 0
     for i in reversed(indexes):
-        cost = len(requests[i]) + 3  # "- " and the newline
+        cost = len(request(i)) + 3  # "- " and the newline
         if used + cost > room:
             break
         chosen.add(i)

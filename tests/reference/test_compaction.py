@@ -888,15 +888,16 @@ def test_extractive_summary_reads_paths_from_tool_arguments() -> None:
 
     events = [
         call('{"file_path": "b.py"}'),
-        call('{"paths": ["c.py", 3, "a.py"]}'),
+        call('{"paths": ["c.py", 3, "a.py"], "path": ""}'),
+        call('{"filename": "d.py", "file": "e.py", "other": "f.py"}'),
         call("not json"),
         call('["path"]'),
         ToolResult("c", "failed", is_error=True),
     ]
     lines = summarise(events).splitlines()
     assert lines == [
-        "Summary of 5 messages: 0 requests, 4 tool calls (1 failed).",
-        "Files touched (3): a.py, b.py, c.py",
+        "Summary of 6 messages: 0 requests, 5 tool calls (1 failed).",
+        "Files touched (5): a.py, b.py, c.py, d.py, e.py",
     ]
 
 
