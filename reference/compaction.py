@@ -9,8 +9,9 @@ the log exactly as it was (COMPACT-004). The stages, in the order of `STAGES`:
   the boundary (the same answer as `compaction_boundary`, the oracle) and
   count the conversation's tokens: with the summarizer's own `TokenCounter`
   when it has one (``measured``), else `estimate_tokens` (``estimated``);
-- *archiving*: walk the events up to the boundary and collect the folded
-  messages they belong to, the messages the summary replaces;
+- *archiving*: collect the folded messages that lie wholly at or before the
+  boundary, the messages the summary replaces, counting the events up to the
+  boundary as they are covered;
 - *normalization*: those messages, in conversation order, are the transcript
   handed to the summarizer;
 - *summarization*: ``await summarizer.summarize(transcript, instructions)``;
@@ -80,7 +81,7 @@ from ..spec import fold_model as fold
 from ..spec.validation import check_session_id
 from .maintenance import maintenance
 
-__all__ = ["CompactionError", "CompactionReason", "compact"]
+__all__ = ["ARCHIVE_REPORTS", "CompactionError", "CompactionReason", "compact"]
 
 ARCHIVE_REPORTS: Final = 8
 """How many reports archiving makes after its first, however long the log."""
