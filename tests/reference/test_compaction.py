@@ -10,6 +10,7 @@ start with the rule id they check.
 from __future__ import annotations
 
 import asyncio
+import pickle
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -427,6 +428,13 @@ def test_an_unknown_session_is_an_error(opener: Opener) -> None:
         await cp.close()
 
     run(scenario())
+
+
+def test_a_compaction_error_pickles_with_its_attributes() -> None:
+    error = CompactionError("s", CompactionReason.UNKNOWN_SESSION, "no events")
+    copy = pickle.loads(pickle.dumps(error))
+    assert (type(copy), copy.args) == (CompactionError, error.args)
+    assert (copy.session_id, copy.reason_code, copy.detail) == ("s", "unknown_session", "no events")
 
 
 @pytest.mark.parametrize("session_id", ["", "a\x00b", 7])
