@@ -77,8 +77,8 @@ from ..spec import (
     UserPrompt,
     estimate_tokens,
 )
-from ..spec import fold_model as fold
 from ..spec.validation import check_session_id
+from .fold import fold
 from .maintenance import maintenance
 
 __all__ = ["ARCHIVE_REPORTS", "CompactionError", "CompactionReason", "compact"]
