@@ -27,16 +27,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import os
 import secrets
 import stat
-from collections.abc import Awaitable, Callable
-from typing import Any, Final, Self
+from typing import Final, Self
 
 from ..backends.fsport import HookedFileSystem, OsFileSystem
 from ..spec import (
     DEFAULT_SNAPSHOT_LIMIT,
+    RESERVED_DIR,
     Checkpointer,
     FileSnapshot,
     FileSystem,
@@ -48,13 +47,6 @@ from ..spec import (
 )
 
 __all__ = ["RESERVED_DIR", "Workspace"]
-
-RESERVED_DIR: Final = ".checkpointspec"
-"""The top-level workspace folder the session layer keeps for itself (the restore journal).
-
-Tools cannot write or delete anything in it. It is compared case-insensitively,
-because on a case-insensitive file system ``.CheckpointSpec`` is the same folder.
-"""
 
 _READ_CHUNK: Final = 1 << 20
 
@@ -72,7 +64,7 @@ def _unsafe(path: object, reason: str) -> InvalidArgumentError:
 
 def _not_a_file(path: str, what: str) -> InvalidArgumentError:
     return InvalidArgumentError(
-        "path", f"{path!r} is {what}, not a file", ReasonCode.NO_SUCH_FILE, "SNAP-001"
+        "path", f"{path!r} is {what}, not a file", ReasonCode.NOT_A_FILE, "SNAP-001"
     )
 
 
@@ -132,7 +124,9 @@ class Workspace:
         root: str | os.PathLike[str],
         checkpointer: Checkpointer,
         session_id: str,
-        **kw: Any,
+        *,
+        snapshot_limit: int = DEFAULT_SNAPSHOT_LIMIT,
+        fs: FileSystem | None = None,
     ) -> Self:
         """A workspace ready for use: an interrupted restore of it is finished or undone first.
 
@@ -141,11 +135,10 @@ class Workspace:
         from after any restore that was killed half way (RESTORE-006). Takes the
         keyword arguments of `Workspace`.
         """
-        workspace = cls(root, checkpointer, session_id, **kw)
-        # Imported here: restore builds on this module, and a workspace without a
-        # journal to recover is usable before the restore module exists.
-        restore = importlib.import_module(f"{__package__}.restore")
-        recover: Callable[..., Awaitable[object]] = restore.recover
+        workspace = cls(root, checkpointer, session_id, snapshot_limit=snapshot_limit, fs=fs)
+        # Imported here: restore builds on this module.
+        from .restore import recover
+
         await recover(checkpointer, workspace.session_id, workspace, fs=workspace.fs)
         return workspace
 

@@ -4,7 +4,14 @@ Pure: imports only the standard library and msgspec, performs no I/O.
 """
 
 from .capabilities import CAPABILITY_REASONS, Capability
-from .checkpoints import Checkpoint, UnavailableFile, UnavailableReason, checkpoints_model
+from .checkpoints import (
+    Checkpoint,
+    UnavailableFile,
+    UnavailableReason,
+    checkpoints_model,
+    snapshot_key,
+    snapshot_problem,
+)
 from .codec import Codec
 from .compaction import (
     STAGES,
@@ -76,6 +83,7 @@ from .rules import RULES, RULES_BY_ID, Rule, Strength, rule
 from .snapshots import (
     ABSENT_HASH,
     DEFAULT_SNAPSHOT_LIMIT,
+    RESERVED_DIR,
     SnapshotContentError,
     canonical_path,
     content_hash,
@@ -103,6 +111,7 @@ __all__ = [
     "DEFAULT_SNAPSHOT_LIMIT",
     "EVENT_TYPES",
     "MAX_SESSION_ID_LENGTH",
+    "RESERVED_DIR",
     "RULES",
     "RULES_BY_ID",
     "STAGES",
@@ -194,5 +203,7 @@ __all__ = [
     "plan_restore",
     "rule",
     "snapshot_content",
+    "snapshot_key",
+    "snapshot_problem",
     "summary_coverage",
 ]

@@ -80,6 +80,8 @@ class ReasonCode(enum.StrEnum):
     ``..`` or resolves through a symlink outside the workspace root (SNAP-003)."""
     NO_SUCH_FILE = "no_such_file"
     """A workspace delete of a path that does not exist (SNAP-001)."""
+    NOT_A_FILE = "not_a_file"
+    """A workspace path that names a directory, FIFO, socket or device (SNAP-001)."""
     BEYOND_HEAD = "beyond_head"
     """A truncate ``to_seq`` greater than the session's head (TRUNC-002)."""
     UNKNOWN_OPTION = "unknown_option"

@@ -553,9 +553,10 @@ RULES: Final[tuple[Rule, ...]] = (
         _M,
         None,
         "Paths stay inside the workspace",
-        "Workspace refuses an absolute path, a '..' component, NUL, an empty path "
-        "and a path resolving through a symlink outside its root with "
-        "InvalidArgumentError (unsafe_path), recording and writing nothing.",
+        "Workspace refuses an absolute path, a '..' component, NUL, an empty path, "
+        "a path in the reserved .checkpointspec/ folder and a path resolving "
+        "through a symlink outside its root with InvalidArgumentError "
+        "(unsafe_path), recording and writing nothing.",
     ),
     Rule(
         "SNAP-004",

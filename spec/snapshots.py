@@ -29,6 +29,7 @@ from .events import FileEncoding, FileSnapshot
 __all__ = [
     "ABSENT_HASH",
     "DEFAULT_SNAPSHOT_LIMIT",
+    "RESERVED_DIR",
     "SnapshotContentError",
     "canonical_path",
     "content_hash",
@@ -40,6 +41,14 @@ __all__ = [
 ABSENT_HASH: Final = "absent"
 """``hash_after`` of a snapshot whose tool deleted the file."""
 
+RESERVED_DIR: Final = ".checkpointspec"
+"""The top-level workspace folder the session layer keeps for itself (the restore journal).
+
+No snapshot may name a file in it, so no restore can write there. It is compared
+case-insensitively: on a case-insensitive file system ``.CheckpointSpec`` is the
+same folder.
+"""
+
 DEFAULT_SNAPSHOT_LIMIT: Final = 1 << 20
 """The default size cap, in bytes, above which a snapshot keeps no content (1 MiB)."""
 
@@ -47,9 +56,9 @@ DEFAULT_SNAPSHOT_LIMIT: Final = 1 << 20
 def canonical_path(path: str) -> str:
     """``path`` as a snapshot records it, or `InvalidArgumentError` (reason ``unsafe_path``).
 
-    Refused: a non-str, an empty path, NUL, an absolute path, and any ``..``
+    Refused: a non-str, an empty path, NUL, an absolute path, any ``..``
     component (even one that would stay inside the root: a path names a file
-    one way only). Empty and ``.`` components are dropped, so ``a//./b`` is
+    one way only) and a path inside `RESERVED_DIR`. Empty and ``.`` components are dropped, so ``a//./b`` is
     recorded as ``a/b``.
     """
     if not isinstance(path, str):
@@ -63,6 +72,8 @@ def canonical_path(path: str) -> str:
         raise _unsafe(f"{path!r} climbs out with '..'")
     if not parts:
         raise _unsafe(f"{path!r} names no file")
+    if parts[0].casefold() == RESERVED_DIR:
+        raise _unsafe(f"{path!r} is in {RESERVED_DIR}/, which the session layer keeps for itself")
     try:
         path.encode("utf-8")
     except UnicodeEncodeError:

@@ -190,7 +190,7 @@ def test_snap_001_a_directory_or_a_fifo_is_not_a_file(backend: Any, root: Path, 
         for attempt in (ws.write(kind, "x"), ws.delete(kind)):
             with pytest.raises(InvalidArgumentError) as refused:
                 await attempt
-            assert refused.value.reason_code is ReasonCode.NO_SUCH_FILE
+            assert refused.value.reason_code is ReasonCode.NOT_A_FILE
         with pytest.raises(InvalidArgumentError):
             ws.read(kind)
         assert await log(cp) == []

@@ -205,6 +205,7 @@ def test_the_argument_reason_codes_are_the_documented_ones() -> None:
         "not_utf8",
         "unsafe_path",
         "no_such_file",
+        "not_a_file",
         "negative",
         "not_a_sequence",
         "not_an_event",

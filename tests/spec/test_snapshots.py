@@ -59,6 +59,9 @@ def test_snap_003_paths_are_recorded_canonical(given: str, canonical: str) -> No
         "a/b/../../c",
         "nul\x00",
         "\udc80",
+        ".checkpointspec/journal",
+        "./.CheckpointSpec/x",
+        ".checkpointspec",
     ],
 )
 def test_snap_003_unsafe_paths_are_refused(path: str) -> None:
