@@ -1,0 +1,237 @@
+"""The restore intent journal: what a restore is about to do, durable before it does it.
+
+A restore changes several workspace files and then truncates the log. A crash
+in between would leave a mix, so before touching the first file `restore`
+writes one journal per session under ``<workspace root>/.checkpointspec/``
+holding everything needed to finish or undo the restore without the process
+that started it:
+
+- the session, the target ``seq`` and the head the preflight saw;
+- the target prompt as stored (its ``ts`` and encoded event). The truncate is
+  the commit point: while that prompt is still at ``seq`` the restore did not
+  commit and is rolled back; once it is gone, it did and is rolled forward;
+- whether the log was to be truncated at all (a files-only restore has no
+  commit point and is always rolled back);
+- per file: where it lives, its before-image (content, or absent) and its
+  after-image.
+
+The file is written to a temporary name, fsynced, renamed into place and its
+directory fsynced, so after any crash it is either absent or whole. It carries
+a SHA-256 of its body all the same: a journal that fails it was damaged after
+the fact, and `read_journal` raises `JournalCorruptError` instead of guessing
+which way to go.
+
+Every byte goes through a `checkpointspec.spec.FileSystem`, so the kit's
+power-loss disk can run it. This module knows nothing about checkpointers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import posixpath
+from typing import Final
+
+import msgspec
+
+from ..spec import CorruptStoreError, FileSystem
+
+__all__ = [
+    "JOURNAL_DIR",
+    "Journal",
+    "JournalCorruptError",
+    "JournalFile",
+    "decode_journal",
+    "encode_journal",
+    "ensure_dir",
+    "journal_path",
+    "read_file",
+    "read_journal",
+    "remove_journal",
+    "temp_path",
+    "write_file",
+    "write_journal",
+]
+
+JOURNAL_DIR: Final = ".checkpointspec"
+"""The folder of a workspace that belongs to the session layer (never restored into)."""
+
+_MAGIC: Final = b"checkpointspec restore journal 1\n"
+_DIGEST_LEN: Final = 64
+_CHUNK: Final = 1 << 20
+
+
+class JournalCorruptError(CorruptStoreError):
+    """A restore journal is damaged (bad magic or checksum, undecodable body).
+
+    Nothing was changed: recovery stops rather than guess whether to roll the
+    restore back or forward. ``location`` is the journal's path.
+    """
+
+
+class JournalFile(msgspec.Struct, frozen=True):
+    """One file a restore changes.
+
+    ``path`` is the snapshot's canonical path (what the result reports),
+    ``target`` the file's path relative to the workspace root after resolving
+    symlinks inside the root (what is written). None for an image means no file.
+    """
+
+    path: str
+    target: str
+    before: bytes | None
+    after: bytes | None
+
+
+class Journal(msgspec.Struct, frozen=True):
+    """The intent of one restore; see the module docstring."""
+
+    session_id: str
+    seq: int
+    expected_head: int
+    conversation: bool
+    prompt_ts: str
+    prompt_event: bytes
+    files: tuple[JournalFile, ...]
+
+
+_encoder = msgspec.msgpack.Encoder()
+_decoder = msgspec.msgpack.Decoder(Journal)
+
+
+def journal_path(root: str, session_id: str) -> str:
+    """Where the journal of ``session_id`` lives under the workspace ``root``.
+
+    The name is a hash of the session id: any id maps to a safe file name, and
+    distinct ids to distinct names.
+    """
+    name = hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()
+    return os.path.join(root, JOURNAL_DIR, f"restore-{name}.journal")
+
+
+def temp_path(path: str) -> str:
+    """The temporary name a file is written under before it is renamed to ``path``.
+
+    Fixed per path (the session is held while restoring), so recovery can find
+    and remove one a crash left behind.
+    """
+    head, tail = os.path.split(path)
+    return os.path.join(head, f".{tail}.checkpointspec-tmp")
+
+
+def encode_journal(journal: Journal) -> bytes:
+    """The journal's bytes: magic line, SHA-256 of the body in hex, newline, msgpack body."""
+    body = _encoder.encode(journal)
+    return _MAGIC + hashlib.sha256(body).hexdigest().encode("ascii") + b"\n" + body
+
+
+def decode_journal(data: bytes, location: str) -> Journal:
+    """Parse `encode_journal`'s bytes; `JournalCorruptError` when they are damaged."""
+
+    def corrupt(detail: str) -> JournalCorruptError:
+        return JournalCorruptError(None, location, detail)
+
+    if not data.startswith(_MAGIC):
+        raise corrupt("not a restore journal (bad magic line)")
+    start = len(_MAGIC)
+    digest, newline = data[start : start + _DIGEST_LEN], data[start + _DIGEST_LEN : start + 65]
+    body = data[start + _DIGEST_LEN + 1 :]
+    if newline != b"\n" or hashlib.sha256(body).hexdigest().encode("ascii") != digest:
+        raise corrupt("checksum mismatch")
+    try:
+        return _decoder.decode(body)
+    except msgspec.DecodeError as exc:
+        raise corrupt(f"undecodable body: {exc}") from None
+
+
+def read_file(fs: FileSystem, path: str) -> bytes | None:
+    """The whole content of ``path``, or None when there is no file."""
+    if fs.stat(path) is None:
+        return None
+    try:
+        fd = fs.open(path)
+    except FileNotFoundError:
+        return None
+    try:
+        parts = []
+        offset = 0
+        while chunk := fs.read(fd, _CHUNK, offset):
+            parts.append(chunk)
+            offset += len(chunk)
+        return b"".join(parts)
+    finally:
+        fs.close(fd)
+
+
+def write_file(fs: FileSystem, path: str, data: bytes) -> None:
+    """Write ``data`` to the temporary name of ``path``, fsync it and rename it over ``path``.
+
+    The directory is not fsynced here: callers fsync each directory once after
+    a batch of renames.
+    """
+    tmp = temp_path(path)
+    fd = fs.open(tmp, create=True, truncate=True)
+    try:
+        if data:
+            fs.write(fd, data, 0)
+        fs.fsync(fd)
+    finally:
+        fs.close(fd)
+    fs.rename(tmp, path)
+
+
+def ensure_dir(fs: FileSystem, root: str, rel_dir: str) -> None:
+    """Create ``rel_dir`` under ``root`` with its missing parents, each made durable."""
+    missing = []
+    here = rel_dir
+    while here and fs.stat(os.path.join(root, here)) is None:
+        missing.append(here)
+        here = posixpath.dirname(here)
+    for rel in reversed(missing):
+        fs.mkdir(os.path.join(root, rel))
+        fs.fsync_dir(os.path.join(root, posixpath.dirname(rel)))
+
+
+def write_journal(fs: FileSystem, root: str, journal: Journal) -> None:
+    """Make ``journal`` durable under ``root`` (temporary file, fsync, rename, fsync dir)."""
+    ensure_dir(fs, root, JOURNAL_DIR)
+    path = journal_path(root, journal.session_id)
+    write_file(fs, path, encode_journal(journal))
+    fs.fsync_dir(os.path.dirname(path))
+
+
+def read_journal(fs: FileSystem, root: str, session_id: str) -> Journal | None:
+    """The pending journal of ``session_id``, or None; `JournalCorruptError` when damaged.
+
+    A temporary journal left by a crash before its rename was never in effect
+    and is removed.
+    """
+    path = journal_path(root, session_id)
+    tmp = temp_path(path)
+    if fs.stat(tmp) is not None:
+        fs.unlink(tmp)
+        fs.fsync_dir(os.path.dirname(path))
+    data = read_file(fs, path)
+    if data is None:
+        return None
+    journal = decode_journal(data, path)
+    if journal.session_id != session_id:
+        raise JournalCorruptError(
+            session_id, path, f"journal is for session {journal.session_id!r}"
+        )
+    return journal
+
+
+def remove_journal(fs: FileSystem, root: str, session_id: str) -> None:
+    """Remove the journal of ``session_id`` (and a temporary one) durably, if there is one.
+
+    From then on the restore is over.
+    """
+    path = journal_path(root, session_id)
+    removed = False
+    for name in (temp_path(path), path):
+        if fs.stat(name) is not None:
+            fs.unlink(name)
+            removed = True
+    if removed:
+        fs.fsync_dir(os.path.dirname(path))

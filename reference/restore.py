@@ -1,0 +1,582 @@
+"""Restore: roll a session's files and log back to just before a prompt (RESTORE rules).
+
+`restore` is the preflight oracle `checkpointspec.spec.restoration.plan_restore`
+made real. In order:
+
+1. hold the session (`maintenance`) and `recover` a restore a crash left
+   unfinished;
+2. read the whole log, then the current content of every file the restore
+   involves, through the `FileSystem` port. A path that resolves through a
+   symlink outside the workspace, or into its reserved ``.checkpointspec/``
+   folder, is unsafe (``unsafe_path``), checked with the path's other problems;
+3. preflight with `plan_restore`: the refusal it raises is the one raised,
+   before anything is touched (RESTORE-002, RESTORE-003);
+4. apply: write the intent journal (`checkpointspec.reference.journal`), put
+   each file back (temporary file, fsync, rename; deletions unlink), fsync the
+   directories, truncate the log with ``expected_head`` — the commit point —
+   and remove the journal.
+
+A failure in the process (a write raising ``OSError``, a truncate conflict, the
+``cancel`` event set before a file or before the truncate) puts back every file
+already written from the journal's before-images and raises `RestoreError`
+(``apply_failed``, ``log_changed``, ``cancelled``) chained from its cause
+(RESTORE-005). A process that dies instead (SIGKILL, power loss, or any
+``BaseException`` that is not an ``Exception``) leaves the journal, and the next
+`recover` — which `restore` and ``Workspace.open`` run first — rolls the restore
+back, or forward when the truncate had happened (RESTORE-006).
+
+What restore can undo is what the snapshots recorded: file-tool changes. Shell
+commands and other side effects are out of its reach.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import os
+import posixpath
+from collections.abc import Callable, Sequence
+from typing import Final, Literal, Protocol, TypeAlias
+
+import msgspec
+
+from ..backends.fsport import OsFileSystem
+from ..spec import (
+    Capability,
+    CheckpointConflictError,
+    Checkpointer,
+    FileSnapshot,
+    FileSystem,
+    InvalidArgumentError,
+    RestoreError,
+    RestoreReason,
+    SessionLockedError,
+    StoredEvent,
+    UnsupportedOperationError,
+    canonical_path,
+    encode_event,
+)
+from ..spec.checkpoints import snapshot_key
+from ..spec.restoration import RestorePlan, plan_restore
+from .journal import (
+    JOURNAL_DIR,
+    Journal,
+    JournalFile,
+    ensure_dir,
+    read_file,
+    read_journal,
+    remove_journal,
+    temp_path,
+    write_file,
+    write_journal,
+)
+from .maintenance import maintenance
+
+__all__ = [
+    "FAULT_POINTS",
+    "RecoveryOutcome",
+    "RestorePhase",
+    "RestoreProgress",
+    "RestoreResult",
+    "recover",
+    "restore",
+]
+
+FAULT_POINTS: Final = (
+    "restore.journal_written",
+    "restore.file_written",
+    "restore.files_written",
+    "restore.log_truncated",
+    "restore.journal_removed",
+)
+"""The points at which `restore` calls its ``fault_hook`` (``file_written`` once per file)."""
+
+RestorePhase: TypeAlias = Literal["start", "progress", "done", "error"]
+
+
+class RestoreProgress(msgspec.Struct, frozen=True):
+    """One report of a running restore (RESTORE-007).
+
+    ``start`` comes first, once the preflight has decided (``total`` files to
+    put back, 0 for a refusal); then one ``progress`` per file put back, with
+    ``completed`` of ``total`` and its ``path``; last ``done``, or ``error``
+    with the failure in one line in ``error``.
+    """
+
+    phase: RestorePhase
+    completed: int = 0
+    total: int = 0
+    path: str | None = None
+    error: str | None = None
+
+
+class RestoreResult(msgspec.Struct, frozen=True):
+    """What a restore did: the files put back (path order), whether the log was
+    truncated, and the files restored without an out-of-band check (their
+    latest snapshot has no ``hash_after``)."""
+
+    restored_files: tuple[str, ...]
+    conversation_restored: bool
+    unchecked_files: tuple[str, ...] = ()
+
+
+class RecoveryOutcome(enum.StrEnum):
+    """What `recover` did with the journal it found."""
+
+    NOTHING = "nothing"
+    """No restore was pending."""
+    ROLLED_BACK = "rolled_back"
+    """The restore had not committed: files are as before it, the log untouched."""
+    ROLLED_FORWARD = "rolled_forward"
+    """The log had been truncated: files were brought to the restored state."""
+
+
+class _Rooted(Protocol):
+    """A workspace object: anything with a ``root`` (and optionally an ``fs``)."""
+
+    @property
+    def root(self) -> str | os.PathLike[str]: ...
+
+
+WorkspaceArg: TypeAlias = "_Rooted | str | os.PathLike[str]"
+
+_PATH_STAGE: Final = frozenset(
+    {
+        RestoreReason.UNSAFE_PATH,
+        RestoreReason.SNAPSHOT_TRUNCATED,
+        RestoreReason.SNAPSHOT_UNDECODABLE,
+    }
+)
+"""Refusals of the preflight's per-path stage, which a symlink escape belongs to."""
+
+
+def _locate(workspace: WorkspaceArg | None, fs: FileSystem | None) -> tuple[str | None, FileSystem]:
+    """The workspace root (None without a workspace) and the file system to use."""
+    if fs is None and workspace is not None and not isinstance(workspace, str | os.PathLike):
+        own = getattr(workspace, "fs", None)
+        fs = own if own is not None else None
+    if fs is None:
+        fs = OsFileSystem()
+    if workspace is None:
+        return None, fs
+    root = workspace if isinstance(workspace, str | os.PathLike) else workspace.root
+    return os.path.abspath(os.fspath(root)), fs
+
+
+class _Reporter:
+    """Sends `RestoreProgress` to the caller's callback, ``start`` always first."""
+
+    def __init__(self, callback: Callable[[RestoreProgress], None] | None) -> None:
+        self._callback = callback
+        self.started = False
+
+    def _send(self, report: RestoreProgress) -> None:
+        if self._callback is not None:
+            self._callback(report)
+
+    def start(self, total: int) -> None:
+        self.started = True
+        self._send(RestoreProgress("start", 0, total))
+
+    def step(self, completed: int, total: int, path: str) -> None:
+        self._send(RestoreProgress("progress", completed, total, path))
+
+    def done(self, total: int) -> None:
+        self._send(RestoreProgress("done", total, total))
+
+    def error(self, exc: BaseException) -> None:
+        if not self.started:
+            self.start(0)
+        self._send(RestoreProgress("error", error=f"{type(exc).__name__}: {exc}"))
+
+
+async def restore(
+    checkpointer: Checkpointer,
+    session_id: str,
+    seq: int,
+    *,
+    workspace: WorkspaceArg | None = None,
+    files: bool = True,
+    conversation: bool = True,
+    cancel: asyncio.Event | None = None,
+    progress: Callable[[RestoreProgress], None] | None = None,
+    fs: FileSystem | None = None,
+    fault_hook: Callable[[str], None] | None = None,
+) -> RestoreResult:
+    """Roll ``session_id`` back to just before the prompt at ``seq`` (see the module docstring).
+
+    ``files`` / ``conversation`` choose what is restored (RESTORE-004). The
+    workspace is needed when a file is to be put back; ``fs`` replaces the file
+    system (by default the workspace's own, else the real one). ``fault_hook``
+    is called with each name of `FAULT_POINTS` as it is passed (crash tests).
+
+    Raises `RestoreError` for a refusal (nothing touched) or a failure that
+    was rolled back; `UnsupportedOperationError` for a conversation restore on
+    a backend without TRUNCATE; `SessionLockedError` when the session is held.
+    """
+    reporter = _Reporter(progress)
+    try:
+        return await _restore(
+            checkpointer,
+            session_id,
+            seq,
+            workspace,
+            files,
+            conversation,
+            cancel,
+            reporter,
+            fs,
+            fault_hook or _no_hook,
+        )
+    except Exception as exc:
+        reporter.error(exc)
+        raise
+
+
+def _no_hook(point: str) -> None:
+    del point
+
+
+async def _restore(
+    checkpointer: Checkpointer,
+    session_id: str,
+    seq: int,
+    workspace: WorkspaceArg | None,
+    files: bool,
+    conversation: bool,
+    cancel: asyncio.Event | None,
+    reporter: _Reporter,
+    fs_arg: FileSystem | None,
+    hook: Callable[[str], None],
+) -> RestoreResult:
+    if conversation and Capability.TRUNCATE not in checkpointer.capabilities:
+        raise UnsupportedOperationError("restore", Capability.TRUNCATE.value)
+    root, fs = _locate(workspace, fs_arg)
+    async with maintenance(checkpointer, session_id):
+        if root is not None:
+            await _recover_locked(checkpointer, session_id, root, fs)
+        events = await _read_log(checkpointer, session_id)
+        # The target and the tool-call boundary first, so that a bad seq is
+        # reported as such before any file is read.
+        plan_restore(session_id, events, seq, {}, files=False, conversation=conversation)
+        targets: dict[str, str] = {}
+        current: dict[str, bytes] | None = None
+        escaped: list[str] = []
+        if root is not None and files:
+            current, targets, escaped = _read_current(
+                fs, root, _involved(events, seq), session_id, seq
+            )
+        plan = _preflight(session_id, events, seq, current, escaped, files, conversation)
+        total = len(plan.files)
+        reporter.start(total)
+        if cancel is not None and cancel.is_set():
+            raise RestoreError(session_id, seq, RestoreReason.CANCELLED, "cancelled before start")
+        prompt = next(e for e in events if e.seq == seq)
+        entries = tuple(
+            JournalFile(f.path, targets[f.path], (current or {}).get(f.path), f.content)
+            for f in plan.files
+        )
+        journal = Journal(
+            session_id,
+            seq,
+            plan.expected_head,
+            plan.keep_through is not None,
+            prompt.ts,
+            encode_event(prompt.event),
+            entries,
+        )
+        await _apply(checkpointer, journal, plan, root, fs, cancel, reporter, hook)
+        reporter.done(total)
+        return RestoreResult(
+            tuple(f.path for f in plan.files), plan.keep_through is not None, plan.unchecked
+        )
+
+
+async def _read_log(checkpointer: Checkpointer, session_id: str) -> list[StoredEvent]:
+    return [stored async for stored in checkpointer.read(session_id)]
+
+
+def _involved(events: Sequence[StoredEvent], seq: int) -> list[str]:
+    """The paths a restore to ``seq`` would touch (snapshotted after it), as the oracle keys them."""
+    return sorted(
+        {
+            snapshot_key(stored.event.path)
+            for stored in events
+            if stored.seq > seq and isinstance(stored.event, FileSnapshot)
+        }
+    )
+
+
+def _read_current(
+    fs: FileSystem, root: str, paths: Sequence[str], session_id: str, seq: int
+) -> tuple[dict[str, bytes], dict[str, str], list[str]]:
+    """The content of each involved file, where each is written, and the paths that escape.
+
+    A path the oracle finds unsafe by its spelling is left to the oracle. The
+    others are resolved on the real file system: through a symlink they may
+    lead outside the root, or into the reserved folder, and are then unsafe;
+    otherwise the file is read (and later written) where the symlinks lead.
+    Raises `RestoreError` when a file cannot be read (nothing is touched yet).
+    """
+    real_root = os.path.realpath(root)
+    current: dict[str, bytes] = {}
+    targets: dict[str, str] = {}
+    escaped: list[str] = []
+    for path in paths:
+        try:
+            canonical_path(path)
+        except InvalidArgumentError:
+            continue
+        rel = os.path.relpath(os.path.realpath(os.path.join(root, path)), real_root)
+        rel = rel.replace(os.sep, "/")
+        if rel in (".", "..") or rel.startswith("../") or rel.split("/")[0] == JOURNAL_DIR:
+            escaped.append(path)
+            continue
+        targets[path] = rel
+        try:
+            content = read_file(fs, os.path.join(root, rel))
+        except NotADirectoryError:
+            content = None  # a parent is a file now: there is no file at this path
+        except OSError as exc:
+            raise RestoreError(
+                session_id,
+                seq,
+                RestoreReason.OUT_OF_BAND_CHANGE
+                if isinstance(exc, IsADirectoryError)
+                else RestoreReason.APPLY_FAILED,
+                f"cannot read the file: {exc}",
+                path,
+            ) from exc
+        if content is not None:
+            current[path] = content
+    return current, targets, escaped
+
+
+def _preflight(
+    session_id: str,
+    events: Sequence[StoredEvent],
+    seq: int,
+    current: dict[str, bytes] | None,
+    escaped: list[str],
+    files: bool,
+    conversation: bool,
+) -> RestorePlan:
+    """`plan_restore`, with symlink escapes refused as its per-path stage would refuse them."""
+
+    def unsafe(path: str) -> RestoreError:
+        return RestoreError(
+            session_id,
+            seq,
+            RestoreReason.UNSAFE_PATH,
+            "the path resolves outside the workspace or into its reserved folder",
+            path,
+        )
+
+    try:
+        plan = plan_restore(
+            session_id, events, seq, current, files=files, conversation=conversation
+        )
+    except RestoreError as refused:
+        if escaped and (
+            refused.reason_code is RestoreReason.OUT_OF_BAND_CHANGE
+            or (refused.reason_code in _PATH_STAGE and escaped[0] <= (refused.path or ""))
+        ):
+            raise unsafe(escaped[0]) from None
+        raise
+    if escaped:
+        raise unsafe(escaped[0])
+    return plan
+
+
+async def _apply(
+    checkpointer: Checkpointer,
+    journal: Journal,
+    plan: RestorePlan,
+    root: str | None,
+    fs: FileSystem,
+    cancel: asyncio.Event | None,
+    reporter: _Reporter,
+    hook: Callable[[str], None],
+) -> None:
+    session_id, seq = journal.session_id, journal.seq
+    entries = journal.files
+    total = len(entries)
+    truncating = False
+    try:
+        if entries:
+            assert root is not None
+            write_journal(fs, root, journal)
+            hook("restore.journal_written")
+        dirs: set[str] = set()
+        for done, entry in enumerate(entries, start=1):
+            _check_cancel(cancel, session_id, seq, f"after {done - 1} of {total} files")
+            assert root is not None
+            dirs.add(_put(fs, root, entry.target, entry.after))
+            hook("restore.file_written")
+            reporter.step(done, total, entry.path)
+        for directory in sorted(dirs):
+            fs.fsync_dir(directory)
+        if entries:
+            hook("restore.files_written")
+        if plan.keep_through is not None:
+            _check_cancel(cancel, session_id, seq, "before the log was truncated")
+            truncating = True
+            await checkpointer.truncate(session_id, plan.keep_through, plan.expected_head)
+            truncating = False
+            hook("restore.log_truncated")
+    except Exception as exc:
+        # After any other failure of the truncate, whether it happened is unknown: the log says.
+        unsure = truncating and not isinstance(exc, CheckpointConflictError | SessionLockedError)
+        if unsure and await _committed(checkpointer, journal):
+            _finish(fs, root, journal, hook, forward=True)
+            return
+        _undo(fs, root, journal, exc)
+        raise _failure(session_id, seq, exc) from exc
+    if entries:
+        assert root is not None
+        remove_journal(fs, root, session_id)
+        hook("restore.journal_removed")
+
+
+def _check_cancel(cancel: asyncio.Event | None, session_id: str, seq: int, when: str) -> None:
+    if cancel is not None and cancel.is_set():
+        raise RestoreError(session_id, seq, RestoreReason.CANCELLED, f"cancelled {when}")
+
+
+def _failure(session_id: str, seq: int, exc: Exception) -> Exception:
+    """The error an in-process failure is reported as, once everything is put back."""
+    if isinstance(exc, RestoreError):
+        return exc  # a cancellation: already the error to raise
+    if isinstance(exc, CheckpointConflictError | SessionLockedError):
+        return RestoreError(
+            session_id,
+            seq,
+            RestoreReason.LOG_CHANGED,
+            f"the log changed while restoring; every file was put back ({exc})",
+        )
+    if isinstance(exc, OSError):
+        return RestoreError(
+            session_id,
+            seq,
+            RestoreReason.APPLY_FAILED,
+            f"writing the files back failed; every file was put back ({exc})",
+            exc.filename if isinstance(exc.filename, str) else None,
+        )
+    return exc
+
+
+def _undo(fs: FileSystem, root: str | None, journal: Journal, cause: Exception) -> None:
+    """Put every file back as it was and drop the journal; on failure keep it for `recover`."""
+    if not journal.files:
+        return
+    assert root is not None
+    try:
+        _roll(fs, root, journal.files, forward=False)
+        remove_journal(fs, root, journal.session_id)
+    except OSError as exc:
+        exc.add_note(
+            f"while undoing a failed restore ({type(cause).__name__}: {cause}); the journal "
+            "is kept and the next recover() or restore() finishes putting the files back"
+        )
+        raise exc from cause
+
+
+def _finish(
+    fs: FileSystem,
+    root: str | None,
+    journal: Journal,
+    hook: Callable[[str], None],
+    *,
+    forward: bool,
+) -> None:
+    if journal.files:
+        assert root is not None
+        _roll(fs, root, journal.files, forward=forward)
+        remove_journal(fs, root, journal.session_id)
+        hook("restore.journal_removed")
+
+
+def _put(fs: FileSystem, root: str, target: str, content: bytes | None) -> str:
+    """Make ``target`` hold ``content`` (None: no file); the directory to fsync afterwards."""
+    full = os.path.join(root, target)
+    if content is None:
+        with contextlib.suppress(FileNotFoundError):
+            fs.unlink(full)
+    else:
+        ensure_dir(fs, root, posixpath.dirname(target))
+        write_file(fs, full, content)
+    return os.path.dirname(full)
+
+
+def _roll(fs: FileSystem, root: str, entries: Sequence[JournalFile], *, forward: bool) -> None:
+    """Bring every file to its after-image (``forward``) or before-image; idempotent.
+
+    Temporary files a crash left are removed; files already right are left alone.
+    """
+    dirs: set[str] = set()
+    for entry in entries:
+        full = os.path.join(root, entry.target)
+        tmp = temp_path(full)
+        if fs.stat(tmp) is not None:
+            fs.unlink(tmp)
+            dirs.add(os.path.dirname(full))
+        want = entry.after if forward else entry.before
+        try:
+            now = read_file(fs, full)
+        except NotADirectoryError:
+            now = None
+        if now != want:
+            dirs.add(_put(fs, root, entry.target, want))
+    for directory in sorted(dirs):
+        fs.fsync_dir(directory)
+
+
+async def _committed(checkpointer: Checkpointer, journal: Journal) -> bool:
+    """Whether the restore's truncate happened: the target prompt is no longer at its seq."""
+    if not journal.conversation:
+        return False
+    if await checkpointer.head(journal.session_id) < journal.seq:
+        return True
+    events = checkpointer.read(journal.session_id, journal.seq - 1)
+    try:
+        first = await anext(aiter(events), None)
+    finally:
+        close = getattr(events, "aclose", None)
+        if close is not None:
+            await close()
+    if first is None or first.seq != journal.seq or first.ts != journal.prompt_ts:
+        return True
+    return encode_event(first.event) != journal.prompt_event
+
+
+async def recover(
+    checkpointer: Checkpointer,
+    session_id: str,
+    workspace: WorkspaceArg,
+    *,
+    fs: FileSystem | None = None,
+) -> RecoveryOutcome:
+    """Finish or undo a restore of ``session_id`` in ``workspace`` that a crash interrupted.
+
+    Holds the session while it works. A restore whose truncate had happened is
+    rolled forward (files brought to the restored state); any other is rolled
+    back (files as before it). Idempotent: a second call finds nothing.
+    Raises `JournalCorruptError` for a damaged journal, changing nothing.
+    """
+    root, fs = _locate(workspace, fs)
+    assert root is not None
+    async with maintenance(checkpointer, session_id):
+        return await _recover_locked(checkpointer, session_id, root, fs)
+
+
+async def _recover_locked(
+    checkpointer: Checkpointer, session_id: str, root: str, fs: FileSystem
+) -> RecoveryOutcome:
+    journal = read_journal(fs, root, session_id)
+    if journal is None:
+        return RecoveryOutcome.NOTHING
+    forward = await _committed(checkpointer, journal)
+    _roll(fs, root, journal.files, forward=forward)
+    remove_journal(fs, root, session_id)
+    return RecoveryOutcome.ROLLED_FORWARD if forward else RecoveryOutcome.ROLLED_BACK
