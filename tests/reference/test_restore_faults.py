@@ -291,10 +291,17 @@ def test_cancelled_at_every_point_it_is_all_or_nothing(tmp_path: Path, conversat
 
 
 def _expect_after_death(reached: Sequence[str], k: int, conversation: bool) -> str:
-    """Which state a death at point ``k`` must recover to: the commit is the truncate, or for a
-    files-only restore the journal's removal."""
-    commit = "restore.log_truncated" if conversation else "restore.journal_removed"
-    return "post" if commit in reached[:k] else "pre"
+    """Which state a death at point ``k`` must recover to.
+
+    The commit point is the truncate or, for a files-only restore, the unlink of
+    the journal (the last unlink before ``restore.journal_removed``).
+    """
+    if conversation:
+        commit = reached.index("restore.log_truncated")
+    else:
+        end = reached.index("restore.journal_removed")
+        commit = max(i for i in range(end) if reached[i] == "unlink.after")
+    return "post" if k > commit else "pre"
 
 
 @pytest.mark.parametrize("conversation", [True, False])
