@@ -109,9 +109,7 @@ class Scene:
     async def state(self) -> State:
         return await state_of(self.cp, self.root, self.sid)
 
-    async def plan(
-        self, seq: int, *, files: bool = True, conversation: bool = True
-    ) -> RestorePlan:
+    async def plan(self, seq: int, *, files: bool = True, conversation: bool = True) -> RestorePlan:
         """The oracle's plan for restoring to ``seq`` now."""
         log = await read_log(self.cp, self.sid)
         return plan_restore(

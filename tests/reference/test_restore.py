@@ -283,9 +283,7 @@ def test_an_undecodable_snapshot_is_refused(tmp_path: Path) -> None:
     ("path", "content"),
     [("a.txt", b"edited by hand"), ("c.txt", b"recreated by hand"), ("e.bin", None)],
 )
-def test_an_out_of_band_change_is_refused(
-    tmp_path: Path, path: str, content: bytes | None
-) -> None:
+def test_an_out_of_band_change_is_refused(tmp_path: Path, path: str, content: bytes | None) -> None:
     async def go() -> None:
         scene, seq = await standard_scene(tmp_path)
         scene.put(path, content)
@@ -387,7 +385,9 @@ def test_progress_reports_start_each_file_and_done(tmp_path: Path) -> None:
     async def go() -> None:
         scene, seq = await standard_scene(tmp_path)
         reports: list[RestoreProgress] = []
-        result = await restore(scene.cp, scene.sid, seq, workspace=tmp_path, progress=reports.append)
+        result = await restore(
+            scene.cp, scene.sid, seq, workspace=tmp_path, progress=reports.append
+        )
         n = len(result.restored_files)
         assert reports[0] == RestoreProgress("start", 0, n)
         assert reports[1:-1] == [
