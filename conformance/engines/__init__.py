@@ -13,4 +13,5 @@
 | `history/` | the history checker: `checker` (the entry point), `records`, `chain`, `epochs`, `realtime`, `linearize` |
 | `disk`, `crashstates` | the simulated disk and the crash states of a power loss |
 | `fault_codecs` | codecs that seal, fail or corrupt on purpose |
+| `restore_kill` | a restore in a child process that SIGKILLs itself at its k-th fault point (RESTORE-006) |
 """

@@ -1,0 +1,211 @@
+"""Checks of RESTORE-006: a restore killed at any point, or cut by a power loss, recovers whole.
+
+Both checks build a session with files in a temporary workspace
+(`build_session`), compute with the oracle (`plan_restore`, `apply_plan`) the
+state a restore to its second prompt leaves, and after each crash run the
+session layer's ``recover`` and require the files and the log to be exactly the
+pre-restore or exactly the post-restore state, and a second ``recover`` to find
+nothing left to do.
+
+- ``killed_restore_recovers``: a clean run in a child process lists the fault
+  points a restore reaches (its own, the backend's `FaultInjectable` points and
+  the workspace file system's); then for each k a fresh session is built and a
+  child SIGKILLs itself at the k-th (`checkpointspec.conformance.engines.restore_kill`).
+  The quick profile samples a few k, the others try them all.
+- ``restore_survives_power_loss``: the store and the workspace on one
+  `SimulatedDisk` (the backend must be `FileSystemPorted`), a restore run there,
+  and for each crash state of the recording, recover on the crashed image.
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+from pathlib import Path
+from typing import Final, cast
+
+from ...spec import Capability, FileSystemPorted
+from ..engines.crashstates import CrashPlan, CrashSpec
+from ..engines.disk import SimulatedDisk
+from ..engines.restore_kill import (
+    KillOrder,
+    RestoreLayer,
+    SessionState,
+    TrialSession,
+    build_session,
+    run_restore_process,
+    session_state,
+)
+from ..engines.violations import RuleViolation, expect
+from .base import check
+from .durability import _quiet
+from .harness import CheckSkipped, Harness
+
+__all__ = ["CHECKS"]
+
+_SID: Final = "restored"
+_QUICK_KILLS: Final = 8
+"""Kill points the quick profile samples; other profiles try every point."""
+_DEFAULT_LAYER: Final = "checkpointspec.reference"
+
+
+def session_layer(h: Harness) -> tuple[RestoreLayer, str]:
+    """The session layer under test and its module name (for child processes).
+
+    ``Harness.session`` when the harness has one; otherwise the reference layer.
+    """
+    layer = getattr(h, "session", None)
+    target = getattr(h, "session_target", None)
+    if layer is not None and isinstance(target, str):
+        return cast(RestoreLayer, layer), target
+    from ...reference import restore as reference_restore
+
+    return cast(RestoreLayer, reference_restore), reference_restore.__name__
+
+
+def _describe(state: SessionState) -> str:
+    files, log = state
+    shown = ", ".join(f"{path} ({len(data)} bytes)" for path, data in sorted(files.items()))
+    return f"files [{shown}], log of {len(log)} events"
+
+
+def _judge(seen: SessionState, trial: TrialSession, where: str) -> None:
+    if seen in (trial.pre, trial.post):
+        return
+    files, log = seen
+    parts = []
+    if files not in (trial.pre[0], trial.post[0]):
+        parts.append(
+            f"files are neither as before nor as after: {_describe(seen)}; "
+            f"before: {_describe(trial.pre)}; after: {_describe(trial.post)}"
+        )
+    elif log not in (trial.pre[1], trial.post[1]):
+        parts.append(
+            f"the log holds {len(log)} events, neither {len(trial.pre[1])} nor {len(trial.post[1])}"
+        )
+    else:
+        half = "after" if files == trial.post[0] else "before"
+        parts.append(f"a mix: files as {half} the restore, the log as the other side")
+    raise RuleViolation("RESTORE-006", f"{where}, after recover: {'; '.join(parts)}")
+
+
+async def _recover_and_judge(
+    h: Harness, layer: RestoreLayer, store: Path, workspace: Path, trial: TrialSession, where: str
+) -> None:
+    async with h.opened(store) as cp:
+        try:
+            outcome = await layer.recover(cp, trial.session_id, workspace)
+        except Exception as exc:
+            raise RuleViolation(
+                "RESTORE-006", f"{where}: recover raised {type(exc).__name__}: {exc}"
+            ) from exc
+        _judge(await session_state(cp, trial.session_id, workspace), trial, where)
+        again = await layer.recover(cp, trial.session_id, workspace)
+        expect(
+            str(again) == "nothing",
+            "RESTORE-006",
+            f"{where}: recover ({outcome}) left work behind: a second recover did {again}",
+        )
+
+
+async def _fresh(h: Harness, *, files: bool, conversation: bool) -> tuple[Path, Path, TrialSession]:
+    base = h.new_store()
+    store, workspace = base / "store", base / "workspace"
+    store.mkdir()
+    async with h.opened(store) as cp:
+        trial = await build_session(cp, _SID, workspace, files=files, conversation=conversation)
+    return store, workspace, trial
+
+
+@check("RESTORE-006", needs=[Capability.TRUNCATE])
+async def killed_restore_recovers(h: Harness) -> None:
+    """RESTORE-006: a restore SIGKILLed at each fault point recovers to the state before or after."""
+    layer, target = session_layer(h)
+    rng = random.Random(h.seed)
+
+    def order(store: Path, workspace: Path, trial: TrialSession, kill_at: int) -> KillOrder:
+        return KillOrder(
+            h.backend.target,
+            h.options,
+            str(store),
+            str(workspace),
+            target,
+            trial.session_id,
+            trial.seq,
+            True,
+            True,
+            kill_at,
+        )
+
+    store, workspace, trial = await _fresh(h, files=True, conversation=True)
+    clean = await run_restore_process(order(store, workspace, trial, 0))
+    if clean.report is None or clean.report.outcome != "done":
+        ended = clean.report.outcome if clean.report is not None else clean.stderr
+        raise RuleViolation("RESTORE-006", f"a restore in a child process failed: {ended}")
+    points = clean.report.points
+    async with h.opened(store) as cp:
+        _judge(await session_state(cp, _SID, workspace), trial, "the clean restore")
+    ks = list(range(1, len(points) + 1))
+    if h.profile.name == "quick" and len(ks) > _QUICK_KILLS:
+        ks = sorted(rng.sample(ks, _QUICK_KILLS))
+    for k in ks:
+        store, workspace, trial = await _fresh(h, files=True, conversation=True)
+        where = f"killed at fault point {k} of {len(points)} ({points[k - 1]})"
+        try:
+            await run_restore_process(order(store, workspace, trial, k))
+        except TimeoutError:
+            raise RuleViolation("RESTORE-006", f"{where}: the restore hung") from None
+        await _recover_and_judge(h, layer, store, workspace, trial, where)
+
+
+async def _record(h: Harness, layer: RestoreLayer) -> tuple[CrashPlan, Path, TrialSession]:
+    base = h.new_store()
+    store, workspace = base / "store", base / "workspace"
+    store.mkdir()
+    handle = await h.open(store)
+    trial = await build_session(handle, _SID, workspace, files=True, conversation=True)
+    # Closed first, so that the files copied onto the disk are everything it wrote.
+    await handle.close()
+    if not isinstance(handle, FileSystemPorted):
+        raise CheckSkipped(
+            "the power-loss half of RESTORE-006 needs the backend's file I/O routed through a "
+            "simulated disk: the handle does not implement FileSystemPorted"
+        )
+    disk = SimulatedDisk.load(base)
+    cp = handle.on_filesystem(disk)
+    try:
+        await layer.restore(cp, _SID, trial.seq, workspace=str(workspace), fs=disk)
+    finally:
+        await cp.close()
+    return disk.crash_plan(), base, trial
+
+
+async def _check_state(
+    h: Harness,
+    layer: RestoreLayer,
+    plan: CrashPlan,
+    base: Path,
+    trial: TrialSession,
+    spec: CrashSpec,
+) -> None:
+    target = h.new_store()
+    try:
+        plan.build(spec).materialise(target)
+        store, workspace = target / "store", target / "workspace"
+        with _quiet():
+            await _recover_and_judge(h, layer, store, workspace, trial, str(spec))
+    finally:
+        shutil.rmtree(target, ignore_errors=True)
+
+
+@check("RESTORE-006", needs=[Capability.TRUNCATE])
+async def restore_survives_power_loss(h: Harness) -> None:
+    """RESTORE-006: after a power loss at any point of a restore, recover gives the state before or after."""
+    layer, _ = session_layer(h)
+    plan, base, trial = await _record(h, layer)
+    budget = max(1, h.profile.powerloss_states // 2)
+    for spec in plan.sample(budget, random.Random(h.seed)):
+        await _check_state(h, layer, plan, base, trial, spec)
+
+
+CHECKS = (killed_restore_recovers, restore_survives_power_loss)
