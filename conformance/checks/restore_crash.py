@@ -44,8 +44,8 @@ from .harness import CheckSkipped, Harness
 __all__ = ["CHECKS"]
 
 _SID: Final = "restored"
-_QUICK_KILLS: Final = 8
-"""Kill points the quick profile samples; other profiles try every point."""
+_QUICK_EXTRA: Final = 4
+"""Kill points the quick profile draws at random, beside the session layer's own."""
 _DEFAULT_LAYER: Final = "checkpointspec.reference"
 
 
@@ -117,6 +117,16 @@ async def _fresh(h: Harness, *, files: bool, conversation: bool) -> tuple[Path, 
     return store, workspace, trial
 
 
+def _kill_points(points: list[str], rng: random.Random) -> list[int]:
+    """The quick profile's sample: at and just before each of the session layer's own
+    points, which bracket its journal, its files and its commit, and a few more
+    drawn at random."""
+    own = {k for k, point in enumerate(points, start=1) if point.startswith("layer:")}
+    chosen = own | {k - 1 for k in own if k > 1}
+    rest = [k for k in range(1, len(points) + 1) if k not in chosen]
+    return sorted(chosen | set(rng.sample(rest, min(_QUICK_EXTRA, len(rest)))))
+
+
 @check("RESTORE-006", needs=[Capability.TRUNCATE])
 async def killed_restore_recovers(h: Harness) -> None:
     """RESTORE-006: a restore SIGKILLed at each fault point recovers to the state before or after."""
@@ -145,9 +155,7 @@ async def killed_restore_recovers(h: Harness) -> None:
     points = clean.report.points
     async with h.opened(store) as cp:
         _judge(await session_state(cp, _SID, workspace), trial, "the clean restore")
-    ks = list(range(1, len(points) + 1))
-    if h.profile.name == "quick" and len(ks) > _QUICK_KILLS:
-        ks = sorted(rng.sample(ks, _QUICK_KILLS))
+    ks = _kill_points(points, rng) if h.profile.name == "quick" else range(1, len(points) + 1)
     for k in ks:
         store, workspace, trial = await _fresh(h, files=True, conversation=True)
         where = f"killed at fault point {k} of {len(points)} ({points[k - 1]})"

@@ -98,7 +98,8 @@ class KillOrder(msgspec.Struct, frozen=True):
 
 
 class KillReport(msgspec.Struct, frozen=True):
-    """What a child that was not killed prints: the points reached and how restore ended."""
+    """What a child that was not killed prints: the points reached, each as ``source:name``
+    (source ``layer``, ``backend`` or ``fs``), and how restore ended."""
 
     points: list[str]
     outcome: str
@@ -114,18 +115,23 @@ class KillRun(msgspec.Struct, frozen=True):
 
 
 class _Counter:
-    """The one hook installed everywhere: counts points, dies at the ``kill_at``-th."""
+    """The one count behind every hook: records ``source:point``, dies at the ``kill_at``-th."""
 
     def __init__(self, kill_at: int) -> None:
         self.kill_at = kill_at
         self.points: list[str] = []
         self._lock = threading.Lock()
 
-    def __call__(self, point: str) -> None:
-        with self._lock:
-            self.points.append(point)
-            if len(self.points) == self.kill_at:
-                os.kill(os.getpid(), signal.SIGKILL)
+    def hook(self, source: str) -> Callable[[str], None]:
+        """The hook for one source of points (``layer``, ``backend`` or ``fs``)."""
+
+        def reached(point: str) -> None:
+            with self._lock:
+                self.points.append(f"{source}:{point}")
+                if len(self.points) == self.kill_at:
+                    os.kill(os.getpid(), signal.SIGKILL)
+
+        return reached
 
 
 async def _child(order: KillOrder) -> KillReport:
@@ -135,10 +141,10 @@ async def _child(order: KillOrder) -> KillReport:
     layer = cast(RestoreLayer, importlib.import_module(order.session_layer))
     counter = _Counter(order.kill_at)
     fs = HookedFileSystem(OsFileSystem())
-    fs.hook = counter
+    fs.hook = counter.hook("fs")
     injectable = isinstance(cp, FaultInjectable)
     if injectable:
-        cast(FaultInjectable, cp).set_fault_hook(counter)
+        cast(FaultInjectable, cp).set_fault_hook(counter.hook("backend"))
     try:
         await layer.restore(
             cp,
@@ -148,7 +154,7 @@ async def _child(order: KillOrder) -> KillReport:
             files=order.files,
             conversation=order.conversation,
             fs=fs,
-            fault_hook=counter,
+            fault_hook=counter.hook("layer"),
         )
         outcome = "done"
     except Exception as exc:  # the session layer's or backend's: reported, not a crash here

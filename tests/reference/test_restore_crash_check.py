@@ -1,0 +1,65 @@
+"""The RESTORE-006 kit checks pass the reference restore and catch broken ones.
+
+The broken session layers are modules beside this file (``restore_layer_*``),
+loaded by name as the kit loads any session layer, also in its child processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+from pathlib import Path
+
+import pytest
+from checkpointspec.conformance.checks import restore_crash
+from checkpointspec.conformance.checks.base import Check
+from checkpointspec.conformance.checks.harness import Harness
+from checkpointspec.conformance.checks.profiles import PROFILES
+from checkpointspec.conformance.engines.loading import resolve_backend
+from checkpointspec.conformance.engines.violations import RuleViolation
+from checkpointspec.spec import Capability
+
+REFERENCE = "checkpointspec.reference.restore"
+
+
+def _run(check: Check, tmp_path: Path, layer: str, backend: str = "file") -> None:
+    ref = resolve_backend(backend)
+    caps = frozenset({Capability.TRUNCATE, Capability.DURABLE})
+    h = Harness(ref, ref.load(), tmp_path, caps, PROFILES["quick"], seed=7)
+    h.session = importlib.import_module(layer)  # type: ignore[attr-defined]
+    h.session_target = layer  # type: ignore[attr-defined]
+
+    async def go() -> None:
+        try:
+            result = check.func(h)
+            if result is not None:
+                await result
+        finally:
+            await h.close_all()
+
+    asyncio.run(go())
+
+
+def test_the_reference_restore_survives_power_loss(tmp_path: Path) -> None:
+    _run(restore_crash.restore_survives_power_loss, tmp_path, REFERENCE)
+
+
+@pytest.mark.parametrize("layer", ["restore_layer_no_journal", "restore_layer_always_back"])
+def test_power_loss_catches_a_broken_restore(tmp_path: Path, layer: str) -> None:
+    with pytest.raises(RuleViolation) as caught:
+        _run(restore_crash.restore_survives_power_loss, tmp_path, layer)
+    assert caught.value.rule_id == "RESTORE-006"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["file", "sqlite"])
+def test_the_reference_restore_survives_kills(tmp_path: Path, backend: str) -> None:
+    _run(restore_crash.killed_restore_recovers, tmp_path, REFERENCE, backend)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("layer", ["restore_layer_no_journal", "restore_layer_always_back"])
+def test_kills_catch_a_broken_restore(tmp_path: Path, layer: str) -> None:
+    with pytest.raises(RuleViolation) as caught:
+        _run(restore_crash.killed_restore_recovers, tmp_path, layer)
+    assert caught.value.rule_id == "RESTORE-006"
