@@ -11,7 +11,7 @@ snapshot each, then the file), then times:
 
 * ``restore`` to that prompt: preflight (reads and hashes every file), the
   intent journal (before- and after-images, fsynced), N files written back
-  (temporary file, fsync, rename), the directories fsynced, the log truncated,
+  (in place, fsynced), the directories fsynced, the log truncated,
   the journal removed;
 * the baseline: the same N contents written in place and fsynced, one file
   after another (``open``, ``write``, ``fsync``, ``close``).

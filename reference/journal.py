@@ -45,6 +45,7 @@ __all__ = [
     "encode_journal",
     "ensure_dir",
     "journal_path",
+    "overwrite_file",
     "read_file",
     "read_journal",
     "remove_journal",
@@ -178,6 +179,23 @@ def write_file(fs: FileSystem, path: str, data: bytes) -> None:
     finally:
         fs.close(fd)
     fs.rename(tmp, path)
+
+
+def overwrite_file(fs: FileSystem, path: str, data: bytes) -> None:
+    """Write ``data`` over ``path`` in place (creating it if needed) and fsync it.
+
+    Not atomic by itself: a restore writes workspace files this way only once
+    its journal is durable, and recovery repairs a torn file from the journal's
+    images. Writing in place keeps the file's inode, mode and hard links, and
+    costs what a tool's own write costs. The directory is not fsynced here.
+    """
+    fd = fs.open(path, create=True, truncate=True)
+    try:
+        if data:
+            fs.write(fd, data, 0)
+        fs.fsync(fd)
+    finally:
+        fs.close(fd)
 
 
 def ensure_dir(fs: FileSystem, root: str, rel_dir: str) -> None:

@@ -12,9 +12,9 @@ made real. In order:
 3. preflight with `plan_restore`: the refusal it raises is the one raised,
    before anything is touched (RESTORE-002, RESTORE-003);
 4. apply: write the intent journal (`checkpointspec.reference.journal`), put
-   each file back (temporary file, fsync, rename; deletions unlink), fsync the
-   directories, truncate the log with ``expected_head`` — the commit point —
-   and remove the journal.
+   each file back (in place and fsynced: the journal makes a torn file
+   repairable; deletions unlink), fsync the directories, truncate the log with
+   ``expected_head`` — the commit point — and remove the journal.
 
 A failure in the process (a write raising ``OSError``, a truncate conflict, the
 ``cancel`` event set before a file or before the truncate) puts back every file
@@ -64,11 +64,10 @@ from .journal import (
     Journal,
     JournalFile,
     ensure_dir,
+    overwrite_file,
     read_file,
     read_journal,
     remove_journal,
-    temp_path,
-    write_file,
     write_journal,
 )
 from .maintenance import maintenance
@@ -505,22 +504,18 @@ def _put(fs: FileSystem, root: str, target: str, content: bytes | None) -> str:
             fs.unlink(full)
     else:
         ensure_dir(fs, root, posixpath.dirname(target))
-        write_file(fs, full, content)
+        overwrite_file(fs, full, content)
     return os.path.dirname(full)
 
 
 def _roll(fs: FileSystem, root: str, entries: Sequence[JournalFile], *, forward: bool) -> None:
     """Bring every file to its after-image (``forward``) or before-image; idempotent.
 
-    Temporary files a crash left are removed; files already right are left alone.
+    Files already right are left alone; any other (a torn write included) is rewritten.
     """
     dirs: set[str] = set()
     for entry in entries:
         full = os.path.join(root, entry.target)
-        tmp = temp_path(full)
-        if fs.stat(tmp) is not None:
-            fs.unlink(tmp)
-            dirs.add(os.path.dirname(full))
         want = entry.after if forward else entry.before
         try:
             now = read_file(fs, full)

@@ -111,7 +111,7 @@ def test_a_failing_write_at_every_point_puts_everything_back(tmp_path: Path, cod
     async def go() -> None:
         reached = await _count(tmp_path / "count")
         failing = [i for i, p in enumerate(reached, start=1) if p in _FAILING]
-        assert len(failing) > 10
+        assert len(failing) >= 8
         for k in failing:
             scene, seq, pre, _ = await _scene(tmp_path / f"k{k}")
 
