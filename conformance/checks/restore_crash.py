@@ -13,8 +13,12 @@ nothing left to do.
   child SIGKILLs itself at the k-th (`checkpointspec.conformance.engines.restore_kill`).
   The quick profile samples a few k, the others try them all.
 - ``restore_survives_power_loss``: the store and the workspace on one
-  `SimulatedDisk` (the backend must be `FileSystemPorted`), a restore run there,
-  and for each crash state of the recording, recover on the crashed image.
+  `SimulatedDisk` (the backend must be `FileSystemPorted`), a restore run there
+  (a full one, then a files-only one, whose commit point is another), and for
+  each crash state of the recording, recover on the crashed image.
+
+A restore that runs to the end must leave the post-restore state: otherwise a
+layer that does nothing would pass, every crash leaving the state before.
 """
 
 from __future__ import annotations
@@ -24,10 +28,11 @@ import shutil
 from pathlib import Path
 from typing import Final, cast
 
-from ...spec import Capability, FileSystemPorted
+from ...spec import Capability, FileSystemPorted, encode_event
 from ..engines.crashstates import CrashPlan, CrashSpec
 from ..engines.disk import SimulatedDisk
 from ..engines.restore_kill import (
+    RESERVED_DIR,
     KillOrder,
     RestoreLayer,
     SessionState,
@@ -39,7 +44,7 @@ from ..engines.restore_kill import (
 from ..engines.violations import RuleViolation, expect
 from .base import check
 from .durability import _quiet
-from .harness import CheckSkipped, Harness
+from .harness import CheckSkipped, Harness, read_all
 
 __all__ = ["CHECKS"]
 
@@ -154,7 +159,7 @@ async def killed_restore_recovers(h: Harness) -> None:
         raise RuleViolation("RESTORE-006", f"a restore in a child process failed: {ended}")
     points = clean.report.points
     async with h.opened(store) as cp:
-        _judge(await session_state(cp, _SID, workspace), trial, "the clean restore")
+        _completed(await session_state(cp, _SID, workspace), trial, "in a child process")
     ks = _kill_points(points, rng) if h.profile.name == "quick" else range(1, len(points) + 1)
     for k in ks:
         store, workspace, trial = await _fresh(h, files=True, conversation=True)
@@ -166,12 +171,14 @@ async def killed_restore_recovers(h: Harness) -> None:
         await _recover_and_judge(h, layer, store, workspace, trial, where)
 
 
-async def _record(h: Harness, layer: RestoreLayer) -> tuple[CrashPlan, Path, TrialSession]:
+async def _record(
+    h: Harness, layer: RestoreLayer, *, conversation: bool
+) -> tuple[CrashPlan, TrialSession]:
     base = h.new_store()
     store, workspace = base / "store", base / "workspace"
     store.mkdir()
     handle = await h.open(store)
-    trial = await build_session(handle, _SID, workspace, files=True, conversation=True)
+    trial = await build_session(handle, _SID, workspace, files=True, conversation=conversation)
     # Closed first, so that the files copied onto the disk are everything it wrote.
     await handle.close()
     if not isinstance(handle, FileSystemPorted):
@@ -182,17 +189,37 @@ async def _record(h: Harness, layer: RestoreLayer) -> tuple[CrashPlan, Path, Tri
     disk = SimulatedDisk.load(base)
     cp = handle.on_filesystem(disk)
     try:
-        await layer.restore(cp, _SID, trial.seq, workspace=str(workspace), fs=disk)
+        await layer.restore(
+            cp, _SID, trial.seq, workspace=str(workspace), conversation=conversation, fs=disk
+        )
+        log = tuple((s.seq, encode_event(s.event)) for s in await read_all(cp, _SID))
     finally:
         await cp.close()
-    return disk.crash_plan(), base, trial
+    image = disk.image()
+    prefix = "workspace/"
+    files = {
+        name[len(prefix) :]: image.data[ino]
+        for name, ino in image.names.items()
+        if name.startswith(prefix) and not name.startswith(f"{prefix}{RESERVED_DIR}/")
+    }
+    _completed((files, log), trial, "on the simulated disk")
+    return disk.crash_plan(), trial
+
+
+def _completed(seen: SessionState, trial: TrialSession, where: str) -> None:
+    """A restore that returned must have left the post-restore state (or the check proves nothing)."""
+    if seen != trial.post:
+        raise RuleViolation(
+            "RESTORE-006",
+            f"a restore that returned {where} left {_describe(seen)}; "
+            f"expected {_describe(trial.post)}",
+        )
 
 
 async def _check_state(
     h: Harness,
     layer: RestoreLayer,
     plan: CrashPlan,
-    base: Path,
     trial: TrialSession,
     spec: CrashSpec,
 ) -> None:
@@ -210,10 +237,12 @@ async def _check_state(
 async def restore_survives_power_loss(h: Harness) -> None:
     """RESTORE-006: after a power loss at any point of a restore, recover gives the state before or after."""
     layer, _ = session_layer(h)
-    plan, base, trial = await _record(h, layer)
-    budget = max(1, h.profile.powerloss_states // 2)
-    for spec in plan.sample(budget, random.Random(h.seed)):
-        await _check_state(h, layer, plan, base, trial, spec)
+    rng = random.Random(h.seed)
+    # A files-only restore too: its commit point is the journal's removal, not the truncate.
+    for conversation, budget in ((True, h.profile.powerloss_states // 2), (False, 100)):
+        plan, trial = await _record(h, layer, conversation=conversation)
+        for spec in plan.sample(max(1, budget), rng):
+            await _check_state(h, layer, plan, trial, spec)
 
 
 CHECKS = (killed_restore_recovers, restore_survives_power_loss)
