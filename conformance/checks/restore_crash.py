@@ -49,7 +49,7 @@ from .harness import CheckSkipped, Harness, read_all
 __all__ = ["CHECKS"]
 
 _SID: Final = "restored"
-_QUICK_EXTRA: Final = 4
+_QUICK_EXTRA: Final = 3
 """Kill points the quick profile draws at random, beside the session layer's own."""
 _DEFAULT_LAYER: Final = "checkpointspec.reference"
 
@@ -123,11 +123,17 @@ async def _fresh(h: Harness, *, files: bool, conversation: bool) -> tuple[Path, 
 
 
 def _kill_points(points: list[str], rng: random.Random) -> list[int]:
-    """The quick profile's sample: at and just before each of the session layer's own
-    points, which bracket its journal, its files and its commit, and a few more
-    drawn at random."""
-    own = {k for k, point in enumerate(points, start=1) if point.startswith("layer:")}
-    chosen = own | {k - 1 for k in own if k > 1}
+    """The quick profile's sample: the session layer's own points, which bracket its
+    journal, its files and its commit (of a run of one name, e.g. one per file, the
+    first and the last), and a few more drawn at random."""
+    own = [k for k, point in enumerate(points, start=1) if point.startswith("layer:")]
+    chosen = {
+        k
+        for i, k in enumerate(own)
+        if i in (0, len(own) - 1)
+        or points[k - 1] != points[own[i - 1] - 1]
+        or points[k - 1] != points[own[i + 1] - 1]
+    }
     rest = [k for k in range(1, len(points) + 1) if k not in chosen]
     return sorted(chosen | set(rng.sample(rest, min(_QUICK_EXTRA, len(rest)))))
 
