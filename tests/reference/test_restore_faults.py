@@ -36,8 +36,9 @@ from checkpointspec.spec import (
     RestoreReason,
     SessionLockedError,
     UserPrompt,
+    encode_event,
 )
-from restore_scenes import Scene, State, standard_scene
+from restore_scenes import Scene, State, read_log, standard_scene
 
 T = TypeVar("T")
 
@@ -376,5 +377,29 @@ def test_restore_runs_recover_first(tmp_path: Path) -> None:
         assert refused.value.reason_code is RestoreReason.NOT_A_CHECKPOINT
         assert await scene.state() == post
         assert _no_journal(scene)
+
+    run(go)
+
+
+def test_a_prompt_appended_at_the_same_seq_after_the_commit_is_not_mistaken_for_it(
+    tmp_path: Path,
+) -> None:
+    async def go() -> None:
+        scene, seq, _, post = await _scene(tmp_path)
+        log = await read_log(scene.cp, scene.sid)
+        target = log[seq - 1].event
+
+        def die(point: str) -> None:
+            if point == "restore.log_truncated":
+                raise _Died(point)
+
+        with pytest.raises(_Died):
+            await restore(scene.cp, scene.sid, seq, workspace=tmp_path, fault_hook=die)
+        # Another writer re-sends the same prompt: it lands at the same seq, stamped anew.
+        assert await scene.append(target) == seq
+        assert await recover(scene.cp, scene.sid, tmp_path) is RecoveryOutcome.ROLLED_FORWARD
+        files, log_now = await scene.state()
+        assert files == post[0]
+        assert log_now == (*post[1], encode_event(target))
 
     run(go)
