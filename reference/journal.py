@@ -7,9 +7,11 @@ holding everything needed to finish or undo the restore without the process
 that started it:
 
 - the session, the target ``seq`` and the head the preflight saw;
-- the target prompt as stored (its ``ts`` and encoded event). The truncate is
-  the commit point: while that prompt is still at ``seq`` the restore did not
-  commit and is rolled back; once it is gone, it did and is rolled forward;
+- the target prompt as stored (its ``ts`` and encoded event) and, on a backend
+  with GENERATION, the session's generation. The truncate is the commit point:
+  while that prompt is still at ``seq`` (or the generation has not moved) the
+  restore did not commit and is rolled back; once it is gone, it did and is
+  rolled forward;
 - whether the log was to be truncated at all (a files-only restore has no
   commit point and is always rolled back);
 - per file: where it lives, its before-image (content, or absent) and its
@@ -94,6 +96,8 @@ class Journal(msgspec.Struct, frozen=True):
     prompt_ts: str
     prompt_event: bytes
     files: tuple[JournalFile, ...]
+    generation: int | None = None
+    """The session's generation before the restore, on a backend with GENERATION."""
 
 
 _encoder = msgspec.msgpack.Encoder()

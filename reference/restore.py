@@ -37,7 +37,7 @@ import enum
 import os
 import posixpath
 from collections.abc import Callable, Sequence
-from typing import Final, Literal, Protocol, TypeAlias
+from typing import Final, Literal, Protocol, TypeAlias, cast
 
 import msgspec
 
@@ -48,6 +48,7 @@ from ..spec import (
     Checkpointer,
     FileSnapshot,
     FileSystem,
+    GenerationalCheckpointer,
     InvalidArgumentError,
     RestoreError,
     RestoreReason,
@@ -284,6 +285,7 @@ async def _restore(
             prompt.ts,
             encode_event(prompt.event),
             entries,
+            await _generation(checkpointer, session_id),
         )
         await _apply(checkpointer, journal, plan, root, fs, cancel, reporter, hook)
         reporter.done(total)
@@ -421,7 +423,17 @@ async def _apply(
         if plan.keep_through is not None:
             _check_cancel(cancel, session_id, seq, "before the log was truncated")
             truncating = True
-            await checkpointer.truncate(session_id, plan.keep_through, plan.expected_head)
+            if journal.generation is not None:
+                # The generation catches what expected_head cannot: a log cut and
+                # refilled to the same head since the preflight (TRUNC-006).
+                await cast(GenerationalCheckpointer, checkpointer).truncate(
+                    session_id,
+                    plan.keep_through,
+                    plan.expected_head,
+                    expected_generation=journal.generation,
+                )
+            else:
+                await checkpointer.truncate(session_id, plan.keep_through, plan.expected_head)
             truncating = False
             hook("restore.log_truncated")
     except Exception as exc:
@@ -527,9 +539,27 @@ def _roll(fs: FileSystem, root: str, entries: Sequence[JournalFile], *, forward:
         fs.fsync_dir(directory)
 
 
+async def _generation(checkpointer: Checkpointer, session_id: str) -> int | None:
+    """The session's generation on a backend that declares GENERATION, else None."""
+    if Capability.GENERATION not in checkpointer.capabilities:
+        return None
+    return await cast(GenerationalCheckpointer, checkpointer).generation(session_id)
+
+
 async def _committed(checkpointer: Checkpointer, journal: Journal) -> bool:
-    """Whether the restore's truncate happened: the target prompt is no longer at its seq."""
+    """Whether the restore's truncate happened: the target prompt is no longer at its
+    seq as stored (same ``ts``, same event).
+
+    With generations, an unchanged generation settles it first: every truncate
+    moves it. A moved one proves nothing by itself: a backend may bump it before
+    its truncate is durable (the file backend does), so the log is asked then too.
+    """
     if not journal.conversation:
+        return False
+    if (
+        journal.generation is not None
+        and await _generation(checkpointer, journal.session_id) == journal.generation
+    ):
         return False
     if await checkpointer.head(journal.session_id) < journal.seq:
         return True

@@ -172,13 +172,17 @@ def test_when_undoing_fails_too_the_journal_is_kept_for_recover(tmp_path: Path) 
 class _Intruder(MemoryCheckpointer):
     """Another writer appends just before the restore's truncate."""
 
-    async def truncate(self, session_id: str, to_seq: int, expected_head: int | None = None) -> int:
+    async def truncate(
+        self, session_id: str, to_seq: int, expected_head: int | None = None, **kw: int | None
+    ) -> int:
         await self.append(session_id, [UserPrompt("intruder")])
-        return await super().truncate(session_id, to_seq, expected_head)
+        return await super().truncate(session_id, to_seq, expected_head, **kw)
 
 
 class _Locked(MemoryCheckpointer):
-    async def truncate(self, session_id: str, to_seq: int, expected_head: int | None = None) -> int:
+    async def truncate(
+        self, session_id: str, to_seq: int, expected_head: int | None = None, **kw: int | None
+    ) -> int:
         raise SessionLockedError(session_id, "truncate")
 
 
@@ -203,13 +207,17 @@ def test_a_truncate_conflict_puts_every_file_back(
 class _FailsAfter(MemoryCheckpointer):
     """The truncate happens, then the call fails: its outcome is unknown to the caller."""
 
-    async def truncate(self, session_id: str, to_seq: int, expected_head: int | None = None) -> int:
-        await super().truncate(session_id, to_seq, expected_head)
+    async def truncate(
+        self, session_id: str, to_seq: int, expected_head: int | None = None, **kw: int | None
+    ) -> int:
+        await super().truncate(session_id, to_seq, expected_head, **kw)
         raise RuntimeError("connection lost after the commit")
 
 
 class _FailsBefore(MemoryCheckpointer):
-    async def truncate(self, session_id: str, to_seq: int, expected_head: int | None = None) -> int:
+    async def truncate(
+        self, session_id: str, to_seq: int, expected_head: int | None = None, **kw: int | None
+    ) -> int:
         raise RuntimeError("connection lost before the commit")
 
 
