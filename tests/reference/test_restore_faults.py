@@ -186,7 +186,20 @@ class _Locked(MemoryCheckpointer):
         raise SessionLockedError(session_id, "truncate")
 
 
-@pytest.mark.parametrize("backend", [_Intruder, _Locked])
+class _Refilled(MemoryCheckpointer):
+    """Another writer cuts the last event and appends one, back to the same head (ABA):
+    only the generation tells."""
+
+    async def truncate(
+        self, session_id: str, to_seq: int, expected_head: int | None = None, **kw: int | None
+    ) -> int:
+        head = await self.head(session_id)
+        await super().truncate(session_id, head - 1)
+        await self.append(session_id, [UserPrompt("intruder")])
+        return await super().truncate(session_id, to_seq, expected_head, **kw)
+
+
+@pytest.mark.parametrize("backend", [_Intruder, _Locked, _Refilled])
 def test_a_truncate_conflict_puts_every_file_back(
     tmp_path: Path, backend: type[MemoryCheckpointer]
 ) -> None:
@@ -198,7 +211,12 @@ def test_a_truncate_conflict_puts_every_file_back(
         files, log = await scene.state()
         intruded = (b'{"type":"user_prompt","text":"intruder","blocks":[]}',)
         assert files == pre[0]
-        assert log == pre[1] + (intruded if backend is _Intruder else ())
+        if backend is _Intruder:
+            assert log == (*pre[1], *intruded)
+        elif backend is _Refilled:
+            assert log == (*pre[1][:-1], *intruded)
+        else:
+            assert log == pre[1]
         assert _no_journal(scene)
 
     run(go)
