@@ -64,6 +64,7 @@ __all__ = [
     "SessionState",
     "TrialSession",
     "build_session",
+    "load_layer",
     "run_restore_process",
     "session_state",
 ]
@@ -134,11 +135,21 @@ class _Counter:
         return reached
 
 
+def load_layer(target: str) -> RestoreLayer:
+    """The session layer named ``MODULE`` or ``MODULE:OBJECT`` (an object whose attributes
+    are the layer's names), as ``--session-layer`` names it."""
+    module_name, _, attribute = target.partition(":")
+    found: object = importlib.import_module(module_name)
+    for part in attribute.split(".") if attribute else ():
+        found = getattr(found, part)
+    return cast(RestoreLayer, found)
+
+
 async def _child(order: KillOrder) -> KillReport:
     factory = BackendRef(order.backend, order.backend).load()
     ctx = BackendContext(path=Path(order.store), options=dict(order.options))
     cp = await open_checkpointer(factory, ctx)
-    layer = cast(RestoreLayer, importlib.import_module(order.session_layer))
+    layer = load_layer(order.session_layer)
     counter = _Counter(order.kill_at)
     fs = HookedFileSystem(OsFileSystem())
     fs.hook = counter.hook("fs")

@@ -13,3 +13,10 @@ async def restore(*args: object, **kwargs: object) -> None:
 
 async def recover(*args: object, **kwargs: object) -> str:
     return "nothing"
+
+
+class NoOp:
+    """The same layer as an object, named ``restore_layer_no_op:NoOp``."""
+
+    restore = staticmethod(restore)
+    recover = staticmethod(recover)
