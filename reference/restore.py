@@ -411,6 +411,9 @@ async def _apply(
             hook("restore.journal_written")
         dirs: set[str] = set()
         for done, entry in enumerate(entries, start=1):
+            # The file writes block; yielding to the loop before each one lets
+            # another task (a Ctrl-C handler, a UI) set ``cancel`` in between.
+            await asyncio.sleep(0)
             _check_cancel(cancel, session_id, seq, f"after {done - 1} of {total} files")
             assert root is not None
             dirs.add(_put(fs, root, entry.target, entry.after))

@@ -429,3 +429,29 @@ def test_a_prompt_appended_at_the_same_seq_after_the_commit_is_not_mistaken_for_
         assert log_now == (*post[1], encode_event(target))
 
     run(go)
+
+
+def test_another_task_can_cancel_between_files(tmp_path: Path) -> None:
+    async def go() -> None:
+        scene, seq, pre, _ = await _scene(tmp_path)
+        cancel = asyncio.Event()
+        first_file = asyncio.Event()
+
+        def progress(report: RestoreProgress) -> None:
+            if report.phase == "progress":
+                first_file.set()
+
+        async def canceller() -> None:
+            await first_file.wait()
+            cancel.set()
+
+        task = asyncio.create_task(canceller())
+        with pytest.raises(RestoreError) as failed:
+            await restore(
+                scene.cp, scene.sid, seq, workspace=tmp_path, cancel=cancel, progress=progress
+            )
+        await task
+        assert failed.value.reason_code is RestoreReason.CANCELLED
+        assert await scene.state() == pre
+
+    run(go)
