@@ -404,6 +404,7 @@ async def _apply(
     entries = journal.files
     total = len(entries)
     truncating = False
+    writing: str | None = None  # the workspace path being written, for the error
     try:
         if entries:
             assert root is not None
@@ -416,7 +417,9 @@ async def _apply(
             await asyncio.sleep(0)
             _check_cancel(cancel, session_id, seq, f"after {done - 1} of {total} files")
             assert root is not None
+            writing = entry.path
             dirs.add(_put(fs, root, entry.target, entry.after))
+            writing = None
             hook("restore.file_written")
             reporter.step(done, total, entry.path)
         for directory in sorted(dirs):
@@ -446,7 +449,7 @@ async def _apply(
             _finish(fs, root, journal, hook, forward=True)
             return
         _undo(fs, root, journal, exc)
-        raise _failure(session_id, seq, exc) from exc
+        raise _failure(session_id, seq, exc, writing) from exc
     if entries:
         assert root is not None
         remove_journal(fs, root, session_id)
@@ -458,8 +461,9 @@ def _check_cancel(cancel: asyncio.Event | None, session_id: str, seq: int, when:
         raise RestoreError(session_id, seq, RestoreReason.CANCELLED, f"cancelled {when}")
 
 
-def _failure(session_id: str, seq: int, exc: Exception) -> Exception:
-    """The error an in-process failure is reported as, once everything is put back."""
+def _failure(session_id: str, seq: int, exc: Exception, path: str | None) -> Exception:
+    """The error an in-process failure is reported as, once everything is put back;
+    ``path`` is the file being written when it happened, if any."""
     if isinstance(exc, RestoreError):
         return exc  # a cancellation: already the error to raise
     if isinstance(exc, CheckpointConflictError | SessionLockedError):
@@ -475,7 +479,7 @@ def _failure(session_id: str, seq: int, exc: Exception) -> Exception:
             seq,
             RestoreReason.APPLY_FAILED,
             f"writing the files back failed; every file was put back ({exc})",
-            exc.filename if isinstance(exc.filename, str) else None,
+            path,
         )
     return exc
 

@@ -132,6 +132,13 @@ def test_a_failing_write_at_every_point_puts_everything_back(tmp_path: Path, cod
                     progress=reports.append,
                 )
             assert failed.value.reason_code is RestoreReason.APPLY_FAILED, k
+            written = [r.path for r in reports if r.phase == "progress"]
+            if "restore.journal_written" in reached[:k]:
+                # A file's write failed: the error names it, the one after the last reported.
+                assert failed.value.path in ("a.txt", "b.bin", "c.txt", "e.bin", "sub/d.txt")
+                assert failed.value.path not in written
+            else:
+                assert failed.value.path is None  # the journal's own write failed
             assert isinstance(failed.value.__cause__, OSError)
             assert failed.value.__cause__.errno == code
             assert await scene.state() == pre, f"failure at point {k} ({reached[k - 1]})"
