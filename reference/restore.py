@@ -41,7 +41,7 @@ from typing import Final, Literal, Protocol, TypeAlias, cast
 
 import msgspec
 
-from ..backends.fsport import OsFileSystem
+from ..backends.fsport import HookedFileSystem, OsFileSystem
 from ..spec import (
     Capability,
     CheckpointConflictError,
@@ -309,18 +309,33 @@ def _involved(events: Sequence[StoredEvent], seq: int) -> list[str]:
     )
 
 
+def _on_real_disk(fs: FileSystem) -> bool:
+    """Whether ``fs`` is the operating system's file system, where symlinks exist."""
+    while isinstance(fs, HookedFileSystem):
+        fs = fs.inner
+    return isinstance(fs, OsFileSystem)
+
+
+def _reserved(relative: str) -> bool:
+    return relative.split("/", 1)[0].casefold() == JOURNAL_DIR
+
+
 def _read_current(
     fs: FileSystem, root: str, paths: Sequence[str], session_id: str, seq: int
 ) -> tuple[dict[str, bytes], dict[str, str], list[str]]:
     """The content of each involved file, where each is written, and the paths that escape.
 
     A path the oracle finds unsafe by its spelling is left to the oracle. The
-    others are resolved on the real file system: through a symlink they may
-    lead outside the root, or into the reserved folder, and are then unsafe;
-    otherwise the file is read (and later written) where the symlinks lead.
-    Raises `RestoreError` when a file cannot be read (nothing is touched yet).
+    others are unsafe when they lie in the reserved folder (compared without
+    case, as a case-insensitive file system would) or, on the real file system,
+    lead through a symlink outside the root or into that folder; otherwise the
+    file is read (and later written) where the symlinks lead. Symlinks exist
+    only on the real file system: with any other port paths are taken as they
+    are, as ``Workspace`` takes them. Raises `RestoreError` when a file cannot
+    be read (nothing is touched yet).
     """
-    real_root = os.path.realpath(root)
+    real = _on_real_disk(fs)
+    real_root = os.path.realpath(root) if real else root
     current: dict[str, bytes] = {}
     targets: dict[str, str] = {}
     escaped: list[str] = []
@@ -329,9 +344,11 @@ def _read_current(
             canonical_path(path)
         except InvalidArgumentError:
             continue
-        rel = os.path.relpath(os.path.realpath(os.path.join(root, path)), real_root)
-        rel = rel.replace(os.sep, "/")
-        if rel in (".", "..") or rel.startswith("../") or rel.split("/")[0] == JOURNAL_DIR:
+        rel = path
+        if real:
+            resolved = os.path.realpath(os.path.join(root, path))
+            rel = os.path.relpath(resolved, real_root).replace(os.sep, "/")
+        if rel in (".", "..") or rel.startswith("../") or _reserved(rel):
             escaped.append(path)
             continue
         targets[path] = rel

@@ -421,3 +421,12 @@ def test_recover_without_a_journal_does_nothing(tmp_path: Path) -> None:
         assert await scene.state() == before
 
     run(go)
+
+
+def test_the_reserved_folder_is_refused_whatever_its_case(tmp_path: Path) -> None:
+    async def go() -> None:
+        scene, seq = await standard_scene(tmp_path)
+        await scene.append(make_snapshot(".CheckpointSpec/x", None, None))
+        await _refused(scene, seq, RestoreReason.UNSAFE_PATH, ".CheckpointSpec/x")
+
+    run(go)
