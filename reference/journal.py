@@ -36,10 +36,9 @@ from typing import Final
 
 import msgspec
 
-from ..spec import CorruptStoreError, FileSystem
+from ..spec import RESERVED_DIR, CorruptStoreError, FileSystem
 
 __all__ = [
-    "JOURNAL_DIR",
     "Journal",
     "JournalCorruptError",
     "JournalFile",
@@ -55,9 +54,6 @@ __all__ = [
     "write_file",
     "write_journal",
 ]
-
-JOURNAL_DIR: Final = ".checkpointspec"
-"""The folder of a workspace that belongs to the session layer (never restored into)."""
 
 _MAGIC: Final = b"checkpointspec restore journal 1\n"
 _DIGEST_LEN: Final = 64
@@ -111,7 +107,7 @@ def journal_path(root: str, session_id: str) -> str:
     distinct ids to distinct names.
     """
     name = hashlib.sha256(session_id.encode("utf-8", "surrogatepass")).hexdigest()
-    return os.path.join(root, JOURNAL_DIR, f"restore-{name}.journal")
+    return os.path.join(root, RESERVED_DIR, f"restore-{name}.journal")
 
 
 def temp_path(path: str) -> str:
@@ -216,7 +212,7 @@ def ensure_dir(fs: FileSystem, root: str, rel_dir: str) -> None:
 
 def write_journal(fs: FileSystem, root: str, journal: Journal) -> None:
     """Make ``journal`` durable under ``root`` (temporary file, fsync, rename, fsync dir)."""
-    ensure_dir(fs, root, JOURNAL_DIR)
+    ensure_dir(fs, root, RESERVED_DIR)
     path = journal_path(root, journal.session_id)
     write_file(fs, path, encode_journal(journal))
     fs.fsync_dir(os.path.dirname(path))

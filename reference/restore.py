@@ -37,11 +37,11 @@ import enum
 import os
 import posixpath
 from collections.abc import Callable, Sequence
-from typing import Final, Literal, Protocol, TypeAlias, cast
+from typing import Final, Literal, TypeAlias, cast
 
 import msgspec
 
-from ..backends.fsport import HookedFileSystem, OsFileSystem
+from ..backends.fsport import OsFileSystem
 from ..spec import (
     Capability,
     CheckpointConflictError,
@@ -61,7 +61,6 @@ from ..spec import (
 from ..spec.checkpoints import snapshot_key
 from ..spec.restoration import RestorePlan, plan_restore
 from .journal import (
-    JOURNAL_DIR,
     Journal,
     JournalFile,
     ensure_dir,
@@ -72,6 +71,7 @@ from .journal import (
     write_journal,
 )
 from .maintenance import maintenance
+from .workspace import Workspace
 
 __all__ = [
     "FAULT_POINTS",
@@ -132,14 +132,7 @@ class RecoveryOutcome(enum.StrEnum):
     """The log had been truncated: files were brought to the restored state."""
 
 
-class _Rooted(Protocol):
-    """A workspace object: anything with a ``root`` (and optionally an ``fs``)."""
-
-    @property
-    def root(self) -> str | os.PathLike[str]: ...
-
-
-WorkspaceArg: TypeAlias = "_Rooted | str | os.PathLike[str]"
+WorkspaceArg: TypeAlias = "Workspace | str | os.PathLike[str]"
 
 _PATH_STAGE: Final = frozenset(
     {
@@ -151,17 +144,20 @@ _PATH_STAGE: Final = frozenset(
 """Refusals of the preflight's per-path stage, which a symlink escape belongs to."""
 
 
-def _locate(workspace: WorkspaceArg | None, fs: FileSystem | None) -> tuple[str | None, FileSystem]:
-    """The workspace root (None without a workspace) and the file system to use."""
-    if fs is None and workspace is not None and not isinstance(workspace, str | os.PathLike):
-        own = getattr(workspace, "fs", None)
-        fs = own if own is not None else None
-    if fs is None:
-        fs = OsFileSystem()
+def _locate(
+    workspace: WorkspaceArg | None,
+    checkpointer: Checkpointer,
+    session_id: str,
+    fs: FileSystem | None,
+) -> Workspace | None:
+    """The workspace to restore into, on ``fs`` when given (else on its own file system)."""
     if workspace is None:
-        return None, fs
-    root = workspace if isinstance(workspace, str | os.PathLike) else workspace.root
-    return os.path.abspath(os.fspath(root)), fs
+        return None
+    if isinstance(workspace, Workspace):
+        if fs is None or fs is workspace.fs:
+            return workspace
+        workspace = workspace.root
+    return Workspace(workspace, checkpointer, session_id, fs=fs)
 
 
 class _Reporter:
@@ -252,7 +248,8 @@ async def _restore(
 ) -> RestoreResult:
     if conversation and Capability.TRUNCATE not in checkpointer.capabilities:
         raise UnsupportedOperationError("restore", Capability.TRUNCATE.value)
-    root, fs = _locate(workspace, fs_arg)
+    ws = _locate(workspace, checkpointer, session_id, fs_arg)
+    root, fs = (ws.root, ws.fs) if ws is not None else (None, OsFileSystem())
     async with maintenance(checkpointer, session_id):
         if root is not None:
             await _recover_locked(checkpointer, session_id, root, fs)
@@ -263,10 +260,8 @@ async def _restore(
         targets: dict[str, str] = {}
         current: dict[str, bytes] | None = None
         escaped: list[str] = []
-        if root is not None and files:
-            current, targets, escaped = _read_current(
-                fs, root, _involved(events, seq), session_id, seq
-            )
+        if ws is not None and files:
+            current, targets, escaped = _read_current(ws, _involved(events, seq), session_id, seq)
         plan = _preflight(session_id, events, seq, current, escaped, files, conversation)
         total = len(plan.files)
         reporter.start(total)
@@ -309,33 +304,18 @@ def _involved(events: Sequence[StoredEvent], seq: int) -> list[str]:
     )
 
 
-def _on_real_disk(fs: FileSystem) -> bool:
-    """Whether ``fs`` is the operating system's file system, where symlinks exist."""
-    while isinstance(fs, HookedFileSystem):
-        fs = fs.inner
-    return isinstance(fs, OsFileSystem)
-
-
-def _reserved(relative: str) -> bool:
-    return relative.split("/", 1)[0].casefold() == JOURNAL_DIR
-
-
 def _read_current(
-    fs: FileSystem, root: str, paths: Sequence[str], session_id: str, seq: int
+    ws: Workspace, paths: Sequence[str], session_id: str, seq: int
 ) -> tuple[dict[str, bytes], dict[str, str], list[str]]:
     """The content of each involved file, where each is written, and the paths that escape.
 
     A path the oracle finds unsafe by its spelling is left to the oracle. The
-    others are unsafe when they lie in the reserved folder (compared without
-    case, as a case-insensitive file system would) or, on the real file system,
-    lead through a symlink outside the root or into that folder; otherwise the
-    file is read (and later written) where the symlinks lead. Symlinks exist
-    only on the real file system: with any other port paths are taken as they
-    are, as ``Workspace`` takes them. Raises `RestoreError` when a file cannot
-    be read (nothing is touched yet).
+    others go through `Workspace.resolve`, as a tool's write would: one it
+    refuses (a symlink leading outside the root or into the reserved folder) is
+    unsafe; otherwise the file is read, and later written, where the symlinks
+    lead. Raises `RestoreError` when a file cannot be read, and for a directory
+    or other non-file where the file was (nothing is touched yet).
     """
-    real = _on_real_disk(fs)
-    real_root = os.path.realpath(root) if real else root
     current: dict[str, bytes] = {}
     targets: dict[str, str] = {}
     escaped: list[str] = []
@@ -344,27 +324,23 @@ def _read_current(
             canonical_path(path)
         except InvalidArgumentError:
             continue
-        rel = path
-        if real:
-            resolved = os.path.realpath(os.path.join(root, path))
-            rel = os.path.relpath(resolved, real_root).replace(os.sep, "/")
-        if rel in (".", "..") or rel.startswith("../") or _reserved(rel):
+        try:
+            rel = ws.resolve(path)
+        except InvalidArgumentError:
             escaped.append(path)
             continue
         targets[path] = rel
         try:
-            content = read_file(fs, os.path.join(root, rel))
+            content = ws.read(rel)
         except NotADirectoryError:
             content = None  # a parent is a file now: there is no file at this path
+        except InvalidArgumentError as exc:
+            raise RestoreError(
+                session_id, seq, RestoreReason.OUT_OF_BAND_CHANGE, exc.reason, path
+            ) from exc
         except OSError as exc:
             raise RestoreError(
-                session_id,
-                seq,
-                RestoreReason.OUT_OF_BAND_CHANGE
-                if isinstance(exc, IsADirectoryError)
-                else RestoreReason.APPLY_FAILED,
-                f"cannot read the file: {exc}",
-                path,
+                session_id, seq, RestoreReason.APPLY_FAILED, f"cannot read the file: {exc}", path
             ) from exc
         if content is not None:
             current[path] = content
@@ -613,10 +589,10 @@ async def recover(
     back (files as before it). Idempotent: a second call finds nothing.
     Raises `JournalCorruptError` for a damaged journal, changing nothing.
     """
-    root, fs = _locate(workspace, fs)
-    assert root is not None
+    ws = _locate(workspace, checkpointer, session_id, fs)
+    assert ws is not None
     async with maintenance(checkpointer, session_id):
-        return await _recover_locked(checkpointer, session_id, root, fs)
+        return await _recover_locked(checkpointer, session_id, ws.root, ws.fs)
 
 
 async def _recover_locked(

@@ -28,11 +28,10 @@ import shutil
 from pathlib import Path
 from typing import Final, cast
 
-from ...spec import Capability, FileSystemPorted, encode_event
+from ...spec import RESERVED_DIR, Capability, FileSystemPorted, encode_event
 from ..engines.crashstates import CrashPlan, CrashSpec
 from ..engines.disk import SimulatedDisk
 from ..engines.restore_kill import (
-    RESERVED_DIR,
     KillOrder,
     RestoreLayer,
     SessionState,

@@ -38,6 +38,7 @@ import msgspec
 
 from ...backends.fsport import HookedFileSystem, OsFileSystem
 from ...spec import (
+    RESERVED_DIR,
     AssistantMessage,
     BackendContext,
     Checkpointer,
@@ -56,7 +57,6 @@ from .outcomes import read_all
 
 __all__ = [
     "CHILD_TIMEOUT",
-    "RESERVED_DIR",
     "KillOrder",
     "KillReport",
     "KillRun",
@@ -68,9 +68,6 @@ __all__ = [
     "run_restore_process",
     "session_state",
 ]
-
-RESERVED_DIR: Final = ".checkpointspec"
-"""The workspace folder that belongs to the session layer: left out of the compared state."""
 
 
 class RestoreLayer(Protocol):

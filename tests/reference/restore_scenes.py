@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from checkpointspec.backends.memory import MemoryCheckpointer
-from checkpointspec.reference.journal import JOURNAL_DIR
 from checkpointspec.spec import (
+    RESERVED_DIR,
     AssistantMessage,
     Checkpointer,
     FileSnapshot,
@@ -41,7 +41,7 @@ def workspace_files(root: Path) -> dict[str, bytes]:
     for dirpath, dirnames, filenames in os.walk(root):
         rel_dir = os.path.relpath(dirpath, root)
         if rel_dir == ".":
-            dirnames[:] = [d for d in dirnames if d != JOURNAL_DIR]
+            dirnames[:] = [d for d in dirnames if d != RESERVED_DIR]
         for name in filenames:
             rel = os.path.normpath(os.path.join(rel_dir, name)).replace(os.sep, "/")
             full = Path(dirpath, name)

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 from checkpointspec.backends.fsport import OsFileSystem
 from checkpointspec.reference.journal import (
-    JOURNAL_DIR,
     Journal,
     JournalCorruptError,
     JournalFile,
@@ -22,7 +21,7 @@ from checkpointspec.reference.journal import (
     write_journal,
 )
 from checkpointspec.reference.restore import recover, restore
-from checkpointspec.spec import CorruptStoreError
+from checkpointspec.spec import RESERVED_DIR, CorruptStoreError
 from restore_scenes import standard_scene
 
 FS = OsFileSystem()
@@ -51,7 +50,7 @@ def test_a_journal_round_trips(tmp_path: Path) -> None:
     assert read_journal(FS, str(tmp_path), "s") == journal
     remove_journal(FS, str(tmp_path), "s")
     assert read_journal(FS, str(tmp_path), "s") is None
-    assert os.listdir(tmp_path / JOURNAL_DIR) == []
+    assert os.listdir(tmp_path / RESERVED_DIR) == []
 
 
 @pytest.mark.parametrize("where", [0, 40, 100, -1])
@@ -79,7 +78,7 @@ def test_a_journal_of_another_session_is_refused(tmp_path: Path) -> None:
 
 
 def test_a_temporary_journal_left_by_a_crash_is_removed(tmp_path: Path) -> None:
-    (tmp_path / JOURNAL_DIR).mkdir()
+    (tmp_path / RESERVED_DIR).mkdir()
     tmp = temp_path(journal_path(str(tmp_path), "s"))
     Path(tmp).write_bytes(encode_journal(_journal())[:20])
     assert read_journal(FS, str(tmp_path), "s") is None
@@ -91,7 +90,7 @@ def test_journal_names_are_distinct_per_session_and_safe(tmp_path: Path) -> None
     paths = {journal_path(str(tmp_path), sid) for sid in ids}
     assert len(paths) == len(ids)
     for path in paths:
-        assert os.path.dirname(path) == str(tmp_path / JOURNAL_DIR)
+        assert os.path.dirname(path) == str(tmp_path / RESERVED_DIR)
         assert len(os.path.basename(path)) < 100
 
 

@@ -15,7 +15,8 @@ from typing import TypeVar
 
 import pytest
 from checkpointspec.backends.memory import MemoryCheckpointer
-from checkpointspec.reference.journal import JOURNAL_DIR, journal_path
+from checkpointspec.reference import Workspace
+from checkpointspec.reference.journal import journal_path
 from checkpointspec.reference.maintenance import maintenance
 from checkpointspec.reference.restore import (
     RecoveryOutcome,
@@ -25,6 +26,7 @@ from checkpointspec.reference.restore import (
     restore,
 )
 from checkpointspec.spec import (
+    RESERVED_DIR,
     AssistantMessage,
     Capability,
     FileSnapshot,
@@ -33,6 +35,7 @@ from checkpointspec.spec import (
     SessionLockedError,
     ToolCall,
     UnsupportedOperationError,
+    UserPrompt,
     make_snapshot,
 )
 from restore_scenes import Scene, standard_scene
@@ -74,15 +77,21 @@ def test_restore_to_the_first_prompt_empties_the_log_and_deletes_created_files(
     run(go)
 
 
-def test_restore_accepts_a_workspace_object_and_a_path(tmp_path: Path) -> None:
-    class Workspace:
-        def __init__(self, root: Path) -> None:
-            self.root = root
-
+def test_a_session_written_through_workspace_is_restored(tmp_path: Path) -> None:
     async def go() -> None:
-        scene, seq = await standard_scene(tmp_path)
+        cp = MemoryCheckpointer()
+        ws = await Workspace.open(tmp_path, cp, "s")
+        await cp.append("s", [UserPrompt("p1")])
+        await ws.write("keep.txt", b"k0")
+        await ws.write("gone.bin", b"\x00\xff")
+        seq = await cp.append("s", [UserPrompt("p2")])
+        await ws.write("keep.txt", "k1 \u00e9")
+        await ws.delete("gone.bin")
+        await ws.write("deep/new.txt", b"n")
+        scene = Scene(tmp_path, cp, "s")
         want = await scene.expected_after(seq)
-        await restore(scene.cp, scene.sid, seq, workspace=Workspace(tmp_path))
+        result = await restore(cp, "s", seq, workspace=ws)
+        assert result.restored_files == ("deep/new.txt", "gone.bin", "keep.txt")
         assert await scene.state() == want
 
     run(go)
@@ -161,7 +170,7 @@ async def _refused(
     assert (refused.value.session_id, refused.value.seq) == (scene.sid, seq)
     assert await scene.state() == before
     assert [r.phase for r in reports] == ["start", "error"]
-    assert not (scene.root / JOURNAL_DIR).exists() or not os.listdir(scene.root / JOURNAL_DIR)
+    assert not (scene.root / RESERVED_DIR).exists() or not os.listdir(scene.root / RESERVED_DIR)
     return refused.value
 
 
@@ -235,8 +244,8 @@ def test_a_path_through_a_symlink_leaving_the_root_is_refused(tmp_path: Path) ->
 def test_a_snapshot_of_the_reserved_folder_is_refused(tmp_path: Path) -> None:
     async def go() -> None:
         scene, seq = await standard_scene(tmp_path)
-        await scene.append(make_snapshot(f"{JOURNAL_DIR}/x", None, None))
-        await _refused(scene, seq, RestoreReason.UNSAFE_PATH, f"{JOURNAL_DIR}/x")
+        await scene.append(make_snapshot(f"{RESERVED_DIR}/x", None, None))
+        await _refused(scene, seq, RestoreReason.UNSAFE_PATH, f"{RESERVED_DIR}/x")
 
     run(go)
 
