@@ -6,9 +6,10 @@ made real. In order:
 1. hold the session (`maintenance`) and `recover` a restore a crash left
    unfinished;
 2. read the whole log, then the current content of every file the restore
-   involves, through the `FileSystem` port. A path that resolves through a
-   symlink outside the workspace, or into its reserved ``.checkpointspec/``
-   folder, is unsafe (``unsafe_path``), checked with the path's other problems;
+   involves, through the `Workspace` and its `FileSystem` port. A path the
+   workspace refuses to resolve (a symlink leading outside the root or into
+   the reserved folder) is unsafe (``unsafe_path``), checked with the path's
+   other problems;
 3. preflight with `plan_restore`: the refusal it raises is the one raised,
    before anything is touched (RESTORE-002, RESTORE-003);
 4. apply: write the intent journal (`checkpointspec.reference.journal`), put
