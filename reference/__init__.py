@@ -13,6 +13,7 @@ from .checkpoints import list_checkpoints
 from .compaction import CompactionError, CompactionReason, compact
 from .fold import fold
 from .maintenance import maintenance
+from .restore import RecoveryOutcome, RestoreProgress, RestoreResult, recover, restore
 from .summarizers import ExtractiveSummarizer
 from .workspace import RESERVED_DIR, Workspace
 
@@ -21,9 +22,14 @@ __all__ = [
     "CompactionError",
     "CompactionReason",
     "ExtractiveSummarizer",
+    "RecoveryOutcome",
+    "RestoreProgress",
+    "RestoreResult",
     "Workspace",
     "compact",
     "fold",
     "list_checkpoints",
     "maintenance",
+    "recover",
+    "restore",
 ]
