@@ -37,6 +37,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from ...reference import cli as operator
 from ...spec import RULES
 from ..checks.base import Check
 from ..checks.profiles import DEFAULT_PROFILE, PROFILES
@@ -159,6 +160,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     commands.add_parser("rules", help="print the rule catalog")
+    operator.add_commands(commands)  # sessions, checkpoints, restore, compact
     return parser
 
 
@@ -317,6 +319,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # argparse: --help (0) or a usage error (2, already printed)
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     console = Console()
+    if args.command in operator.COMMANDS:
+        return operator.run_command(args, console)
     if args.command == "rules":
         table = Table(title="checkpointspec rule catalog")
         for column in ("rule", "", "needs", "title"):
