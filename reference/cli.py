@@ -193,6 +193,17 @@ def _utc(mtime: float) -> str:
     return datetime.fromtimestamp(mtime, UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
+def _ts(ts: str) -> str:
+    """An event's timestamp in UTC to the second, or as stored when it is not ISO 8601."""
+    try:
+        when = datetime.fromisoformat(ts)
+    except ValueError:
+        return ts
+    if when.tzinfo is not None:
+        when = when.astimezone(UTC)
+    return when.strftime("%Y-%m-%d %H:%M:%S")
+
+
 def _brief(seqs: Sequence[int]) -> str:
     """``1, 4, 9`` or, for many, the first and last few and how many in all."""
     if len(seqs) <= _LISTED:
@@ -266,7 +277,7 @@ async def _sessions(args: argparse.Namespace, console: Console) -> int:
     if not infos:
         console.print(f"no sessions in {escape(args.store)}")
         return EXIT_OK
-    table = Table(title=f"sessions in {escape(args.store)}, most recent first")
+    table = Table(title=f"sessions in {escape(args.store)}", caption="most recent first")
     table.add_column("session", overflow="fold")
     table.add_column("modified (UTC)", no_wrap=True)
     table.add_column("events", justify="right")
@@ -279,7 +290,7 @@ async def _sessions(args: argparse.Namespace, console: Console) -> int:
 def _checkpoints_table(title: str, checkpoints: Sequence[Checkpoint]) -> Table:
     table = Table(title=title)
     table.add_column("seq", justify="right", no_wrap=True)
-    table.add_column("time", no_wrap=True)
+    table.add_column("time (UTC)", no_wrap=True)
     table.add_column("prompt")
     table.add_column("files it restores", overflow="fold")
     table.add_column("cannot restore", overflow="fold")
@@ -287,7 +298,7 @@ def _checkpoints_table(title: str, checkpoints: Sequence[Checkpoint]) -> Table:
         unavailable = [f"{u.path} ({u.reason})" for u in c.unavailable_files]
         table.add_row(
             str(c.seq),
-            escape(c.ts),
+            escape(_ts(c.ts)),
             escape(_first_line(c.prompt)),
             _paths(c.files) or "[dim]none[/]",
             _paths(unavailable),
@@ -417,33 +428,42 @@ def _tokens(event: CompactionProgress) -> str:
         return ""
     kind = event.token_count or "estimated"
     after = f" → {event.tokens_after:,}" if event.tokens_after is not None else ""
-    return f"tokens {event.tokens_before:,}{after} ({kind})"
+    return f"tokens {event.tokens_before:,}{after}, {kind}"
 
 
 class _CompactView:
-    """Compaction progress: the stage, archive completed/total and the token counts."""
+    """Compaction progress: a row per stage (archiving counts completed/total events, the
+    others pulse until the next starts) and the token counts, measured or estimated."""
 
     def __init__(self, console: Console, progress: Progress) -> None:
         self.console = console
         self.progress = progress
-        self.task = progress.add_task("starting", total=None, tokens="")
+        self.task = progress.add_task("starting", total=None, count="", tokens="")
         self.stage: str | None = None
         self.tokens = ""
+
+    def _finish(self) -> None:
+        total = self.progress.tasks[-1].total or 1
+        self.progress.update(self.task, total=total, completed=total, tokens="")
 
     def __call__(self, event: CompactionProgress) -> None:
         self.tokens = _tokens(event) or self.tokens
         if event.stage is not None and event.stage != self.stage:
+            self._finish()
             self.stage = event.stage
+            self.task = self.progress.add_task(event.stage, total=None, count="", tokens="")
             if not self.console.is_terminal:
                 self.console.print(f"{event.stage}  {self.tokens}".rstrip())
-        archiving = event.stage == "archiving" and event.total is not None
+        counted = event.stage == "archiving" and event.total is not None
         self.progress.update(
             self.task,
-            description=self.stage or event.phase,
-            completed=event.completed or 0 if archiving else 0,
-            total=event.total if archiving else None,
+            completed=event.completed or 0,
+            total=event.total if counted else None,
+            count=f"{event.completed or 0}/{event.total}" if counted else "",
             tokens=self.tokens,
         )
+        if event.phase != "progress":
+            self._finish()
 
 
 def _summarizer(target: str | None) -> Summarizer:
@@ -474,7 +494,7 @@ async def _compact(args: argparse.Namespace, console: Console) -> int:
                 console,
                 TextColumn("[bold]{task.description}"),
                 BarColumn(),
-                MofNCompleteColumn(),
+                TextColumn("{task.fields[count]}"),
                 TextColumn("{task.fields[tokens]}"),
                 TimeElapsedColumn(),
             )
@@ -499,12 +519,12 @@ async def _compact(args: argparse.Namespace, console: Console) -> int:
             f"compaction failed, log unchanged: {last.error or last.message}", EXIT_FAILED
         )
     tokens = _tokens(last) or view.tokens
+    tokens = f" ({tokens})" if tokens else ""
     if not last.reduced:
-        console.print(f"nothing to compact in session {session!r}: log unchanged. {tokens}")
+        console.print(f"nothing to compact in session {session!r}, log unchanged{tokens}")
         return EXIT_OK
     console.print(
-        f"[bold green]compacted[/] session {session!r}: summary written at seq "
-        f"{last.summary_seq}. {tokens}"
+        f"[bold green]compacted[/] session {session!r}: summary at seq {last.summary_seq}{tokens}"
     )
     return EXIT_OK
 
