@@ -31,7 +31,7 @@ import signal
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Final, TypeAlias
+from typing import Final, TypeVar
 
 from rich.console import Console
 from rich.markup import escape
@@ -60,9 +60,10 @@ from ..spec import (
     UnsupportedOperationError,
 )
 from .checkpoints import list_checkpoints
-from .compaction import ExtractiveSummarizer, compact
+from .compaction import compact
 from .restore import RestoreProgress, RestoreResult, restore
 from .stores import StoreError, import_object, open_store
+from .summarizers import ExtractiveSummarizer
 
 __all__ = [
     "COMMANDS",
@@ -87,7 +88,7 @@ _STORE_HELP: Final = "sqlite:FILE, file:DIR or module:function=DIR (an existing 
 _LISTED: Final = 8  # checkpoint seqs named in a not-a-checkpoint message
 _FILES_SHOWN: Final = 5  # paths shown per checkpoint before "+N more"
 
-SubParsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+_Parser = TypeVar("_Parser", bound=argparse.ArgumentParser)
 
 
 class Refusal(Exception):
@@ -111,7 +112,7 @@ def _seq(text: str) -> int:
     return seq
 
 
-def add_commands(commands: SubParsers) -> None:
+def add_commands(commands: argparse._SubParsersAction[_Parser]) -> None:
     """Add ``sessions``, ``checkpoints``, ``restore`` and ``compact`` to ``commands``."""
     sessions = commands.add_parser("sessions", help="list the sessions of a store")
     sessions.add_argument("store", metavar="STORE", help=_STORE_HELP)
@@ -498,18 +499,33 @@ async def _compact(args: argparse.Namespace, console: Console) -> int:
                 TextColumn("{task.fields[tokens]}"),
                 TimeElapsedColumn(),
             )
+            failure: Exception | None = None
             with progress:
                 view = _CompactView(console, progress)
-                async for event in compact(
+                reports = compact(
                     checkpointer,
                     args.session,
                     summarizer=summarizer,
                     instructions=args.instructions,
                     cancel=cancel,
-                ):
-                    view(event)
-                    last = event
+                )
+                try:
+                    # aclosing: however this loop ends, the run ends now and releases the session.
+                    async with contextlib.aclosing(reports):
+                        async for event in reports:
+                            view(event)
+                            last = event
+                except (SessionLockedError, InvalidArgumentError):
+                    raise  # refusals: nothing was started
+                except Exception as exc:
+                    # After its ``error`` report compact raises the failure itself (a conflict
+                    # with another writer, the summarizer's or the backend's error).
+                    if last is None or last.phase != "error":
+                        raise
+                    failure = exc
     session = escape(args.session)
+    if failure is not None:
+        raise Refusal(f"compaction failed, log unchanged: {_one_line(failure)}", EXIT_FAILED)
     if last is None or last.phase not in ("done", "cancelled", "error"):
         raise Refusal("compaction ended without a result", EXIT_FAILED)
     if last.phase == "cancelled":
@@ -521,7 +537,12 @@ async def _compact(args: argparse.Namespace, console: Console) -> int:
     tokens = _tokens(last) or view.tokens
     tokens = f" ({tokens})" if tokens else ""
     if not last.reduced:
-        console.print(f"nothing to compact in session {session!r}, log unchanged{tokens}")
+        before, after = last.tokens_before, last.tokens_after
+        if before is not None and after is not None and after >= before:
+            why = "a summary would not make it shorter"
+        else:
+            why = "nothing new since the last summary"
+        console.print(f"session {session!r} not compacted: {why}; log unchanged{tokens}")
         return EXIT_OK
     console.print(
         f"[bold green]compacted[/] session {session!r}: summary at seq {last.summary_seq}{tokens}"

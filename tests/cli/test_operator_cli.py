@@ -88,6 +88,16 @@ PARTIAL: list[SessionEvent] = [
 ]
 """One checkpoint whose file cannot be put back: its snapshot was truncated."""
 
+LONG: list[SessionEvent] = [
+    event
+    for turn in range(8)
+    for event in (
+        UserPrompt(f"Question {turn}: explain part {turn} of the design"),
+        AssistantMessage(f"Part {turn} works like this. " + "Details upon details. " * 100),
+    )
+]
+"""A conversation long enough that a summary makes it shorter: compaction writes one."""
+
 
 class Store:
     """A store built for one test, with the workspace the DEMO session left behind."""
@@ -108,6 +118,7 @@ class Store:
         try:
             await checkpointer.append("demo", DEMO)
             await checkpointer.append("partial", PARTIAL)
+            await checkpointer.append("long", LONG)
         finally:
             await checkpointer.close()
 
@@ -132,7 +143,8 @@ class Store:
         return msgspec.json.encode(self.events(session))
 
     def files(self) -> dict[str, bytes]:
-        return {p.name: p.read_bytes() for p in sorted(self.workspace.iterdir())}
+        """The workspace's files (restore keeps its journal in a folder of its own)."""
+        return {p.name: p.read_bytes() for p in sorted(self.workspace.iterdir()) if p.is_file()}
 
 
 WORKSPACE_AFTER_DEMO = {"logo.bin": LOGO, "notes.txt": b"v2\n"}
@@ -189,6 +201,7 @@ def test_sessions_lists_every_session_with_its_mtime(store: Store) -> None:
     assert done.returncode == 0, done.stderr
     assert "demo" in done.stdout
     assert "partial" in done.stdout
+    assert "long" in done.stdout
     assert "modified (UTC)" in done.stdout
     assert " 13 " in done.stdout  # the demo session's events
 
@@ -299,17 +312,26 @@ def test_restore_usage_errors(sqlite_store: Store, args: list[str], phrase: str)
 
 
 def test_compact_appends_a_summary_and_reports_estimated_tokens(store: Store) -> None:
-    done = run("compact", store.text, "demo", "--instructions", "keep the file names")
+    done = run("compact", store.text, "long", "--instructions", "keep the part numbers")
     assert done.returncode == 0, done.stderr
-    events = store.events()
-    assert events[: len(DEMO)] == DEMO
-    assert len(events) == len(DEMO) + 1
+    events = store.events("long")
+    assert events[: len(LONG)] == LONG
+    assert len(events) == len(LONG) + 1
     summary = events[-1]
     assert isinstance(summary, Summary)
-    assert summary.through_seq == len(DEMO)
-    assert "compacted" in done.stdout
-    assert "estimated" in done.stdout or "measured" in done.stdout
+    assert summary.through_seq == len(LONG)
+    assert "compacted session 'long': summary at seq 17" in done.stdout
+    assert f"tokens {summary.tokens_before:,} → {summary.tokens_after:,}, estimated" in done.stdout
     assert "archiving" in done.stdout  # stages are printed as they start
+
+
+def test_compact_of_a_compacted_session_writes_nothing(store: Store) -> None:
+    assert run("compact", store.text, "long").returncode == 0
+    before = store.log_bytes("long")
+    done = run("compact", store.text, "long")
+    assert done.returncode == 0, done.stderr
+    assert "not compacted: nothing new since the last summary; log unchanged" in done.stdout
+    assert store.log_bytes("long") == before
 
 
 def test_compact_of_an_unknown_session_is_refused(store: Store) -> None:
