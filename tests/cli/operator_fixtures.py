@@ -66,3 +66,14 @@ class GatedCheckpointer:
 
 def gated(ctx: BackendContext) -> GatedCheckpointer:
     return GatedCheckpointer(FileCheckpointer(ctx.path))
+
+
+class FailingSummarizer:
+    """A summarizer whose model is unreachable."""
+
+    async def summarize(self, messages: Sequence[Message], instructions: str | None) -> str:
+        raise ConnectionError("the summarizing model is unreachable")
+
+
+def failing() -> FailingSummarizer:
+    return FailingSummarizer()

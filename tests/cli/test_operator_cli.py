@@ -222,6 +222,14 @@ def test_checkpoints_lists_prompts_files_and_unavailable_files(store: Store) -> 
 
 def test_checkpoints_of_an_unknown_session_is_refused(store: Store) -> None:
     refused(run("checkpoints", store.text, "nobody"), "no session 'nobody'")
+    refused(run("checkpoints", store.text, ""), "session_id")
+
+
+def test_sessions_of_an_empty_store(tmp_path: Path) -> None:
+    asyncio.run(file_backend.make(BackendContext(path=tmp_path / "empty")).close())
+    done = run("sessions", f"file:{tmp_path / 'empty'}")
+    assert done.returncode == 0, done.stderr
+    assert "no sessions in" in done.stdout
 
 
 # -- restore ------------------------------------------------------------------------------------------
@@ -348,6 +356,22 @@ def test_compact_with_a_summarizer_that_does_not_import_is_refused(sqlite_store:
     assert sqlite_store.log_bytes() == before
 
 
+def test_compact_whose_summarizer_fails_exits_1_with_the_log_unchanged(store: Store) -> None:
+    before = store.log_bytes("long")
+    done = run("compact", store.text, "long", "--summarizer", "operator_fixtures:failing")
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "compaction failed, log unchanged: ConnectionError" in done.stderr
+    assert store.log_bytes("long") == before
+
+
+def test_compact_with_something_that_is_not_a_summarizer_is_refused(sqlite_store: Store) -> None:
+    refused(
+        run("compact", sqlite_store.text, "long", "--summarizer", "builtins:object"),
+        "has no summarize()",
+    )
+
+
 # -- Ctrl-C ---------------------------------------------------------------------------------------------
 
 
@@ -442,6 +466,16 @@ def test_a_store_that_is_not_there_is_refused_and_not_created(tmp_path: Path) ->
 )
 def test_a_malformed_store_is_refused(store: str, phrase: str) -> None:
     refused(run("sessions", store), phrase)
+
+
+def test_a_store_of_a_newer_version_is_refused_untouched(tmp_path: Path) -> None:
+    store = Store("file", tmp_path)
+    store.build()
+    marker = store.path / "format.json"
+    marker.write_text('{"format": "checkpointspec.file", "version": 99}\n')
+    before = {p: p.read_bytes() for p in sorted(store.path.rglob("*")) if p.is_file()}
+    refused(run("sessions", store.text), "newer version", "schema 99")
+    assert {p: p.read_bytes() for p in sorted(store.path.rglob("*")) if p.is_file()} == before
 
 
 def test_a_file_that_is_not_a_database_is_refused(tmp_path: Path) -> None:
