@@ -91,7 +91,7 @@ _FILES_SHOWN: Final = 5  # paths shown per checkpoint before "+N more"
 _Parser = TypeVar("_Parser", bound=argparse.ArgumentParser)
 
 
-class Refusal(Exception):
+class _Refusal(Exception):
     """A command stops with one line on stderr and an exit status (nothing changed)."""
 
     def __init__(self, message: str, status: int = EXIT_REFUSED) -> None:
@@ -243,10 +243,10 @@ async def _opened(store: str) -> AsyncIterator[Checkpointer]:
 
 
 async def _require_session(checkpointer: Checkpointer, session: str, store: str) -> int:
-    """The session's head; `Refusal` when it has no events (unknown, or truncated to nothing)."""
+    """The session's head; `_Refusal` when it has no events (unknown, or truncated to nothing)."""
     head = await checkpointer.head(session)
     if head == 0:
-        raise Refusal(f"no session {session!r} in {store} (it has no events)")
+        raise _Refusal(f"no session {session!r} in {store} (it has no events)")
     return head
 
 
@@ -272,7 +272,7 @@ def _ctrl_c(cancel: asyncio.Event) -> Iterator[None]:
 async def _sessions(args: argparse.Namespace, console: Console) -> int:
     async with _opened(args.store) as checkpointer:
         if Capability.LIST not in checkpointer.capabilities:
-            raise Refusal(f"{args.store}: this backend cannot list sessions (no LIST capability)")
+            raise _Refusal(f"{args.store}: this backend cannot list sessions (no LIST capability)")
         infos = await checkpointer.list_sessions()
         heads = [await checkpointer.head(info.id) for info in infos]
     if not infos:
@@ -350,16 +350,16 @@ class _RestoreView:
                 )
 
 
-def _restore_refusal(exc: RestoreError, args: argparse.Namespace, seqs: Sequence[int]) -> Refusal:
+def _restore_refusal(exc: RestoreError, args: argparse.Namespace, seqs: Sequence[int]) -> _Refusal:
     where = f" ({exc.path})" if exc.path is not None else ""
     reason = exc.reason_code
     if reason is RestoreReason.CANCELLED:
-        return Refusal("restore cancelled, files and log unchanged", EXIT_CANCELLED)
+        return _Refusal("restore cancelled, files and log unchanged", EXIT_CANCELLED)
     if reason is RestoreReason.UNKNOWN_SESSION:
-        return Refusal(f"no session {args.session!r} in {args.store} (it has no events)")
+        return _Refusal(f"no session {args.session!r} in {args.store} (it has no events)")
     if reason is RestoreReason.NOT_A_CHECKPOINT:
         valid = f"its checkpoints: {_brief(seqs)}" if seqs else "it has no checkpoints"
-        return Refusal(f"seq {args.seq} is not a checkpoint of session {args.session!r}; {valid}")
+        return _Refusal(f"seq {args.seq} is not a checkpoint of session {args.session!r}; {valid}")
     hint = ""
     if reason is RestoreReason.WORKSPACE_REQUIRED:
         hint = (
@@ -368,7 +368,7 @@ def _restore_refusal(exc: RestoreError, args: argparse.Namespace, seqs: Sequence
         )
     elif reason is RestoreReason.OUT_OF_BAND_CHANGE:
         hint = "; nothing was changed (--conversation-only leaves the files as they are)"
-    return Refusal(f"restore refused: {reason.value}{where}: {exc.detail}{hint}")
+    return _Refusal(f"restore refused: {reason.value}{where}: {exc.detail}{hint}")
 
 
 def _restore_summary(console: Console, args: argparse.Namespace, result: RestoreResult) -> None:
@@ -392,7 +392,7 @@ def _restore_summary(console: Console, args: argparse.Namespace, result: Restore
 async def _restore(args: argparse.Namespace, console: Console) -> int:
     workspace: Path | None = args.workspace
     if workspace is not None and not workspace.is_dir():
-        raise Refusal(f"--workspace {workspace}: no such directory")
+        raise _Refusal(f"--workspace {workspace}: no such directory")
     cancel = asyncio.Event()
     with _ctrl_c(cancel):
         async with _opened(args.store) as checkpointer:
@@ -473,12 +473,12 @@ def _summarizer(target: str | None) -> Summarizer:
     try:
         factory = import_object(target)
     except (ValueError, ImportError) as exc:
-        raise Refusal(f"--summarizer {target}: {exc}") from exc
+        raise _Refusal(f"--summarizer {target}: {exc}") from exc
     if not callable(factory):
-        raise Refusal(f"--summarizer {target}: not callable")
+        raise _Refusal(f"--summarizer {target}: not callable")
     made = factory()
     if not isinstance(made, Summarizer):
-        raise Refusal(
+        raise _Refusal(
             f"--summarizer {target} returned {type(made).__name__}, which has no summarize()"
         )
     return made
@@ -525,13 +525,13 @@ async def _compact(args: argparse.Namespace, console: Console) -> int:
                     failure = exc
     session = escape(args.session)
     if failure is not None:
-        raise Refusal(f"compaction failed, log unchanged: {_one_line(failure)}", EXIT_FAILED)
+        raise _Refusal(f"compaction failed, log unchanged: {_one_line(failure)}", EXIT_FAILED)
     if last is None or last.phase not in ("done", "cancelled", "error"):
-        raise Refusal("compaction ended without a result", EXIT_FAILED)
+        raise _Refusal("compaction ended without a result", EXIT_FAILED)
     if last.phase == "cancelled":
-        raise Refusal("compaction cancelled, log unchanged", EXIT_CANCELLED)
+        raise _Refusal("compaction cancelled, log unchanged", EXIT_CANCELLED)
     if last.phase == "error":
-        raise Refusal(
+        raise _Refusal(
             f"compaction failed, log unchanged: {last.error or last.message}", EXIT_FAILED
         )
     tokens = _tokens(last) or view.tokens
@@ -572,7 +572,7 @@ def run_command(args: argparse.Namespace, console: Console | None = None) -> int
     out = console or Console()
     try:
         return asyncio.run(_RUN[args.command](args, out))
-    except Refusal as exc:
+    except _Refusal as exc:
         _error(str(exc))
         return exc.status
     except StoreError as exc:
