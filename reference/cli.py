@@ -312,13 +312,13 @@ async def _checkpoints(args: argparse.Namespace, console: Console) -> int:
         await _require_session(checkpointer, args.session, args.store)
         checkpoints = await list_checkpoints(checkpointer, args.session)
     if not checkpoints:
-        console.print(f"session {escape(args.session)!r} has no checkpoints (no user prompt)")
+        console.print(f"session {escape(repr(args.session))} has no checkpoints (no user prompt)")
         return EXIT_OK
-    title = f"checkpoints of {escape(args.session)!r} in {escape(args.store)}"
+    title = f"checkpoints of {escape(repr(args.session))} in {escape(args.store)}"
     console.print(_checkpoints_table(title, checkpoints))
     console.print(
         f"[dim]restore one with: checkpointspec restore {escape(args.store)} "
-        f"{escape(args.session)} SEQ [--workspace DIR][/]"
+        f"{escape(args.session)} SEQ {escape('[--workspace DIR]')}[/]"
     )
     return EXIT_OK
 
@@ -373,7 +373,7 @@ def _restore_refusal(exc: RestoreError, args: argparse.Namespace, seqs: Sequence
 
 def _restore_summary(console: Console, args: argparse.Namespace, result: RestoreResult) -> None:
     console.print(
-        f"[bold green]restored[/] session {escape(args.session)!r} to just before seq {args.seq}"
+        f"[bold green]restored[/] session {escape(repr(args.session))} to just before seq {args.seq}"
     )
     if result.conversation_restored:
         console.print(f"  conversation: cut after seq {args.seq - 1}")
@@ -523,7 +523,7 @@ async def _compact(args: argparse.Namespace, console: Console) -> int:
                     if last is None or last.phase != "error":
                         raise
                     failure = exc
-    session = escape(args.session)
+    session = escape(repr(args.session))
     if failure is not None:
         raise _Refusal(f"compaction failed, log unchanged: {_one_line(failure)}", EXIT_FAILED)
     if last is None or last.phase not in ("done", "cancelled", "error"):
@@ -542,10 +542,10 @@ async def _compact(args: argparse.Namespace, console: Console) -> int:
             why = "a summary would not make it shorter"
         else:
             why = "nothing new since the last summary"
-        console.print(f"session {session!r} not compacted: {why}; log unchanged{tokens}")
+        console.print(f"session {session} not compacted: {why}; log unchanged{tokens}")
         return EXIT_OK
     console.print(
-        f"[bold green]compacted[/] session {session!r}: summary at seq {last.summary_seq}{tokens}"
+        f"[bold green]compacted[/] session {session}: summary at seq {last.summary_seq}{tokens}"
     )
     return EXIT_OK
 
