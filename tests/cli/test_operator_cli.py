@@ -193,6 +193,13 @@ def refused(done: subprocess.CompletedProcess[str], *phrases: str) -> str:
     return lines[0]
 
 
+def test_help_lists_the_operator_commands() -> None:
+    done = run("--help")
+    assert done.returncode == 0, done.stderr
+    for command in ("sessions", "checkpoints", "restore", "compact"):
+        assert f"    {command} " in done.stdout
+
+
 # -- sessions and checkpoints ---------------------------------------------------------------------
 
 
