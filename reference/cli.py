@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import signal
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Sequence
 from datetime import UTC, datetime
@@ -345,9 +346,8 @@ class _RestoreView:
                 description=escape(event.path or ""),
             )
             if not self.console.is_terminal:
-                self.console.print(
-                    f"restored {escape(event.path or '?')} ({event.completed}/{event.total})"
-                )
+                count = f"[{event.completed}/{event.total}]"
+                self.console.print(f"{escape(count)} {escape(event.path or '?')}")
 
 
 def _restore_refusal(exc: RestoreError, args: argparse.Namespace, seqs: Sequence[int]) -> _Refusal:
@@ -379,10 +379,14 @@ def _restore_summary(console: Console, args: argparse.Namespace, result: Restore
         console.print(f"  conversation: cut after seq {args.seq - 1}")
     else:
         console.print("  conversation: unchanged")
-    if result.restored_files:
-        files = ", ".join(escape(p) for p in result.restored_files)
-        console.print(f"  files put back ({len(result.restored_files)}): {files}")
-    else:
+    root = args.workspace or Path()
+    # A file that did not exist at the checkpoint was put back by removing it.
+    removed = [p for p in result.restored_files if not os.path.lexists(root / p)]
+    written = [p for p in result.restored_files if p not in removed]
+    for label, paths in (("files put back", written), ("files removed", removed)):
+        if paths:
+            console.print(f"  {label} ({len(paths)}): {', '.join(escape(p) for p in paths)}")
+    if not result.restored_files:
         console.print("  files: none changed")
     if result.unchecked_files:
         unchecked = ", ".join(escape(p) for p in result.unchecked_files)

@@ -247,9 +247,10 @@ def test_restore_puts_files_back_and_cuts_the_log(store: Store) -> None:
     assert done.returncode == 0, done.stderr
     assert store.files() == {"notes.txt": b"v1\n"}  # logo.bin did not exist at seq 6
     assert store.events() == DEMO[:5]
-    assert "restored" in done.stdout
-    assert "logo.bin" in done.stdout
-    assert "notes.txt" in done.stdout
+    assert "restored session 'demo' to just before seq 6" in done.stdout
+    assert "files put back (1): notes.txt" in done.stdout
+    assert "files removed (1): logo.bin" in done.stdout
+    assert "[2/2] notes.txt" in done.stdout  # one line per file when not on a terminal
 
 
 def test_restore_conversation_only_leaves_the_files(store: Store) -> None:
