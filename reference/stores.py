@@ -34,7 +34,7 @@ from urllib.parse import quote
 import msgspec
 
 from ..backends import file as file_backend
-from ..backends.sqlite import SqliteCheckpointer
+from ..backends.sqlite import DATABASE_NAME, SqliteCheckpointer
 from ..backends.sqlite.schema import header_user_version
 from ..spec import (
     BackendContext,
@@ -198,7 +198,9 @@ def _check_sqlite(spec: StoreSpec) -> None:
     if not path.exists():
         raise _missing(spec, "file")
     if path.is_dir():
-        raise _unreachable(spec, f"{path} is a directory; sqlite: names the database file")
+        inside = path / DATABASE_NAME  # where the kit's sqlite factory keeps its database
+        hint = f" (sqlite:{inside}?)" if inside.is_file() else ""
+        raise _unreachable(spec, f"{path} is a directory; sqlite: names the database file{hint}")
     try:
         with path.open("rb") as db:
             header = db.read(_SQLITE_HEADER)

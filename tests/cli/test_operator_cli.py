@@ -554,8 +554,13 @@ def test_check_store_refuses_missing_parents_directories_and_empty_databases(
 ) -> None:
     with pytest.raises(NoStoreError, match=r"directory .*nowhere does not exist"):
         check_store(parse_store(f"sqlite:{tmp_path}/nowhere/s.db"))
-    with pytest.raises(StoreUnreachableError, match="is a directory"):
+    with pytest.raises(StoreUnreachableError, match="is a directory") as caught:
         check_store(parse_store(f"sqlite:{tmp_path}"))
+    assert "?" not in caught.value.reason
+    (tmp_path / "checkpoints.db").write_bytes(b"")
+    with pytest.raises(StoreUnreachableError, match=r"\(sqlite:.*/checkpoints\.db\?\)"):
+        check_store(parse_store(f"sqlite:{tmp_path}"))
+    (tmp_path / "checkpoints.db").unlink()
     with pytest.raises(NoStoreError, match=r"holds no format\.json"):
         check_store(parse_store(f"file:{tmp_path}"))
     empty = tmp_path / "empty.db"
