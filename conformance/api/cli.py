@@ -9,7 +9,14 @@ A usage error is one line on stderr and exit 2, before any check runs: an
 unknown backend; a backend module that does not import (its file, line and
 error); a factory that raises or returns something that is not a Checkpointer
 (the members it lacks); an unknown ``--xfail`` rule or ``--only`` selection; a
-``-n`` below 1; a ``--report``/``--junit`` path that cannot be written.
+``-n`` below 1; a ``--report``/``--junit`` path that cannot be written; with
+``--suite session`` or ``all``, a ``--session-layer`` module that does not
+import or lacks one of the session layer's names.
+
+``--suite`` picks what is checked: ``storage`` (the default) the checkpointer
+against the storage contract, ``session`` the session layer (``--session-layer``,
+default ``checkpointspec.reference``) running on it, ``all`` both. The table
+lists the rules of the suite run.
 
 The progress bar and the summary count the same things: the selected checks,
 each of which ends once (skipped ones included); one check may verify several
@@ -42,6 +49,8 @@ from ...spec import RULES
 from ..checks.base import Check
 from ..checks.profiles import DEFAULT_PROFILE, PROFILES
 from ..engines.loading import BackendLoadError, parse_options
+from ..engines.session_layer import DEFAULT_SESSION_LAYER
+from .registry import DEFAULT_SUITE, SUITES
 from .report import (
     EXIT_FAILED,
     EXIT_KIT_ERROR,
@@ -125,6 +134,20 @@ def _parser() -> argparse.ArgumentParser:
         help="how hard to try (default: default)",
     )
     run.add_argument(
+        "--suite",
+        choices=list(SUITES),
+        default=DEFAULT_SUITE,
+        help="storage: the checkpointer; session: the session layer on it; all: both "
+        f"(default: {DEFAULT_SUITE})",
+    )
+    run.add_argument(
+        "--session-layer",
+        default=DEFAULT_SESSION_LAYER,
+        metavar="MODULE",
+        help="the session layer the session suite checks: a module (or MODULE:OBJECT) "
+        f"exposing the names of {DEFAULT_SESSION_LAYER} (default: {DEFAULT_SESSION_LAYER})",
+    )
+    run.add_argument(
         "--seed", type=int, help="seed for every random choice; printed with each failure"
     )
     run.add_argument(
@@ -165,8 +188,12 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _rules_table(report: KitReport) -> Table:
+    suite = "" if report.suite == "storage" else f" · suite {report.suite}"
+    if report.session_layer is not None and report.session_layer != DEFAULT_SESSION_LAYER:
+        suite += f" ({report.session_layer})"
     table = Table(
-        title=f"checkpointspec · {report.backend} · profile {report.profile} · seed {report.seed}"
+        title=f"checkpointspec · {report.backend}{suite} · profile {report.profile} "
+        f"· seed {report.seed}"
     )
     table.add_column("rule", no_wrap=True)
     table.add_column("", no_wrap=True)
@@ -286,6 +313,8 @@ def _run(args: argparse.Namespace, console: Console) -> int:
             only=args.only,
             expected_failures=args.xfail,
             options=options,
+            suite=args.suite,
+            session_layer=args.session_layer,
             on_result=live.finished,
             on_start=live.selected,
             on_check_start=live.started,

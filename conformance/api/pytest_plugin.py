@@ -11,7 +11,10 @@ shows the violated rule, the minimal failing steps and a replay command.
 The backend is loaded and probed once when pytest starts: a module that does not
 import, a factory that raises or returns something that is not a Checkpointer,
 an unknown ``--checkpointer-only`` selection or a malformed option is a usage
-error (one line, exit status 4), as in the CLI.
+error (one line, exit status 4), as in the CLI. ``--checkpointer-suite`` picks
+the suite (``storage``, the default; ``session``; ``all``) and
+``--checkpointer-session-layer`` the session layer the session checks run; one
+that cannot be loaded is a usage error too.
 
 The check runs in the item's setup, so that its outcome maps onto pytest's: a
 rule violation (or an exception the backend raised) is a test failure; an error
@@ -32,7 +35,8 @@ import pytest
 from ..checks.base import Check
 from ..checks.profiles import DEFAULT_PROFILE, PROFILES
 from ..engines.loading import BackendLoadError, BackendRef, parse_options, resolve_backend
-from .registry import UnknownCheckError, select_checks
+from ..engines.session_layer import DEFAULT_SESSION_LAYER, load_session_layer
+from .registry import DEFAULT_SUITE, SUITES, UnknownCheckError, is_session_check, select_checks
 from .report import CheckResult
 from .runner import BackendProbe, probe_backend, run_check
 
@@ -63,6 +67,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=[],
         metavar="CHECK_OR_RULE",
         help="run only these checks or rules",
+    )
+    group.addoption(
+        "--checkpointer-suite",
+        choices=list(SUITES),
+        default=DEFAULT_SUITE,
+        help=f"storage, session or all (default: {DEFAULT_SUITE})",
+    )
+    group.addoption(
+        "--checkpointer-session-layer",
+        default=DEFAULT_SESSION_LAYER,
+        metavar="MODULE",
+        help=f"session layer the session suite checks (default: {DEFAULT_SESSION_LAYER})",
     )
     group.addoption(
         "--checkpointer-option",
@@ -143,6 +159,7 @@ class CheckItem(pytest.Item):
                 parent.seed,
                 Path(root),
                 options,
+                self.config.getoption("checkpointer_session_layer"),
             )
         if result.status == "error":
             pytest.fail(
@@ -192,9 +209,16 @@ def pytest_configure(config: pytest.Config) -> None:
     except BackendLoadError as exc:
         raise pytest.UsageError(f"--checkpointer: {exc}") from exc
     try:
-        checks = select_checks(config.getoption("checkpointer_only"))
+        checks = select_checks(
+            config.getoption("checkpointer_only"), suite=config.getoption("checkpointer_suite")
+        )
     except UnknownCheckError as exc:
         raise pytest.UsageError(f"--checkpointer-only: {exc}") from exc
+    if any(is_session_check(c) for c in checks):
+        try:
+            load_session_layer(config.getoption("checkpointer_session_layer"))
+        except BackendLoadError as exc:
+            raise pytest.UsageError(f"--checkpointer-session-layer: {exc}") from exc
     seed = config.getoption("checkpointer_seed")
     if seed is None:
         seed = random.SystemRandom().randrange(2**31)
@@ -228,4 +252,10 @@ def pytest_report_header(config: pytest.Config) -> str | None:
     name = config.getoption("checkpointer")
     if not name:
         return None
-    return f"checkpointspec: backend {name}, profile {config.getoption('checkpointer_profile')}"
+    suite = config.getoption("checkpointer_suite")
+    header = f"checkpointspec: backend {name}, profile {config.getoption('checkpointer_profile')}"
+    if suite != DEFAULT_SUITE:
+        header += f", suite {suite}"
+    if suite != "storage":
+        header += f", session layer {config.getoption('checkpointer_session_layer')}"
+    return header

@@ -16,6 +16,12 @@ A rule has one more status: ``not_run``, for a rule no selected check verifies
 when the run was narrowed (``--only``): the user chose not to run it, which
 says nothing about the backend. ``not_checked`` keeps its meaning: a check that
 ran could not reach a verdict on the rule.
+
+A run checks one suite (``storage``, ``session`` or ``all``; see
+`checkpointspec.conformance.api.registry`), and its report holds a verdict on
+that suite's rules only: a storage run says nothing about the session rules,
+so it does not list them (neither ``not_run`` nor ``not_checked``). ``suite``
+and ``session_layer`` say what was checked.
 """
 
 from __future__ import annotations
@@ -44,10 +50,11 @@ __all__ = [
     "to_junit",
 ]
 
-REPORT_SCHEMA_VERSION = 3
+REPORT_SCHEMA_VERSION = 4
 """2: check status ``error`` and ``not_checked``, rule status ``error``, exit status 3.
 3: rule status ``not_run`` for rules outside an ``--only`` selection, which were
-``not_checked`` before."""
+``not_checked`` before.
+4: ``suite`` and ``session_layer``; ``rules`` holds the run's suite's rules only."""
 
 CheckStatus = Literal["passed", "failed", "skipped", "not_checked", "error"]
 RuleStatus = Literal[
@@ -108,11 +115,18 @@ class RuleResult(msgspec.Struct, frozen=True):
 
 
 class KitReport(msgspec.Struct, frozen=True):
-    """Everything one run found. ``exit_status`` is what the CLI exits with."""
+    """Everything one run found. ``exit_status`` is what the CLI exits with.
+
+    ``suite`` is the suite run; ``session_layer`` the session layer checked on the
+    backend (``MODULE`` or ``MODULE:OBJECT``), None when the run had no session check.
+    ``rules`` are the suite's rules, in catalog order.
+    """
 
     schema_version: int
     backend: str
     target: str
+    suite: str
+    session_layer: str | None
     profile: str
     seed: int
     capabilities: tuple[str, ...]
@@ -185,11 +199,13 @@ def summarise_rules(
     expected_failures: frozenset[str] = frozenset(),
     *,
     narrowed: bool = False,
+    rule_ids: Iterable[str] | None = None,
 ) -> tuple[RuleResult, ...]:
     """Fold check results into one verdict per rule, in catalog order.
 
-    ``narrowed``: the results are from a selection of the kit's checks (``--only``),
+    ``narrowed``: the results are from a selection of the suite's checks (``--only``),
     so a rule none of them reached is ``not_run`` rather than ``not_checked``.
+    ``rule_ids``: the rules to report (the run's suite's); all of the catalog when None.
     """
     by_rule: dict[str, list[CheckResult]] = {r.id: [] for r in RULES}
     for result in results:
@@ -202,9 +218,11 @@ def summarise_rules(
         if result.violated_rule is not None and result.violated_rule not in result.rules:
             by_rule[result.violated_rule].append(result)
     declared = frozenset(capabilities)
+    wanted = None if rule_ids is None else frozenset(rule_ids)
     return tuple(
         _rule_verdict(rule, by_rule[rule.id], expected_failures, declared, narrowed)
         for rule in RULES
+        if wanted is None or rule.id in wanted
     )
 
 
@@ -242,7 +260,8 @@ def to_junit(report: KitReport) -> bytes:
     skipped = sum(c.status in ("skipped", "not_checked") for c in report.checks)
     suite = ET.Element(
         "testsuite",
-        name=f"checkpointspec[{report.backend}]",
+        name=f"checkpointspec[{report.backend}]"
+        + ("" if report.suite == "storage" else f"[{report.suite}]"),
         tests=str(len(report.checks)),
         failures=str(failed),
         errors=str(errors),

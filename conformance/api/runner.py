@@ -19,6 +19,14 @@ backend may fail a rule:
   delete that refuses breaks DELETE-001, whichever check called it);
 - any other exception is the kit's own (a bug in a check, an engine assertion,
   a worker that cannot start): ``error``, with its traceback, never a failure.
+
+The session suite checks a session layer on the backend (``session_layer``,
+default ``checkpointspec.reference``). The layer's functions note the exceptions
+they raise as the backend's handles do
+(`checkpointspec.conformance.engines.session_layer`), so an exception the layer
+raised fails the check's rule like one the backend raised. `run_kit` loads the
+layer once before any check when the selection holds a session check: a layer
+that does not import or lacks a name is a usage error.
 """
 
 from __future__ import annotations
@@ -56,8 +64,18 @@ from ..engines.loading import (
     resolve_backend,
 )
 from ..engines.provenance import backend_operation
+from ..engines.session_layer import DEFAULT_SESSION_LAYER, load_session_layer
 from ..engines.violations import RuleViolation
-from .registry import CHECKS_BY_NAME, UnknownCheckError, select_checks
+from .registry import (
+    CHECKS_BY_NAME,
+    DEFAULT_SUITE,
+    SUITES,
+    Suite,
+    UnknownCheckError,
+    is_session_check,
+    rules_of_suite,
+    select_checks,
+)
 from .report import (
     REPORT_SCHEMA_VERSION,
     CheckResult,
@@ -121,8 +139,15 @@ def _skip_reason(check: Check, probe: BackendProbe) -> str | None:
     return None
 
 
-def _replay(backend: BackendRef, check: Check, profile: Profile, seed: int) -> str:
-    return f"checkpointspec run {backend.name} --only {check.name} --profile {profile.name} --seed {seed}"
+def _replay(
+    backend: BackendRef, check: Check, profile: Profile, seed: int, session_target: str
+) -> str:
+    command = f"checkpointspec run {backend.name}"
+    if is_session_check(check):
+        command += " --suite session"
+        if session_target != DEFAULT_SESSION_LAYER:
+            command += f" --session-layer {session_target}"
+    return f"{command} --only {check.name} --profile {profile.name} --seed {seed}"
 
 
 def run_check(
@@ -133,10 +158,14 @@ def run_check(
     seed: int,
     root: Path,
     options: dict[str, str] | None = None,
+    session_target: str = DEFAULT_SESSION_LAYER,
 ) -> CheckResult:
-    """Run one check in this process and report how it went (see the module docstring)."""
+    """Run one check in this process and report how it went (see the module docstring).
+
+    ``session_target`` is the session layer a session check reaches through
+    `Harness.session`."""
     started = time.perf_counter()
-    replay = _replay(backend, check, profile, seed)
+    replay = _replay(backend, check, profile, seed, session_target)
     reason = _skip_reason(check, probe)
     if reason is not None:
         return CheckResult(check.name, check.rules, "skipped", 0.0, reason=reason)
@@ -144,7 +173,14 @@ def run_check(
     try:
         workdir = Path(tempfile.mkdtemp(prefix=f"{check.rule_id}-", dir=root))
         harness = Harness(
-            backend, backend.load(), workdir, probe.capabilities, profile, seed, options
+            backend,
+            backend.load(),
+            workdir,
+            probe.capabilities,
+            profile,
+            seed,
+            options,
+            session_target=session_target,
         )
         if inspect.iscoroutinefunction(check.func):
             asyncio.run(_run_async(check, harness))
@@ -285,8 +321,11 @@ def _run_in_worker(
     seed: int,
     root: str,
     options: dict[str, str],
+    session_target: str,
 ) -> CheckResult:
-    return run_check(CHECKS_BY_NAME[name], backend, probe, profile, seed, Path(root), options)
+    return run_check(
+        CHECKS_BY_NAME[name], backend, probe, profile, seed, Path(root), options, session_target
+    )
 
 
 def _worker_failed(check: Check, exc: Exception) -> CheckResult:
@@ -309,6 +348,8 @@ def run_kit(
     only: Iterable[str] = (),
     expected_failures: Iterable[str] = (),
     options: dict[str, str] | None = None,
+    suite: Suite = DEFAULT_SUITE,
+    session_layer: str = DEFAULT_SESSION_LAYER,
     on_result: Callable[[CheckResult], None] | None = None,
     on_start: Callable[[list[Check]], None] | None = None,
     on_check_start: Callable[[Check], None] | None = None,
@@ -320,19 +361,29 @@ def run_kit(
     gets each check as it starts, ``on_result`` its result as it ends. With
     ``workers > 1`` at most ``workers`` checks are started and not yet ended.
 
-    Raises `BackendLoadError` for usage errors: an unknown backend, a factory that
-    cannot be imported, raises or returns something that is not a Checkpointer, a
-    selection matching no check.
+    ``suite`` picks the checks (``storage``, ``session`` or ``all``; ``only``
+    narrows them further); the report covers that suite's rules. Session checks
+    run ``session_layer`` (``MODULE`` or ``MODULE:OBJECT``) on the backend.
+
+    Raises `BackendLoadError` for usage errors: an unknown backend or suite, a
+    factory that cannot be imported, raises or returns something that is not a
+    Checkpointer, a selection matching no check, a session layer that cannot be
+    loaded (`SessionLayerError`) when a session check is selected.
     """
     started = time.perf_counter()
     chosen = PROFILES[profile] if isinstance(profile, str) else profile
     run_seed = seed if seed is not None else random.SystemRandom().randrange(2**31)
+    if suite not in SUITES:
+        raise BackendLoadError(f"unknown suite {suite!r}: use one of {', '.join(SUITES)}")
     backend = resolve_backend(backend_name)
     probe = probe_backend(backend, options)
     try:
-        selected = select_checks(only)
+        selected = select_checks(only, suite=suite)
     except UnknownCheckError as exc:
         raise BackendLoadError(str(exc)) from exc
+    uses_session = any(is_session_check(c) for c in selected)
+    if uses_session:
+        load_session_layer(session_layer)  # a usage error now, not one error per check
     if on_start is not None:
         on_start(selected)
     root = Path(tempfile.mkdtemp(prefix="checkpointspec-"))
@@ -369,6 +420,7 @@ def run_kit(
                                 run_seed,
                                 str(root),
                                 opts,
+                                session_layer,
                             )
                         ] = c
                     done, _ = wait(running, return_when=FIRST_COMPLETED)
@@ -382,7 +434,7 @@ def run_kit(
         else:
             for c in selected:
                 begin(c)
-                end(run_check(c, backend, probe, chosen, run_seed, root, opts))
+                end(run_check(c, backend, probe, chosen, run_seed, root, opts, session_layer))
     finally:
         shutil.rmtree(root, ignore_errors=True)
     ordered = tuple(results[c.name] for c in selected)
@@ -390,13 +442,18 @@ def run_kit(
         ordered,
         (c.value for c in probe.capabilities),
         frozenset(expected_failures),
-        narrowed={c.name for c in selected} != set(CHECKS_BY_NAME),
+        narrowed={c.name for c in selected} != {c.name for c in SUITES[suite]},
+        # A check may prove a rule of the other suite broken (a session check meeting a
+        # storage violation): that verdict is listed too, never dropped.
+        rule_ids=rules_of_suite(suite) | {r.violated_rule for r in ordered if r.violated_rule},
     )
     warnings = tuple(w for r in ordered for w in r.warnings)
     return KitReport(
         schema_version=REPORT_SCHEMA_VERSION,
         backend=backend.name,
         target=backend.target,
+        suite=suite,
+        session_layer=session_layer if uses_session else None,
         profile=chosen.name,
         seed=run_seed,
         capabilities=tuple(sorted(c.value for c in probe.capabilities)),

@@ -6,6 +6,10 @@ track of it so that the runner can close whatever a failing check left open.
 Handles come as `checkpointspec.conformance.engines.provenance.BackendHandle`:
 every exception the backend raises through them is noted as the backend's, which
 is how the runner tells evidence against the backend from the kit's own errors.
+
+Session checks reach the session layer under test through `Harness.session`,
+loaded on first use from `Harness.session_target` (``--session-layer``; by
+default ``checkpointspec.reference``), never by importing it themselves.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from ...spec import (
 )
 from ..engines.loading import BackendRef, open_checkpointer
 from ..engines.outcomes import read_all
+from ..engines.session_layer import DEFAULT_SESSION_LAYER, SessionLayer, load_session_layer
 from .profiles import Profile
 
 __all__ = ["CheckSkipped", "Harness", "read_all"]
@@ -46,6 +51,7 @@ class Harness:
         profile: Profile,
         seed: int,
         options: dict[str, str] | None = None,
+        session_target: str = DEFAULT_SESSION_LAYER,
     ) -> None:
         self.backend = backend
         self.factory = factory
@@ -54,6 +60,9 @@ class Harness:
         self.profile = profile
         self.seed = seed
         self.options = dict(options or {})
+        self.session_target = session_target
+        """The session layer's name (``MODULE`` or ``MODULE:OBJECT``), for worker processes."""
+        self._session: SessionLayer | None = None
         self.warnings: list[str] = []
         self._handles: list[Checkpointer] = []
         self._counter = itertools.count()
@@ -64,6 +73,18 @@ class Harness:
         path = self.root / f"store-{next(self._counter)}"
         path.mkdir(parents=True)
         return path
+
+    @property
+    def session(self) -> SessionLayer:
+        """The session layer under test, loaded on first use (a storage check never loads it).
+
+        Raises `checkpointspec.conformance.engines.session_layer.SessionLayerError`
+        when it cannot be loaded; the runner loads it once before any session check
+        runs, so a check meets that only if the layer changed in between.
+        """
+        if self._session is None:
+            self._session = load_session_layer(self.session_target)
+        return self._session
 
     def context(self, path: Path | None = None, codec: Codec | None = None) -> BackendContext:
         """The BackendContext for ``path`` (default: this check's store)."""

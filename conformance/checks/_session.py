@@ -1,0 +1,254 @@
+"""Tools the session checks share: logs, workspaces on disk, a checkpointer that
+lets a check act between two calls of the layer, and a disk that fills up.
+
+The session checks drive the session layer under test (`Harness.session`) on a
+handle of the backend under test; what they compare against comes from the
+spec's oracles (`fold_model`, `checkpoints_model`, `plan_restore`,
+`apply_plan`, `compaction_boundary`), never from the layer.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
+
+from ...backends.fsport import OsFileSystem
+from ...spec import (
+    Capability,
+    Checkpointer,
+    FileStat,
+    FileSystem,
+    GenerationalCheckpointer,
+    MaintenanceLockable,
+    SessionEvent,
+    SessionInfo,
+    StoredEvent,
+)
+from ...spec.records import IntegrityReport
+from ..engines.outcomes import read_all
+from ..engines.violations import RuleViolation
+
+__all__ = [
+    "RESERVED",
+    "FullDisk",
+    "Intercepted",
+    "append_log",
+    "events_of",
+    "files_under",
+    "same",
+    "write_files",
+]
+
+RESERVED = ".checkpointspec"
+"""The workspace folder the session layer keeps for itself (the restore journal)."""
+
+
+async def append_log(
+    cp: Checkpointer, session_id: str, events: Sequence[SessionEvent]
+) -> list[StoredEvent]:
+    """Append ``events`` as one batch and return the session's whole log as read back."""
+    if events:
+        await cp.append(session_id, list(events))
+    return await read_all(cp, session_id)
+
+
+def events_of(log: Sequence[StoredEvent]) -> list[tuple[int, SessionEvent]]:
+    """``(seq, event)`` pairs: what two reads of one log must agree on."""
+    return [(stored.seq, stored.event) for stored in log]
+
+
+def files_under(root: Path) -> dict[str, bytes]:
+    """Every file under ``root`` by ``/``-separated relative path, the reserved folder
+    left out (the layer's journal is not workspace content)."""
+    found: dict[str, bytes] = {}
+    if not root.exists():
+        return found
+    for directory, subdirs, names in os.walk(root):
+        subdirs[:] = sorted(d for d in subdirs if not (Path(directory) == root and d == RESERVED))
+        for name in names:
+            path = Path(directory) / name
+            if path.is_symlink():
+                continue
+            found[path.relative_to(root).as_posix()] = path.read_bytes()
+    return found
+
+
+def write_files(root: Path, files: Mapping[str, bytes]) -> None:
+    """Write ``files`` under ``root`` directly (out of band: nothing is recorded)."""
+    for relative, content in files.items():
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content)
+
+
+def same(rule_id: str, what: str, got: object, expected: object) -> None:
+    """Raise `RuleViolation` unless ``got == expected``, showing both."""
+    if got != expected:
+        raise RuleViolation(rule_id, f"{what}:\n  got      {got!r}\n  expected {expected!r}")
+
+
+Hook = Callable[[], Awaitable[None]]
+
+
+class Intercepted:
+    """A handle on the backend under test that lets a check act just before the
+    session layer's appends and truncates, and records what they were asked.
+
+    Everything else is forwarded unchanged (the maintenance lock and the
+    generation too, when the backend has them), so the layer sees the backend's
+    own behaviour. ``before_append`` / ``before_truncate`` run once each, before
+    the call they precede is forwarded; ``fail_append`` makes every append raise
+    it instead of writing.
+    """
+
+    def __init__(self, inner: Checkpointer) -> None:
+        self.inner = inner
+        self.appends: list[tuple[str, tuple[SessionEvent, ...], int | None]] = []
+        self.truncates: list[tuple[str, int, int | None]] = []
+        self.before_append: Hook | None = None
+        self.before_truncate: Hook | None = None
+        self.fail_append: Exception | None = None
+
+    @property
+    def capabilities(self) -> frozenset[Capability]:
+        return self.inner.capabilities
+
+    async def append(
+        self,
+        session_id: str,
+        events: Sequence[SessionEvent],
+        expected_head: int | None = None,
+        **kwargs: int | None,
+    ) -> int:
+        self.appends.append((session_id, tuple(events), expected_head))
+        hook, self.before_append = self.before_append, None
+        if hook is not None:
+            await hook()
+        if self.fail_append is not None:
+            raise self.fail_append
+        result: int = await self.inner.append(session_id, events, expected_head, **kwargs)
+        return result
+
+    def read(self, session_id: str, since_seq: int = 0) -> AsyncIterator[StoredEvent]:
+        return self.inner.read(session_id, since_seq)
+
+    async def head(self, session_id: str) -> int:
+        return await self.inner.head(session_id)
+
+    async def list_sessions(self) -> list[SessionInfo]:
+        return await self.inner.list_sessions()
+
+    async def delete(self, session_id: str) -> None:
+        await self.inner.delete(session_id)
+
+    async def truncate(
+        self, session_id: str, to_seq: int, expected_head: int | None = None, **kwargs: int | None
+    ) -> int:
+        self.truncates.append((session_id, to_seq, expected_head))
+        hook, self.before_truncate = self.before_truncate, None
+        if hook is not None:
+            await hook()
+        result: int = await self.inner.truncate(session_id, to_seq, expected_head, **kwargs)
+        return result
+
+    async def check_integrity(self) -> IntegrityReport:
+        return await self.inner.check_integrity()
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+    async def generation(self, session_id: str) -> int:
+        if not isinstance(self.inner, GenerationalCheckpointer):
+            raise AttributeError("the backend's handle has no generation")
+        return await self.inner.generation(session_id)
+
+    async def acquire_maintenance(self, session_id: str) -> None:
+        if not isinstance(self.inner, MaintenanceLockable):
+            raise AttributeError("the backend's handle has no maintenance lock")
+        await self.inner.acquire_maintenance(session_id)
+
+    async def release_maintenance(self, session_id: str) -> None:
+        if not isinstance(self.inner, MaintenanceLockable):
+            raise AttributeError("the backend's handle has no maintenance lock")
+        await self.inner.release_maintenance(session_id)
+
+    def as_checkpointer(self) -> Checkpointer:
+        """This wrapper, typed as what the session layer takes."""
+        assert isinstance(self, Checkpointer)
+        return self
+
+
+class FullDisk:
+    """The real file system, except that the ``fail_at``-th write to a workspace
+    file (outside the reserved folder) raises ENOSPC, once: a disk that fills up
+    part-way through a restore and has room again for putting things back."""
+
+    def __init__(self, fail_at: int) -> None:
+        self._os: FileSystem = OsFileSystem()
+        self._paths: dict[int, str] = {}
+        self._writes = 0
+        self._fail_at = fail_at
+        self.failed = False
+
+    def _workspace_file(self, fd: int) -> bool:
+        return f"/{RESERVED}/" not in self._paths.get(fd, f"/{RESERVED}/")
+
+    def open(self, path: str, *, create: bool = False, truncate: bool = False) -> int:
+        fd = self._os.open(path, create=create, truncate=truncate)
+        self._paths[fd] = path
+        return fd
+
+    def close(self, fd: int) -> None:
+        self._paths.pop(fd, None)
+        self._os.close(fd)
+
+    def dup(self, fd: int) -> int:
+        new = self._os.dup(fd)
+        self._paths[new] = self._paths.get(fd, "")
+        return new
+
+    def read(self, fd: int, size: int, offset: int) -> bytes:
+        return self._os.read(fd, size, offset)
+
+    def write(self, fd: int, data: bytes, offset: int) -> None:
+        if self._workspace_file(fd) and not self.failed:
+            self._writes += 1
+            if self._writes == self._fail_at:
+                self.failed = True
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), self._paths[fd])
+        self._os.write(fd, data, offset)
+
+    def truncate(self, fd: int, size: int) -> None:
+        self._os.truncate(fd, size)
+
+    def fsync(self, fd: int) -> None:
+        self._os.fsync(fd)
+
+    def fsync_dir(self, path: str) -> None:
+        self._os.fsync_dir(path)
+
+    def rename(self, src: str, dst: str) -> None:
+        self._os.rename(src, dst)
+
+    def unlink(self, path: str) -> None:
+        self._os.unlink(path)
+
+    def stat(self, path: str) -> FileStat | None:
+        return self._os.stat(path)
+
+    def fstat(self, fd: int) -> FileStat:
+        return self._os.fstat(fd)
+
+    def listdir(self, path: str) -> list[str]:
+        return self._os.listdir(path)
+
+    def mkdir(self, path: str) -> None:
+        self._os.mkdir(path)
+
+    def lock(self, fd: int, *, blocking: bool) -> bool:
+        return self._os.lock(fd, blocking=blocking)
+
+    def unlock(self, fd: int) -> None:
+        self._os.unlock(fd)

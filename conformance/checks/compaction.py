@@ -1,0 +1,301 @@
+"""Checks of the COMPACT rules: compaction appends one summary, honestly, or nothing.
+
+Each check writes a conversation to the backend, runs the session layer's
+``compact`` with its deterministic ``ExtractiveSummarizer`` on a handle, and
+consumes the progress stream one report at a time. Between two reports the
+check may act: set the cancel event (COMPACT-004) or append an event through
+the handle, as another writer of the session would (COMPACT-005). What a
+compaction must cover comes from the spec's oracle (`compaction_boundary`),
+what the fold shows after it from `fold_model`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from ...spec import (
+    STAGES,
+    AssistantMessage,
+    Checkpointer,
+    CompactionProgress,
+    RuntimeReminder,
+    SessionEvent,
+    Summary,
+    TokenCounter,
+    ToolCall,
+    ToolResult,
+    ToolStarted,
+    UserPrompt,
+    compaction_boundary,
+    fold_model,
+)
+from ..engines.violations import RuleViolation
+from ._session import Intercepted, append_log, events_of, same
+from .base import check
+from .harness import Harness, read_all
+
+__all__ = ["CHECKS"]
+
+
+def _conversation(turns: int = 6, *, open_call: bool = True) -> list[SessionEvent]:
+    """A conversation of prompts, answers and tool calls; with ``open_call`` it ends
+    inside a tool call, so the clean boundary is before the head."""
+    events: list[SessionEvent] = []
+    for turn in range(turns):
+        call = f"call-{turn}"
+        events += [
+            UserPrompt(f"prompt {turn}: please change file {turn}"),
+            AssistantMessage(
+                f"changing file {turn}", (ToolCall(call, "edit", f'{{"n": {turn}}}'),)
+            ),
+            ToolStarted(call, "edit"),
+            ToolResult(call, f"file {turn} changed"),
+            AssistantMessage(f"file {turn} is done; anything else?"),
+        ]
+    if open_call:
+        events += [
+            UserPrompt("one more"),
+            AssistantMessage("on it", (ToolCall("open", "edit", "{}"),)),
+            ToolStarted("open", "edit"),
+        ]
+    return events
+
+
+async def _compact(
+    h: Harness,
+    cp: Checkpointer,
+    session_id: str,
+    *,
+    cancel: asyncio.Event | None = None,
+    between: Callable[[CompactionProgress], object] | None = None,
+) -> list[CompactionProgress]:
+    """Every report of one compaction; ``between`` runs after each report is received
+    (an awaitable it returns is awaited) before the next is asked for."""
+    reports: list[CompactionProgress] = []
+    stream = h.session.compact(
+        cp, session_id, summarizer=h.session.ExtractiveSummarizer(), cancel=cancel
+    )
+    async for report in stream:
+        reports.append(report)
+        if between is not None:
+            acted = between(report)
+            if asyncio.iscoroutine(acted):
+                await acted
+    return reports
+
+
+def _ending(
+    rule_id: str, reports: list[CompactionProgress], phase: str, what: str
+) -> CompactionProgress:
+    phases = [r.phase for r in reports]
+    if not reports or reports[-1].phase != phase:
+        raise RuleViolation(rule_id, f"{what}: the progress ended {phases[-3:]}, not with {phase}")
+    return reports[-1]
+
+
+@check("COMPACT-001")
+async def one_summary_through_the_last_clean_boundary(h: Harness) -> None:
+    """COMPACT-001: one Summary through the last seq with no tool call open, appended with expected_head."""
+    cp = await h.open()
+    spy = Intercepted(cp)
+    log = await append_log(cp, "compact", _conversation())
+    head = log[-1].seq
+    boundary = compaction_boundary(log)
+    assert boundary is not None
+    assert boundary < head
+    reports = await _compact(h, spy.as_checkpointer(), "compact")
+    done = _ending("COMPACT-001", reports, "done", "a compaction that reduces")
+    after = await read_all(cp, "compact")
+    same("COMPACT-001", "the log before the summary", events_of(after[:head]), events_of(log))
+    same("COMPACT-001", "events appended by the compaction", len(after) - len(log), 1)
+    summary = after[-1].event
+    if not isinstance(summary, Summary):
+        raise RuleViolation("COMPACT-001", f"the compaction appended {summary!r}, not a Summary")
+    same("COMPACT-001", "through_seq of the summary", summary.through_seq, boundary)
+    same(
+        "COMPACT-001",
+        "the appends of the compaction (session, events, expected_head)",
+        spy.appends,
+        [("compact", (summary,), head)],
+    )
+    same("COMPACT-001", "done.reduced", done.reduced, True)
+    same("COMPACT-001", "done.summary_seq", done.summary_seq, head + 1)
+    folded = h.session.fold(after)
+    same("COMPACT-001", "the fold after the compaction", list(folded), fold_model(after))
+    shown = [m for m in folded if m.origin == "summary"]
+    same("COMPACT-001", "summary messages in the fold", [m.seqs for m in shown], [(head + 1,)])
+
+
+@check("COMPACT-002")
+async def compaction_reports_honest_progress(h: Harness) -> None:
+    """COMPACT-002: start, the stages in order (archiving counted), then one of done/error/cancelled; counts say how they were made."""
+    cp = await h.open()
+    await append_log(cp, "progress", _conversation())
+    reports = await _compact(h, cp, "progress")
+    phases = [r.phase for r in reports]
+    if not phases or phases[0] != "start":
+        raise RuleViolation("COMPACT-002", f"the progress began {phases[:3]}, not with start")
+    _ending("COMPACT-002", reports, "done", "a compaction that reduces")
+    middle = reports[1:-1]
+    if any(r.phase != "progress" or r.stage is None for r in middle):
+        raise RuleViolation(
+            "COMPACT-002", f"between start and done: {[(r.phase, r.stage) for r in middle]}"
+        )
+    stages = [r.stage for r in middle]
+    order = [STAGES.index(s) for s in stages if s is not None]
+    if order != sorted(order) or sorted(set(stages), key=STAGES.index) != list(STAGES):
+        raise RuleViolation(
+            "COMPACT-002", f"the stages were reported as {stages}; expected {list(STAGES)} in order"
+        )
+    archiving = [(r.completed, r.total) for r in middle if r.stage == "archiving"]
+    counted = [(c, t) for c, t in archiving if c is not None and t is not None]
+    if not counted or len(counted) != len(archiving):
+        raise RuleViolation(
+            "COMPACT-002", f"archiving reported {archiving}, not completed/total counts"
+        )
+    completed = [c for c, _ in counted]
+    totals = {t for _, t in counted}
+    if (
+        completed != sorted(completed)
+        or len(totals) != 1
+        or completed[-1] != next(iter(totals))
+        or any(c > t for c, t in counted)
+    ):
+        raise RuleViolation(
+            "COMPACT-002", f"archiving counted {counted}: it must rise to its total"
+        )
+    summarizer = h.session.ExtractiveSummarizer()
+    kind = "measured" if isinstance(summarizer, TokenCounter) else "estimated"
+    for r in reports:
+        if (r.tokens_before is not None or r.tokens_after is not None) and r.token_count != kind:
+            raise RuleViolation(
+                "COMPACT-002",
+                f"token counts reported as {r.token_count!r} ({r!r}); the summarizer's counts are {kind}",
+            )
+    if not any(r.tokens_before is not None for r in reports):
+        raise RuleViolation("COMPACT-002", "no report gave the conversation's size (tokens_before)")
+
+    await append_log(cp, "nothing", [])
+    noop = await _compact(h, cp, "nothing")
+    if [r.phase for r in noop][:1] != ["start"] or sum(
+        r.phase in ("done", "error", "cancelled") for r in noop
+    ) != 1:
+        raise RuleViolation("COMPACT-002", f"a no-op compaction reported {[r.phase for r in noop]}")
+
+
+@check("COMPACT-003")
+async def nothing_to_summarise_is_a_no_op(h: Harness) -> None:
+    """COMPACT-003: an empty log, one already summarised and one inside its first tool call are left alone."""
+    cp = await h.open()
+    await append_log(cp, "twice", _conversation(3, open_call=False))
+    first = await _compact(h, cp, "twice")
+    _ending("COMPACT-003", first, "done", "the first compaction")
+    cases: dict[str, list[SessionEvent] | None] = {
+        "empty": [],
+        "twice": None,  # already holds one summary of everything
+        "in-a-call": [
+            AssistantMessage("", (ToolCall("first", "edit", "{}"),)),
+            ToolStarted("first", "edit"),
+        ],
+    }
+    for session_id, events in cases.items():
+        log = await append_log(cp, session_id, events or [])
+        assert compaction_boundary(log) is None, session_id
+        reports = await _compact(h, cp, session_id)
+        done = _ending("COMPACT-003", reports, "done", f"compacting {session_id!r}")
+        same("COMPACT-003", f"done.reduced for {session_id!r}", done.reduced, False)
+        same(
+            "COMPACT-003",
+            f"the log of {session_id!r} after a no-op",
+            events_of(await read_all(cp, session_id)),
+            events_of(log),
+        )
+    same("COMPACT-003", "the head of a session never written", await cp.head("empty"), 0)
+
+
+class _Act:
+    """What a check did between two reports of one compaction."""
+
+    def __init__(self) -> None:
+        self.acted = False
+        self.late = False
+        """Whether the summary was already in the log when the check acted: a cancel or
+        a write after the summary was acknowledged proves nothing."""
+
+
+async def _cancelled_at(h: Harness, cp: Checkpointer, at: str | None) -> None:
+    session_id = f"cancel-{at or 'before'}"
+    log = await append_log(cp, session_id, _conversation())
+    cancel = asyncio.Event()
+    act = _Act()
+    if at is None:
+        cancel.set()
+        act.acted = True
+
+    async def maybe_cancel(report: CompactionProgress) -> None:
+        if report.phase == "progress" and report.stage == at and not act.acted:
+            act.late = await cp.head(session_id) != log[-1].seq
+            act.acted = True
+            cancel.set()
+
+    reports = await _compact(h, cp, session_id, cancel=cancel, between=maybe_cancel)
+    if not act.acted or act.late:
+        return  # the layer reported no such stage (COMPACT-002's business), or too late
+    where = f"cancelled at {at or 'the start'}"
+    _ending("COMPACT-004", reports, "cancelled", where)
+    same(
+        "COMPACT-004",
+        f"the log after a compaction {where}",
+        events_of(await read_all(cp, session_id)),
+        events_of(log),
+    )
+
+
+@check("COMPACT-004")
+async def cancellation_leaves_the_log_unchanged(h: Harness) -> None:
+    """COMPACT-004: cancelled before it starts or at any stage, compaction ends cancelled and writes nothing."""
+    cp = await h.open()
+    for at in (None, *STAGES):
+        await _cancelled_at(h, cp, at)
+
+
+async def _written_during(h: Harness, cp: Checkpointer, at: str) -> None:
+    session_id = f"writer-{at}"
+    log = await append_log(cp, session_id, _conversation())
+    event = RuntimeReminder(f"written during {at}")
+    act = _Act()
+
+    async def other_writer(report: CompactionProgress) -> None:
+        if report.phase == "progress" and report.stage == at and not act.acted:
+            act.late = await cp.head(session_id) != log[-1].seq
+            act.acted = True
+            await cp.append(session_id, [event])
+
+    reports = await _compact(h, cp, session_id, between=other_writer)
+    if not act.acted or act.late:
+        return
+    _ending("COMPACT-005", reports, "error", f"a writer appended during {at}")
+    same(
+        "COMPACT-005",
+        f"the log after a writer appended during {at}",
+        [e for _, e in events_of(await read_all(cp, session_id))],
+        [*(e for _, e in events_of(log)), event],
+    )
+
+
+@check("COMPACT-005")
+async def a_concurrent_writer_is_never_lost(h: Harness) -> None:
+    """COMPACT-005: when the log moves on during a compaction, no summary is written and the writer's events stay."""
+    cp = await h.open()
+    for at in STAGES:
+        await _written_during(h, cp, at)
+
+
+CHECKS = (
+    one_summary_through_the_last_clean_boundary,
+    compaction_reports_honest_progress,
+    nothing_to_summarise_is_a_no_op,
+    cancellation_leaves_the_log_unchanged,
+    a_concurrent_writer_is_never_lost,
+)
