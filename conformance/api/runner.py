@@ -289,9 +289,12 @@ def _judge(
             "which this check needs",
         )
     raised = evidence[0]
-    detail = (
-        f"the backend raised {type(raised).__name__} from {backend_operation(raised)}: {raised}\n"
-        + "".join(traceback.format_exception(raised, limit=-6))
+    operation = backend_operation(raised) or ""
+    # The session layer's functions note their exceptions as "session layer NAME".
+    who = "the session layer" if operation.startswith("session layer ") else "the backend"
+    operation = operation.removeprefix("session layer ")
+    detail = f"{who} raised {type(raised).__name__} from {operation}: {raised}\n" + "".join(
+        traceback.format_exception(raised, limit=-6)
     )
     return CheckResult(
         check.name,

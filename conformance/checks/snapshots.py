@@ -146,7 +146,7 @@ async def oversized_content_is_marked_truncated(h: Harness) -> None:
         "SNAP-002",
         "truncated flags of the snapshots in the log",
         flags,
-        [False, False, False, True],
+        [False, True, False, True],
     )
 
 

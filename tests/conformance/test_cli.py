@@ -43,7 +43,10 @@ def test_memory_passes_and_writes_reports(
     )
     assert status == 0
     data = json.loads(report.read_bytes())
-    assert data["schema_version"] == 3
+    assert data["schema_version"] == 4
+    assert data["suite"] == "storage"
+    assert data["session_layer"] is None
+    assert not any(r["id"].startswith(("FOLD-", "RESTORE-")) for r in data["rules"])
     assert data["seed"] == 7
     assert data["exit_status"] == 0
     statuses = {r["id"]: r["status"] for r in data["rules"]}
@@ -117,7 +120,7 @@ async def finds_a_violation(h: Harness) -> None:
 
 
 def _only(monkeypatch: pytest.MonkeyPatch, *checks: Check) -> None:
-    monkeypatch.setattr(runner, "select_checks", lambda only: list(checks))
+    monkeypatch.setattr(runner, "select_checks", lambda only, **_: list(checks))
 
 
 def test_a_kit_error_exits_3_and_is_reported_as_an_error(
