@@ -1,0 +1,69 @@
+"""Does the session suite find bugs? Every layer in `broken_session` must be rejected.
+
+Each broken session layer has one bug and names the rule it breaks
+(``violates``). The kit, run with ``--suite session --session-layer`` on it,
+restricted to the checks of its case, must exit 1 and report that rule failed,
+with a replay command that names the layer. The reference session layer must
+pass the whole session suite on every reference backend (memory by default,
+file and SQLite with the ``slow`` tests). The default run keeps a handful of
+cases (`session_cases.FAST`); the ``slow`` tests run them all.
+"""
+
+from __future__ import annotations
+
+import pytest
+from checkpointspec.conformance.api.report import KitReport
+from checkpointspec.conformance.api.runner import run_kit
+from kit_reports import describe, failed_checks, verdict
+from session_cases import SESSION_CASES, SessionCase
+
+
+def _run(case: SessionCase, seed: int) -> KitReport:
+    return run_kit(
+        case.backend,
+        profile="quick",
+        seed=seed,
+        suite="session",
+        session_layer=case.target,
+        only=case.checks,
+    )
+
+
+def _param(case: SessionCase) -> object:
+    marks = [pytest.mark.slow] if case.slow else []
+    return pytest.param(case, id=case.name, marks=marks)
+
+
+@pytest.mark.parametrize("case", [_param(case) for case in SESSION_CASES])
+def test_session_suite_reports_the_broken_rule(case: SessionCase) -> None:
+    for seed in case.seeds:
+        report = _run(case, seed)
+        text = describe(report)
+        assert report.exit_status == 1, text
+        assert verdict(report, case.rule).status == "failed", text
+        assert report.suite == "session", text
+        assert report.session_layer == case.target, text
+        for check in failed_checks(report, case.rule):
+            assert "--suite session" in check.replay, text
+            assert f"--session-layer {case.target}" in check.replay, text
+
+
+def _accepts(backend: str) -> None:
+    report = run_kit(backend, profile="quick", seed=3, suite="session")
+    text = describe(report)
+    assert report.exit_status == 0, text
+    assert report.session_layer == "checkpointspec.reference"
+    assert {r.status for r in report.rules} <= {"passed", "skipped", "not_checked"}, text
+    assert all(
+        r.id.split("-")[0] in {"FOLD", "CKPT", "SNAP", "RESTORE", "COMPACT"} for r in report.rules
+    )
+
+
+def test_reference_layer_passes_the_session_suite_on_memory() -> None:
+    _accepts("memory")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["file", "sqlite"])
+def test_reference_layer_passes_the_session_suite(backend: str) -> None:
+    _accepts(backend)
