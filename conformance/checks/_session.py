@@ -14,17 +14,30 @@ import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 
+from hypothesis import strategies as st
+
 from ...backends.fsport import OsFileSystem
 from ...spec import (
+    AssistantMessage,
+    BackgroundCompletion,
     Capability,
     Checkpointer,
+    FileSnapshot,
     FileStat,
     FileSystem,
     GenerationalCheckpointer,
     MaintenanceLockable,
+    RepairMessage,
+    RuntimeReminder,
     SessionEvent,
     SessionInfo,
     StoredEvent,
+    Summary,
+    ToolCall,
+    ToolResult,
+    ToolStarted,
+    UserPrompt,
+    content_hash,
 )
 from ...spec.records import IntegrityReport
 from ..engines.outcomes import read_all
@@ -38,6 +51,7 @@ __all__ = [
     "events_of",
     "files_under",
     "same",
+    "session_logs",
     "write_files",
 ]
 
@@ -252,3 +266,52 @@ class FullDisk:
 
     def unlock(self, fd: int) -> None:
         self._os.unlock(fd)
+
+
+# -- generated session logs -----------------------------------------------------------------
+
+_CALL_IDS = ("a", "b", "c", "d")
+_PATHS = ("a.txt", "dir/b.txt", "dir//./b.txt", "c.bin", "../out.txt", "/abs.txt")
+_TEXT = st.text(st.characters(codec="utf-8"), max_size=12)
+
+
+def _snapshots() -> st.SearchStrategy[FileSnapshot]:
+    """Snapshots of every kind: absent before, text, base64 (valid or not), truncated,
+    safe and unsafe paths, with and without a hash."""
+    return st.builds(
+        FileSnapshot,
+        path=st.sampled_from(_PATHS),
+        content_before=st.one_of(st.none(), _TEXT, st.sampled_from(("aGVsbG8=", "!!not base64!!"))),
+        truncated=st.sampled_from((False, False, False, True)),
+        encoding=st.sampled_from(("utf-8", "base64")),
+        hash_after=st.one_of(st.none(), st.just(content_hash(b"after"))),
+        tool_call_id=st.one_of(st.none(), st.sampled_from(_CALL_IDS)),
+    )
+
+
+def session_logs(max_size: int = 30) -> st.SearchStrategy[list[SessionEvent]]:
+    """Logs of every event kind in any order after a first prompt: prompts (block form too), assistant
+    messages with tool calls from a small pool of ids, tool starts and results,
+    snapshots, summaries covering anything up to past their own seq, reminders,
+    background completions and repairs with and without a tool call."""
+    call = st.builds(ToolCall, st.sampled_from(_CALL_IDS), st.just("edit"), st.just("{}"))
+    call_id = st.sampled_from(_CALL_IDS)
+    prompt = st.builds(UserPrompt, _TEXT, st.lists(_TEXT, max_size=2).map(tuple))
+    # Prompts and snapshots are drawn more often than the rest: every CKPT rule is
+    # about snapshots after a prompt, and FOLD-004 about snapshots between results.
+    event: st.SearchStrategy[SessionEvent] = st.one_of(
+        prompt,
+        _snapshots(),
+        _snapshots(),
+        st.builds(AssistantMessage, _TEXT, st.lists(call, max_size=3).map(tuple)),
+        st.builds(ToolStarted, call_id, st.just("edit")),
+        st.builds(ToolResult, call_id, _TEXT, st.booleans()),
+        _snapshots(),
+        st.builds(Summary, _TEXT, st.integers(0, max_size + 2), st.just(100), st.just(10)),
+        st.builds(BackgroundCompletion, st.sampled_from(("job-1", "job-2")), _TEXT),
+        st.builds(RuntimeReminder, _TEXT),
+        st.builds(RepairMessage, _TEXT, st.one_of(st.none(), call_id)),
+    )
+    return st.tuples(prompt, st.lists(event, max_size=max_size)).map(
+        lambda drawn: [drawn[0], *drawn[1]]
+    )

@@ -14,6 +14,7 @@ from ...spec import (
     AssistantMessage,
     BackgroundCompletion,
     Checkpoint,
+    Checkpointer,
     FileSnapshot,
     RepairMessage,
     RuntimeReminder,
@@ -26,7 +27,9 @@ from ...spec import (
     content_hash,
 )
 from ...spec.events import FileEncoding
-from ._session import append_log, same
+from ..engines.violations import RuleViolation
+from ._session import append_log, same, session_logs
+from ._support import run_property
 from .base import check
 from .harness import Harness
 
@@ -140,8 +143,34 @@ async def a_checkpoint_lists_what_it_cannot_put_back(h: Harness) -> None:
         same("CKPT-003", f"paths both in files and unavailable_files at seq {c.seq}", both, set())
 
 
+@check("CKPT-001", "CKPT-002", "CKPT-003")
+def generated_logs_list_as_the_model(h: Harness) -> None:
+    """CKPT-001: the checkpoints of generated logs are checkpoints_model's (every CKPT rule)."""
+
+    async def body(cp: Checkpointer, events: list[SessionEvent]) -> None:
+        log = await append_log(cp, "generated", events)
+        listed = list(await h.session.list_checkpoints(cp, "generated"))
+        expected = checkpoints_model(log)
+        if listed == expected:
+            return
+        heads = [(c.seq, c.prompt, c.ts) for c in listed]
+        if heads != [(c.seq, c.prompt, c.ts) for c in expected]:
+            rule_id = "CKPT-001"
+        elif [c.files for c in listed] != [c.files for c in expected]:
+            rule_id = "CKPT-002"
+        else:
+            rule_id = "CKPT-003"
+        raise RuleViolation(
+            rule_id,
+            f"checkpoints of a generated log:\n  got      {listed!r}\n  expected {expected!r}",
+        )
+
+    run_property(h, session_logs(), body)
+
+
 CHECKS = (
     one_checkpoint_per_user_prompt,
     a_checkpoint_lists_the_files_a_restore_puts_back,
     a_checkpoint_lists_what_it_cannot_put_back,
+    generated_logs_list_as_the_model,
 )

@@ -14,8 +14,10 @@ from collections.abc import Sequence
 from ...spec import (
     AssistantMessage,
     BackgroundCompletion,
+    Checkpointer,
     FileSnapshot,
     Message,
+    MessageOrigin,
     RepairMessage,
     RuntimeReminder,
     SessionEvent,
@@ -29,7 +31,9 @@ from ...spec import (
     UserPrompt,
     fold_model,
 )
-from ._session import append_log, same
+from ..engines.violations import RuleViolation
+from ._session import append_log, same, session_logs
+from ._support import run_property
 from .base import check
 from .harness import Harness
 
@@ -277,6 +281,58 @@ async def a_summary_replaces_what_it_covers(h: Harness) -> None:
     )
 
 
+_RULE_OF_ORIGIN: dict[MessageOrigin, str] = {
+    "prompt": "FOLD-001",
+    "assistant": "FOLD-002",
+    "tool_results": "FOLD-003",
+    "reminder": "FOLD-005",
+    "background": "FOLD-005",
+    "repair": "FOLD-005",
+    "summary": "FOLD-006",
+}
+
+
+def _blame(
+    got: list[Message], expected: list[Message], invisible: frozenset[int]
+) -> tuple[str, str]:
+    """The rule a wrong fold breaks, judged by the first message where it goes wrong
+    (tool results split around an invisible event, at ``invisible`` seqs, break
+    FOLD-004), and a sentence saying where."""
+    index = next(
+        (i for i, (g, e) in enumerate(zip(got, expected, strict=False)) if g != e),
+        min(len(got), len(expected)),
+    )
+    wanted = expected[index] if index < len(expected) else None
+    made = got[index] if index < len(got) else None
+    shown = wanted if wanted is not None else made
+    where = f"message {index}: got {made!r}, expected {wanted!r}"
+    if shown is None:
+        return "FOLD-001", where
+    if shown.origin == "tool_results" and any(
+        min(shown.seqs) < seq < max(shown.seqs) for seq in invisible
+    ):
+        return "FOLD-004", where
+    return _RULE_OF_ORIGIN[shown.origin], where
+
+
+@check("FOLD-001", "FOLD-002", "FOLD-003", "FOLD-004", "FOLD-005", "FOLD-006")
+def generated_logs_fold_as_the_model(h: Harness) -> None:
+    """FOLD-001: logs of every event kind in any order fold as fold_model says (every FOLD rule)."""
+
+    async def body(cp: Checkpointer, events: list[SessionEvent]) -> None:
+        log = await append_log(cp, "generated", events)
+        folded = list(h.session.fold(log))
+        expected = fold_model(log)
+        if folded != expected:
+            invisible = frozenset(
+                e.seq for e in log if isinstance(e.event, FileSnapshot | ToolStarted)
+            )
+            rule_id, where = _blame(folded, expected, invisible)
+            raise RuleViolation(rule_id, f"the fold of a generated log differs at {where}")
+
+    run_property(h, session_logs(), body)
+
+
 CHECKS = (
     prompts_are_user_turns_of_their_own,
     assistant_messages_keep_their_tool_calls,
@@ -284,4 +340,5 @@ CHECKS = (
     snapshots_and_tool_starts_are_invisible,
     reminders_repairs_and_background_completions,
     a_summary_replaces_what_it_covers,
+    generated_logs_fold_as_the_model,
 )

@@ -124,7 +124,7 @@ class KeepsEmptyAssistantText(Layer):
 
         return [
             msgspec.structs.replace(m, blocks=(TextBlock(""), *m.blocks))
-            if m.origin == "assistant" and not isinstance(m.blocks[0], TextBlock)
+            if m.origin == "assistant" and not (m.blocks and isinstance(m.blocks[0], TextBlock))
             else m
             for m in reference.fold(events)
         ]
