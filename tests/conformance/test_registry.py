@@ -37,7 +37,9 @@ def test_every_rule_has_a_check_named_after_it() -> None:
     missing = [r.id for r in RULES if r.id not in named]
     assert not missing, f"rules without a check named after them: {missing}"
     stale = sorted(set(PENDING) & {c.rule_id for c in EVERY_CHECK})
-    assert not stale, f"rules in PENDING that have their check now (drop them from PENDING): {stale}"
+    assert not stale, (
+        f"rules in PENDING that have their check now (drop them from PENDING): {stale}"
+    )
 
 
 def test_no_check_is_listed_twice() -> None:

@@ -18,9 +18,7 @@ from checkpointspec.spec import RULES, RULES_BY_ID, Strength
 
 def test_every_must_rule_is_broken_by_some_backend() -> None:
     # The session suite's rules are broken by session layers (test_session_meta_contract.py).
-    must = {
-        r.id for r in RULES if r.strength is Strength.MUST and suite_of_rule(r.id) == "storage"
-    }
+    must = {r.id for r in RULES if r.strength is Strength.MUST and suite_of_rule(r.id) == "storage"}
     broken = {case.rule for case in ALL_CASES}
     assert sorted(must - broken) == [], "MUST rules no broken backend breaks"
 
