@@ -3,6 +3,7 @@
 | module | engine |
 |---|---|
 | `loading` | resolving a backend name to its factory and opening handles |
+| `session_layer` | loading the session layer under test (``--session-layer``) and noting what it raises |
 | `violations`, `outcomes` | rule violations; comparing a backend's outcome with the model's |
 | `strategies` | Hypothesis strategies for events, ids, seqs and bad input |
 | `machine`, `machine_base` | the model-based state machine (backend vs `SpecModel`, step by step) |

@@ -23,7 +23,6 @@ from checkpointspec.conformance.api.registry import (
 from checkpointspec.conformance.checks.base import check
 from checkpointspec.spec import RULES, RULES_BY_ID
 
-
 EVERY_CHECK = SUITES["all"]
 
 PENDING: dict[str, str] = {

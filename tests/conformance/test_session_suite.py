@@ -158,7 +158,7 @@ def test_a_session_run_reports_its_suite_and_only_its_rules(tmp_path: Path) -> N
 
 def test_the_all_suite_runs_both() -> None:
     report = run_kit(
-        "memory", profile="quick", seed=4, suite="all", only=("HEAD-001::", "FOLD-001::")
+        "memory", profile="quick", seed=4, suite="all", only=("HEAD-001::", "FOLD-001::prompts")
     )
     assert report.exit_status == 0
     assert {r.id for r in report.rules} == rules_of_suite("all")
@@ -170,6 +170,35 @@ def test_session_checks_run_in_spawned_processes() -> None:
     report = run_kit("memory", profile="quick", seed=5, suite="session", only=("FOLD-",), workers=2)
     assert report.exit_status == 0, [c.reason for c in report.checks]
     assert {c.status for c in report.checks} == {"passed"}
+
+
+WITHOUT_TRUNCATE = """
+from checkpointspec.backends.memory import MemoryCheckpointer, store_for
+from checkpointspec.spec import Capability
+
+class WithoutTruncate(MemoryCheckpointer):
+    capabilities = MemoryCheckpointer.capabilities - {Capability.TRUNCATE}
+
+def make(ctx):
+    return WithoutTruncate(store_for(ctx.path))
+"""
+
+
+def test_restore_checks_are_skipped_without_truncate(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "no_truncate.py").write_text(WITHOUT_TRUNCATE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    report = run_kit(
+        "no_truncate:make", profile="quick", seed=7, suite="session", only=("RESTORE-", "SNAP-001")
+    )
+    assert report.exit_status == 0
+    statuses = {c.name.split("::")[0]: (c.status, c.reason) for c in report.checks}
+    assert statuses["SNAP-001"][0] == "passed"
+    for rule_id in ("RESTORE-001", "RESTORE-005", "RESTORE-007"):
+        status, reason = statuses[rule_id]
+        assert status == "skipped"
+        assert "needs TRUNCATE" in reason
 
 
 # -- what the layer raises is evidence -----------------------------------------------------------
@@ -207,7 +236,7 @@ def test_the_plugin_runs_the_session_suite(pytester: pytest.Pytester) -> None:
         "--checkpointer-seed",
         "1",
     )
-    result.assert_outcomes(passed=6)
+    result.assert_outcomes(passed=7)
     result.stdout.fnmatch_lines(["*suite session, session layer checkpointspec.reference*"])
 
 
