@@ -49,7 +49,8 @@ __all__ = ["CHECKS"]
 
 
 class Edited:
-    """A session of three prompts with file edits after each, and its workspace."""
+    """A session of three prompts with tool calls editing files after each, in its
+    own workspace directory under the check's root."""
 
     def __init__(self, h: Harness, name: str) -> None:
         self.h = h
@@ -61,8 +62,11 @@ class Edited:
     async def build(
         self, cp: Checkpointer, *, snapshot_limit: int | None = None
     ) -> SessionWorkspace:
-        """Prompts at ``self.prompts``; after the second one a.txt, b.txt change and
-        c/new.txt appears; after the third a.txt changes again."""
+        """Write the session through the layer's workspace on ``cp``: after the first
+        prompt a.txt and b.txt are created; after the second a.txt changes, b.txt is
+        deleted and c/new.txt created; after the third a.txt changes again. Each edit
+        is a tool call (assistant message, tool start, the edit, its result), so the
+        log has no open call. ``self.prompts`` gets the prompts' seqs."""
         if snapshot_limit is None:
             ws = self.h.session.Workspace(self.root, cp, self.session_id)
         else:
