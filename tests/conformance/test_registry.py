@@ -108,7 +108,7 @@ def test_every_rule_belongs_to_one_suite() -> None:
 
 
 def test_selection_within_a_suite_points_at_the_other_one() -> None:
-    assert [c.rule_id for c in select_checks(["FOLD-001"], suite="session")] == ["FOLD-001"]
+    assert {c.rule_id for c in select_checks(["FOLD-001"], suite="session")} == {"FOLD-001"}
     with pytest.raises(UnknownCheckError, match=r"storage suite; the session suite has it"):
         select_checks(["FOLD-001"], suite="storage")
     with pytest.raises(UnknownCheckError, match=r"session suite; the storage suite has it"):
