@@ -86,6 +86,11 @@ class Harness:
             self._session = load_session_layer(self.session_target)
         return self._session
 
+    @session.setter
+    def session(self, layer: SessionLayer) -> None:
+        """Give the harness a session layer loaded elsewhere (a test driving one check)."""
+        self._session = layer
+
     def context(self, path: Path | None = None, codec: Codec | None = None) -> BackendContext:
         """The BackendContext for ``path`` (default: this check's store)."""
         return BackendContext(path=path or self.path, codec=codec, options=self.options)
