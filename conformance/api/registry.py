@@ -40,6 +40,7 @@ from ..checks import (
     maintenance,
     processes,
     reading,
+    restore_crash,
     restoring,
     schema,
     sequence,
@@ -92,6 +93,7 @@ SESSION_CHECKS: tuple[Check, ...] = (
     *checkpoints.CHECKS,
     *snapshots.CHECKS,
     *restoring.CHECKS,
+    *restore_crash.CHECKS,
     *compaction.CHECKS,
 )
 """The session suite: the session layer (``--session-layer``) on the checkpointer."""
