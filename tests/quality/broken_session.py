@@ -25,11 +25,15 @@ from typing import ClassVar
 
 import checkpointspec.reference as reference
 import msgspec
+from checkpointspec.backends.fsport import OsFileSystem
+from checkpointspec.reference.journal import read_journal, remove_journal
+from checkpointspec.reference.restore import _roll
 from checkpointspec.spec import (
     Checkpoint,
     Checkpointer,
     CompactionProgress,
     FileSnapshot,
+    FileSystem,
     Message,
     RestoreError,
     RestoreReason,
@@ -586,9 +590,39 @@ class SummaryWithoutExpectedHead(Layer):
         return reference.compact(proxy, session_id, **kwargs)  # type: ignore[no-any-return]
 
 
+# -- RESTORE-006 -------------------------------------------------------------------------
+
+
+async def _recover_backwards(
+    checkpointer: Checkpointer,
+    session_id: str,
+    workspace: str | os.PathLike[str],
+    *,
+    fs: FileSystem | None = None,
+) -> str:
+    fs = fs or OsFileSystem()
+    root = os.path.abspath(os.fspath(workspace))
+    journal = read_journal(fs, root, session_id)
+    if journal is None:
+        return "nothing"
+    _roll(fs, root, journal.files, forward=False)
+    remove_journal(fs, root, session_id)
+    return "rolled_back"
+
+
+class RecoverAlwaysRollsBack(Layer):
+    """Bug: recover rolls a killed restore's files back even when its truncate had
+    committed, leaving old files beside a cut log. Kit must report RESTORE-006.
+    """
+
+    violates = "RESTORE-006"
+    recover = staticmethod(_recover_backwards)
+
+
 BROKEN_LAYERS: dict[str, type[Layer]] = {
     cls.__name__: cls
     for cls in (
+        RecoverAlwaysRollsBack,
         DropsPromptBlocks,
         KeepsEmptyAssistantText,
         FoldKeepsResultsApart,

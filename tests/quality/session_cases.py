@@ -57,18 +57,25 @@ FAST = frozenset(
 """Cases the default test run runs (one per kind of check); the rest run with ``slow``.
 Each run takes well under a second; together they still add up."""
 
+_ON_DISK = {"RecoverAlwaysRollsBack": "file"}
+"""Layers whose rule needs a DURABLE backend (killed restores): they run on the file backend."""
+
 SESSION_CASES: tuple[SessionCase, ...] = tuple(
     SessionCase(
         layer,
         (f"{layer.violates}::",),
-        slow=None if name in FAST else "one of many cheap runs: the default run keeps a handful",
+        backend=_ON_DISK.get(name, "memory"),
+        slow=None
+        if name in FAST
+        else (
+            "kills restores in child processes"
+            if name in _ON_DISK
+            else "one of many cheap runs: the default run keeps a handful"
+        ),
     )
     for name, layer in BROKEN_LAYERS.items()
 )
 """One case per layer of `broken_session`, each running the checks named after its rule."""
 
-PENDING_RULES: dict[str, str] = {
-    "RESTORE-006": "a killed restore: its broken layers and checks come with "
-    "conformance/checks/restore_crash.py; add their SessionCase here and drop this entry",
-}
+PENDING_RULES: dict[str, str] = {}
 """Session MUST rules whose broken layer is brought by other work, and which."""
