@@ -10,7 +10,7 @@ This package imports ``spec`` and ``backends`` only.
 """
 
 from .checkpoints import list_checkpoints
-from .compaction import CompactionError, CompactionReason, compact
+from .compaction import compact
 from .fold import fold
 from .maintenance import maintenance
 from .restore import RecoveryOutcome, RestoreProgress, RestoreResult, recover, restore
@@ -19,8 +19,6 @@ from .workspace import RESERVED_DIR, Workspace
 
 __all__ = [
     "RESERVED_DIR",
-    "CompactionError",
-    "CompactionReason",
     "ExtractiveSummarizer",
     "RecoveryOutcome",
     "RestoreProgress",

@@ -48,7 +48,6 @@ from __future__ import annotations
 import asyncio
 import bisect
 import contextlib
-import enum
 import gc
 import itertools
 from collections.abc import AsyncGenerator, Iterator, Sequence
@@ -58,9 +57,10 @@ from ..spec import (
     AssistantMessage,
     BackgroundCompletion,
     Checkpointer,
-    CheckpointError,
+    CompactionError,
     CompactionPhase,
     CompactionProgress,
+    CompactionReason,
     CompactionStage,
     FileSnapshot,
     Message,
@@ -81,39 +81,10 @@ from ..spec.validation import check_session_id
 from .fold import fold
 from .maintenance import maintenance
 
-__all__ = ["ARCHIVE_REPORTS", "CompactionError", "CompactionReason", "compact"]
+__all__ = ["ARCHIVE_REPORTS", "compact"]
 
 ARCHIVE_REPORTS: Final = 8
 """How many reports archiving makes after its first, however long the log."""
-
-
-class CompactionReason(enum.StrEnum):
-    """Why a compaction refused to go on: the machine-readable `CompactionError.reason_code`."""
-
-    UNKNOWN_SESSION = "unknown_session"
-    """The session has no events: there is no conversation to compact."""
-    BAD_SUMMARY = "bad_summary"
-    """The summarizer returned something that is not a str."""
-
-
-class CompactionError(CheckpointError):
-    """A compaction could not go on; nothing was written.
-
-    ``reason_code`` (a `CompactionReason`) says why for programs, ``detail``
-    in words. Failures of the backend or of the summarizer are raised as they
-    are, not wrapped in this.
-    """
-
-    def __init__(self, session_id: str, reason_code: CompactionReason, detail: str) -> None:
-        super().__init__(f"compaction of session {session_id!r}: {reason_code.value}: {detail}")
-        self.session_id = session_id
-        self.reason_code = reason_code
-        self.detail = detail
-
-    def __reduce__(
-        self,
-    ) -> tuple[type[CompactionError], tuple[str, CompactionReason, str]]:
-        return (type(self), (self.session_id, self.reason_code, self.detail))
 
 
 class _Cancelled(Exception):

@@ -25,6 +25,8 @@ __all__ = [
     "CheckpointError",
     "CheckpointerClosedError",
     "CodecError",
+    "CompactionError",
+    "CompactionReason",
     "CorruptStoreError",
     "InvalidArgumentError",
     "ReasonCode",
@@ -346,3 +348,32 @@ class RestoreError(CheckpointError):
             type(self),
             (self.session_id, self.seq, self.reason_code, self.detail, self.path),
         )
+
+
+class CompactionReason(enum.StrEnum):
+    """Why a compaction refused to go on: the machine-readable `CompactionError.reason_code`."""
+
+    UNKNOWN_SESSION = "unknown_session"
+    """The session has no events: there is no conversation to compact (COMPACT-003)."""
+    BAD_SUMMARY = "bad_summary"
+    """The summarizer returned something that is not a str."""
+
+
+class CompactionError(CheckpointError):
+    """A compaction could not go on; nothing was written.
+
+    ``reason_code`` (a `CompactionReason`) says why for programs, ``detail``
+    in words. Failures of the backend or of the summarizer are raised as they
+    are, not wrapped in this.
+    """
+
+    def __init__(self, session_id: str, reason_code: CompactionReason, detail: str) -> None:
+        super().__init__(f"compaction of session {session_id!r}: {reason_code.value}: {detail}")
+        self.session_id = session_id
+        self.reason_code = reason_code
+        self.detail = detail
+
+    def __reduce__(
+        self,
+    ) -> tuple[type[CompactionError], tuple[str, CompactionReason, str]]:
+        return (type(self), (self.session_id, self.reason_code, self.detail))

@@ -660,7 +660,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "Nothing to summarise is a no-op",
         "When the messages a summary through the boundary would replace are none "
         "or only summaries, compact finishes with done, reduced=False, and writes "
-        "nothing.",
+        "nothing. A session without events is not a no-op but an error: compact "
+        "reports error and raises CompactionError (unknown_session), writing nothing.",
     ),
     Rule(
         "COMPACT-004",

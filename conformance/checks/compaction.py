@@ -18,7 +18,9 @@ from ...spec import (
     STAGES,
     AssistantMessage,
     Checkpointer,
+    CompactionError,
     CompactionProgress,
+    CompactionReason,
     FileSnapshot,
     RuntimeReminder,
     SessionEvent,
@@ -270,6 +272,34 @@ async def _cancelled_at(h: Harness, cp: Checkpointer, at: str | None) -> None:
     )
 
 
+@check("COMPACT-003")
+async def an_unknown_session_is_an_error(h: Harness) -> None:
+    """COMPACT-003: compacting a session without events reports error, raises CompactionError (unknown_session) and creates nothing."""
+    cp = await h.open()
+    reports: list[CompactionProgress] = []
+    raised: BaseException | None = None
+    try:
+        async for report in h.session.compact(
+            cp, "never-written", summarizer=h.session.ExtractiveSummarizer()
+        ):
+            reports.append(report)
+    except Exception as exc:
+        raised = exc
+    if not isinstance(raised, CompactionError):
+        raise RuleViolation(
+            "COMPACT-003",
+            f"compacting a session without events raised {raised!r}, not CompactionError",
+        )
+    same(
+        "COMPACT-003",
+        "the error's reason_code",
+        raised.reason_code,
+        CompactionReason.UNKNOWN_SESSION,
+    )
+    same("COMPACT-003", "the last report's phase", reports[-1].phase if reports else None, "error")
+    same("COMPACT-003", "the head of the unknown session", await cp.head("never-written"), 0)
+
+
 @check("COMPACT-004")
 async def cancellation_leaves_the_log_unchanged(h: Harness) -> None:
     """COMPACT-004: cancelled before it starts or at any stage, compaction ends cancelled and writes nothing."""
@@ -328,6 +358,7 @@ CHECKS = (
     one_summary_through_the_last_clean_boundary,
     compaction_reports_honest_progress,
     nothing_to_summarise_is_a_no_op,
+    an_unknown_session_is_an_error,
     cancellation_leaves_the_log_unchanged,
     a_concurrent_writer_is_never_lost,
 )

@@ -21,8 +21,6 @@ from checkpointspec.backends.memory import MemoryCheckpointer, MemoryStore
 from checkpointspec.backends.sqlite import SqliteCheckpointer
 from checkpointspec.reference.compaction import (
     ARCHIVE_REPORTS,
-    CompactionError,
-    CompactionReason,
     _clean_seqs,
     compact,
 )
@@ -33,7 +31,9 @@ from checkpointspec.spec import (
     Capability,
     CheckpointConflictError,
     Checkpointer,
+    CompactionError,
     CompactionProgress,
+    CompactionReason,
     FileSnapshot,
     InvalidArgumentError,
     Message,

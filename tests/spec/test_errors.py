@@ -19,6 +19,8 @@ from checkpointspec.spec.errors import (
     CheckpointerClosedError,
     CheckpointError,
     CodecError,
+    CompactionError,
+    CompactionReason,
     CorruptStoreError,
     InvalidArgumentError,
     ReasonCode,
@@ -113,6 +115,10 @@ CASES: list[tuple[CheckpointError, dict[str, object]]] = [
             "path": "src/a.py",
         },
     ),
+    (
+        CompactionError("s", CompactionReason.UNKNOWN_SESSION, "no events"),
+        {"session_id": "s", "reason_code": CompactionReason.UNKNOWN_SESSION, "detail": "no events"},
+    ),
     (CheckpointError("anything went wrong"), {"args": ("anything went wrong",)}),
 ]
 
@@ -120,7 +126,11 @@ ids = [f"{type(err).__name__}-{i}" for i, (err, _) in enumerate(CASES)]
 
 
 def test_every_exported_error_class_has_a_case() -> None:
-    exported = {getattr(errors, name) for name in errors.__all__} - {ReasonCode, RestoreReason}
+    exported = {getattr(errors, name) for name in errors.__all__} - {
+        ReasonCode,
+        RestoreReason,
+        CompactionReason,
+    }
     assert {type(err) for err, _ in CASES} == exported
 
 
