@@ -1,0 +1,95 @@
+"""The model-based check of the session layer, named after RESTORE-001.
+
+`SessionMachine` plays one session and a real workspace through the session
+layer (``h.session``) on top of the backend under test, and compares the log,
+its fold, its checkpoints and the workspace with the spec's models after every
+step; restores and compactions are predicted by the spec's oracles.
+
+Restores need TRUNCATE. The check is named after RESTORE-001, so the kit skips
+it on a backend that does not declare TRUNCATE; the same machine then runs
+without restores as ``FOLD-001::session_model_without_restore``, so that the
+fold, checkpoint, snapshot and compaction rules are still judged on top of it.
+On a backend with TRUNCATE that second check skips itself: the first covers it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import cast
+
+from ...spec import Capability
+from ..engines.session_machine import SessionApi, SessionMachine, SessionMachineEnv
+from ._support import run_machine
+from .base import check
+from .harness import CheckSkipped, Harness
+
+__all__ = ["CHECKS", "SESSION_MODEL_OBSERVED", "session_layer"]
+
+SESSION_MODEL_OBSERVED = (
+    "FOLD-001",
+    "FOLD-002",
+    "FOLD-003",
+    "FOLD-004",
+    "FOLD-005",
+    "FOLD-006",
+    "CKPT-001",
+    "CKPT-002",
+    "CKPT-003",
+    "SNAP-001",
+    "SNAP-002",
+    "SNAP-003",
+    "COMPACT-001",
+    "COMPACT-002",
+    "COMPACT-003",
+    "COMPACT-004",
+)
+"""The rules the session machine judges on every backend, restores or not."""
+
+RESTORE_OBSERVED = ("RESTORE-002", "RESTORE-003", "RESTORE-004", "RESTORE-006", "RESTORE-007")
+"""The restore rules it judges besides RESTORE-001 (RESTORE-006: recover finds nothing to do)."""
+
+EXAMPLES_DIVISOR = 1
+"""A session machine's step costs several appends and file writes: it runs a fifth of the
+profile's stateful examples (at least ten), with the profile's step count."""
+
+
+def session_layer(h: Harness) -> SessionApi:
+    """The session layer under test: the harness's, or `checkpointspec.reference`."""
+    layer = getattr(h, "session", None)
+    if layer is None:
+        layer = importlib.import_module("checkpointspec.reference")
+    return cast(SessionApi, layer)
+
+
+def run_session_machine(h: Harness, *, restores: bool) -> None:
+    env = SessionMachineEnv(
+        backend=h.backend,
+        capabilities=h.capabilities,
+        root=h.root,
+        layer=session_layer(h),
+        options=h.options,
+        restores=restores,
+    )
+    run_machine(
+        h,
+        lambda: SessionMachine(env),
+        examples=max(10, h.profile.stateful_examples // EXAMPLES_DIVISOR),
+        steps=h.profile.stateful_steps,
+    )
+
+
+@check("RESTORE-001", *RESTORE_OBSERVED, *SESSION_MODEL_OBSERVED)
+def session_model_based(h: Harness) -> None:
+    """RESTORE-001: random sessions with a real workspace agree with the spec's models step by step."""
+    run_session_machine(h, restores=True)
+
+
+@check("FOLD-001", *SESSION_MODEL_OBSERVED)
+def session_model_without_restore(h: Harness) -> None:
+    """FOLD-001: without TRUNCATE, random sessions (no restores) agree with the spec's models."""
+    if h.has(Capability.TRUNCATE):
+        raise CheckSkipped("RESTORE-001::session_model_based runs this machine with restores")
+    run_session_machine(h, restores=False)
+
+
+CHECKS = (session_model_based, session_model_without_restore)

@@ -1,0 +1,917 @@
+"""The session machine: one session and a real workspace, driven through the session layer.
+
+A Hypothesis state machine plays an agent session on top of the backend under
+test: user prompts (some block-form), assistant turns whose tool calls write,
+create and delete files through the layer's ``Workspace`` (text, bytes, binary
+and oversized content, nested paths), an occasional call left unfinished and
+later repaired, runtime reminders, background completions, edits made behind
+the session's back, restores to any checkpoint with every flag combination,
+compactions (some cancelled at a chosen stage), recovery and reopening.
+
+Beside it the machine keeps its own model, built from ``spec`` alone and never
+from the layer it judges: the events the log must hold and the workspace as a
+mapping path -> bytes. What a restore or a compaction must do is what the
+spec's oracles say (`plan_restore` and `apply_plan`, `compaction_boundary`).
+After every step the backend's log must equal the model's events, the layer's
+``fold`` and ``list_checkpoints`` must equal `fold_model` and
+`checkpoints_model` of that log, and the workspace directory (the reserved
+``.checkpointspec/`` folder aside) must equal the model's mapping.
+
+Every step notes the calls it made, so a shrunk failure reads as the program
+that broke the rule. The machine needs the backend's TRUNCATE for restores; a
+machine built with ``restores=False`` leaves them out and checks the rest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import os
+import shutil
+import tempfile
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from functools import partial
+from pathlib import Path
+from typing import Any, NamedTuple, Protocol, TypeVar
+
+import msgspec
+from hypothesis import note
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from ...spec import (
+    STAGES,
+    AssistantMessage,
+    BackendContext,
+    BackgroundCompletion,
+    Capability,
+    Checkpoint,
+    Checkpointer,
+    CompactionProgress,
+    FileSnapshot,
+    InvalidArgumentError,
+    Message,
+    ReasonCode,
+    RepairMessage,
+    RestoreError,
+    RestoreReason,
+    RuntimeReminder,
+    SessionEvent,
+    StoredEvent,
+    Summarizer,
+    Summary,
+    ToolCall,
+    ToolCallLedger,
+    ToolResult,
+    ToolStarted,
+    UserPrompt,
+    apply_plan,
+    canonical_path,
+    checkpoints_model,
+    compaction_boundary,
+    content_hash,
+    encode_content,
+    fold_model,
+    make_snapshot,
+    plan_restore,
+)
+from .loading import BackendRef, open_checkpointer
+from .outcomes import Err, Ok, read_all, run_backend
+from .violations import RuleViolation, expect
+
+__all__ = [
+    "RESERVED_FOLDER",
+    "SNAPSHOT_LIMIT",
+    "Action",
+    "Edit",
+    "RestoreCall",
+    "SessionApi",
+    "SessionMachine",
+    "SessionMachineEnv",
+]
+
+T = TypeVar("T")
+
+SESSION_ID = "session"
+RESERVED_FOLDER = ".checkpointspec"
+"""The workspace folder the session layer keeps for itself (the restore journal)."""
+SNAPSHOT_LIMIT = 48
+"""The machine's snapshot cap, in bytes: small, so that oversized files cost nothing."""
+
+# Paths a tool names, aliases of canonical ones included: the log must hold the canonical form.
+_PATHS = ("a.txt", "b.bin", "dir/c.txt", "dir/sub/d.txt", "./a.txt", "dir//sub/./d.txt")
+_UNSAFE_PATHS = ("../escape.txt", "/etc/absolute.txt", "dir/../../up.txt", "", "nul\x00.txt")
+_CONTENT = ("text", "bytes", "binary", "oversized", "empty")
+
+
+class Action(NamedTuple):
+    """One file operation of a tool: ``op`` (write or delete) at ``path``, with new content
+    of kind ``content`` (text, bytes, binary, oversized, empty)."""
+
+    op: str
+    path: str
+    content: str
+
+
+class Edit(NamedTuple):
+    """An edit behind the session's back: the ``which``-th path the log names (modulo their
+    number) gets content of kind ``content``, or is removed."""
+
+    which: int
+    content: str
+
+
+class RestoreCall(NamedTuple):
+    """A restore to the ``checkpoint``-th checkpoint (modulo their number), with its flags
+    and how the workspace is passed (the Workspace object, its path, or none)."""
+
+    checkpoint: int
+    files: bool
+    conversation: bool
+    workspace: str
+
+
+_ACTION = st.builds(
+    Action,
+    st.sampled_from(("write", "delete")),
+    st.sampled_from(_PATHS),
+    st.sampled_from(_CONTENT),
+)
+_CALLS = st.lists(st.lists(_ACTION, min_size=1, max_size=3), max_size=2)
+_EDIT = st.builds(
+    Edit, st.integers(min_value=0, max_value=3), st.sampled_from((*_CONTENT, "remove"))
+)
+_RESTORE = st.builds(
+    RestoreCall,
+    st.integers(min_value=0, max_value=9),
+    st.booleans(),
+    st.booleans(),
+    st.sampled_from(("object", "path", "none")),
+)
+# The stages a compaction may be cancelled at: "start" cancels before the first stage.
+_CANCEL_AT = ("start", *STAGES)
+
+
+class SessionApi(Protocol):
+    """The session layer the machine drives: the names `checkpointspec.reference` exports.
+
+    Any object with these attributes will do (a module, or the kit's ``SessionLayer``).
+    """
+
+    @property
+    def Workspace(self) -> Any:
+        """``Workspace(root, checkpointer, session_id, *, snapshot_limit)`` and ``Workspace.open``."""
+
+    @property
+    def ExtractiveSummarizer(self) -> Callable[[], Summarizer]:
+        """The deterministic summarizer."""
+
+    def fold(self, events: Iterable[StoredEvent]) -> list[Message]: ...
+
+    def list_checkpoints(
+        self, checkpointer: Checkpointer, session_id: str
+    ) -> Awaitable[list[Checkpoint]]: ...
+
+    def restore(
+        self, checkpointer: Checkpointer, session_id: str, seq: int, **kw: Any
+    ) -> Awaitable[Any]: ...
+
+    def recover(
+        self, checkpointer: Checkpointer, session_id: str, workspace: Any
+    ) -> Awaitable[Any]: ...
+
+    def compact(
+        self, checkpointer: Checkpointer, session_id: str, **kw: Any
+    ) -> AsyncIterator[CompactionProgress]: ...
+
+
+class SessionMachineEnv(msgspec.Struct):
+    """What every session machine of one run is given.
+
+    ``layer`` is the session layer under test; ``restores`` is False for a
+    backend without TRUNCATE, whose machines then leave restores out.
+    """
+
+    backend: BackendRef
+    capabilities: frozenset[Capability]
+    root: Path
+    layer: Any
+    options: dict[str, str] = msgspec.field(default_factory=dict)
+    restores: bool = True
+
+
+class _Blame(msgspec.Struct):
+    """The rules a difference found by the invariants breaks, after the last step."""
+
+    log: str = "RESTORE-001"
+    files: str = "RESTORE-001"
+
+
+class SessionMachine(RuleBasedStateMachine):
+    """One session of the backend under test and one real workspace, beside the model.
+
+    Hypothesis builds one machine per example:
+    ``run_state_machine_as_test(lambda: SessionMachine(env))``.
+    """
+
+    def __init__(self, env: SessionMachineEnv) -> None:
+        super().__init__()
+        self.env = env
+        self.layer: SessionApi = env.layer
+        self.loop = asyncio.new_event_loop()
+        self.factory = env.backend.load()
+        self.home = Path(tempfile.mkdtemp(prefix="session-", dir=env.root))
+        self.store = self.home / "store"
+        self.root = self.home / "workspace"
+        self.store.mkdir()
+        self.root.mkdir()
+        self.counter = itertools.count(1)
+        # The model: what the log must hold, and what the workspace must hold.
+        self.events: list[SessionEvent] = []
+        self.files: dict[str, bytes] = {}
+        self.blame = _Blame()
+        self.cp: Checkpointer = self.run(self.open_checkpointer())
+        self.workspace: Any = self.run(self.open_workspace())
+
+    # -- running ---------------------------------------------------------------------
+    def run(self, coro: Awaitable[T]) -> T:
+        async def wrapped() -> T:
+            return await coro
+
+        return self.loop.run_until_complete(wrapped())
+
+    def call(self, rule_id: str, call: str, op: Callable[[], Awaitable[T]]) -> T:
+        """Run one call of the layer; anything it raises breaks ``rule_id``."""
+        outcome = self.run(run_backend(op))
+        if isinstance(outcome, Err):
+            note(f"{call} -> raised {type(outcome.error).__name__}: {outcome.error}")
+            raise RuleViolation(
+                rule_id, f"{call} raised {type(outcome.error).__name__}: {outcome.error}"
+            ) from outcome.error
+        note(f"{call} -> {_short(outcome.value)}")
+        return outcome.value
+
+    async def open_checkpointer(self) -> Checkpointer:
+        ctx = BackendContext(path=self.store, options=self.env.options)
+        return await open_checkpointer(self.factory, ctx)
+
+    async def open_workspace(self) -> Any:
+        return await self.layer.Workspace.open(
+            str(self.root), self.cp, SESSION_ID, snapshot_limit=SNAPSHOT_LIMIT
+        )
+
+    def teardown(self) -> None:
+        try:
+            self.run(run_backend(self.cp.close))
+        finally:
+            self.loop.close()
+            shutil.rmtree(self.home, ignore_errors=True)
+
+    # -- the model -------------------------------------------------------------------
+    def stored_model(self) -> list[StoredEvent]:
+        """The model's events as a log (ts is not the model's to know; the oracles ignore it)."""
+        return [
+            StoredEvent(seq, SESSION_ID, seq - 1 or None, "", event)
+            for seq, event in enumerate(self.events, 1)
+        ]
+
+    def open_calls(self) -> tuple[str, ...]:
+        ledger = ToolCallLedger()
+        for event in self.events:
+            ledger.feed(event)
+        return ledger.open_calls
+
+    def unique(self, what: str) -> str:
+        return f"{what} {next(self.counter)}"
+
+    def content(self, kind: str) -> bytes | str:
+        """Fresh content of ``kind``: str for text, bytes for the rest."""
+        n = next(self.counter)
+        if kind == "text":
+            return f"text {n}\n"
+        if kind == "bytes":
+            return f"bytes {n}\n".encode()
+        if kind == "binary":
+            return b"\xff\xfe\x00" + n.to_bytes(4, "big")
+        if kind == "oversized":
+            return f"{n} ".ljust(SNAPSHOT_LIMIT + 16, "x")
+        return b""
+
+    # -- appending events as the agent does ------------------------------------------
+    def append(self, *events: SessionEvent) -> None:
+        """Append ``events`` as the agent would, at the model's head."""
+        head = len(self.events)
+        kinds = ", ".join(type(e).__name__ for e in events)
+        self.blame = _Blame("RESTORE-001", "RESTORE-001")
+        got = self.call(
+            "RESTORE-001",
+            f"append({kinds}, expected_head={head})",
+            partial(self.cp.append, SESSION_ID, list(events), head),
+        )
+        self.events.extend(events)
+        expect(
+            got == len(self.events),
+            "RESTORE-001",
+            f"append returned head {got}; the log has {len(self.events)} events",
+        )
+
+    def tool_action(self, action: Action, tool_call_id: str | None) -> None:
+        """One file operation of a tool, through the workspace, and what the model expects."""
+        op, path, kind = action
+        key = canonical_path(path)
+        before = self.files.get(key)
+        self.blame = _Blame("SNAP-001", "SNAP-001")
+        if op == "delete":
+            call = f"workspace.delete({path!r}, tool_call_id={tool_call_id!r})"
+            if before is None:
+                self.expect_refusal(
+                    call,
+                    partial(self.workspace.delete, path, tool_call_id=tool_call_id),
+                    ReasonCode.NO_SUCH_FILE,
+                    "SNAP-001",
+                )
+                return
+            after: bytes | None = None
+            got = self.call(
+                "SNAP-001", call, partial(self.workspace.delete, path, tool_call_id=tool_call_id)
+            )
+        else:
+            content = self.content(kind)
+            after = content.encode() if isinstance(content, str) else content
+            call = f"workspace.write({path!r}, {_short(content)}, tool_call_id={tool_call_id!r})"
+            got = self.call(
+                "SNAP-001",
+                call,
+                partial(self.workspace.write, path, content, tool_call_id=tool_call_id),
+            )
+        snapshot = make_snapshot(
+            key, before, after, limit=SNAPSHOT_LIMIT, tool_call_id=tool_call_id
+        )
+        rule_id = "SNAP-002" if snapshot.truncated else "SNAP-001"
+        self.blame = _Blame(rule_id, "SNAP-001")
+        expect(
+            got == snapshot,
+            rule_id,
+            f"{call} returned {got!r}; the snapshot is {snapshot!r}",
+        )
+        self.events.append(snapshot)
+        if after is None:
+            self.files.pop(key, None)
+        else:
+            self.files[key] = after
+
+    def expect_refusal(
+        self, call: str, op: Callable[[], Awaitable[object]], reason: ReasonCode, rule_id: str
+    ) -> None:
+        outcome = self.run(run_backend(op))
+        note(f"{call} -> {_describe(outcome)}")
+        refused = (
+            isinstance(outcome, Err)
+            and isinstance(outcome.error, InvalidArgumentError)
+            and outcome.error.reason_code == reason
+        )
+        expect(
+            refused,
+            rule_id,
+            f"{call} {_describe(outcome)}; expected InvalidArgumentError ({reason.value})",
+        )
+
+    # -- rules: the conversation -----------------------------------------------------
+    # Hypothesis tries rules with fewer arguments first and more often, so the rules that
+    # build a session take one composite argument each; the rarer ones take two.
+    @initialize(calls=_CALLS)
+    def first_turn(self, calls: list[list[Action]]) -> None:
+        """A session starts with a prompt and its answer (an empty log comes back when a
+        restore empties it)."""
+        self.agent_turn(calls)
+
+    @rule(calls=_CALLS)
+    def agent_turn(self, calls: list[list[Action]]) -> None:
+        """A user prompt (a checkpoint; every third one block-form) and the assistant's
+        answer, asking for ``calls``: each started, run through the workspace and answered."""
+        n = next(self.counter)
+        text = f"prompt {n}"
+        self.append(UserPrompt(text, tuple(f"{text} block {i}" for i in range(n % 3))))
+        self.assistant_turn(calls)
+
+    @rule(calls=_CALLS)
+    def assistant_turn(self, calls: list[list[Action]], unfinished: bool = False) -> None:
+        """An assistant message and its tool calls, each started, run through the workspace
+        and answered; with ``unfinished`` the last call never gets its result."""
+        ids = [self.unique("call").replace(" ", "-") for _ in calls]
+        tool_calls = tuple(ToolCall(i, "edit", f'{{"n": {n}}}') for n, i in enumerate(ids))
+        self.append(AssistantMessage(self.unique("answer") if len(ids) != 1 else "", tool_calls))
+        for n, (call_id, actions) in enumerate(zip(ids, calls, strict=True)):
+            self.append(ToolStarted(call_id, "edit"))
+            for action in actions:
+                self.tool_action(action, call_id)
+            if unfinished and n == len(ids) - 1:
+                return
+            self.append(ToolResult(call_id, self.unique("result"), is_error=n % 2 == 1))
+
+    @rule(actions=st.lists(_ACTION, max_size=2))
+    @precondition(lambda self: not self.open_calls())
+    def crash_in_tool(self, actions: list[Action]) -> None:
+        """An assistant turn whose one tool call never gets its result (the tool died)."""
+        self.assistant_turn([actions], unfinished=True)
+
+    @rule(action=_ACTION)
+    def file_tool(self, action: Action) -> None:
+        """A file operation through the workspace outside any tool call (SNAP-001, SNAP-002)."""
+        self.tool_action(action, None)
+
+    # The rules below are enabled at some log lengths only: they change little, or spoil
+    # every restore to an earlier checkpoint, so they stay rare.
+    @rule(path=st.sampled_from(_UNSAFE_PATHS), delete=st.booleans())
+    @precondition(lambda self: len(self.events) % 4 == 1)
+    def unsafe_tool(self, path: str, delete: bool) -> None:
+        """SNAP-003: a path outside the workspace is refused, recording and writing nothing."""
+        self.blame = _Blame("SNAP-003", "SNAP-003")
+        if delete:
+            call = f"workspace.delete({path!r})"
+            op: Callable[[], Awaitable[object]] = partial(self.workspace.delete, path)
+        else:
+            call = f"workspace.write({path!r}, b'x')"
+            op = partial(self.workspace.write, path, b"x")
+        self.expect_refusal(call, op, ReasonCode.UNSAFE_PATH, "SNAP-003")
+
+    @rule(kind=st.sampled_from(("reminder", "background", "repair")))
+    def runtime_message(self, kind: str) -> None:
+        """A runtime reminder, a background completion, or a repair message (the answer to the
+        first open tool call, or a free-standing one): messages, never checkpoints
+        (FOLD-005, CKPT-001)."""
+        if kind == "reminder":
+            self.append(RuntimeReminder(self.unique("reminder")))
+        elif kind == "background":
+            self.append(BackgroundCompletion(self.unique("task"), self.unique("finished")))
+        else:
+            pending = self.open_calls()
+            self.append(RepairMessage(self.unique("repair"), pending[0] if pending else None))
+
+    # -- rules: behind the session's back ---------------------------------------------
+    @rule(edit=_EDIT)
+    @precondition(lambda self: self.session_paths())
+    def out_of_band(self, edit: Edit) -> None:
+        """Someone edits (or removes) a file the session wrote, directly: the model's workspace
+        changes, the log does not."""
+        paths = self.session_paths()
+        self.edit_behind(paths[edit.which % len(paths)], edit.content)
+
+    def session_paths(self) -> list[str]:
+        """The safe paths the log holds snapshots of, sorted."""
+        found = set()
+        for event in self.events:
+            if isinstance(event, FileSnapshot):
+                with contextlib.suppress(InvalidArgumentError):
+                    found.add(canonical_path(event.path))
+        return sorted(found)
+
+    def edit_behind(self, key: str, kind: str) -> None:
+        target = self.root / key
+        self.blame = _Blame("RESTORE-003", "RESTORE-003")
+        if kind == "remove":
+            note(f"out of band: remove {key!r}")
+            if target.is_file():
+                target.unlink()
+            self.files.pop(key, None)
+            return
+        content = self.content(kind)
+        data = content.encode() if isinstance(content, str) else content
+        note(f"out of band: write {key!r} {_short(data)}")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+        self.files[key] = data
+
+    @rule(
+        flavour=st.sampled_from(("legacy", "unsafe", "undecodable")), path=st.sampled_from(_PATHS)
+    )
+    @precondition(lambda self: len(self.events) % 5 == 3)
+    def foreign_snapshot(self, flavour: str, path: str) -> None:
+        """A snapshot some other tool wrote: without hash_after (then the file changes), for an
+        unsafe path, or with content that does not decode (CKPT-003, RESTORE-003)."""
+        key = canonical_path(path)
+        before = self.files.get(key)
+        if flavour == "unsafe":
+            self.append(FileSnapshot("../" + key, None, hash_after=content_hash(None)))
+            return
+        if flavour == "undecodable":
+            self.append(
+                FileSnapshot(key, "not base64!", encoding="base64", hash_after=content_hash(before))
+            )
+            return
+        if before is None:
+            self.append(FileSnapshot(key, None))
+        else:
+            text, encoding = encode_content(before)
+            self.append(FileSnapshot(key, text, encoding=encoding))
+        self.edit_behind(key, "text")
+
+    # -- rules: restore ---------------------------------------------------------------
+    @rule(call=_RESTORE)
+    @precondition(lambda self: self.env.restores and self.checkpoint_seqs())
+    def restore(self, call: RestoreCall) -> None:
+        """RESTORE-001..004, RESTORE-007: a restore to a checkpoint has the outcome
+        plan_restore and apply_plan predict."""
+        # Newest first, those with files to put back before the others: what users restore
+        # to most, and where files can have changed.
+        seqs = self.checkpoint_seqs()[::-1]
+        snapshots = [s for s, e in enumerate(self.events, 1) if isinstance(e, FileSnapshot)]
+        seqs.sort(key=lambda seq: not any(s > seq for s in snapshots))
+        seq = seqs[call.checkpoint % len(seqs)]
+        self.restore_to(seq, call.files, call.conversation, call.workspace)
+
+    # Enabled at some log lengths only (and on an empty log, where a restore emptied it):
+    # a refusal teaches less than a restore.
+    @rule(
+        seq=st.integers(min_value=0, max_value=40), files=st.booleans(), conversation=st.booleans()
+    )
+    @precondition(lambda self: self.env.restores and (len(self.events) % 4 == 2 or not self.events))
+    def restore_elsewhere(self, seq: int, files: bool, conversation: bool) -> None:
+        """RESTORE-002: a restore of an unknown session, or to a seq that is no checkpoint."""
+        self.restore_to(seq, files, conversation, "object")
+
+    def checkpoint_seqs(self) -> list[int]:
+        return [s for s, e in enumerate(self.events, 1) if isinstance(e, UserPrompt)]
+
+    def restore_to(self, seq: int, files: bool, conversation: bool, workspace: str) -> None:
+        log = self.stored_model()
+        current = None if workspace == "none" else self.files
+        try:
+            plan = plan_restore(
+                SESSION_ID, log, seq, current, files=files, conversation=conversation
+            )
+            refusal: RestoreError | None = None
+        except RestoreError as exc:
+            refusal = exc
+        ws_arg: object = {"object": self.workspace, "path": str(self.root), "none": None}[workspace]
+        phases: list[Any] = []
+        call = (
+            f"restore({SESSION_ID!r}, {seq}, workspace={workspace}, files={files}, "
+            f"conversation={conversation})"
+        )
+        outcome = self.run(
+            run_backend(
+                partial(
+                    self.layer.restore,
+                    self.cp,
+                    SESSION_ID,
+                    seq,
+                    workspace=ws_arg,
+                    files=files,
+                    conversation=conversation,
+                    progress=phases.append,
+                )
+            )
+        )
+        note(f"{call} -> {_describe(outcome)}")
+        if refusal is not None:
+            rule_id = _refusal_rule(refusal.reason_code)
+            self.blame = _Blame(rule_id, rule_id)
+            got = outcome.error if isinstance(outcome, Err) else None
+            expect(
+                isinstance(got, RestoreError)
+                and (got.reason_code, got.path) == (refusal.reason_code, refusal.path),
+                rule_id,
+                f"{call} {_describe(outcome)}; expected RestoreError({refusal.reason_code.value}, "
+                f"path={refusal.path!r})",
+            )
+            self.check_restore_progress(call, phases, None)
+            return
+        self.blame = _Blame(
+            "RESTORE-001" if conversation else "RESTORE-004",
+            "RESTORE-001" if files else "RESTORE-004",
+        )
+        if isinstance(outcome, Err):
+            raise RuleViolation(
+                "RESTORE-001", f"{call} {_describe(outcome)}; the restore is possible"
+            ) from outcome.error
+        result = outcome.value
+        restored = sorted(f.path for f in plan.files)
+        expect(
+            sorted(getattr(result, "restored_files", ())) == restored,
+            self.blame.files,
+            f"{call} reported restored_files={getattr(result, 'restored_files', None)!r}; "
+            f"expected {restored}",
+        )
+        expect(
+            getattr(result, "conversation_restored", None) == conversation,
+            "RESTORE-004",
+            f"{call} reported conversation_restored="
+            f"{getattr(result, 'conversation_restored', None)!r}; expected {conversation}",
+        )
+        expect(
+            tuple(getattr(result, "unchecked_files", ())) == plan.unchecked,
+            "RESTORE-003",
+            f"{call} reported unchecked_files={getattr(result, 'unchecked_files', None)!r}; "
+            f"expected {plan.unchecked}",
+        )
+        self.check_restore_progress(call, phases, len(plan.files))
+        self.files = apply_plan(self.files, plan)
+        if plan.keep_through is not None:
+            del self.events[plan.keep_through :]
+
+    def check_restore_progress(self, call: str, phases: Sequence[Any], files: int | None) -> None:
+        """RESTORE-007: start first, one progress per file, done (error, for a refusal) last."""
+        names = [getattr(p, "phase", None) for p in phases]
+        last = "error" if files is None else "done"
+        expect(
+            len(names) >= 2 and names[0] == "start" and names[-1] == last,
+            "RESTORE-007",
+            f"{call} reported phases {names}; expected start first and {last} last",
+        )
+        if files is not None:
+            expect(
+                names.count("progress") == files,
+                "RESTORE-007",
+                f"{call} reported {names.count('progress')} progress events for {files} files",
+            )
+
+    # -- rules: compaction -------------------------------------------------------------
+    @rule(cancel_at=st.none() | st.sampled_from(_CANCEL_AT))
+    def compact(self, cancel_at: str | None) -> None:
+        """COMPACT-001..003: a summary through compaction_boundary, or nothing for a no-op;
+        COMPACT-004: cancelled at ``cancel_at``, the log stays as it was."""
+        self.compaction(cancel_at)
+
+    def compaction(self, cancel_at: str | None) -> None:
+        boundary = compaction_boundary(self.stored_model())
+        head = len(self.events)
+        cancel = asyncio.Event()
+        late: list[bool] = []  # whether the summary was already in the log when cancelled
+        call = f"compact({SESSION_ID!r}, summarizer=ExtractiveSummarizer()" + (
+            f", cancelled at {cancel_at})" if cancel_at else ")"
+        )
+
+        async def drive() -> list[CompactionProgress]:
+            seen: list[CompactionProgress] = []
+            if cancel_at == "start":
+                cancel.set()
+                late.append(False)
+            stream = self.layer.compact(
+                self.cp, SESSION_ID, summarizer=self.layer.ExtractiveSummarizer(), cancel=cancel
+            )
+            async for progress in stream:
+                seen.append(progress)
+                if (
+                    not cancel.is_set()
+                    and progress.phase == "progress"
+                    and progress.stage == cancel_at
+                ):
+                    late.append(await self.cp.head(SESSION_ID) != head)
+                    cancel.set()
+            return seen
+
+        rule_id = "COMPACT-004" if cancel_at else "COMPACT-001"
+        self.blame = _Blame(rule_id, rule_id)
+        seen = self.call(rule_id, call, drive)
+        note(f"  progress: {[(p.phase, p.stage) for p in seen]}")
+        check_compaction_progress(call, seen)
+        last = seen[-1]
+        log = self.call(rule_id, f"read({SESSION_ID!r})", partial(read_all, self.cp, SESSION_ID))
+        if late and not late[0]:
+            # Cancelled before the summary was acknowledged: cancelled, nothing written;
+            # a no-op may have finished first.
+            noop = boundary is None and last.phase == "done" and last.reduced is False
+            expect(
+                last.phase == "cancelled" or noop,
+                "COMPACT-004",
+                f"{call} ended with {last.phase!r}; expected cancelled",
+            )
+            expect(
+                len(log) == head,
+                "COMPACT-004",
+                f"{call} was cancelled but the log went from {head} to {len(log)} events",
+            )
+            return
+        if boundary is None:
+            self.blame = _Blame("COMPACT-003", "COMPACT-003")
+            expect(
+                last.phase == "done" and last.reduced is False and len(log) == head,
+                "COMPACT-003",
+                f"{call} ended with {last.phase!r} reduced={last.reduced} and the log went from "
+                f"{head} to {len(log)} events; nothing needs summarising",
+            )
+            return
+        expect(
+            last.phase == "done" and last.reduced is True,
+            "COMPACT-001",
+            f"{call} ended with {last.phase!r} reduced={last.reduced}; expected a summary "
+            f"through seq {boundary}",
+        )
+        written = [s.event for s in log[head:]]
+        summary = written[0] if len(written) == 1 else None
+        expect(
+            isinstance(summary, Summary) and summary.through_seq == boundary,
+            "COMPACT-001",
+            f"{call} appended {[_short(e) for e in written]}; expected one Summary through seq "
+            f"{boundary}",
+        )
+        expect(
+            last.summary_seq == head + 1,
+            "COMPACT-001",
+            f"{call} reported summary_seq={last.summary_seq}; the summary is seq {head + 1}",
+        )
+        assert isinstance(summary, Summary)
+        self.events.append(summary)
+
+    # -- rules: recovery and reopening ------------------------------------------------
+    @rule(recover_first=st.booleans())
+    def reopen(self, recover_first: bool) -> None:
+        """Close the handle (DURABLE backends; the others keep theirs) and the workspace, and
+        open them again: ``Workspace.open`` recovers first and finds nothing to do. With
+        ``recover_first``, ``recover`` is called on its own before."""
+        if recover_first:
+            self.recover()
+        self.blame = _Blame("RESTORE-006", "RESTORE-006")
+        if Capability.DURABLE in self.env.capabilities:
+            self.call("RESTORE-006", "close()", self.cp.close)
+            self.cp = self.call("RESTORE-006", "open the store again", self.open_checkpointer)
+        with contextlib.suppress(AttributeError):
+            close = self.workspace.close
+            self.call("RESTORE-006", "workspace.close()", close)
+        self.workspace = self.call(
+            "RESTORE-006",
+            f"Workspace.open(root, checkpointer, {SESSION_ID!r}, snapshot_limit={SNAPSHOT_LIMIT})",
+            self.open_workspace,
+        )
+
+    def recover(self) -> None:
+        """RESTORE-006: with no restore under way, recover finds nothing and changes nothing."""
+        self.blame = _Blame("RESTORE-006", "RESTORE-006")
+        call = f"recover({SESSION_ID!r}, workspace)"
+        outcome = self.call(
+            "RESTORE-006", call, partial(self.layer.recover, self.cp, SESSION_ID, self.workspace)
+        )
+        expect(
+            outcome == "nothing",
+            "RESTORE-006",
+            f"{call} returned {outcome!r} with no restore under way; expected 'nothing'",
+        )
+
+    # -- invariants ------------------------------------------------------------------
+    @invariant()
+    def session_matches_model(self) -> None:
+        """The log, its fold, its checkpoints and the workspace, against the model."""
+        got = self.run(run_backend(partial(read_all, self.cp, SESSION_ID)))
+        if isinstance(got, Err):
+            raise RuleViolation(
+                self.blame.log,
+                f"read({SESSION_ID!r}) raised {type(got.error).__name__}: {got.error}",
+            ) from got.error
+        log = got.value
+        compare_events(log, self.events, self.blame.log)
+        self.check_fold(log)
+        self.check_checkpoints(log)
+        compare_files(walk_workspace(self.root), self.files, self.blame.files)
+
+    def check_fold(self, log: list[StoredEvent]) -> None:
+        """FOLD-001..006: the layer's fold of the log is the spec's."""
+        outcome = self.run(run_backend(_sync(self.layer.fold, log)))
+        if isinstance(outcome, Err):
+            raise RuleViolation(
+                "FOLD-001", f"fold(log) raised {type(outcome.error).__name__}: {outcome.error}"
+            ) from outcome.error
+        got, want = list(outcome.value), fold_model(log)
+        if got == want:
+            return
+        i = next(
+            (n for n, (g, w) in enumerate(zip(got, want, strict=False)) if g != w),
+            min(len(got), len(want)),
+        )
+        culprit = want[i] if i < len(want) else got[i]
+        raise RuleViolation(
+            _FOLD_RULES[culprit.origin],
+            f"fold(log) differs from the spec's fold at message {i}: got "
+            f"{got[i] if i < len(got) else 'nothing'!r}, expected "
+            f"{want[i] if i < len(want) else 'nothing'!r} ({len(got)} messages, expected {len(want)})",
+        )
+
+    def check_checkpoints(self, log: list[StoredEvent]) -> None:
+        """CKPT-001..003: the layer's checkpoints are the spec's, with the stored prompts' ts."""
+        outcome = self.run(run_backend(partial(self.layer.list_checkpoints, self.cp, SESSION_ID)))
+        if isinstance(outcome, Err):
+            raise RuleViolation(
+                "CKPT-001",
+                f"list_checkpoints raised {type(outcome.error).__name__}: {outcome.error}",
+            ) from outcome.error
+        got, want = list(outcome.value), checkpoints_model(log)
+        if got == want:
+            return
+        rule_id = "CKPT-001"
+        if len(got) == len(want):
+            g, w = next((g, w) for g, w in zip(got, want, strict=True) if g != w)
+            if (g.seq, g.prompt, g.ts) == (w.seq, w.prompt, w.ts):
+                rule_id = "CKPT-002" if g.files != w.files else "CKPT-003"
+        raise RuleViolation(
+            rule_id, f"list_checkpoints returned {got!r}; the spec's checkpoints are {want!r}"
+        )
+
+
+# -- comparing ----------------------------------------------------------------------
+def compare_events(
+    log: Sequence[StoredEvent], events: Sequence[SessionEvent], rule_id: str
+) -> None:
+    """The stored log holds exactly ``events`` at seqs 1, 2, ... (ts is not compared)."""
+    got = [(s.seq, s.event) for s in log]
+    want = list(enumerate(events, 1))
+    if got == want:
+        return
+    i = next(
+        (n for n, (g, w) in enumerate(zip(got, want, strict=False)) if g != w),
+        min(len(got), len(want)),
+    )
+    raise RuleViolation(
+        rule_id,
+        f"the log holds {len(got)} events, the model {len(want)}; first difference at position "
+        f"{i + 1}: stored {_short(got[i]) if i < len(got) else 'nothing'}, expected "
+        f"{_short(want[i]) if i < len(want) else 'nothing'}",
+    )
+
+
+def compare_files(got: dict[str, bytes], want: dict[str, bytes], rule_id: str) -> None:
+    """The workspace directory holds exactly the model's files."""
+    if got == want:
+        return
+    differ = sorted(p for p in set(got) | set(want) if got.get(p) != want.get(p))
+    detail = "; ".join(
+        f"{p}: {_short(got.get(p))} on disk, {_short(want.get(p))} expected" for p in differ[:4]
+    )
+    raise RuleViolation(rule_id, f"the workspace differs from the model: {detail}")
+
+
+def walk_workspace(root: Path) -> dict[str, bytes]:
+    """Every regular file under ``root`` by canonical relative path, the reserved folder aside."""
+    found: dict[str, bytes] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        here = Path(dirpath)
+        if here == root and RESERVED_FOLDER in dirnames:
+            dirnames.remove(RESERVED_FOLDER)
+        for name in filenames:
+            full = here / name
+            if full.is_file() and not full.is_symlink():
+                found[full.relative_to(root).as_posix()] = full.read_bytes()
+    return found
+
+
+def check_compaction_progress(call: str, seen: Sequence[CompactionProgress]) -> None:
+    """COMPACT-002: start first, stages in order, one terminal phase last; counts labelled."""
+    phases = [p.phase for p in seen]
+    expect(
+        len(seen) >= 2
+        and phases[0] == "start"
+        and phases[-1] in ("done", "error", "cancelled")
+        and all(p == "progress" for p in phases[1:-1]),
+        "COMPACT-002",
+        f"{call} reported phases {phases}; expected start, progress..., then done, error or cancelled",
+    )
+    order = [STAGES.index(p.stage) for p in seen[1:-1] if p.stage is not None]
+    expect(
+        order == sorted(order),
+        "COMPACT-002",
+        f"{call} reported stages {[p.stage for p in seen[1:-1]]} out of order",
+    )
+    for p in seen:
+        counted = p.tokens_before is not None or p.tokens_after is not None
+        expect(
+            not counted or p.token_count in ("measured", "estimated"),
+            "COMPACT-002",
+            f"{call} reported token counts without saying measured or estimated: {p!r}",
+        )
+
+
+_FOLD_RULES = {
+    "prompt": "FOLD-001",
+    "assistant": "FOLD-002",
+    "tool_results": "FOLD-003",
+    "reminder": "FOLD-005",
+    "background": "FOLD-005",
+    "repair": "FOLD-005",
+    "summary": "FOLD-006",
+}
+
+
+def _refusal_rule(reason: RestoreReason) -> str:
+    if reason in (RestoreReason.UNKNOWN_SESSION, RestoreReason.NOT_A_CHECKPOINT):
+        return "RESTORE-002"
+    return "RESTORE-003"
+
+
+def _sync(func: Callable[[T], Any], arg: T) -> Callable[[], Awaitable[Any]]:
+    """A synchronous call, shaped for `run_backend`."""
+
+    async def call() -> Any:
+        return func(arg)
+
+    return call
+
+
+def _describe(outcome: Ok[Any] | Err) -> str:
+    if isinstance(outcome, Err):
+        return f"raised {type(outcome.error).__name__}: {outcome.error}"
+    return f"returned {_short(outcome.value)}"
+
+
+def _short(value: object, limit: int = 120) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
