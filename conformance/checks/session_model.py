@@ -23,7 +23,7 @@ from ._support import run_machine
 from .base import check
 from .harness import CheckSkipped, Harness
 
-__all__ = ["CHECKS", "SESSION_MODEL_OBSERVED", "session_layer"]
+__all__ = ["CHECKS", "SESSION_MODEL_OBSERVED", "run_session_machine", "session_layer"]
 
 SESSION_MODEL_OBSERVED = (
     "FOLD-001",
@@ -48,10 +48,6 @@ SESSION_MODEL_OBSERVED = (
 RESTORE_OBSERVED = ("RESTORE-002", "RESTORE-003", "RESTORE-004", "RESTORE-006", "RESTORE-007")
 """The restore rules it judges besides RESTORE-001 (RESTORE-006: recover finds nothing to do)."""
 
-EXAMPLES_DIVISOR = 1
-"""A session machine's step costs several appends and file writes: it runs a fifth of the
-profile's stateful examples (at least ten), with the profile's step count."""
-
 
 def session_layer(h: Harness) -> SessionApi:
     """The session layer under test: the harness's, or `checkpointspec.reference`."""
@@ -61,27 +57,31 @@ def session_layer(h: Harness) -> SessionApi:
     return cast(SessionApi, layer)
 
 
-def run_session_machine(h: Harness, *, restores: bool) -> None:
+def run_session_machine(
+    h: Harness, layer: SessionApi, *, restores: bool, shrink: bool = True
+) -> None:
+    """Run `SessionMachine` on ``layer`` over the harness's backend, under its seed and profile."""
     env = SessionMachineEnv(
         backend=h.backend,
         capabilities=h.capabilities,
         root=h.root,
-        layer=session_layer(h),
+        layer=layer,
         options=h.options,
         restores=restores,
     )
     run_machine(
         h,
         lambda: SessionMachine(env),
-        examples=max(10, h.profile.stateful_examples // EXAMPLES_DIVISOR),
+        examples=h.profile.stateful_examples,
         steps=h.profile.stateful_steps,
+        shrink=shrink,
     )
 
 
 @check("RESTORE-001", *RESTORE_OBSERVED, *SESSION_MODEL_OBSERVED)
 def session_model_based(h: Harness) -> None:
     """RESTORE-001: random sessions with a real workspace agree with the spec's models step by step."""
-    run_session_machine(h, restores=True)
+    run_session_machine(h, session_layer(h), restores=True)
 
 
 @check("FOLD-001", *SESSION_MODEL_OBSERVED)
@@ -89,7 +89,7 @@ def session_model_without_restore(h: Harness) -> None:
     """FOLD-001: without TRUNCATE, random sessions (no restores) agree with the spec's models."""
     if h.has(Capability.TRUNCATE):
         raise CheckSkipped("RESTORE-001::session_model_based runs this machine with restores")
-    run_session_machine(h, restores=False)
+    run_session_machine(h, session_layer(h), restores=False)
 
 
 CHECKS = (session_model_based, session_model_without_restore)

@@ -628,7 +628,9 @@ class SessionMachine(RuleBasedStateMachine):
             )
 
     # -- rules: compaction -------------------------------------------------------------
+    # Not on an empty log: the rules leave open whether compacting one is a no-op or an error.
     @rule(cancel_at=st.none() | st.sampled_from(_CANCEL_AT))
+    @precondition(lambda self: self.events)
     def compact(self, cancel_at: str | None) -> None:
         """COMPACT-001..003: a summary through compaction_boundary, or nothing for a no-op;
         COMPACT-004: cancelled at ``cancel_at``, the log stays as it was."""
@@ -691,6 +693,17 @@ class SessionMachine(RuleBasedStateMachine):
                 "COMPACT-003",
                 f"{call} ended with {last.phase!r} reduced={last.reduced} and the log went from "
                 f"{head} to {len(log)} events; nothing needs summarising",
+            )
+            return
+        if last.phase == "done" and last.reduced is False and len(log) == head:
+            # A summary need not be written when it would not make the conversation smaller,
+            # which only the summarizer's text decides; the report must show it.
+            before, after = last.tokens_before, last.tokens_after
+            expect(
+                before is not None and after is not None and after >= before,
+                "COMPACT-001",
+                f"{call} wrote no summary through seq {boundary} and reported tokens "
+                f"{before} -> {after}, no reason not to",
             )
             return
         expect(

@@ -17,9 +17,12 @@ from pathlib import Path
 from typing import Literal
 
 import msgspec
+from checkpointspec.backends.memory import MemoryCheckpointer
 from checkpointspec.spec import (
     DEFAULT_SNAPSHOT_LIMIT,
     STAGES,
+    BackendContext,
+    Capability,
     Checkpoint,
     Checkpointer,
     CompactionProgress,
@@ -53,6 +56,7 @@ __all__ = [
     "compact",
     "fold",
     "list_checkpoints",
+    "make_without_truncate",
     "recover",
     "restore",
 ]
@@ -279,3 +283,13 @@ async def compact(
     summary = Summary(text, boundary, estimate_tokens(before), 0)
     new_head = await checkpointer.append(session_id, [summary], head)
     yield CompactionProgress(phase="done", reduced=True, summary_seq=new_head)
+
+
+class WithoutTruncate(MemoryCheckpointer):
+    """A correct memory backend that does not declare TRUNCATE (truncate refuses loudly)."""
+
+    capabilities = MemoryCheckpointer.capabilities - {Capability.TRUNCATE}
+
+
+def make_without_truncate(ctx: BackendContext) -> MemoryCheckpointer:
+    return WithoutTruncate()

@@ -1,0 +1,195 @@
+"""The session machine accepts a correct session layer and names the rule a broken one breaks.
+
+The machine (conformance/engines/session_machine.py) runs on the memory and file
+backends with a session layer written straight from the spec's oracles
+(``session_standin``), and with broken variants of it, each breaking one rule.
+A broken layer runs without shrinking (a failing run is reported as found), so
+that these tests stay quick; one test shrinks, to show a failure reads as the
+calls that led to it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Iterable
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import msgspec
+import pytest
+import session_standin
+from checkpointspec.conformance.checks.harness import CheckSkipped, Harness
+from checkpointspec.conformance.checks.profiles import PROFILES
+from checkpointspec.conformance.checks.session_model import (
+    CHECKS,
+    run_session_machine,
+    session_model_based,
+    session_model_without_restore,
+)
+from checkpointspec.conformance.engines.loading import (
+    BackendRef,
+    open_checkpointer,
+    resolve_backend,
+)
+from checkpointspec.conformance.engines.violations import RuleViolation
+from checkpointspec.spec import (
+    BackendContext,
+    Capability,
+    Checkpointer,
+    FileSnapshot,
+    Message,
+    RuntimeReminder,
+    StoredEvent,
+    UserPrompt,
+    checkpoints_model,
+    make_snapshot,
+)
+
+
+def harness(backend: str | BackendRef, root: Path, seed: int = 0) -> Harness:
+    ref = resolve_backend(backend) if isinstance(backend, str) else backend
+    factory = ref.load()
+    (root / "probe").mkdir(parents=True)
+
+    async def capabilities() -> frozenset[Capability]:
+        cp = await open_checkpointer(factory, BackendContext(path=root / "probe"))
+        try:
+            return frozenset(cp.capabilities)
+        finally:
+            await cp.close()
+
+    return Harness(ref, factory, root, asyncio.run(capabilities()), PROFILES["quick"], seed)
+
+
+def layer(**replaced: Any) -> SimpleNamespace:
+    """The stand-in session layer with some of its names replaced."""
+    names = {name: getattr(session_standin, name) for name in session_standin.__all__}
+    return SimpleNamespace(**{**names, **replaced})
+
+
+def violation(h: Harness, broken: SimpleNamespace, *, shrink: bool = False) -> RuleViolation:
+    with pytest.raises(RuleViolation) as caught:
+        run_session_machine(
+            h, broken, restores=Capability.TRUNCATE in h.capabilities, shrink=shrink
+        )
+    return caught.value
+
+
+# -- a correct layer passes -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("backend", ["memory", "file"])
+def test_a_correct_layer_passes(backend: str, seed: int, tmp_path: Path) -> None:
+    run_session_machine(harness(backend, tmp_path, seed), layer(), restores=True)
+
+
+def test_without_truncate_the_machine_leaves_restores_out(tmp_path: Path) -> None:
+    restores: list[int] = []
+
+    async def counted(*args: Any, **kwargs: Any) -> Any:
+        restores.append(1)
+        return await session_standin.restore(*args, **kwargs)
+
+    h = harness(BackendRef("no-truncate", "session_standin:make_without_truncate"), tmp_path)
+    assert Capability.TRUNCATE not in h.capabilities
+    run_session_machine(h, layer(restore=counted), restores=False)
+    assert restores == []
+
+
+def test_the_second_check_runs_only_without_truncate(tmp_path: Path) -> None:
+    """RESTORE-001 needs TRUNCATE (the kit skips it otherwise); the FOLD-001 check covers the rest."""
+    assert session_model_based.needs == {Capability.TRUNCATE}
+    assert session_model_without_restore.needs == frozenset()
+    with pytest.raises(CheckSkipped, match="RESTORE-001::session_model_based"):
+        session_model_without_restore.func(harness("memory", tmp_path))
+
+
+def test_the_checks_are_named_after_their_rules() -> None:
+    assert [c.name for c in CHECKS] == [
+        "RESTORE-001::session_model_based",
+        "FOLD-001::session_model_without_restore",
+    ]
+    assert {"FOLD-005", "CKPT-002", "SNAP-001", "COMPACT-004", "RESTORE-003"} <= set(
+        session_model_based.rules
+    )
+    assert not any(r.startswith("RESTORE") for r in session_model_without_restore.rules)
+
+
+# -- broken layers are caught, naming the rule ----------------------------------------
+
+
+def fold_without_reminders(events: Iterable[StoredEvent]) -> list[Message]:
+    return session_standin.fold(e for e in events if not isinstance(e.event, RuntimeReminder))
+
+
+async def checkpoints_of_reminders_too(cp: Checkpointer, session_id: str) -> list[Any]:
+    """Lists reminders as checkpoints, as a layer guessing user input from roles would."""
+    log = [
+        StoredEvent(s.seq, s.session_id, s.parent_seq, s.ts, UserPrompt(s.event.text))
+        if isinstance(s.event, RuntimeReminder)
+        else s
+        async for s in cp.read(session_id)
+    ]
+    return checkpoints_model(log)
+
+
+async def compact_ignoring_cancel(*args: Any, cancel: object = None, **kwargs: Any) -> Any:
+    async for progress in session_standin.compact(*args, **kwargs):
+        yield progress
+
+
+class HashlessWorkspace(session_standin.Workspace):
+    """Records writes without hash_after, so that no out-of-band edit can be noticed."""
+
+    async def write(
+        self, path: str, content: bytes | str, *, tool_call_id: str | None = None
+    ) -> FileSnapshot:
+        key = self.resolve(path)
+        data = content.encode() if isinstance(content, str) else content
+        snapshot = make_snapshot(
+            key, self.read(key), data, limit=self.snapshot_limit, tool_call_id=tool_call_id
+        )
+        snapshot = msgspec.structs.replace(snapshot, hash_after=None)
+        await self.checkpointer.append(self.session_id, [snapshot])
+        (self.root / key).parent.mkdir(parents=True, exist_ok=True)
+        (self.root / key).write_bytes(data)
+        return snapshot
+
+
+@pytest.mark.parametrize(
+    ("broken", "rule_id"),
+    [
+        (layer(fold=fold_without_reminders), "FOLD-005"),
+        (layer(list_checkpoints=checkpoints_of_reminders_too), "CKPT-001"),
+        (
+            layer(restore=functools.partial(session_standin.restore, check_out_of_band=False)),
+            "RESTORE-003",
+        ),
+        (layer(compact=compact_ignoring_cancel), "COMPACT-004"),
+        (layer(Workspace=HashlessWorkspace), "SNAP-001"),
+    ],
+    ids=[
+        "fold-drops-reminders",
+        "reminders-are-checkpoints",
+        "restore-skips-out-of-band",
+        "compact-ignores-cancel",
+        "snapshots-without-hash",
+    ],
+)
+@pytest.mark.parametrize("backend", ["memory", "file"])
+def test_a_broken_layer_is_caught(
+    broken: SimpleNamespace, rule_id: str, backend: str, tmp_path: Path
+) -> None:
+    found = violation(harness(backend, tmp_path), broken)
+    assert found.rule_id == rule_id, found
+
+
+def test_a_shrunk_failure_reads_as_the_calls_made(tmp_path: Path) -> None:
+    found = violation(harness("memory", tmp_path), layer(fold=fold_without_reminders), shrink=True)
+    assert found.rule_id == "FOLD-005"
+    steps = "\n".join(getattr(found, "__notes__", []))
+    assert "state.runtime_message(kind='reminder')" in steps, steps
+    assert "append(RuntimeReminder, expected_head=" in steps, steps
