@@ -792,9 +792,8 @@ class SessionMachine(RuleBasedStateMachine):
             (n for n, (g, w) in enumerate(zip(got, want, strict=False)) if g != w),
             min(len(got), len(want)),
         )
-        culprit = want[i] if i < len(want) else got[i]
         raise RuleViolation(
-            _FOLD_RULES[culprit.origin],
+            fold_rule(log, got, want, i),
             f"fold(log) differs from the spec's fold at message {i}: got "
             f"{got[i] if i < len(got) else 'nothing'!r}, expected "
             f"{want[i] if i < len(want) else 'nothing'!r} ({len(got)} messages, expected {len(want)})",
@@ -891,6 +890,23 @@ def check_compaction_progress(call: str, seen: Sequence[CompactionProgress]) -> 
             "COMPACT-002",
             f"{call} reported token counts without saying measured or estimated: {p!r}",
         )
+
+
+def fold_rule(
+    log: Sequence[StoredEvent], got: Sequence[Message], want: Sequence[Message], i: int
+) -> str:
+    """The FOLD rule a fold breaks that first differs from the spec's at message ``i``: the
+    rule of the message expected there (or found, past the expected end); FOLD-004 when an
+    invisible event shows in the fold, or sits inside the tool-results turn that differs."""
+    invisible = {s.seq for s in log if isinstance(s.event, FileSnapshot | ToolStarted)}
+    if any(seq in invisible for m in got for seq in m.seqs):
+        return "FOLD-004"
+    culprit = want[i] if i < len(want) else got[i]
+    if culprit.origin == "tool_results" and invisible & set(
+        range(culprit.seqs[0], culprit.seqs[-1])
+    ):
+        return "FOLD-004"
+    return _FOLD_RULES.get(culprit.origin, "FOLD-001")
 
 
 _FOLD_RULES = {

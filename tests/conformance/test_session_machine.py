@@ -125,6 +125,16 @@ def fold_without_reminders(events: Iterable[StoredEvent]) -> list[Message]:
     return session_standin.fold(e for e in events if not isinstance(e.event, RuntimeReminder))
 
 
+def fold_showing_snapshots(events: Iterable[StoredEvent]) -> list[Message]:
+    """Shows each file snapshot as a message of its own (splitting tool results, too)."""
+    return session_standin.fold(
+        StoredEvent(s.seq, s.session_id, s.parent_seq, s.ts, RuntimeReminder(s.event.path))
+        if isinstance(s.event, FileSnapshot)
+        else s
+        for s in events
+    )
+
+
 async def checkpoints_of_reminders_too(cp: Checkpointer, session_id: str) -> list[Any]:
     """Lists reminders as checkpoints, as a layer guessing user input from roles would."""
     log = [
@@ -163,6 +173,7 @@ class HashlessWorkspace(session_standin.Workspace):
     ("broken", "rule_id"),
     [
         (layer(fold=fold_without_reminders), "FOLD-005"),
+        (layer(fold=fold_showing_snapshots), "FOLD-004"),
         (layer(list_checkpoints=checkpoints_of_reminders_too), "CKPT-001"),
         (
             layer(restore=functools.partial(session_standin.restore, check_out_of_band=False)),
@@ -173,6 +184,7 @@ class HashlessWorkspace(session_standin.Workspace):
     ],
     ids=[
         "fold-drops-reminders",
+        "fold-shows-snapshots",
         "reminders-are-checkpoints",
         "restore-skips-out-of-band",
         "compact-ignores-cancel",
