@@ -85,6 +85,7 @@ __all__ = [
     "SNAPSHOT_LIMIT",
     "Action",
     "Edit",
+    "Interrupt",
     "RestoreCall",
     "SessionApi",
     "SessionMachine",
@@ -94,8 +95,11 @@ __all__ = [
 T = TypeVar("T")
 
 SESSION_ID = "session"
+_UNKNOWN_SESSION = "never-written"
 RESERVED_FOLDER = ".checkpointspec"
 """The workspace folder the session layer keeps for itself (the restore journal)."""
+# Long enough that a summary of a few turns is shorter than the turns: compactions reduce.
+_FILLER = "Words a model reads and a summary need not repeat, " * 3
 SNAPSHOT_LIMIT = 48
 """The machine's snapshot cap, in bytes: small, so that oversized files cost nothing."""
 
@@ -149,8 +153,20 @@ _RESTORE = st.builds(
     st.booleans(),
     st.sampled_from(("object", "path", "none")),
 )
-# The stages a compaction may be cancelled at: "start" cancels before the first stage.
-_CANCEL_AT = ("start", *STAGES)
+
+
+class Interrupt(NamedTuple):
+    """What happens to a compaction when it reports stage ``at`` ("start": before it
+    starts): ``cancel`` sets its cancel event, ``append`` appends an event to the log."""
+
+    kind: str
+    at: str
+
+
+_INTERRUPT = st.one_of(
+    st.builds(Interrupt, st.just("cancel"), st.sampled_from(("start", *STAGES))),
+    st.builds(Interrupt, st.just("append"), st.sampled_from(STAGES)),
+)
 
 
 class SessionApi(Protocol):
@@ -391,8 +407,8 @@ class SessionMachine(RuleBasedStateMachine):
         """A user prompt (a checkpoint; every third one block-form) and the assistant's
         answer, asking for ``calls``: each started, run through the workspace and answered."""
         n = next(self.counter)
-        text = f"prompt {n}"
-        self.append(UserPrompt(text, tuple(f"{text} block {i}" for i in range(n % 3))))
+        text = f"prompt {n}\n{_FILLER}"
+        self.append(UserPrompt(text, tuple(f"prompt {n} block {i}" for i in range(n % 3))))
         self.assistant_turn(calls)
 
     @rule(calls=_CALLS)
@@ -401,7 +417,8 @@ class SessionMachine(RuleBasedStateMachine):
         and answered; with ``unfinished`` the last call never gets its result."""
         ids = [self.unique("call").replace(" ", "-") for _ in calls]
         tool_calls = tuple(ToolCall(i, "edit", f'{{"n": {n}}}') for n, i in enumerate(ids))
-        self.append(AssistantMessage(self.unique("answer") if len(ids) != 1 else "", tool_calls))
+        answer = f"{self.unique('answer')}\n{_FILLER}" if len(ids) != 1 else ""
+        self.append(AssistantMessage(answer, tool_calls))
         for n, (call_id, actions) in enumerate(zip(ids, calls, strict=True)):
             self.append(ToolStarted(call_id, "edit"))
             for action in actions:
@@ -507,6 +524,53 @@ class SessionMachine(RuleBasedStateMachine):
             self.append(FileSnapshot(key, text, encoding=encoding))
         self.edit_behind(key, "text")
 
+    @rule(delete=st.booleans())
+    @precondition(lambda self: len(self.events) % 5 == 1)
+    def symlink_escape(self, delete: bool) -> None:
+        """SNAP-003: a path through a symlink that leaves the workspace is refused, and the
+        file outside stays as it was (the link is someone else's, and removed after)."""
+        outside = self.home / "outside"
+        outside.mkdir(exist_ok=True)
+        (outside / "x.txt").write_bytes(b"outside")
+        link = self.root / "link"
+        link.symlink_to(outside, target_is_directory=True)
+        try:
+            self.blame = _Blame("SNAP-003", "SNAP-003")
+            if delete:
+                call = "workspace.delete('link/x.txt')  # link -> a folder outside"
+                op: Callable[[], Awaitable[object]] = partial(self.workspace.delete, "link/x.txt")
+            else:
+                call = "workspace.write('link/x.txt', b'x')  # link -> a folder outside"
+                op = partial(self.workspace.write, "link/x.txt", b"x")
+            self.expect_refusal(call, op, ReasonCode.UNSAFE_PATH, "SNAP-003")
+            expect(
+                (outside / "x.txt").read_bytes() == b"outside",
+                "SNAP-003",
+                f"{call} changed the file outside the workspace",
+            )
+        finally:
+            link.unlink()
+
+    @rule(path=st.sampled_from(_PATHS))
+    @precondition(lambda self: len(self.events) % 5 == 4)
+    def write_after_close(self, path: str) -> None:
+        """SNAP-004: a workspace whose handle is closed cannot record a snapshot, so it
+        raises and leaves the file as it was (a second handle, closed for this)."""
+        self.blame = _Blame("SNAP-004", "SNAP-004")
+        cp = self.call("SNAP-004", "open a second handle", self.open_checkpointer)
+        workspace = self.layer.Workspace(
+            str(self.root), cp, SESSION_ID, snapshot_limit=SNAPSHOT_LIMIT
+        )
+        self.call("SNAP-004", "second handle: close()", cp.close)
+        call = f"second workspace: write({path!r}, b'late') on its closed handle"
+        outcome = self.run(run_backend(partial(workspace.write, path, b"late")))
+        note(f"{call} -> {_describe(outcome)}")
+        expect(
+            isinstance(outcome, Err),
+            "SNAP-004",
+            f"{call} {_describe(outcome)}; the snapshot cannot be recorded",
+        )
+
     # -- rules: restore ---------------------------------------------------------------
     @rule(call=_RESTORE)
     @precondition(lambda self: self.env.restores and self.checkpoint_seqs())
@@ -524,22 +588,36 @@ class SessionMachine(RuleBasedStateMachine):
     # Enabled at some log lengths only (and on an empty log, where a restore emptied it):
     # a refusal teaches less than a restore.
     @rule(
-        seq=st.integers(min_value=0, max_value=40), files=st.booleans(), conversation=st.booleans()
+        seq=st.integers(min_value=0, max_value=40),
+        files=st.booleans(),
+        conversation=st.booleans(),
+        unknown=st.booleans(),
     )
     @precondition(lambda self: self.env.restores and (len(self.events) % 4 == 2 or not self.events))
-    def restore_elsewhere(self, seq: int, files: bool, conversation: bool) -> None:
-        """RESTORE-002: a restore of an unknown session, or to a seq that is no checkpoint."""
-        self.restore_to(seq, files, conversation, "object")
+    def restore_elsewhere(self, seq: int, files: bool, conversation: bool, unknown: bool) -> None:
+        """RESTORE-002: a restore to a seq that is no checkpoint, or (``unknown``) of a
+        session that has no events."""
+        if unknown:
+            self.restore_to(seq, files, conversation, "path", session_id=_UNKNOWN_SESSION)
+        else:
+            self.restore_to(seq, files, conversation, "object")
 
     def checkpoint_seqs(self) -> list[int]:
         return [s for s, e in enumerate(self.events, 1) if isinstance(e, UserPrompt)]
 
-    def restore_to(self, seq: int, files: bool, conversation: bool, workspace: str) -> None:
-        log = self.stored_model()
+    def restore_to(
+        self,
+        seq: int,
+        files: bool,
+        conversation: bool,
+        workspace: str,
+        session_id: str = SESSION_ID,
+    ) -> None:
+        log = self.stored_model() if session_id == SESSION_ID else []
         current = None if workspace == "none" else self.files
         try:
             plan = plan_restore(
-                SESSION_ID, log, seq, current, files=files, conversation=conversation
+                session_id, log, seq, current, files=files, conversation=conversation
             )
             refusal: RestoreError | None = None
         except RestoreError as exc:
@@ -547,7 +625,7 @@ class SessionMachine(RuleBasedStateMachine):
         ws_arg: object = {"object": self.workspace, "path": str(self.root), "none": None}[workspace]
         phases: list[Any] = []
         call = (
-            f"restore({SESSION_ID!r}, {seq}, workspace={workspace}, files={files}, "
+            f"restore({session_id!r}, {seq}, workspace={workspace}, files={files}, "
             f"conversation={conversation})"
         )
         outcome = self.run(
@@ -555,7 +633,7 @@ class SessionMachine(RuleBasedStateMachine):
                 partial(
                     self.layer.restore,
                     self.cp,
-                    SESSION_ID,
+                    session_id,
                     seq,
                     workspace=ws_arg,
                     files=files,
@@ -583,8 +661,15 @@ class SessionMachine(RuleBasedStateMachine):
             "RESTORE-001" if files else "RESTORE-004",
         )
         if isinstance(outcome, Err):
+            # Refused for what a flag turned off: the flag was not honoured.
+            rule_id = "RESTORE-001"
+            if not (files and conversation):
+                try:
+                    plan_restore(SESSION_ID, log, seq, self.files, files=True, conversation=True)
+                except RestoreError:
+                    rule_id = "RESTORE-004"
             raise RuleViolation(
-                "RESTORE-001", f"{call} {_describe(outcome)}; the restore is possible"
+                rule_id, f"{call} {_describe(outcome)}; the restore is possible"
             ) from outcome.error
         result = outcome.value
         restored = sorted(f.path for f in plan.files)
@@ -629,63 +714,112 @@ class SessionMachine(RuleBasedStateMachine):
 
     # -- rules: compaction -------------------------------------------------------------
     # Not on an empty log: the rules leave open whether compacting one is a no-op or an error.
-    @rule(cancel_at=st.none() | st.sampled_from(_CANCEL_AT))
+    @rule(interrupt=st.none() | _INTERRUPT)
     @precondition(lambda self: self.events)
-    def compact(self, cancel_at: str | None) -> None:
+    def compact(self, interrupt: Interrupt | None) -> None:
         """COMPACT-001..003: a summary through compaction_boundary, or nothing for a no-op;
-        COMPACT-004: cancelled at ``cancel_at``, the log stays as it was."""
-        self.compaction(cancel_at)
-
-    def compaction(self, cancel_at: str | None) -> None:
+        COMPACT-002: the reports; COMPACT-004: cancelled at a stage, the log stays as it was;
+        COMPACT-005: when another event is appended at a stage, no summary is written."""
         boundary = compaction_boundary(self.stored_model())
         head = len(self.events)
         cancel = asyncio.Event()
-        late: list[bool] = []  # whether the summary was already in the log when cancelled
-        call = f"compact({SESSION_ID!r}, summarizer=ExtractiveSummarizer()" + (
-            f", cancelled at {cancel_at})" if cancel_at else ")"
-        )
+        raced = RuntimeReminder(self.unique("reminder"))
+        # Whether the interruption came before the summary was in the log, once it came.
+        early: list[bool] = []
+        call = f"compact({SESSION_ID!r}, summarizer=ExtractiveSummarizer())"
+        if interrupt is not None:
+            call += f" with a {interrupt.kind} at {interrupt.at}"
+
+        async def interrupt_now() -> None:
+            assert interrupt is not None
+            early.append(await self.cp.head(SESSION_ID) == head)
+            if interrupt.kind == "cancel":
+                cancel.set()
+            elif early[0]:
+                await self.cp.append(SESSION_ID, [raced], head)
 
         async def drive() -> list[CompactionProgress]:
             seen: list[CompactionProgress] = []
-            if cancel_at == "start":
-                cancel.set()
-                late.append(False)
+            if interrupt is not None and interrupt.at == "start":
+                await interrupt_now()
             stream = self.layer.compact(
                 self.cp, SESSION_ID, summarizer=self.layer.ExtractiveSummarizer(), cancel=cancel
             )
-            async for progress in stream:
-                seen.append(progress)
-                if (
-                    not cancel.is_set()
-                    and progress.phase == "progress"
-                    and progress.stage == cancel_at
-                ):
-                    late.append(await self.cp.head(SESSION_ID) != head)
-                    cancel.set()
+            try:
+                async for progress in stream:
+                    seen.append(progress)
+                    if (
+                        interrupt is not None
+                        and not early
+                        and progress.phase == "progress"
+                        and progress.stage == interrupt.at
+                    ):
+                        await interrupt_now()
+            except Exception:
+                # A layer may raise the failure after reporting it (COMPACT-002 holds).
+                if not (seen and seen[-1].phase == "error"):
+                    raise
             return seen
 
-        rule_id = "COMPACT-004" if cancel_at else "COMPACT-001"
+        rule_id = {None: "COMPACT-001", "cancel": "COMPACT-004", "append": "COMPACT-005"}[
+            interrupt and interrupt.kind
+        ]
         self.blame = _Blame(rule_id, rule_id)
         seen = self.call(rule_id, call, drive)
         note(f"  progress: {[(p.phase, p.stage) for p in seen]}")
         check_compaction_progress(call, seen)
-        last = seen[-1]
         log = self.call(rule_id, f"read({SESSION_ID!r})", partial(read_all, self.cp, SESSION_ID))
-        if late and not late[0]:
-            # Cancelled before the summary was acknowledged: cancelled, nothing written;
-            # a no-op may have finished first.
-            noop = boundary is None and last.phase == "done" and last.reduced is False
-            expect(
-                last.phase == "cancelled" or noop,
-                "COMPACT-004",
-                f"{call} ended with {last.phase!r}; expected cancelled",
-            )
-            expect(
-                len(log) == head,
-                "COMPACT-004",
-                f"{call} was cancelled but the log went from {head} to {len(log)} events",
-            )
+        last = seen[-1]
+        if interrupt is not None and early and early[0]:
+            if interrupt.kind == "cancel":
+                self.check_interrupted(call, "cancel", last, log, boundary)
+                return
+            self.events.append(raced)
+            if last.phase != "done" or last.reduced is not True:
+                self.check_interrupted(call, "append", last, log, boundary)
+                return
+            # The layer may not have read the log yet when the event came: then its summary
+            # is that of the log with the event. Otherwise it must not write one.
+            boundary = compaction_boundary(self.stored_model())
+            self.check_compaction(call, last, log, head + 1, boundary, "COMPACT-005")
             return
+        self.check_compaction(call, last, log, head, boundary, "COMPACT-001")
+
+    def check_interrupted(
+        self,
+        call: str,
+        kind: str,
+        last: CompactionProgress,
+        log: list[StoredEvent],
+        boundary: int | None,
+    ) -> None:
+        """COMPACT-004 and COMPACT-005: a compaction interrupted before its summary was in the
+        log writes none and says so; only a no-op may finish first."""
+        rule_id = "COMPACT-004" if kind == "cancel" else "COMPACT-005"
+        ending = "cancelled" if kind == "cancel" else "error"
+        declined = (
+            last.phase == "done"
+            and last.reduced is False
+            and (boundary is None or _not_smaller(last))
+        )
+        expect(
+            last.phase == ending or declined,
+            rule_id,
+            f"{call} ended with {last.phase!r} reduced={last.reduced}; expected {ending}",
+        )
+        compare_events(log, self.events, rule_id)
+
+    def check_compaction(
+        self,
+        call: str,
+        last: CompactionProgress,
+        log: list[StoredEvent],
+        head: int,
+        boundary: int | None,
+        rule_id: str,
+    ) -> None:
+        """COMPACT-001 and COMPACT-003: one summary through the boundary, or nothing; a wrong
+        summary breaks ``rule_id``."""
         if boundary is None:
             self.blame = _Blame("COMPACT-003", "COMPACT-003")
             expect(
@@ -698,17 +832,16 @@ class SessionMachine(RuleBasedStateMachine):
         if last.phase == "done" and last.reduced is False and len(log) == head:
             # A summary need not be written when it would not make the conversation smaller,
             # which only the summarizer's text decides; the report must show it.
-            before, after = last.tokens_before, last.tokens_after
             expect(
-                before is not None and after is not None and after >= before,
+                _not_smaller(last),
                 "COMPACT-001",
                 f"{call} wrote no summary through seq {boundary} and reported tokens "
-                f"{before} -> {after}, no reason not to",
+                f"{last.tokens_before} -> {last.tokens_after}, no reason not to",
             )
             return
         expect(
             last.phase == "done" and last.reduced is True,
-            "COMPACT-001",
+            rule_id,
             f"{call} ended with {last.phase!r} reduced={last.reduced}; expected a summary "
             f"through seq {boundary}",
         )
@@ -716,13 +849,13 @@ class SessionMachine(RuleBasedStateMachine):
         summary = written[0] if len(written) == 1 else None
         expect(
             isinstance(summary, Summary) and summary.through_seq == boundary,
-            "COMPACT-001",
+            rule_id,
             f"{call} appended {[_short(e) for e in written]}; expected one Summary through seq "
             f"{boundary}",
         )
         expect(
             last.summary_seq == head + 1,
-            "COMPACT-001",
+            rule_id,
             f"{call} reported summary_seq={last.summary_seq}; the summary is seq {head + 1}",
         )
         assert isinstance(summary, Summary)
@@ -793,11 +926,27 @@ class SessionMachine(RuleBasedStateMachine):
             min(len(got), len(want)),
         )
         raise RuleViolation(
-            fold_rule(log, got, want, i),
+            self.fold_rule(log, got, want, i),
             f"fold(log) differs from the spec's fold at message {i}: got "
             f"{got[i] if i < len(got) else 'nothing'!r}, expected "
             f"{want[i] if i < len(want) else 'nothing'!r} ({len(got)} messages, expected {len(want)})",
         )
+
+    def fold_rule(
+        self, log: list[StoredEvent], got: list[Message], want: list[Message], i: int
+    ) -> str:
+        """The FOLD rule broken by a fold that first differs from the spec's at message ``i``.
+
+        FOLD-004 when the fold of the log without its invisible events (snapshots, tool
+        starts) is right: they made the difference. Otherwise the rule of the message
+        expected where the folds part (or found, past the expected end)."""
+        visible = [s for s in log if not isinstance(s.event, FileSnapshot | ToolStarted)]
+        if len(visible) < len(log):
+            again = self.run(run_backend(_sync(self.layer.fold, visible)))
+            if isinstance(again, Ok) and list(again.value) == fold_model(visible):
+                return "FOLD-004"
+        culprit = want[i] if i < len(want) else got[i]
+        return _FOLD_RULES.get(culprit.origin, "FOLD-001")
 
     def check_checkpoints(self, log: list[StoredEvent]) -> None:
         """CKPT-001..003: the layer's checkpoints are the spec's, with the stored prompts' ts."""
@@ -892,23 +1041,6 @@ def check_compaction_progress(call: str, seen: Sequence[CompactionProgress]) -> 
         )
 
 
-def fold_rule(
-    log: Sequence[StoredEvent], got: Sequence[Message], want: Sequence[Message], i: int
-) -> str:
-    """The FOLD rule a fold breaks that first differs from the spec's at message ``i``: the
-    rule of the message expected there (or found, past the expected end); FOLD-004 when an
-    invisible event shows in the fold, or sits inside the tool-results turn that differs."""
-    invisible = {s.seq for s in log if isinstance(s.event, FileSnapshot | ToolStarted)}
-    if any(seq in invisible for m in got for seq in m.seqs):
-        return "FOLD-004"
-    culprit = want[i] if i < len(want) else got[i]
-    if culprit.origin == "tool_results" and invisible & set(
-        range(culprit.seqs[0], culprit.seqs[-1])
-    ):
-        return "FOLD-004"
-    return _FOLD_RULES.get(culprit.origin, "FOLD-001")
-
-
 _FOLD_RULES = {
     "prompt": "FOLD-001",
     "assistant": "FOLD-002",
@@ -918,6 +1050,12 @@ _FOLD_RULES = {
     "repair": "FOLD-005",
     "summary": "FOLD-006",
 }
+
+
+def _not_smaller(report: CompactionProgress) -> bool:
+    """Whether a report shows a summary that would not make the conversation smaller."""
+    before, after = report.tokens_before, report.tokens_after
+    return before is not None and after is not None and after >= before
 
 
 def _refusal_rule(reason: RestoreReason) -> str:

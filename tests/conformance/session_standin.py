@@ -24,6 +24,7 @@ from checkpointspec.spec import (
     BackendContext,
     Capability,
     Checkpoint,
+    CheckpointConflictError,
     Checkpointer,
     CompactionProgress,
     FileRestore,
@@ -281,7 +282,11 @@ async def compact(
         return
     head = log[-1].seq if log else 0
     summary = Summary(text, boundary, estimate_tokens(before), 0)
-    new_head = await checkpointer.append(session_id, [summary], head)
+    try:
+        new_head = await checkpointer.append(session_id, [summary], head)
+    except CheckpointConflictError as exc:
+        yield CompactionProgress(phase="error", error=str(exc))
+        return
     yield CompactionProgress(phase="done", reduced=True, summary_seq=new_head)
 
 
