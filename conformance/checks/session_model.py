@@ -38,10 +38,12 @@ SESSION_MODEL_OBSERVED = (
     "SNAP-001",
     "SNAP-002",
     "SNAP-003",
+    "SNAP-004",
     "COMPACT-001",
     "COMPACT-002",
     "COMPACT-003",
     "COMPACT-004",
+    "COMPACT-005",
 )
 """The rules the session machine judges on every backend, restores or not."""
 
