@@ -3,19 +3,23 @@
 A Hypothesis state machine plays an agent session on top of the backend under
 test: user prompts (some block-form), assistant turns whose tool calls write,
 create and delete files through the layer's ``Workspace`` (text, bytes, binary
-and oversized content, nested paths), an occasional call left unfinished and
-later repaired, runtime reminders, background completions, edits made behind
-the session's back, restores to any checkpoint with every flag combination,
-compactions (some cancelled at a chosen stage), recovery and reopening.
+and oversized content, nested and non-canonical paths), an occasional call left
+unfinished and later repaired, runtime reminders, background completions,
+refused paths (unsafe, reserved, through a symlink that leaves the root), a
+workspace whose handle is closed, snapshots some other tool wrote, edits made
+behind the session's back, restores to any checkpoint with every flag
+combination (and to seqs that are none), compactions (some cancelled at a
+chosen stage, some raced by an append), recovery and reopening.
 
 Beside it the machine keeps its own model, built from ``spec`` alone and never
 from the layer it judges: the events the log must hold and the workspace as a
 mapping path -> bytes. What a restore or a compaction must do is what the
 spec's oracles say (`plan_restore` and `apply_plan`, `compaction_boundary`).
-After every step the backend's log must equal the model's events, the layer's
-``fold`` and ``list_checkpoints`` must equal `fold_model` and
-`checkpoints_model` of that log, and the workspace directory (the reserved
-``.checkpointspec/`` folder aside) must equal the model's mapping.
+After every step the backend's log must equal the model's events (seq and
+event; ts is the backend's), the layer's ``fold`` and ``list_checkpoints`` must
+equal `fold_model` and `checkpoints_model` of that log, and the workspace
+directory (the reserved ``.checkpointspec/`` folder aside) must equal the
+model's mapping. A difference is blamed on the rule of the step that made it.
 
 Every step notes the calls it made, so a shrunk failure reads as the program
 that broke the rule. The machine needs the backend's TRUNCATE for restores; a
@@ -105,7 +109,14 @@ SNAPSHOT_LIMIT = 48
 
 # Paths a tool names, aliases of canonical ones included: the log must hold the canonical form.
 _PATHS = ("a.txt", "b.bin", "dir/c.txt", "dir/sub/d.txt", "./a.txt", "dir//sub/./d.txt")
-_UNSAFE_PATHS = ("../escape.txt", "/etc/absolute.txt", "dir/../../up.txt", "", "nul\x00.txt")
+_UNSAFE_PATHS = (
+    "../escape.txt",
+    "/etc/absolute.txt",
+    "dir/../../up.txt",
+    "",
+    "nul\x00.txt",
+    ".checkpointspec/journal",
+)
 _CONTENT = ("text", "bytes", "binary", "oversized", "empty")
 
 
@@ -438,6 +449,19 @@ class SessionMachine(RuleBasedStateMachine):
         """A file operation through the workspace outside any tool call (SNAP-001, SNAP-002)."""
         self.tool_action(action, None)
 
+    @rule(kind=st.sampled_from(("reminder", "background", "repair")))
+    def runtime_message(self, kind: str) -> None:
+        """A runtime reminder, a background completion, or a repair message (the answer to the
+        first open tool call, or a free-standing one): messages, never checkpoints
+        (FOLD-005, CKPT-001)."""
+        if kind == "reminder":
+            self.append(RuntimeReminder(self.unique("reminder")))
+        elif kind == "background":
+            self.append(BackgroundCompletion(self.unique("task"), self.unique("finished")))
+        else:
+            pending = self.open_calls()
+            self.append(RepairMessage(self.unique("repair"), pending[0] if pending else None))
+
     # The rules below are enabled at some log lengths only: they change little, or spoil
     # every restore to an earlier checkpoint, so they stay rare.
     @rule(path=st.sampled_from(_UNSAFE_PATHS), delete=st.booleans())
@@ -452,19 +476,6 @@ class SessionMachine(RuleBasedStateMachine):
             call = f"workspace.write({path!r}, b'x')"
             op = partial(self.workspace.write, path, b"x")
         self.expect_refusal(call, op, ReasonCode.UNSAFE_PATH, "SNAP-003")
-
-    @rule(kind=st.sampled_from(("reminder", "background", "repair")))
-    def runtime_message(self, kind: str) -> None:
-        """A runtime reminder, a background completion, or a repair message (the answer to the
-        first open tool call, or a free-standing one): messages, never checkpoints
-        (FOLD-005, CKPT-001)."""
-        if kind == "reminder":
-            self.append(RuntimeReminder(self.unique("reminder")))
-        elif kind == "background":
-            self.append(BackgroundCompletion(self.unique("task"), self.unique("finished")))
-        else:
-            pending = self.open_calls()
-            self.append(RepairMessage(self.unique("repair"), pending[0] if pending else None))
 
     # -- rules: behind the session's back ---------------------------------------------
     @rule(edit=_EDIT)
