@@ -17,6 +17,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import checkpointspec.reference
 import msgspec
 import pytest
 import session_standin
@@ -84,6 +85,22 @@ def violation(h: Harness, broken: SimpleNamespace, *, shrink: bool = False) -> R
 @pytest.mark.parametrize("backend", ["memory", "file"])
 def test_a_correct_layer_passes(backend: str, seed: int, tmp_path: Path) -> None:
     run_session_machine(harness(backend, tmp_path, seed), layer(), restores=True)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("backend", ["memory", "file"])
+def test_the_reference_fold_listing_and_compaction_pass(
+    backend: str, seed: int, tmp_path: Path
+) -> None:
+    """The reference's fold, list_checkpoints and compact, with the stand-in's workspace and
+    restore (``Workspace.open`` recovers, and recover comes with the reference's restore)."""
+    reference = layer(
+        fold=checkpointspec.reference.fold,
+        list_checkpoints=checkpointspec.reference.list_checkpoints,
+        compact=checkpointspec.reference.compact,
+        ExtractiveSummarizer=checkpointspec.reference.ExtractiveSummarizer,
+    )
+    run_session_machine(harness(backend, tmp_path, seed), reference, restores=True)
 
 
 def test_without_truncate_the_machine_leaves_restores_out(tmp_path: Path) -> None:
