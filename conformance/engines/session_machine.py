@@ -106,8 +106,9 @@ _CONTENT = ("text", "bytes", "binary", "oversized", "empty")
 
 
 class Edit(NamedTuple):
-    """An edit behind the session's back: the ``which``-th path the log names (modulo their
-    number) gets content of kind ``content``, or is removed."""
+    """An edit behind the session's back: the ``which``-th path the log names, the most
+    recently snapshotted first (modulo their number), gets content of kind ``content``,
+    or is removed."""
 
     which: int
     content: str

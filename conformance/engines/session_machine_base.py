@@ -315,13 +315,14 @@ class SessionMachineBase(RuleBasedStateMachine):
         )
 
     def session_paths(self) -> list[str]:
-        """The safe paths the log holds snapshots of, sorted."""
-        found = set()
-        for event in self.events:
+        """The safe paths the log holds snapshots of, the most recently snapshotted first
+        (the files a restore to the newest checkpoints puts back)."""
+        found: dict[str, None] = {}
+        for event in reversed(self.events):
             if isinstance(event, FileSnapshot):
                 with contextlib.suppress(InvalidArgumentError):
-                    found.add(canonical_path(event.path))
-        return sorted(found)
+                    found.setdefault(canonical_path(event.path), None)
+        return list(found)
 
     def edit_behind(self, key: str, kind: str) -> None:
         target = self.root / key
