@@ -50,6 +50,7 @@ from ...spec import (
     RepairMessage,
     RestoreError,
     RuntimeReminder,
+    Summary,
     ToolCall,
     ToolResult,
     ToolStarted,
@@ -408,7 +409,7 @@ class SessionMachine(SessionMachineBase):
             rule_id = "RESTORE-001"
             if not (files and conversation):
                 try:
-                    plan_restore(SESSION_ID, log, seq, self.files, files=True, conversation=True)
+                    plan_restore(session_id, log, seq, current, files=True, conversation=True)
                 except RestoreError:
                     rule_id = "RESTORE-004"
             raise RuleViolation(
@@ -507,8 +508,18 @@ class SessionMachine(SessionMachineBase):
                 return
             # The layer may not have read the log yet when the event came: then its summary
             # is that of the log with the event. Otherwise it must not write one.
+            written = [e.event for e in log[head + 1 :]]
+            stale = boundary
             boundary = compaction_boundary(self.stored_model())
-            self.check_compaction(call, last, log, head + 1, boundary, "COMPACT-005")
+            expect(
+                not (
+                    stale != boundary
+                    and any(isinstance(e, Summary) and e.through_seq == stale for e in written)
+                ),
+                "COMPACT-005",
+                f"{call} wrote a summary through seq {stale}, as if the log had not moved on",
+            )
+            self.check_compaction(call, last, log, head + 1, boundary, "COMPACT-001")
             return
         self.check_compaction(call, last, log, head, boundary, "COMPACT-001")
 
