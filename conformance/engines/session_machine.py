@@ -125,22 +125,25 @@ class RestoreCall(NamedTuple):
     workspace: str
 
 
+# Keyword arguments, so that a failing run prints them by name.
 _ACTION = st.builds(
     Action,
-    st.sampled_from(("write", "delete")),
-    st.sampled_from(_PATHS),
-    st.sampled_from(_CONTENT),
+    op=st.sampled_from(("write", "delete")),
+    path=st.sampled_from(_PATHS),
+    content=st.sampled_from(_CONTENT),
 )
 _CALLS = st.lists(st.lists(_ACTION, min_size=1, max_size=3), max_size=2)
 _EDIT = st.builds(
-    Edit, st.integers(min_value=0, max_value=3), st.sampled_from((*_CONTENT, "remove"))
+    Edit,
+    which=st.integers(min_value=0, max_value=3),
+    content=st.sampled_from((*_CONTENT, "remove")),
 )
 _RESTORE = st.builds(
     RestoreCall,
-    st.integers(min_value=0, max_value=9),
-    st.booleans(),
-    st.booleans(),
-    st.sampled_from(("object", "path", "none")),
+    checkpoint=st.integers(min_value=0, max_value=9),
+    files=st.booleans(),
+    conversation=st.booleans(),
+    workspace=st.sampled_from(("object", "path", "none")),
 )
 
 
@@ -153,8 +156,8 @@ class Interrupt(NamedTuple):
 
 
 _INTERRUPT = st.one_of(
-    st.builds(Interrupt, st.just("cancel"), st.sampled_from(("start", *STAGES))),
-    st.builds(Interrupt, st.just("append"), st.sampled_from(STAGES)),
+    st.builds(Interrupt, kind=st.just("cancel"), at=st.sampled_from(("start", *STAGES))),
+    st.builds(Interrupt, kind=st.just("append"), at=st.sampled_from(STAGES)),
 )
 
 
