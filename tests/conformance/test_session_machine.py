@@ -1,9 +1,10 @@
 """The session machine accepts a correct session layer and names the rule a broken one breaks.
 
 The machine (conformance/engines/session_machine.py) runs on the memory and file
-backends with a session layer written straight from the spec's oracles
-(``session_standin``), and with broken variants of it, each breaking one rule.
-A broken layer runs without shrinking (a failing run is reported as found), so
+backends with the reference session layer, with a layer written straight from
+the spec's oracles (``session_standin``, which owes nothing to the reference),
+and with broken variants of the latter, each breaking one rule. A broken layer
+runs without shrinking (a failing run is reported as found), so
 that these tests stay quick; one test shrinks, to show a failure reads as the
 calls that led to it.
 """
