@@ -44,7 +44,9 @@ from ...spec import (
     AssistantMessage,
     BackgroundCompletion,
     Capability,
+    CompactionError,
     CompactionProgress,
+    CompactionReason,
     FileSnapshot,
     ReasonCode,
     RepairMessage,
@@ -444,9 +446,7 @@ class SessionMachine(SessionMachineBase):
             del self.events[plan.keep_through :]
 
     # -- rules: compaction -------------------------------------------------------------
-    # Not on an empty log: the rules leave open whether compacting one is a no-op or an error.
     @rule(interrupt=st.none() | _INTERRUPT)
-    @precondition(lambda self: self.events)
     def compact(self, interrupt: Interrupt | None) -> None:
         """COMPACT-001..003: a summary through compaction_boundary, or nothing for a no-op;
         COMPACT-002: the reports; COMPACT-004: cancelled at a stage, the log stays as it was;
@@ -457,6 +457,7 @@ class SessionMachine(SessionMachineBase):
         raced = RuntimeReminder(self.unique("reminder"))
         # Whether the interruption came before the summary was in the log, once it came.
         early: list[bool] = []
+        raised: list[Exception] = []  # what the layer raised after its error report
         call = f"compact({SESSION_ID!r}, summarizer=ExtractiveSummarizer())"
         if interrupt is not None:
             call += f" with a {interrupt.kind} at {interrupt.at}"
@@ -486,10 +487,11 @@ class SessionMachine(SessionMachineBase):
                         and progress.stage == interrupt.at
                     ):
                         await interrupt_now()
-            except Exception:
+            except Exception as exc:
                 # A layer may raise the failure after reporting it (COMPACT-002 holds).
                 if not (seen and seen[-1].phase == "error"):
                     raise
+                raised.append(exc)
             return seen
 
         rule_id = {None: "COMPACT-001", "cancel": "COMPACT-004", "append": "COMPACT-005"}[
@@ -499,6 +501,21 @@ class SessionMachine(SessionMachineBase):
         seen = self.call(rule_id, call, drive)
         note(f"  progress: {[(p.phase, p.stage) for p in seen]}")
         check_compaction_progress(call, seen)
+        if head == 0:
+            # A session without events is an error, not a no-op (COMPACT-003).
+            self.blame = Blame("COMPACT-003", "COMPACT-003")
+            if interrupt is not None and interrupt.kind == "append" and early and early[0]:
+                self.events.append(raced)
+            error = raised[0] if raised else None
+            expect(
+                seen[-1].phase == "error"
+                and isinstance(error, CompactionError)
+                and error.reason_code == CompactionReason.UNKNOWN_SESSION,
+                "COMPACT-003",
+                f"{call} on a session without events ended with {seen[-1].phase!r} and raised "
+                f"{error!r}; expected error and CompactionError (unknown_session)",
+            )
+            return
         log = self.call(rule_id, f"read({SESSION_ID!r})", partial(read_all, self.cp, SESSION_ID))
         last = seen[-1]
         if interrupt is not None and early and early[0]:

@@ -26,7 +26,9 @@ from checkpointspec.spec import (
     Checkpoint,
     CheckpointConflictError,
     Checkpointer,
+    CompactionError,
     CompactionProgress,
+    CompactionReason,
     FileRestore,
     FileSnapshot,
     InvalidArgumentError,
@@ -258,6 +260,9 @@ async def compact(
 
     yield CompactionProgress(phase="start")
     log = await _read(checkpointer, session_id)
+    if not log:
+        yield CompactionProgress(phase="error", error="the session has no events")
+        raise CompactionError(session_id, CompactionReason.UNKNOWN_SESSION, "no events")
     boundary = compaction_boundary(log)
     if boundary is None:
         yield CompactionProgress(phase="done", reduced=False)
