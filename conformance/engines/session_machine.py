@@ -453,6 +453,8 @@ class SessionMachine(SessionMachineBase):
         COMPACT-005: when another event is appended at a stage, no summary is written."""
         boundary = compaction_boundary(self.stored_model())
         head = len(self.events)
+        if head == 0:
+            interrupt = None  # a session without events is refused before anything can interrupt
         cancel = asyncio.Event()
         raced = RuntimeReminder(self.unique("reminder"))
         # Whether the interruption came before the summary was in the log, once it came.
@@ -504,8 +506,6 @@ class SessionMachine(SessionMachineBase):
         if head == 0:
             # A session without events is an error, not a no-op (COMPACT-003).
             self.blame = Blame("COMPACT-003", "COMPACT-003")
-            if interrupt is not None and interrupt.kind == "append" and early and early[0]:
-                self.events.append(raced)
             error = raised[0] if raised else None
             expect(
                 seen[-1].phase == "error"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 from types import SimpleNamespace
@@ -50,10 +51,16 @@ from checkpointspec.spec import (
     make_snapshot,
 )
 
+# The project's broken session layers live beside the kit's other quality cases.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "quality"))
+import broken_session
+
 REFERENCE = cast(SessionApi, checkpointspec.reference)
 
 
-def harness(backend: str | BackendRef, root: Path, seed: int = 0) -> Harness:
+def harness(
+    backend: str | BackendRef, root: Path, seed: int = 0, profile: str = "quick"
+) -> Harness:
     ref = resolve_backend(backend) if isinstance(backend, str) else backend
     factory = ref.load()
     (root / "probe").mkdir(parents=True)
@@ -65,7 +72,7 @@ def harness(backend: str | BackendRef, root: Path, seed: int = 0) -> Harness:
         finally:
             await cp.close()
 
-    return Harness(ref, factory, root, asyncio.run(capabilities()), PROFILES["quick"], seed)
+    return Harness(ref, factory, root, asyncio.run(capabilities()), PROFILES[profile], seed)
 
 
 def layer(**replaced: Any) -> SimpleNamespace:
@@ -74,10 +81,15 @@ def layer(**replaced: Any) -> SimpleNamespace:
     return SimpleNamespace(**{**names, **replaced})
 
 
-def violation(h: Harness, broken: SimpleNamespace, *, shrink: bool = False) -> RuleViolation:
+def violation(h: Harness, broken: object, *, shrink: bool = False) -> RuleViolation:
+    """The violation the machine reports on ``broken``. The broken-layer tests give it the
+    default profile's budget: an out-of-band edit before a restore takes several steps."""
     with pytest.raises(RuleViolation) as caught:
         run_session_machine(
-            h, broken, restores=Capability.TRUNCATE in h.capabilities, shrink=shrink
+            h,
+            cast(SessionApi, broken),
+            restores=Capability.TRUNCATE in h.capabilities,
+            shrink=shrink,
         )
     return caught.value
 
@@ -95,6 +107,27 @@ def test_a_correct_layer_passes(backend: str, seed: int, tmp_path: Path) -> None
 @pytest.mark.parametrize("backend", ["memory", "file"])
 def test_the_reference_layer_passes(backend: str, seed: int, tmp_path: Path) -> None:
     run_session_machine(harness(backend, tmp_path, seed), REFERENCE, restores=True)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "RemindersArePrompts",
+        "RemindersAreCheckpoints",
+        "FollowsSymlinks",
+        "WritesWhenRecordingFails",
+        "OverwritesOutOfBandChanges",
+        "FilesFlagIgnored",
+        "AlwaysSummarises",
+        "SummaryWithoutExpectedHead",
+    ],
+)
+def test_the_kits_broken_layers_are_caught(name: str, tmp_path: Path) -> None:
+    """Broken layers of tests/quality/broken_session.py, each the reference with one bug:
+    the machine names the rule it breaks."""
+    broken = broken_session.BROKEN_LAYERS[name]
+    found = violation(harness("memory", tmp_path, profile="default"), broken)
+    assert found.rule_id == broken.violates, found
 
 
 def test_without_truncate_the_machine_leaves_restores_out(tmp_path: Path) -> None:
@@ -206,7 +239,7 @@ class HashlessWorkspace(session_standin.Workspace):
 def test_a_broken_layer_is_caught(
     broken: SimpleNamespace, rule_id: str, backend: str, tmp_path: Path
 ) -> None:
-    found = violation(harness(backend, tmp_path), broken)
+    found = violation(harness(backend, tmp_path, profile="default"), broken)
     assert found.rule_id == rule_id, found
 
 
