@@ -659,8 +659,9 @@ RULES: Final[tuple[Rule, ...]] = (
         None,
         "Nothing to summarise is a no-op",
         "When the messages a summary through the boundary would replace are none "
-        "or only summaries, compact finishes with done, reduced=False, and writes "
-        "nothing. A session without events is not a no-op but an error: compact "
+        "or only summaries, or when the summary would not make the conversation "
+        "smaller (tokens_after >= tokens_before), compact finishes with done, "
+        "reduced=False, and writes nothing. A session without events is not a no-op but an error: compact "
         "reports error and raises CompactionError (unknown_session), writing nothing.",
     ),
     Rule(

@@ -44,6 +44,7 @@ from ..checks import (
     restoring,
     schema,
     sequence,
+    session_model,
     snapshots,
     truncation,
 )
@@ -95,6 +96,7 @@ SESSION_CHECKS: tuple[Check, ...] = (
     *restoring.CHECKS,
     *restore_crash.CHECKS,
     *compaction.CHECKS,
+    *session_model.CHECKS,
 )
 """The session suite: the session layer (``--session-layer``) on the checkpointer."""
 

@@ -60,7 +60,11 @@ def test_checks_live_in_the_module_of_their_rule_area() -> None:
         siblings = {
             d.rule_id.split("-")[0] for d in EVERY_CHECK if d.func.__module__ == c.func.__module__
         }
-        # the model-based checks sit with the rule they are named after
+        if module == "session_model":
+            # the session layer's state machine judges every session area at once
+            assert siblings <= {"RESTORE", "FOLD"}, c.name
+            continue
+        # the storage model-based checks sit with the rule they are named after
         assert siblings == {area}, f"{c.name} shares {module}.py with areas {sorted(siblings)}"
 
 
@@ -106,7 +110,9 @@ def test_every_rule_belongs_to_one_suite() -> None:
 
 
 def test_selection_within_a_suite_points_at_the_other_one() -> None:
-    assert {c.rule_id for c in select_checks(["FOLD-001"], suite="session")} == {"FOLD-001"}
+    selected = select_checks(["FOLD-001"], suite="session")
+    assert "FOLD-001" in {c.rule_id for c in selected}
+    assert all("FOLD-001" in c.rules for c in selected)
     with pytest.raises(UnknownCheckError, match=r"storage suite; the session suite has it"):
         select_checks(["FOLD-001"], suite="storage")
     with pytest.raises(UnknownCheckError, match=r"session suite; the storage suite has it"):
