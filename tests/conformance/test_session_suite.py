@@ -169,7 +169,10 @@ def test_the_all_suite_runs_both() -> None:
 def test_session_checks_run_in_spawned_processes() -> None:
     report = run_kit("memory", profile="quick", seed=5, suite="session", only=("FOLD-",), workers=2)
     assert report.exit_status == 0, [c.reason for c in report.checks]
-    assert {c.status for c in report.checks} == {"passed"}
+    skipped = {c.name for c in report.checks if c.status == "skipped"}
+    # the restore-less state machine steps aside for the full one on a backend with TRUNCATE
+    assert skipped == {"FOLD-001::session_model_without_restore"}
+    assert {c.status for c in report.checks} == {"passed", "skipped"}
 
 
 WITHOUT_TRUNCATE = """
@@ -236,7 +239,7 @@ def test_the_plugin_runs_the_session_suite(pytester: pytest.Pytester) -> None:
         "--checkpointer-seed",
         "1",
     )
-    result.assert_outcomes(passed=7)
+    result.assert_outcomes(passed=7, skipped=1)  # FOLD-001::session_model_without_restore
     result.stdout.fnmatch_lines(["*suite session, session layer checkpointspec.reference*"])
 
 
