@@ -1,4 +1,4 @@
-"""Run mypy --strict over the four packages under their installed names.
+"""Run mypy --strict over the four packages under their installed names, and the examples.
 
 The source folders map to ``checkpointspec.<name>`` through setuptools'
 package-dir, which mypy cannot follow; a throw-away tree of symlinks gives mypy
@@ -23,6 +23,8 @@ def main() -> int:
         root.mkdir()
         for name in PACKAGES:
             (root / name).symlink_to(repo / name, target_is_directory=True)
+        # The example backend imports the package as an author would.
+        (Path(tmp) / "examples").symlink_to(repo / "examples", target_is_directory=True)
         args = [
             sys.executable,
             "-m",
@@ -33,6 +35,7 @@ def main() -> int:
         ]
         for name in PACKAGES:
             args += ["-p", f"checkpointspec.{name}"]
+        args += ["-p", "examples"]
         return subprocess.run([*args, *sys.argv[1:]], cwd=tmp, check=False).returncode
 
 

@@ -68,8 +68,16 @@ def checkpointer_shortfall(made: object) -> list[str]:
 
 def _import_failure(module_name: str, exc: BaseException) -> str:
     """One line naming the module, where importing it failed and the error."""
-    if isinstance(exc, ModuleNotFoundError) and exc.name == module_name:
-        return f"cannot import {module_name!r}: {exc}"
+    if isinstance(exc, ModuleNotFoundError) and exc.name is not None:
+        # The module, or a package above it, is not on the path: no line of the
+        # author's is at fault, and the kit's own frame would only mislead.
+        if exc.name == module_name:
+            return f"cannot import {module_name!r}: {exc}"
+        if module_name.startswith(f"{exc.name}."):
+            return (
+                f"cannot import {module_name!r}: no package {exc.name!r} "
+                "(is its folder on PYTHONPATH?)"
+            )
     if isinstance(exc, SyntaxError) and exc.filename:
         where = f"{exc.filename}:{exc.lineno}"
         return f"cannot import {module_name!r}: {where}: SyntaxError: {exc.msg}"

@@ -67,6 +67,15 @@ def test_unimportable_factory_is_a_usage_error(capsys: pytest.CaptureFixture[str
     assert "cannot import" in capsys.readouterr().err
 
 
+def test_a_missing_parent_package_is_named_not_the_kits_frame(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["run", "no_such_package_xyz.backend:make", "-q"]) == 2
+    err = capsys.readouterr().err
+    assert "no package 'no_such_package_xyz' (is its folder on PYTHONPATH?)" in err
+    assert "loading.py" not in err
+
+
 def test_factory_that_raises_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["run", "json:loads", "-q"]) == 2
     assert "failed" in capsys.readouterr().err
