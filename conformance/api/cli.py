@@ -50,7 +50,7 @@ from ..checks.base import Check
 from ..checks.profiles import DEFAULT_PROFILE, PROFILES
 from ..engines.loading import BackendLoadError, parse_options
 from ..engines.session_layer import DEFAULT_SESSION_LAYER
-from .registry import DEFAULT_SUITE, SUITES
+from .registry import DEFAULT_SUITE, SUITES, UnknownRuleError, check_rule_id
 from .report import (
     EXIT_FAILED,
     EXIT_KIT_ERROR,
@@ -77,8 +77,6 @@ _STYLE = {
     "error": "bold white on red",
 }
 
-_RULE_IDS = frozenset(r.id for r in RULES)
-
 
 class _Parser(argparse.ArgumentParser):
     """Usage errors as one line (``checkpointspec run: error: ...``), exit status 2."""
@@ -88,11 +86,10 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _rule_id(text: str) -> str:
-    if text not in _RULE_IDS:
-        raise argparse.ArgumentTypeError(
-            f"unknown rule {text!r}; `checkpointspec rules` lists them"
-        )
-    return text
+    try:
+        return check_rule_id(text)
+    except UnknownRuleError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _workers(text: str) -> int:

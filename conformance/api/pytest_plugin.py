@@ -10,11 +10,21 @@ shows the violated rule, the minimal failing steps and a replay command.
 
 The backend is loaded and probed once when pytest starts: a module that does not
 import, a factory that raises or returns something that is not a Checkpointer,
-an unknown ``--checkpointer-only`` selection or a malformed option is a usage
-error (one line, exit status 4), as in the CLI. ``--checkpointer-suite`` picks
-the suite (``storage``, the default; ``session``; ``all``) and
+an unknown ``--checkpointer-only`` selection or ``--checkpointer-xfail`` rule,
+or a malformed option is a usage error (one line, exit status 4), as in the
+CLI. ``--checkpointer-suite`` picks the suite (``storage``, the default; ``session``; ``all``) and
 ``--checkpointer-session-layer`` the session layer the session checks run; one
 that cannot be loaded is a usage error too.
+
+``--checkpointer-xfail RULE=REASON`` (repeatable) marks the checks of RULE
+``xfail(strict=True, reason=REASON)``, as the CLI's ``--xfail RULE`` does for the
+rule: a check that fails on RULE is reported xfailed, one that passes fails the
+run as XPASS(strict); a failure on another rule still fails. An id that is not
+in the catalog is a usage error naming it (`check_rule_id`, as in the CLI).
+
+One seed serves the whole run: ``--checkpointer-seed``, or else one the
+controller draws, hands to every pytest-xdist worker (``workerinput``) and
+prints in the header, so that any failure replays with it.
 
 The check runs in the item's setup, so that its outcome maps onto pytest's: a
 rule violation (or an exception the backend raised) is a test failure; an error
@@ -28,6 +38,7 @@ import random
 import tempfile
 from collections.abc import Generator, Iterator
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
@@ -36,13 +47,22 @@ from ..checks.base import Check
 from ..checks.profiles import DEFAULT_PROFILE, PROFILES
 from ..engines.loading import BackendLoadError, BackendRef, parse_options, resolve_backend
 from ..engines.session_layer import DEFAULT_SESSION_LAYER, load_session_layer
-from .registry import DEFAULT_SUITE, SUITES, UnknownCheckError, is_session_check, select_checks
+from .registry import (
+    DEFAULT_SUITE,
+    SUITES,
+    UnknownCheckError,
+    UnknownRuleError,
+    check_rule_id,
+    is_session_check,
+    select_checks,
+)
 from .report import CheckResult
 from .runner import BackendProbe, probe_backend, run_check
 
 __all__ = ["CheckItem", "KitCollector"]
 
-"""The profile when none is given; the CLI's default too."""
+_WORKER_SEED = "checkpointspec_seed"
+"""The `workerinput` key carrying the controller's seed to pytest-xdist workers."""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -87,6 +107,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="KEY=VALUE",
         help="backend option (repeatable)",
     )
+    group.addoption(
+        "--checkpointer-xfail",
+        action="append",
+        default=[],
+        metavar="RULE=REASON",
+        help="a rule expected to fail, and why: its checks are xfail(strict=True), "
+        "so a pass fails the run (repeatable)",
+    )
 
 
 class CheckFailed(Exception):
@@ -97,13 +125,20 @@ class CheckFailed(Exception):
         self.result = result
 
 
+class ExpectedViolation(CheckFailed):
+    """A check broke a rule listed with ``--checkpointer-xfail``: the one exception
+    the xfail mark accepts, so that a failure on another rule still fails."""
+
+
 class _KitSetup(msgspec.Struct, frozen=True):
-    """What `pytest_configure` learnt: the backend, its probe, the seed, the checks."""
+    """What `pytest_configure` learnt: the backend, its probe, the seed, the checks,
+    and the reason of each rule expected to fail."""
 
     backend: BackendRef
     probe: BackendProbe
     seed: int
     checks: tuple[Check, ...]
+    xfail: dict[str, str]
 
 
 _SETUP = pytest.StashKey[_KitSetup]()
@@ -119,6 +154,7 @@ class KitCollector(pytest.Collector):
         probe: BackendProbe,
         seed: int,
         checks: tuple[Check, ...],
+        xfail: dict[str, str] | None = None,
         **kwargs: object,
     ) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
@@ -126,21 +162,33 @@ class KitCollector(pytest.Collector):
         self.probe = probe
         self.seed = seed
         self.checks = checks
+        self.xfail = dict(xfail or {})
 
     def collect(self) -> Iterator[CheckItem]:
         for kit_check in self.checks:
-            yield CheckItem.from_parent(self, name=kit_check.name, kit_check=kit_check)
+            yield CheckItem.from_parent(
+                self,
+                name=kit_check.name,
+                kit_check=kit_check,
+                xfail={r: self.xfail[r] for r in kit_check.rules if r in self.xfail},
+            )
 
 
 class CheckItem(pytest.Item):
     """One kit check run as a pytest test."""
 
-    def __init__(self, *, kit_check: Check, **kwargs: object) -> None:
+    def __init__(
+        self, *, kit_check: Check, xfail: dict[str, str] | None = None, **kwargs: object
+    ) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.kit_check = kit_check
         self.result: CheckResult | None = None
+        self.expected_failures = dict(xfail or {})
         for rule_id in kit_check.rules:
             self.add_marker(pytest.mark.checkpointspec_rule(rule_id))
+        if self.expected_failures:
+            reason = "; ".join(f"{r}: {why}" for r, why in self.expected_failures.items())
+            self.add_marker(pytest.mark.xfail(strict=True, reason=reason, raises=ExpectedViolation))
 
     def setup(self) -> None:
         # pytest reports an exception raised in setup as an error and one raised in
@@ -148,6 +196,7 @@ class CheckItem(pytest.Item):
         # the backend fail the test.
         parent = self.parent
         assert isinstance(parent, KitCollector)
+        self.user_properties.append(("checkpointspec_seed", parent.seed))
         options = _options(self.config.getoption("checkpointer_option"))
         profile = PROFILES[self.config.getoption("checkpointer_profile")]
         with tempfile.TemporaryDirectory(prefix="checkpointspec-") as root:
@@ -174,6 +223,8 @@ class CheckItem(pytest.Item):
 
     def runtest(self) -> None:
         if self.result is not None and self.result.status == "failed":
+            if self.result.violated_rule in self.expected_failures:
+                raise ExpectedViolation(self.result)
             raise CheckFailed(self.result)
 
     def repr_failure(
@@ -195,6 +246,22 @@ def _options(pairs: list[str]) -> dict[str, str]:
         raise pytest.UsageError(f"--checkpointer-option: {exc}") from exc
 
 
+def _expected_failures(pairs: list[str]) -> dict[str, str]:
+    """``RULE=REASON`` entries as {rule: reason}; a bare ``RULE`` gets a stock reason.
+    Raises a one-line `pytest.UsageError` naming an id the catalog lacks."""
+    xfail: dict[str, str] = {}
+    for pair in pairs:
+        text, _, reason = pair.partition("=")
+        try:
+            rule_id = check_rule_id(text.strip())
+        except UnknownRuleError as exc:
+            raise pytest.UsageError(f"--checkpointer-xfail: {exc}") from None
+        reason = reason.strip() or "listed with --checkpointer-xfail"
+        previous = xfail.get(rule_id)
+        xfail[rule_id] = f"{previous}; {reason}" if previous else reason
+    return xfail
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "checkpointspec_rule(rule_id): the kit rule a check verifies"
@@ -202,6 +269,7 @@ def pytest_configure(config: pytest.Config) -> None:
     name = config.getoption("checkpointer")
     if not name:
         return
+    xfail = _expected_failures(config.getoption("checkpointer_xfail"))
     options = _options(config.getoption("checkpointer_option"))
     try:
         backend = resolve_backend(name)
@@ -220,9 +288,21 @@ def pytest_configure(config: pytest.Config) -> None:
         except BackendLoadError as exc:
             raise pytest.UsageError(f"--checkpointer-session-layer: {exc}") from exc
     seed = config.getoption("checkpointer_seed")
+    workerinput = getattr(config, "workerinput", None)  # set on a pytest-xdist worker
+    if seed is None and workerinput is not None:
+        seed = workerinput.get(_WORKER_SEED)
     if seed is None:
         seed = random.SystemRandom().randrange(2**31)
-    config.stash[_SETUP] = _KitSetup(backend, probe, seed, tuple(checks))
+    config.stash[_SETUP] = _KitSetup(backend, probe, seed, tuple(checks), xfail)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """pytest-xdist, on the controller: every worker gets the controller's seed, so
+    the run has one seed (the header's) whichever worker runs a check."""
+    setup = node.config.stash.get(_SETUP, None)
+    if setup is not None:
+        node.workerinput[_WORKER_SEED] = setup.seed
 
 
 @pytest.hookimpl(wrapper=True)
@@ -243,6 +323,7 @@ def pytest_make_collect_report(
                 probe=setup.probe,
                 seed=setup.seed,
                 checks=setup.checks,
+                xfail=setup.xfail,
             )
         )
     return report
@@ -258,4 +339,9 @@ def pytest_report_header(config: pytest.Config) -> str | None:
         header += f", suite {suite}"
     if suite != "storage":
         header += f", session layer {config.getoption('checkpointer_session_layer')}"
+    setup = config.stash.get(_SETUP, None)
+    if setup is not None:
+        header += f", seed {setup.seed}"
+        if setup.xfail:
+            header += f", xfail {', '.join(sorted(setup.xfail))}"
     return header

@@ -58,6 +58,8 @@ __all__ = [
     "SUITES",
     "Suite",
     "UnknownCheckError",
+    "UnknownRuleError",
+    "check_rule_id",
     "is_session_check",
     "rules_of_suite",
     "select_checks",
@@ -139,6 +141,21 @@ def rules_of_suite(suite: Suite) -> frozenset[str]:
 
 class UnknownCheckError(LookupError):
     """A selection (``--only``) matched no check."""
+
+
+class UnknownRuleError(LookupError):
+    """A rule id (``--xfail``, ``--checkpointer-xfail``) that is not in the catalog."""
+
+
+_RULE_IDS: Final = frozenset(r.id for r in RULES)
+
+
+def check_rule_id(text: str) -> str:
+    """``text`` if it is a rule id of the catalog; else raises `UnknownRuleError`
+    with a one-line message naming it (the CLI and the pytest plugin both use this)."""
+    if text not in _RULE_IDS:
+        raise UnknownRuleError(f"unknown rule {text!r}; `checkpointspec rules` lists them")
+    return text
 
 
 def select_checks(

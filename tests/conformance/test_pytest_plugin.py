@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import tomllib
 from pathlib import Path
@@ -143,3 +144,117 @@ def test_readmes_pytest_step_installs_what_it_runs() -> None:
     readme = (root / "README.md").read_text()
     install = readme.index("pip install '.[pytest]'")
     assert install < readme.index("pytest --checkpointer")
+
+
+def test_an_expected_failure_is_xfailed_with_its_reason(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(brokenbackend=BROKEN)
+    result = pytester.runpytest_subprocess(
+        "--checkpointer",
+        "brokenbackend:make",
+        "--checkpointer-seed",
+        "1",
+        "--checkpointer-only",
+        "APPEND-002::",
+        "--checkpointer-xfail",
+        "APPEND-002=ignores expected_head (issue 12)",
+        "-rx",
+    )
+    result.assert_outcomes(xfailed=1)
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["*XFAIL*APPEND-002*ignores expected_head (issue 12)*"])
+
+
+def test_an_expected_failure_that_passes_fails_the_run(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest_subprocess(
+        "--checkpointer",
+        "memory",
+        "--checkpointer-profile",
+        "quick",
+        "--checkpointer-only",
+        "HEAD-001::",
+        "--checkpointer-xfail",
+        "HEAD-001=thought broken",
+    )
+    result.assert_outcomes(failed=1)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*XPASS(strict)*HEAD-001: thought broken*"])
+
+
+BREAKS_ANOTHER_RULE = """
+from checkpointspec.conformance.api import pytest_plugin
+from checkpointspec.conformance.checks.base import check
+from checkpointspec.conformance.engines.violations import RuleViolation
+
+
+@check("HEAD-001")
+async def breaks_append_002(h):
+    \"\"\"HEAD-001: a check that proves another rule broken.\"\"\"
+    raise RuleViolation("APPEND-002", "seen on the way")
+
+
+@check("HEAD-001")
+async def kit_bug(h):
+    \"\"\"HEAD-001: a check with a bug of its own.\"\"\"
+    raise KeyError("the check's own bug")
+
+
+pytest_plugin.select_checks = lambda only, **_: [breaks_append_002, kit_bug]
+"""
+
+
+def test_an_expected_failure_covers_its_rule_only(pytester: pytest.Pytester) -> None:
+    """As with the CLI's --xfail: a violation of another rule still fails, and a
+    kit error stays an error (no verdict), whatever rule is expected to fail."""
+    pytester.makeconftest(BREAKS_ANOTHER_RULE)
+    result = pytester.runpytest_subprocess(
+        "--checkpointer",
+        "memory",
+        "--checkpointer-seed",
+        "1",
+        "--checkpointer-xfail",
+        "HEAD-001=known",
+    )
+    result.assert_outcomes(failed=1, errors=1)
+    result.stdout.fnmatch_lines(["*rule APPEND-002 violated*"])
+
+
+def test_an_unknown_xfail_rule_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest_subprocess(
+        "--checkpointer", "memory", "--checkpointer-xfail", "NOPE-999=why"
+    )
+    _usage_error(result, "--checkpointer-xfail", "unknown rule 'NOPE-999'")
+
+
+SEEDS_SEEN = """
+import json
+
+
+def pytest_runtest_logreport(report):
+    node = getattr(report, "node", None)  # the worker that ran it, on the xdist controller
+    if report.when == "setup" and node is not None:
+        seed = dict(report.user_properties)["checkpointspec_seed"]
+        with open("seeds.jsonl", "a") as out:
+            out.write(json.dumps([node.gateway.id, seed]) + "\\n")
+"""
+
+
+def test_xdist_workers_share_the_seed_printed_in_the_header(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(SEEDS_SEEN)
+    result = pytester.runpytest_subprocess(
+        "--checkpointer",
+        "memory",
+        "--checkpointer-profile",
+        "quick",
+        "--checkpointer-only",
+        "APPEND",
+        "-n",
+        "2",
+    )
+    result.assert_outcomes(passed=4)
+    header = re.search(r"checkpointspec: backend memory, .*seed (\d+)", result.stdout.str())
+    assert header is not None, result.stdout.str()
+    lines = (pytester.path / "seeds.jsonl").read_text().splitlines()
+    seen = [json.loads(line) for line in lines]
+    assert len(seen) == 4
+    assert {worker for worker, _ in seen} == {"gw0", "gw1"}
+    assert {seed for _, seed in seen} == {int(header.group(1))}
