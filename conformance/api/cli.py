@@ -21,6 +21,10 @@ lists the rules of the suite run.
 The progress bar and the summary count the same things: the selected checks,
 each of which ends once (skipped ones included); one check may verify several
 rules. The bar names the check(s) running now.
+
+A failure panel leads with the check, the rule it broke and the finding, then
+the failing steps and the replay command; the full traceback, the kit's own
+frames included, only with ``--verbose``.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ from ..checks.base import Check
 from ..checks.profiles import DEFAULT_PROFILE, PROFILES
 from ..engines.loading import BackendLoadError, parse_options
 from ..engines.session_layer import DEFAULT_SESSION_LAYER
+from .failures import panel_body
 from .registry import DEFAULT_SUITE, SUITES, UnknownRuleError, check_rule_id
 from .report import (
     EXIT_FAILED,
@@ -179,6 +184,12 @@ def _parser() -> argparse.ArgumentParser:
         "--junit", type=_output_file, metavar="FILE.xml", help="write a JUnit XML report"
     )
     run.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    run.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="print each failure's full traceback, the kit's own frames included",
+    )
     commands.add_parser("rules", help="print the rule catalog")
     operator.add_commands(commands)  # sessions, checkpoints, restore, compact
     return parser
@@ -206,7 +217,9 @@ def _rules_table(report: KitReport) -> Table:
     return table
 
 
-def _print_failures(console: Console, report: KitReport) -> None:
+def _print_failures(console: Console, report: KitReport, verbose: bool = False) -> None:
+    """One panel per failed or errored check: the rule and the finding first, then the
+    failing steps and the replay command; the kit's traceback only if ``verbose``."""
     for result in report.checks:
         if result.status == "failed":
             title = f"[bold red]{escape(result.name)}[/] broke [bold]{result.violated_rule}[/]"
@@ -218,8 +231,7 @@ def _print_failures(console: Console, report: KitReport) -> None:
         else:
             continue
         console.rule(title)
-        console.print(escape(result.detail), highlight=False)
-        console.print(f"[dim]replay:[/] {escape(result.replay)}")
+        console.print(escape(panel_body(result, verbose=verbose)), highlight=False)
     for warning in report.warnings:
         console.print(f"[yellow]warning[/] {escape(warning)}")
 
@@ -320,7 +332,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     not_run = sum(r.status == "not_run" for r in report.rules)
     if not_run:
         console.print(f"[dim]{not_run} rules not run: no check selected by --only verifies them[/]")
-    _print_failures(console, report)
+    _print_failures(console, report, args.verbose)
     status = report.exit_status
     for path, data in ((args.report, to_json), (args.junit, to_junit)):
         problem = _write(path, data(report)) if path else None

@@ -6,7 +6,9 @@ Registered through the ``pytest11`` entry point; pytest itself comes with the
 ``--checkpointer`` it adds nothing to a run. Each check becomes one item named
 after its rule (``checkpointspec[BACKEND]::APPEND-002::stale_...``), collected
 like any other test (so pytest's "collected N items" counts them); a failure
-shows the violated rule, the minimal failing steps and a replay command.
+shows the panel the CLI prints: the check and the rule it broke, the finding, the
+failing steps and a replay command; the full traceback, the kit's frames
+included, only with ``-vv``.
 
 The backend is loaded and probed once when pytest starts: a module that does not
 import, a factory that raises or returns something that is not a Checkpointer,
@@ -47,6 +49,7 @@ from ..checks.base import Check
 from ..checks.profiles import DEFAULT_PROFILE, PROFILES
 from ..engines.loading import BackendLoadError, BackendRef, parse_options, resolve_backend
 from ..engines.session_layer import DEFAULT_SESSION_LAYER, load_session_layer
+from .failures import panel, panel_body
 from .registry import (
     DEFAULT_SUITE,
     SUITES,
@@ -63,6 +66,9 @@ __all__ = ["CheckItem", "KitCollector"]
 
 _WORKER_SEED = "checkpointspec_seed"
 """The `workerinput` key carrying the controller's seed to pytest-xdist workers."""
+
+_MORE = "pytest -vv"
+"""How a failure's full traceback (the kit's frames included) is asked for."""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -213,7 +219,7 @@ class CheckItem(pytest.Item):
         if result.status == "error":
             pytest.fail(
                 f"kit error, not evidence against the backend: {result.reason}\n"
-                f"{result.detail}\nreplay: {result.replay}",
+                + panel_body(result, verbose=self._verbose(), more=_MORE),
                 pytrace=False,
             )
         if result.status == "skipped":
@@ -231,9 +237,11 @@ class CheckItem(pytest.Item):
         self, excinfo: pytest.ExceptionInfo[BaseException], style: object = None
     ) -> str:
         if isinstance(excinfo.value, CheckFailed):
-            result = excinfo.value.result
-            return f"rule {result.violated_rule} violated\n{result.detail}\nreplay: {result.replay}"
+            return panel(excinfo.value.result, verbose=self._verbose(), more=_MORE)
         return str(super().repr_failure(excinfo))
+
+    def _verbose(self) -> bool:
+        return self.config.get_verbosity() >= 2
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
         return self.path, None, f"{self.kit_check.name}: {self.kit_check.summary}"

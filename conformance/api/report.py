@@ -50,11 +50,12 @@ __all__ = [
     "to_junit",
 ]
 
-REPORT_SCHEMA_VERSION = 4
+REPORT_SCHEMA_VERSION = 5
 """2: check status ``error`` and ``not_checked``, rule status ``error``, exit status 3.
 3: rule status ``not_run`` for rules outside an ``--only`` selection, which were
 ``not_checked`` before.
-4: ``suite`` and ``session_layer``; ``rules`` holds the run's suite's rules only."""
+4: ``suite`` and ``session_layer``; ``rules`` holds the run's suite's rules only.
+5: a check's ``traceback``; ``detail`` is the failure panel, without the kit's traceback."""
 
 CheckStatus = Literal["passed", "failed", "skipped", "not_checked", "error"]
 RuleStatus = Literal[
@@ -99,6 +100,8 @@ class CheckResult(msgspec.Struct, frozen=True):
     replay: str = ""
     warnings: tuple[str, ...] = ()
     """SHOULD-rule findings, each starting with ``[RULE-ID]``; they do not fail the check."""
+    traceback: str = ""
+    """The full traceback of a failure or kit error, the kit's frames included."""
 
 
 class RuleResult(msgspec.Struct, frozen=True):

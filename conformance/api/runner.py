@@ -37,7 +37,6 @@ import random
 import shutil
 import tempfile
 import time
-import traceback
 from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from multiprocessing import get_context
@@ -66,6 +65,7 @@ from ..engines.loading import (
 from ..engines.provenance import backend_operation
 from ..engines.session_layer import DEFAULT_SESSION_LAYER, load_session_layer
 from ..engines.violations import RuleViolation
+from .failures import backend_frames, full_traceback, hypothesis_lines, raised_at
 from .registry import (
     CHECKS_BY_NAME,
     DEFAULT_SUITE,
@@ -245,16 +245,19 @@ def _blamed_rule(check: Check, raised: BaseException) -> str:
 def _judge(
     check: Check, exc: Exception, probe: BackendProbe, duration: float, replay: str
 ) -> CheckResult:
-    """The result of a check that raised ``exc``."""
+    """The result of a check that raised ``exc``.
+
+    ``detail`` is the failure panel (`checkpointspec.conformance.api.failures`): the
+    finding first, then Hypothesis' report translated (a failure that did not
+    reproduce on replay, the failing steps), then for an exception the backend
+    raised its own frames; ``traceback`` holds the full traceback, the kit's frames
+    included, shown on request only (``--verbose``).
+    """
     leaves = _leaves(exc)
+    full = full_traceback(exc)
     violation = next((e for e in leaves if isinstance(e, RuleViolation)), None)
     if violation is not None:
-        detail = str(violation)
-        steps = getattr(violation, "__notes__", None)
-        if steps:
-            detail += "\n" + "\n".join(steps)
-        if violation is not exc:
-            detail += f"\n(reported inside {type(exc).__name__}: {exc})"
+        detail = "\n".join([str(violation), *hypothesis_lines(exc, violation)])
         return CheckResult(
             check.name,
             check.rules,
@@ -263,9 +266,11 @@ def _judge(
             violated_rule=violation.rule_id,
             detail=detail,
             replay=replay,
+            traceback=full,
         )
     if any(backend_operation(e) is None for e in leaves):
         kit_error = next(e for e in leaves if backend_operation(e) is None)
+        where = raised_at(kit_error)
         return CheckResult(
             check.name,
             check.rules,
@@ -273,8 +278,15 @@ def _judge(
             duration,
             reason=f"the kit raised {type(kit_error).__name__}: {kit_error} "
             "(a bug in the kit or its setup, not evidence against the backend)",
-            detail="".join(traceback.format_exception(exc)),
+            detail="\n".join(
+                [
+                    f"{type(kit_error).__name__}: {kit_error}",
+                    *([f"raised at {where}"] if where else []),
+                    *hypothesis_lines(exc, kit_error),
+                ]
+            ),
             replay=replay,
+            traceback=full,
         )
     refusals = [e for e in leaves if _refused_undeclared(e, probe.capabilities)]
     evidence = [e for e in leaves if e not in refusals]
@@ -293,17 +305,20 @@ def _judge(
     # The session layer's functions note their exceptions as "session layer NAME".
     who = "the session layer" if operation.startswith("session layer ") else "the backend"
     operation = operation.removeprefix("session layer ")
-    detail = f"{who} raised {type(raised).__name__} from {operation}: {raised}\n" + "".join(
-        traceback.format_exception(raised, limit=-6)
-    )
+    lines = [f"{who} raised {type(raised).__name__} from {operation}: {raised}"]
+    frames = backend_frames(raised)
+    if frames:
+        lines.append(f"where {who} raised it:\n{frames}")
+    lines.extend(hypothesis_lines(exc, raised))
     return CheckResult(
         check.name,
         check.rules,
         "failed",
         duration,
         violated_rule=_blamed_rule(check, raised),
-        detail=detail,
+        detail="\n".join(lines),
         replay=replay,
+        traceback=full,
     )
 
 
@@ -338,7 +353,8 @@ def _worker_failed(check: Check, exc: Exception) -> CheckResult:
         "error",
         0.0,
         reason=f"the process running the check failed: {type(exc).__name__}: {exc}",
-        detail="".join(traceback.format_exception(exc)),
+        detail=f"{type(exc).__name__}: {exc}",
+        traceback=full_traceback(exc),
     )
 
 

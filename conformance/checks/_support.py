@@ -24,6 +24,7 @@ from .harness import Harness, read_all
 
 __all__ = [
     "MODEL_OBSERVED",
+    "REPORTING_PHASES",
     "Snapshot",
     "append_five",
     "check_whole_batches",
@@ -94,16 +95,27 @@ async def expect_error(
     return outcome.error
 
 
+REPORTING_PHASES = (Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink)
+"""Every phase but ``Phase.explain``, whose report ("these lines were always and only
+run by failing test cases: ...") points at the kit's code, not the backend's."""
+
+
 def property_settings(h: Harness) -> settings:
-    """Hypothesis settings for a property check under the run's profile."""
+    """Hypothesis settings for a property check under the run's profile.
+
+    No ``@reproduce_failure`` blob (``print_blob``) and no explain phase: that advice
+    is for the authors of a test, and a failure panel is read by a backend's author
+    (`checkpointspec.conformance.api.failures`); the replay command reruns a failure.
+    """
     return settings(
         max_examples=h.profile.property_examples,
         deadline=None,
         database=None,
         derandomize=False,
-        print_blob=True,
+        print_blob=False,
         report_multiple_bugs=False,
         suppress_health_check=list(HealthCheck),
+        phases=REPORTING_PHASES,
     )
 
 
@@ -208,7 +220,8 @@ def run_machine(
     """
     # Hypothesis takes any factory of machines, though it annotates a class.
     factory = cast("type[RuleBasedStateMachine]", seed(h.seed)(make))
-    phases = tuple(Phase) if shrink else (Phase.explicit, Phase.reuse, Phase.generate)
+    # Settings as `property_settings`: no reproduce blob, no explain phase.
+    phases = REPORTING_PHASES if shrink else (Phase.explicit, Phase.reuse, Phase.generate)
     run_state_machine_as_test(
         factory,
         settings=settings(
@@ -216,7 +229,7 @@ def run_machine(
             stateful_step_count=steps,
             deadline=None,
             database=None,
-            print_blob=True,
+            print_blob=False,
             report_multiple_bugs=False,
             suppress_health_check=list(HealthCheck),
             phases=phases,

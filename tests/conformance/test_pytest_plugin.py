@@ -43,8 +43,35 @@ def test_broken_backend_fails_with_rule_and_replay(pytester: pytest.Pytester) ->
     )
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
-        ["*rule APPEND-002 violated*", "*replay: checkpointspec run brokenbackend:make*--seed 1*"]
+        [
+            "*APPEND-002::* broke APPEND-002",
+            "[[]APPEND-002[]] *",  # the finding comes next
+            "*replay: checkpointspec run brokenbackend:make*--seed 1*",
+            "(the full traceback, the kit's frames included: pytest -vv)",
+        ]
     )
+    output = result.stdout.str()
+    assert "@reproduce_failure" not in output
+    assert "always and only run by failing test cases" not in output
+    assert "Traceback (most recent call last)" not in output
+
+
+def test_the_kits_traceback_is_shown_with_vv(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(brokenbackend=BROKEN)
+    result = pytester.runpytest_subprocess(
+        "--checkpointer",
+        "brokenbackend:make",
+        "--checkpointer-seed",
+        "1",
+        "--checkpointer-only",
+        "APPEND-002::",
+        "-vv",
+    )
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        ["*APPEND-002::* broke APPEND-002", "traceback (the kit's frames included):"]
+    )
+    assert "Traceback (most recent call last)" in result.stdout.str()
 
 
 KIT_BUG = """

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from checkpointspec.backends.memory import MemoryCheckpointer, store_for
+from checkpointspec.conformance.api.failures import FLAKY_REPLAY
 from checkpointspec.conformance.api.registry import CHECKS_BY_NAME
 from checkpointspec.conformance.api.report import CheckResult
 from checkpointspec.conformance.api.runner import probe_backend, run_check
@@ -154,7 +155,9 @@ def test_an_exception_of_the_kit_is_an_error_not_a_failure(
     result = run(kit_check, tmp_path)
     assert result.status == "error"
     assert result.violated_rule is None
-    assert kit_check.func.__name__ in result.detail  # the traceback, down to the raising frame
+    assert kit_check.func.__name__ in result.detail  # where it was raised
+    assert "Traceback (most recent call last)" in result.traceback
+    assert kit_check.func.__name__ in result.traceback  # down to the raising frame
     assert "not evidence against the backend" in result.reason
 
 
@@ -163,7 +166,9 @@ def test_an_exception_the_backend_raised_fails_the_checks_rule(tmp_path: Path) -
     assert result.status == "failed"
     assert result.violated_rule == "READ-002"
     assert result.detail.startswith("the backend raised OperationalError from head: disk I/O")
-    assert 'raise sqlite3.OperationalError("disk I/O error")' in result.detail  # its traceback
+    assert 'raise sqlite3.OperationalError("disk I/O error")' in result.detail  # its frames
+    assert "provenance.py" not in result.detail  # not the kit's
+    assert "provenance.py" in result.traceback
 
 
 def test_an_undeclared_operation_the_backend_refuses_is_not_checked(tmp_path: Path) -> None:
@@ -204,7 +209,8 @@ def test_a_rule_violation_fails_the_rule_it_names(tmp_path: Path) -> None:
 def test_a_violation_inside_an_exception_group_still_names_its_rule(tmp_path: Path) -> None:
     result = run(flaky_violation, tmp_path)
     assert (result.status, result.violated_rule) == ("failed", "SEQ-001")
-    assert "FlakyFailure" in result.detail
+    assert result.detail.splitlines() == ["[SEQ-001] seqs 1, 3", FLAKY_REPLAY]
+    assert "FlakyFailure" in result.traceback  # Hypothesis' words, for --verbose only
 
 
 class _ClaimsMultiProcess(MemoryCheckpointer):

@@ -1,0 +1,193 @@
+"""The text of a failure panel: the rule and the finding first, then what helps act on it.
+
+A check that ends in an exception is reported through `CheckResult.detail` (the
+panel: the CLI prints it, the JSON report carries it, the pytest plugin shows it)
+and `CheckResult.traceback` (the full Python traceback, the kit's own frames
+included; the CLI prints it only with ``--verbose``, the plugin with ``-vv``).
+
+Hypothesis runs the kit's property checks and state machines. Its settings there
+(`checkpointspec.conformance.checks._support`) already turn off what it says to
+test authors: no ``@reproduce_failure`` blob, no explain phase ("these lines were
+always and only run by failing test cases"). What it still says is translated
+here, in `hypothesis_lines`: a `FlakyFailure` (a failure that did not happen
+again when Hypothesis replayed the same steps) becomes one sentence about the
+backend, the failing steps stay, and any advice meant for test authors that a
+user's Hypothesis profile or version brings back is dropped.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Iterable
+from pathlib import Path
+
+import hypothesis
+from hypothesis.errors import Flaky
+
+from .report import CheckResult
+
+__all__ = [
+    "FLAKY_REPLAY",
+    "backend_frames",
+    "full_traceback",
+    "hypothesis_lines",
+    "panel",
+    "panel_body",
+    "panel_title",
+    "raised_at",
+]
+
+FLAKY_REPLAY = (
+    "the failure did not reproduce on replay: the backend behaved differently on the "
+    "same steps — a race or hidden state"
+)
+
+_HEADINGS = {
+    "Failing test case: <state machine>": "failing steps:",
+    "Falsifying example: ": "failing example: ",
+    "Falsifying explicit example: ": "failing example: ",
+}
+"""Hypothesis' headings of a failing example, in the kit's words."""
+
+_CHATTER = (
+    "@reproduce_failure",
+    "reproduce_failure(",
+    "always and only run by failing test cases",
+    "Explanation:",
+    "The test sometimes passed when commented parts were varied",
+    "or at https://hypothesis.readthedocs.io",
+    "Unreliable test timings",
+    "HealthCheck",
+    "You can add @seed(",
+)
+"""Fragments of Hypothesis' advice to test authors; a line holding one is dropped."""
+
+_KIT_ROOT = Path(__file__).resolve().parents[2]
+"""The package's source root: every kit module (spec, conformance, ...) lives under it."""
+_KIT_DIRS = tuple(str(_KIT_ROOT / name) for name in ("conformance", "spec", "reference"))
+_LIBRARY_DIRS = (str(Path(traceback.__file__).parent), str(Path(hypothesis.__file__).parent))
+"""The standard library's and Hypothesis' folders (not site-packages: a backend may live there)."""
+
+
+def _walk(exc: BaseException) -> Iterable[BaseException]:
+    """``exc``, the exceptions of every group inside it, and their causes and contexts."""
+    seen: set[int] = set()
+    stack = [exc]
+    while stack:
+        current = stack.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        yield current
+        if isinstance(current, BaseExceptionGroup):
+            stack.extend(current.exceptions)
+        for linked in (current.__cause__, current.__context__):
+            if linked is not None:
+                stack.append(linked)
+
+
+def _is_chatter(line: str) -> bool:
+    return any(fragment in line for fragment in _CHATTER)
+
+
+def _heading(line: str) -> str:
+    for theirs, ours in _HEADINGS.items():
+        if line.startswith(theirs):
+            return ours + line.removeprefix(theirs)
+    return line
+
+
+def _clean(note: str) -> str:
+    """One Hypothesis note without its advice to test authors; "" if nothing is left."""
+    kept = [_heading(line) for line in note.splitlines() if not _is_chatter(line)]
+    while kept and not kept[-1].strip():
+        kept.pop()
+    while kept and not kept[0].strip():
+        kept.pop(0)
+    return "\n".join(kept)
+
+
+def hypothesis_lines(exc: BaseException, finding: BaseException | None = None) -> list[str]:
+    """What a panel says after the finding, translated from Hypothesis' report of ``exc``.
+
+    ``finding`` is the exception the panel leads with (a `RuleViolation`, or what the
+    backend raised) when it is not ``exc`` itself. The result: `FLAKY_REPLAY` if the
+    failure did not reproduce on replay, then the failing steps (the notes Hypothesis
+    attached to the finding or to the exceptions around it), each once, without
+    Hypothesis' advice to test authors.
+    """
+    lines: list[str] = []
+    everything = list(_walk(exc))
+    if finding is not None and finding not in everything:
+        everything.append(finding)
+    if any(isinstance(e, Flaky) for e in everything):
+        lines.append(FLAKY_REPLAY)
+    # The finding's notes first: its steps are the ones that failed.
+    ordered = ([finding] if finding is not None else []) + everything
+    seen: set[str] = set()
+    for e in ordered:
+        # One exception's notes are one report (a step may repeat in it); the same
+        # report attached to several exceptions is given once.
+        text = _clean("\n".join(str(n) for n in getattr(e, "__notes__", None) or ()))
+        if text and text not in seen:
+            seen.add(text)
+            lines.append(text)
+    return lines
+
+
+def _in(path: str, dirs: Iterable[str]) -> bool:
+    return any(path == d or path.startswith(d.rstrip("/") + "/") for d in dirs)
+
+
+def _is_kit_frame(filename: str) -> bool:
+    path = str(Path(filename).resolve()) if filename and not filename.startswith("<") else filename
+    return _in(path, _KIT_DIRS) or _in(path, _LIBRARY_DIRS) or filename.startswith("<")
+
+
+def backend_frames(exc: BaseException) -> str:
+    """The frames of ``exc``'s traceback outside the kit, Hypothesis and the standard
+    library (the backend's own code), formatted like a traceback's lines; "" if none."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not _is_kit_frame(f.filename)]
+    if not frames:
+        return ""
+    return "".join(traceback.format_list(frames)).rstrip("\n")
+
+
+def raised_at(exc: BaseException) -> str:
+    """Where ``exc`` was raised: ``FILE:LINE in FUNCTION`` of its innermost frame."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return ""
+    last = frames[-1]
+    return f"{last.filename}:{last.lineno} in {last.name}"
+
+
+def full_traceback(exc: BaseException) -> str:
+    """The whole traceback of ``exc`` (groups, causes and notes included)."""
+    return "".join(traceback.format_exception(exc))
+
+
+def panel_title(result: CheckResult) -> str:
+    """The panel's headline: which check broke which rule, or stopped on a kit error."""
+    if result.status == "error":
+        return f"{result.name} stopped on a kit error (no verdict on the backend)"
+    return f"{result.name} broke {result.violated_rule}"
+
+
+def panel_body(result: CheckResult, *, verbose: bool = False, more: str = "--verbose") -> str:
+    """The panel under its headline: the finding and steps (``detail``), the replay
+    command, and the full traceback if ``verbose``, else where to ask for it
+    (``more``: the option that shows it)."""
+    lines = [result.detail] if result.detail else []
+    if result.replay:
+        lines.append(f"replay: {result.replay}")
+    if result.traceback and verbose:
+        lines.append(f"traceback (the kit's frames included):\n{result.traceback.rstrip()}")
+    elif result.traceback:
+        lines.append(f"(the full traceback, the kit's frames included: {more})")
+    return "\n".join(lines)
+
+
+def panel(result: CheckResult, *, verbose: bool = False, more: str = "--verbose") -> str:
+    """The whole failure panel as plain text: `panel_title`, then `panel_body`."""
+    return f"{panel_title(result)}\n{panel_body(result, verbose=verbose, more=more)}"
