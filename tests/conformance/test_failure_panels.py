@@ -10,7 +10,6 @@ failing test cases") is absent; the kit's traceback appears only with ``--verbos
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import msgspec
@@ -221,7 +220,6 @@ def test_a_broken_backend_gets_a_panel_without_hypothesis_advice(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.syspath_prepend(QUALITY)
-    sys.modules.pop("broken_backends", None)
     backend = "broken_backends:IgnoresExpectedHead.make"
     argv = ["run", backend, "--only", "SEQ-001::model_based", "--profile", "quick"]
     status, lines = _cli(monkeypatch, capsys, [*argv, "--seed", "1", "-q"])
