@@ -123,7 +123,12 @@ def _output_file(text: str) -> Path:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="checkpointspec", description="Conformance kit for checkpointers.")
+    parser = _Parser(
+        prog="checkpointspec",
+        description=(
+            "Conformance kit for checkpointers, and operator commands for their sessions."
+        ),
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="run the kit against a backend")
     run.add_argument(
