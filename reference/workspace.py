@@ -68,10 +68,6 @@ def _not_a_file(path: str, what: str) -> InvalidArgumentError:
     )
 
 
-def _reserved(relative: str) -> bool:
-    return relative.split("/", 1)[0].casefold() == RESERVED_DIR
-
-
 class Workspace:
     """A directory whose file changes are recorded in a session log before they happen.
 
@@ -176,9 +172,7 @@ class Workspace:
         workspace refuses (see the class docstring). Symlinks inside the root
         are followed, so the result names the file itself.
         """
-        relative = canonical_path(path)
-        if _reserved(relative):
-            raise _unsafe(path, f"is in {RESERVED_DIR}/, which the session layer keeps for itself")
+        relative = canonical_path(path)  # refuses the reserved folder itself
         if not self._real:
             return relative
         # realpath resolves every symlink along the way, chains and relative targets
@@ -187,7 +181,7 @@ class Workspace:
         if resolved == self._root or not resolved.startswith(self._root.rstrip("/") + "/"):
             raise _unsafe(path, "resolves through a symlink to outside the workspace root")
         inner = os.path.relpath(resolved, self._root).replace(os.sep, "/")
-        if _reserved(inner):
+        if inner.split("/", 1)[0].casefold() == RESERVED_DIR:
             raise _unsafe(path, f"resolves through a symlink into {RESERVED_DIR}/")
         return inner
 
