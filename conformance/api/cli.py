@@ -132,7 +132,22 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="run the kit against a backend")
     run.add_argument(
-        "backend", help="memory, file, sqlite, or module:function returning a Checkpointer"
+        "backend",
+        nargs="?",
+        help="memory, file, sqlite, or module:function returning a Checkpointer "
+        "(or --process instead)",
+    )
+    run.add_argument(
+        "--process",
+        metavar="COMMAND",
+        help="a backend in another process speaking the stdio protocol, one process per "
+        "handle, e.g. --process 'node my-backend.js' (docs/stdio-protocol.md)",
+    )
+    run.add_argument(
+        "--validate-protocol",
+        action="store_true",
+        help="with --process: check every message, both ways, against the protocol's JSON "
+        "Schema and name the first that breaks it",
     )
     run.add_argument(
         "--profile",
@@ -308,6 +323,10 @@ def _write(path: Path, data: bytes) -> str | None:
 
 
 def _run(args: argparse.Namespace, console: Console) -> int:
+    if (args.backend is None) == (args.process is None):
+        raise BackendLoadError("name a backend or give --process COMMAND (one of them)")
+    if args.validate_protocol and args.process is None:
+        raise BackendLoadError("--validate-protocol checks a --process backend's messages")
     options = parse_options(args.option)
     progress = Progress(
         TextColumn("[bold]{task.description}"),
@@ -317,10 +336,12 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         console=console,
         disable=args.quiet or not console.is_terminal,
     )
-    live = _Live(progress, args.backend)
+    live = _Live(progress, args.backend or args.process)
     with progress:
         report = run_kit(
             args.backend,
+            process=args.process,
+            validate_protocol=args.validate_protocol,
             profile=args.profile,
             seed=args.seed,
             workers=args.workers,

@@ -47,7 +47,13 @@ import pytest
 
 from ..checks.base import Check
 from ..checks.profiles import DEFAULT_PROFILE, PROFILES
-from ..engines.loading import BackendLoadError, BackendRef, parse_options, resolve_backend
+from ..engines.loading import (
+    BackendLoadError,
+    BackendRef,
+    parse_options,
+    process_backend,
+    resolve_backend,
+)
 from ..engines.session_layer import DEFAULT_SESSION_LAYER, load_session_layer
 from .failures import panel, panel_body
 from .registry import (
@@ -77,6 +83,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--checkpointer",
         metavar="BACKEND",
         help="run the kit against BACKEND (memory, file, sqlite or module:function)",
+    )
+    group.addoption(
+        "--checkpointer-process",
+        metavar="COMMAND",
+        help="run the kit against a backend in another process speaking the stdio "
+        "protocol, e.g. 'node my-backend.js' (instead of --checkpointer)",
+    )
+    group.addoption(
+        "--checkpointer-validate-protocol",
+        action="store_true",
+        help="with --checkpointer-process: check every message against the protocol's schema",
     )
     group.addoption(
         "--checkpointer-profile",
@@ -203,7 +220,7 @@ class CheckItem(pytest.Item):
         parent = self.parent
         assert isinstance(parent, KitCollector)
         self.user_properties.append(("checkpointspec_seed", parent.seed))
-        options = _options(self.config.getoption("checkpointer_option"))
+        options = _run_options(self.config)
         profile = PROFILES[self.config.getoption("checkpointer_profile")]
         with tempfile.TemporaryDirectory(prefix="checkpointspec-") as root:
             result = self.result = run_check(
@@ -254,6 +271,36 @@ def _options(pairs: list[str]) -> dict[str, str]:
         raise pytest.UsageError(f"--checkpointer-option: {exc}") from exc
 
 
+def _backend(config: pytest.Config) -> BackendRef | None:
+    """The backend named by --checkpointer or --checkpointer-process (None: neither)."""
+    name = config.getoption("checkpointer")
+    process = config.getoption("checkpointer_process")
+    validate = config.getoption("checkpointer_validate_protocol")
+    if name and process:
+        raise pytest.UsageError("give --checkpointer or --checkpointer-process, not both")
+    if validate and not process:
+        raise pytest.UsageError(
+            "--checkpointer-validate-protocol checks a --checkpointer-process backend's messages"
+        )
+    try:
+        if process:
+            return process_backend(process, validate=validate)[0]
+        return resolve_backend(name) if name else None
+    except BackendLoadError as exc:
+        flag = "--checkpointer-process" if process else "--checkpointer"
+        raise pytest.UsageError(f"{flag}: {exc}") from exc
+
+
+def _run_options(config: pytest.Config) -> dict[str, str]:
+    """--checkpointer-option values, with what a --checkpointer-process backend needs."""
+    options = _options(config.getoption("checkpointer_option"))
+    process = config.getoption("checkpointer_process")
+    if process:
+        validate = config.getoption("checkpointer_validate_protocol")
+        options |= process_backend(process, validate=validate)[1]
+    return options
+
+
 def _expected_failures(pairs: list[str]) -> dict[str, str]:
     """``RULE=REASON`` entries as {rule: reason}; a bare ``RULE`` gets a stock reason.
     Raises a one-line `pytest.UsageError` naming an id the catalog lacks."""
@@ -274,13 +321,12 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "checkpointspec_rule(rule_id): the kit rule a check verifies"
     )
-    name = config.getoption("checkpointer")
-    if not name:
+    backend = _backend(config)
+    if backend is None:
         return
     xfail = _expected_failures(config.getoption("checkpointer_xfail"))
-    options = _options(config.getoption("checkpointer_option"))
+    options = _run_options(config)
     try:
-        backend = resolve_backend(name)
         probe = probe_backend(backend, options)
     except BackendLoadError as exc:
         raise pytest.UsageError(f"--checkpointer: {exc}") from exc
@@ -338,7 +384,7 @@ def pytest_make_collect_report(
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:
-    name = config.getoption("checkpointer")
+    name = config.getoption("checkpointer") or config.getoption("checkpointer_process")
     if not name:
         return None
     suite = config.getoption("checkpointer_suite")

@@ -60,6 +60,7 @@ from ..engines.loading import (
     BackendRef,
     NotACheckpointerError,
     open_checkpointer,
+    process_backend,
     resolve_backend,
 )
 from ..engines.provenance import backend_operation
@@ -119,10 +120,19 @@ def probe_backend(backend: BackendRef, options: dict[str, str] | None = None) ->
         raise BackendLoadError(str(exc)) from exc
     except Exception as exc:
         raise BackendLoadError(
-            f"the factory {backend.target} failed: {type(exc).__name__}: {exc}"
+            f"the factory {backend.target} failed: {type(exc).__name__}: {_one_line(str(exc))}"
         ) from exc
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _one_line(message: str) -> str:
+    """A usage error is one line: a message's first line and, if more follow (a stdio
+    child's stderr), the last of them, which is where a crash says what went wrong."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    if len(lines) <= 1:
+        return message.strip()
+    return f"{lines[0]} ... {lines[-1]}"
 
 
 def _skip_reason(check: Check, probe: BackendProbe) -> str | None:
@@ -359,8 +369,10 @@ def _worker_failed(check: Check, exc: Exception) -> CheckResult:
 
 
 def run_kit(
-    backend_name: str,
+    backend_name: str | None,
     *,
+    process: str | None = None,
+    validate_protocol: bool = False,
     profile: str | Profile = DEFAULT_PROFILE,
     seed: int | None = None,
     workers: int = 1,
@@ -373,7 +385,9 @@ def run_kit(
     on_start: Callable[[list[Check]], None] | None = None,
     on_check_start: Callable[[Check], None] | None = None,
 ) -> KitReport:
-    """Run the kit against ``backend_name`` (a built-in name or ``module:function``).
+    """Run the kit against ``backend_name`` (a built-in name or ``module:function``),
+    or with ``process`` (and no name) against a backend in another process that speaks
+    the stdio protocol, every message checked against its schema with ``validate_protocol``.
 
     ``on_start`` gets the selected checks before any runs (every one of them ends
     in exactly one ``on_result`` call, skipped ones included); ``on_check_start``
@@ -394,7 +408,14 @@ def run_kit(
     run_seed = seed if seed is not None else random.SystemRandom().randrange(2**31)
     if suite not in SUITES:
         raise BackendLoadError(f"unknown suite {suite!r}: use one of {', '.join(SUITES)}")
-    backend = resolve_backend(backend_name)
+    options = dict(options or {})
+    if process is not None:
+        backend, own = process_backend(process, validate=validate_protocol)
+        options |= own
+    elif backend_name is None:
+        raise BackendLoadError("name a backend, or give --process COMMAND")
+    else:
+        backend = resolve_backend(backend_name)
     probe = probe_backend(backend, options)
     try:
         selected = select_checks(only, suite=suite)

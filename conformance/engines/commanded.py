@@ -72,6 +72,8 @@ from typing import IO
 
 import msgspec
 
+from .groups import kill_group, wait_group_gone
+
 __all__ = [
     "Acked",
     "Acquire",
@@ -331,6 +333,7 @@ class WorkerClient:
             stderr=stderr,
             env=worker_env(),
             limit=1 << 24,  # a read's reply is one line
+            start_new_session=True,  # its own process group: a kill takes its children too
         )
         return cls(process, stderr, reply_timeout)
 
@@ -372,14 +375,16 @@ class WorkerClient:
                 return
 
     async def kill(self) -> list[Reply]:
-        """SIGKILL, wherever the worker is: no cleanup runs in it.
+        """SIGKILL, wherever the worker is: no cleanup runs in it, and every
+        process it started (a stdio backend's child) is killed with it; this
+        returns once none of them is alive.
 
         Returns the replies it had sent that were not yet received, which may
         acknowledge writes; a line the kill cut short is dropped.
         """
-        with contextlib.suppress(ProcessLookupError):
-            self.process.kill()
+        kill_group(self.process.pid)
         await self.process.wait()
+        await wait_group_gone(self.process.pid, self.reply_timeout)
         if self.process.stdin is not None:
             self.process.stdin.close()
         stdout = self.process.stdout

@@ -9,6 +9,7 @@ name, so it must be importable from a fresh interpreter.
 from __future__ import annotations
 
 import importlib
+import shlex
 import sysconfig
 import traceback
 from collections.abc import Awaitable, Sequence
@@ -28,6 +29,7 @@ __all__ = [
     "checkpointer_shortfall",
     "open_checkpointer",
     "parse_options",
+    "process_backend",
     "resolve_backend",
 ]
 
@@ -125,6 +127,27 @@ def resolve_backend(name: str) -> BackendRef:
         known = ", ".join(sorted(BUILTIN_BACKENDS))
         raise BackendLoadError(f"unknown backend {name!r}: use one of {known} or module:function")
     return BackendRef(name, name)
+
+
+STDIO_FACTORY = "checkpointspec.backends.stdio:make"
+"""The factory of every ``--process`` backend: a `StdioCheckpointer` per handle."""
+
+
+def process_backend(command: str, *, validate: bool = False) -> tuple[BackendRef, dict[str, str]]:
+    """The backend behind ``--process COMMAND``, and the options its factory needs (the
+    command, and schema validation when ``validate``); merge them into the run's options.
+
+    Its name is the command line a replay needs (``--process 'node b.js'``).
+    """
+    if not command.strip():
+        raise BackendLoadError("--process needs a command, e.g. --process 'node my-backend.js'")
+    try:
+        shlex.split(command)
+    except ValueError as exc:
+        raise BackendLoadError(f"--process {command!r}: {exc}") from None
+    name = f"--process {shlex.quote(command)}" + (" --validate-protocol" if validate else "")
+    options = {"process": command} | ({"validate_protocol": "1"} if validate else {})
+    return BackendRef(name, STDIO_FACTORY), options
 
 
 def parse_options(pairs: Sequence[str]) -> dict[str, str]:

@@ -52,6 +52,7 @@ from ...spec import (
 )
 from ...spec.restoration import apply_plan, plan_restore
 from .commanded import worker_env
+from .groups import kill_group, wait_group_gone
 from .loading import BackendRef, open_checkpointer
 from .outcomes import read_all
 
@@ -127,7 +128,8 @@ class _Counter:
             with self._lock:
                 self.points.append(f"{source}:{point}")
                 if len(self.points) == self.kill_at:
-                    os.kill(os.getpid(), signal.SIGKILL)
+                    # The whole group: a backend's own child process dies with us.
+                    os.killpg(0, signal.SIGKILL)
 
         return reached
 
@@ -197,13 +199,17 @@ async def run_restore_process(order: KillOrder) -> KillRun:
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         env=worker_env(),
+        start_new_session=True,  # its own process group, killed as one
     )
     try:
         out, err = await asyncio.wait_for(process.communicate(), CHILD_TIMEOUT)
     except TimeoutError:
-        process.kill()
+        kill_group(process.pid)
         await process.wait()
         raise
+    finally:
+        kill_group(process.pid)  # a child the backend started must not outlive the run
+    await wait_group_gone(process.pid)
     killed = process.returncode == -signal.SIGKILL
     report = None
     if not killed and process.returncode == 0 and out.strip():

@@ -1,0 +1,33 @@
+"""A checkpointer in another process, in any language, over a JSON-lines protocol.
+
+``checkpointspec run --process 'node my-backend.js'`` runs the whole kit through
+`StdioCheckpointer`, one child process per handle. The protocol's messages are
+in `messages` (and as a JSON Schema, ``protocol.schema.json``); docs/stdio-protocol.md
+is the author's guide. `serve` is the other end, in Python: it serves any
+Python checkpointer over stdio, which is how the protocol is tested against the
+reference backends.
+"""
+
+from .client import (
+    PROCESS_OPTION,
+    VALIDATE_OPTION,
+    StdioBackendError,
+    StdioCheckpointer,
+    StdioProtocolError,
+    make,
+)
+from .messages import PROTOCOL_VERSION, protocol_schema
+from .validation import MalformedMessageError, load_schema
+
+__all__ = [
+    "PROCESS_OPTION",
+    "PROTOCOL_VERSION",
+    "VALIDATE_OPTION",
+    "MalformedMessageError",
+    "StdioBackendError",
+    "StdioCheckpointer",
+    "StdioProtocolError",
+    "load_schema",
+    "make",
+    "protocol_schema",
+]

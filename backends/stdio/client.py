@@ -1,0 +1,694 @@
+"""`StdioCheckpointer`: a `Checkpointer` whose work is done by a child process.
+
+The child is a backend written in any language that speaks the stdio protocol
+(`checkpointspec.backends.stdio.messages`, docs/stdio-protocol.md). One
+handle is one child: opening a handle starts the command, sends ``hello`` with
+the store's path, and every call becomes one request and its replies. Two
+handles on one store are two processes, so races between handles are races
+between processes, as they are in production.
+
+What stays on this side of the pipe, and why: JSON cannot tell ``1`` from
+``1.0``, a dict from an event, or carry a lone surrogate, so the *types* of the
+arguments are checked here with the spec's validators (a wrong type never
+reaches the child); their *values* (an empty or over-long session id, a
+negative seq, a ``to_seq`` beyond the head) are the child's to refuse. A closed
+handle has no child, so `CheckpointerClosedError` is raised here too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import collections
+import contextlib
+import os
+import select
+import shlex
+import subprocess
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from pathlib import Path
+from typing import Final, TypeVar, cast
+
+import msgspec
+
+from ...spec import (
+    BackendContext,
+    Capability,
+    CheckpointConflictError,
+    CheckpointerClosedError,
+    CorruptStoreError,
+    FaultHook,
+    IntegrityReport,
+    InvalidArgumentError,
+    ReasonCode,
+    SchemaVersionError,
+    SessionEvent,
+    SessionInfo,
+    SessionLockedError,
+    StoreBusyError,
+    StoredEvent,
+    UnsupportedOperationError,
+    encode_event,
+)
+from ...spec.validation import check_events, check_optional_seq, check_seq, check_session_id
+from .messages import (
+    CAPABILITIES,
+    ERROR_ATTRIBUTES,
+    PROTOCOL_VERSION,
+    AcquireMaintenance,
+    Append,
+    CheckIntegrity,
+    Close,
+    Delete,
+    ErrorBody,
+    FaultReports,
+    Generation,
+    Head,
+    Hello,
+    HelloResult,
+    IntegrityResult,
+    ListSessions,
+    Read,
+    ReadResult,
+    ReleaseMaintenance,
+    Reply,
+    Request,
+    Resume,
+    SessionEntry,
+    Truncate,
+)
+from .validation import MessageValidator
+
+__all__ = [
+    "PROCESS_OPTION",
+    "VALIDATE_OPTION",
+    "StdioBackendError",
+    "StdioCheckpointer",
+    "StdioProtocolError",
+    "make",
+]
+
+PROCESS_OPTION: Final = "process"
+"""The `BackendContext.options` key holding the command line that starts the child."""
+VALIDATE_OPTION: Final = "validate_protocol"
+"""Option key: ``"1"`` checks every message, both ways, against the published JSON Schema."""
+TIMEOUT_OPTION: Final = "reply_timeout"
+"""Option key: seconds to wait for any one reply line (default 60)."""
+_OWN_OPTIONS: Final = frozenset({PROCESS_OPTION, VALIDATE_OPTION, TIMEOUT_OPTION})
+
+_STDERR_LINES: Final = 20
+_T = TypeVar("_T")
+
+
+class StdioProtocolError(Exception):
+    """The child broke the protocol: a malformed line, a reply to another request, an
+    unknown capability, another protocol version, or it exited mid-conversation.
+
+    Not a contract error: the kit reports it as the backend's failure, quoting the
+    offending message (``line``) and the end of the child's stderr.
+    """
+
+
+class StdioBackendError(Exception):
+    """The child answered with an error type outside the contract (its own crash).
+
+    ``error_type`` is the name it gave, ``message`` its text.
+    """
+
+    def __init__(self, error_type: str, message: str) -> None:
+        super().__init__(f"{error_type}: {message}")
+        self.error_type = error_type
+        self.message = message
+
+
+_NEEDS: Final[dict[str, Capability]] = {
+    "truncate": Capability.TRUNCATE,
+    "delete": Capability.DELETE,
+    "list_sessions": Capability.LIST,
+    "generation": Capability.GENERATION,
+    "acquire_maintenance": Capability.MAINTENANCE,
+    "release_maintenance": Capability.MAINTENANCE,
+}
+
+
+class _Child:
+    """The child process and the framing of its lines, with a deadline on every read."""
+
+    def __init__(self, argv: list[str], cwd: str | None, timeout: float) -> None:
+        try:
+            self.process = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=cwd,
+                bufsize=0,
+            )
+        except OSError as exc:
+            raise StdioProtocolError(f"cannot start {shlex.join(argv)}: {exc}") from exc
+        self.argv = argv
+        self.timeout = timeout
+        self._buffer = bytearray()
+        self._stderr: collections.deque[str] = collections.deque(maxlen=_STDERR_LINES)
+        # Drained on a thread of its own: a child that logs a lot must never block on
+        # a full stderr pipe while the kit waits for its reply.
+        threading.Thread(target=self._drain_stderr, daemon=True).start()
+
+    def _drain_stderr(self) -> None:
+        stream = self.process.stderr
+        assert stream is not None
+        for raw in iter(stream.readline, b""):
+            self._stderr.append(raw.decode(errors="replace").rstrip("\n"))
+
+    def stderr_tail(self) -> str:
+        lines = list(self._stderr)
+        return "\n".join(lines) if lines else "(nothing on stderr)"
+
+    def write(self, line: bytes) -> None:
+        stdin = self.process.stdin
+        assert stdin is not None
+        try:
+            stdin.write(line + b"\n")
+        except (BrokenPipeError, ValueError):
+            raise self.exited("while the kit was writing a request") from None
+
+    def read_line(self) -> bytes:
+        stdout = self.process.stdout
+        assert stdout is not None
+        deadline = time.monotonic() + self.timeout
+        while True:
+            end = self._buffer.find(b"\n")
+            if end >= 0:
+                line = bytes(self._buffer[:end])
+                del self._buffer[: end + 1]
+                return line
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise StdioProtocolError(
+                    f"no reply within {self.timeout:.0f} s; the child's stderr ends:\n"
+                    + self.stderr_tail()
+                )
+            ready, _, _ = select.select([stdout], [], [], remaining)
+            if not ready:
+                continue
+            chunk = os.read(stdout.fileno(), 1 << 16)
+            if not chunk:
+                raise self.exited("before answering")
+            self._buffer += chunk
+
+    def exited(self, when: str) -> StdioProtocolError:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(timeout=self.timeout)
+        return StdioProtocolError(
+            f"the child {shlex.join(self.argv)} exited (status {self.process.returncode}) "
+            f"{when}; its stderr ends:\n{self.stderr_tail()}"
+        )
+
+    def end(self) -> None:
+        """Close stdin and wait for the child to exit; kill it if it does not."""
+        stdin = self.process.stdin
+        assert stdin is not None
+        with contextlib.suppress(OSError):
+            stdin.close()
+        try:
+            self.process.wait(timeout=self.timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        assert self.process.stdout is not None
+        self.process.stdout.close()
+
+
+class _Spares:
+    """One child started ahead per command line, waiting for its ``hello``.
+
+    A handle is a process, and the kit opens thousands of handles (every example
+    of a state machine reopens its store): starting the next child while the
+    current one works hides most of an interpreter's start-up time. A spare has
+    been told nothing, so it holds no store and costs nothing but a process.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._waiting: dict[tuple[tuple[str, ...], str | None], _Child] = {}
+        atexit.register(self.end_all)
+
+    def take(self, argv: list[str], cwd: str | None, timeout: float) -> _Child:
+        key = (tuple(argv), cwd)
+        with self._lock:
+            spare = self._waiting.pop(key, None)
+        child = spare if spare is not None and spare.process.poll() is None else None
+        if child is None:
+            child = _Child(argv, cwd, timeout)
+        child.timeout = timeout
+        with contextlib.suppress(StdioProtocolError):
+            replacement = _Child(argv, cwd, timeout)
+            with self._lock:
+                previous = self._waiting.pop(key, None)
+                self._waiting[key] = replacement
+            if previous is not None:
+                previous.end()
+        return child
+
+    def end_all(self) -> None:
+        with self._lock:
+            waiting, self._waiting = list(self._waiting.values()), {}
+        for child in waiting:
+            child.end()
+
+
+_spares = _Spares()
+
+
+class StdioCheckpointer:
+    """One handle served by one child process; see the module docstring.
+
+    Implements `Checkpointer`, `GenerationalCheckpointer`, `MaintenanceLockable`
+    and `FaultInjectable`; which of them the child really offers is what it
+    declared in its ``hello`` (the others answer `UnsupportedOperationError`).
+    Open it with `StdioCheckpointer.start` or the `make` factory.
+    """
+
+    def __init__(self, child: _Child, hello: HelloResult, validator: MessageValidator | None):
+        self._child = child
+        self._hello = hello
+        self._validator = validator
+        self._lock = threading.Lock()
+        self._next_id = 1
+        self._closed = False
+        self._hook: FaultHook | None = None
+        self._reporting = False
+        self._capabilities = frozenset(Capability(c) for c in hello.capabilities)
+
+    @classmethod
+    def start(
+        cls,
+        command: str | Sequence[str],
+        path: Path,
+        options: dict[str, str] | None = None,
+        *,
+        validate: bool = False,
+        reply_timeout: float = 60.0,
+        cwd: str | None = None,
+    ) -> StdioCheckpointer:
+        """Start ``command`` (a shell-style string or an argv), say ``hello`` for the
+        store at ``path`` and return the handle. Raises `StdioProtocolError` when the
+        child cannot be started, exits, or answers ``hello`` wrongly; a typed error
+        it answers with (e.g. `SchemaVersionError`) is raised as such."""
+        argv = shlex.split(command) if isinstance(command, str) else list(command)
+        if not argv:
+            raise StdioProtocolError("the process command is empty")
+        validator = MessageValidator() if validate else None
+        child = _spares.take(argv, cwd, reply_timeout)
+        handle = cls(child, HelloResult(PROTOCOL_VERSION, []), validator)
+        try:
+            raw = handle._exchange(
+                Hello(0, PROTOCOL_VERSION, str(path), dict(options or {})), "hello"
+            )
+            hello = _decode_result(raw, HelloResult, "hello")
+            _check_hello(hello)
+        except BaseException:
+            child.process.kill()
+            child.end()
+            raise
+        handle._hello = hello
+        handle._capabilities = frozenset(Capability(c) for c in hello.capabilities)
+        return handle
+
+    # -- the conversation --------------------------------------------------------
+
+    def _exchange(self, request: Request, op: str) -> msgspec.Raw:
+        """Send ``request`` and return its result; ``events`` chunks of a read are
+        returned through `_read_chunks`. Holds the handle's lock throughout."""
+        with self._lock:
+            return self._exchange_locked(request, op, None)
+
+    def _exchange_locked(
+        self, request: Request, op: str, chunks: list[StoredEvent] | None
+    ) -> msgspec.Raw:
+        line = msgspec.json.encode(request)
+        if self._validator is not None:
+            self._validator.check_request(line)
+        self._child.write(line)
+        while True:
+            raw = self._child.read_line()
+            if self._validator is not None:
+                self._validator.check_reply(raw, op)
+            reply = self._decode_reply(raw, request.id)
+            if reply.error is not None:
+                raise _to_exception(reply.error, raw)
+            if reply.fault is not None:
+                self._on_fault(reply.fault, request.id, raw)
+                continue
+            if reply.events is not None:
+                if chunks is None:
+                    raise StdioProtocolError(f"events in the reply to {op}: {_quote(raw)}")
+                chunks.extend(reply.events)
+                continue
+            return reply.result
+
+    def _decode_reply(self, raw: bytes, request_id: int) -> Reply:
+        try:
+            reply = msgspec.json.decode(raw, type=Reply)
+        except msgspec.DecodeError as exc:
+            raise StdioProtocolError(f"malformed reply: {exc}: {_quote(raw)}") from None
+        present = [
+            name
+            for name, value in (
+                ("result", reply.result if bytes(reply.result) else None),
+                ("error", reply.error),
+                ("events", reply.events),
+                ("fault", reply.fault),
+            )
+            if value is not None
+        ]
+        if len(present) != 1:
+            raise StdioProtocolError(
+                "a reply has exactly one of result, error, events, fault; "
+                f"this one has {', '.join(present) or 'none'}: {_quote(raw)}"
+            )
+        if reply.id != request_id:
+            raise StdioProtocolError(
+                f"reply for id {reply.id} while request {request_id} waits: {_quote(raw)}"
+            )
+        return reply
+
+    def _on_fault(self, point: str, request_id: int, raw: bytes) -> None:
+        if not self._reporting:
+            raise StdioProtocolError(f"a fault point reported while not enabled: {_quote(raw)}")
+        if point not in self._hello.fault_points:
+            raise StdioProtocolError(f"undeclared fault point {point!r}: {_quote(raw)}")
+        hook = self._hook
+        if hook is not None:
+            hook(point)  # may block (the kit holds the operation here) or never return
+        resume = msgspec.json.encode(Resume(request_id))
+        if self._validator is not None:
+            self._validator.check_request(resume)
+        self._child.write(resume)
+
+    async def _call(self, op: str, build: Callable[[int], Request], kind: type[_T]) -> _T:
+        request = build(self._take_id(op))
+        raw = await asyncio.to_thread(self._exchange, request, op)
+        return _decode_result(raw, kind, op)
+
+    async def _call_none(self, op: str, build: Callable[[int], Request]) -> None:
+        request = build(self._take_id(op))
+        raw = await asyncio.to_thread(self._exchange, request, op)
+        if bytes(raw) != b"null":
+            raise StdioProtocolError(f"the result of {op} must be null: {_quote(bytes(raw))}")
+
+    def _take_id(self, op: str) -> int:
+        if self._closed:
+            raise CheckpointerClosedError(op)
+        self._next_id += 1
+        return self._next_id
+
+    def _refuse_types(self, op: str, checks: Callable[[], _T]) -> _T:
+        """Run the type-level argument checks of ``op`` here, in the contract's order:
+        a closed handle, then an undeclared capability, then the argument."""
+        if self._closed:
+            raise CheckpointerClosedError(op)
+        try:
+            return checks()
+        except InvalidArgumentError:
+            needed = _NEEDS.get(op)
+            if needed is not None and needed not in self._capabilities:
+                raise UnsupportedOperationError(op, needed.value) from None
+            raise
+
+    # -- the Checkpointer protocol -----------------------------------------------
+
+    @property
+    def capabilities(self) -> frozenset[Capability]:
+        """What the child declared in its ``hello``."""
+        return self._capabilities
+
+    @property
+    def name(self) -> str | None:
+        """The name the child gave in its ``hello``, if any."""
+        return self._hello.name
+
+    async def append(
+        self,
+        session_id: str,
+        events: Sequence[SessionEvent],
+        expected_head: int | None = None,
+        *,
+        expected_generation: int | None = None,
+    ) -> int:
+        """See `Checkpointer.append`."""
+
+        def checks() -> tuple[SessionEvent, ...]:
+            _wire_session_id(session_id)
+            batch = check_events(events)
+            check_optional_seq("expected_head", expected_head)
+            check_optional_seq("expected_generation", expected_generation)
+            for event in batch:
+                encode_event(event)  # EVENT-002: what JSON cannot carry exactly
+            return batch
+
+        batch = list(self._refuse_types("append", checks))
+        return await self._call(
+            "append",
+            lambda id: Append(id, session_id, batch, expected_head, expected_generation),
+            int,
+        )
+
+    async def read(self, session_id: str, since_seq: int = 0) -> AsyncIterator[StoredEvent]:
+        """See `Checkpointer.read`. The child sends the whole snapshot before the first
+        event is yielded, so other calls on this handle may run while it is iterated."""
+
+        def checks() -> None:
+            _wire_session_id(session_id)
+            check_seq("since_seq", since_seq)
+
+        self._refuse_types("read", checks)
+        chunks: list[StoredEvent] = []
+        request = Read(self._take_id("read"), session_id, since_seq)
+
+        def exchange() -> msgspec.Raw:
+            with self._lock:
+                return self._exchange_locked(request, "read", chunks)
+
+        raw = await asyncio.to_thread(exchange)
+        result = _decode_result(raw, ReadResult, "read")
+        if result.count != len(chunks):
+            raise StdioProtocolError(
+                f"read's result says {result.count} events; its events replies carried "
+                f"{len(chunks)}"
+            )
+        for stored in chunks:
+            yield stored
+
+    async def head(self, session_id: str) -> int:
+        """See `Checkpointer.head`."""
+        self._refuse_types("head", lambda: _wire_session_id(session_id))
+        return await self._call("head", lambda id: Head(id, session_id), int)
+
+    async def list_sessions(self) -> list[SessionInfo]:
+        """See `Checkpointer.list_sessions`."""
+        entries = await self._call("list_sessions", ListSessions, list[SessionEntry])
+        return [SessionInfo(e.id, e.mtime) for e in entries]
+
+    async def delete(self, session_id: str) -> None:
+        """See `Checkpointer.delete`."""
+        self._refuse_types("delete", lambda: _wire_session_id(session_id))
+        await self._call_none("delete", lambda id: Delete(id, session_id))
+
+    async def truncate(
+        self,
+        session_id: str,
+        to_seq: int,
+        expected_head: int | None = None,
+        *,
+        expected_generation: int | None = None,
+    ) -> int:
+        """See `Checkpointer.truncate`."""
+
+        def checks() -> None:
+            _wire_session_id(session_id)
+            check_seq("to_seq", to_seq)
+            check_optional_seq("expected_head", expected_head)
+            check_optional_seq("expected_generation", expected_generation)
+
+        self._refuse_types("truncate", checks)
+        return await self._call(
+            "truncate",
+            lambda id: Truncate(id, session_id, to_seq, expected_head, expected_generation),
+            int,
+        )
+
+    async def generation(self, session_id: str) -> int:
+        """See `GenerationalCheckpointer.generation`."""
+        self._refuse_types("generation", lambda: _wire_session_id(session_id))
+        return await self._call("generation", lambda id: Generation(id, session_id), int)
+
+    async def acquire_maintenance(self, session_id: str) -> None:
+        """See `MaintenanceLockable.acquire_maintenance`."""
+        self._refuse_types("acquire_maintenance", lambda: _wire_session_id(session_id))
+        await self._call_none("acquire_maintenance", lambda id: AcquireMaintenance(id, session_id))
+
+    async def release_maintenance(self, session_id: str) -> None:
+        """See `MaintenanceLockable.release_maintenance`."""
+        self._refuse_types("release_maintenance", lambda: _wire_session_id(session_id))
+        await self._call_none("release_maintenance", lambda id: ReleaseMaintenance(id, session_id))
+
+    async def check_integrity(self) -> IntegrityReport:
+        """See `Checkpointer.check_integrity`."""
+        found = await self._call("check_integrity", CheckIntegrity, IntegrityResult)
+        return IntegrityReport(found.ok, found.detail, tuple(found.problems), tuple(found.repairs))
+
+    async def close(self) -> None:
+        """Send ``close``, then end the child. Idempotent."""
+        if self._closed:
+            return
+        request = Close(self._take_id("close"))
+        self._closed = True
+
+        def finish() -> msgspec.Raw:
+            try:
+                return self._exchange(request, "close")
+            finally:
+                self._child.end()
+
+        raw = await asyncio.to_thread(finish)
+        if bytes(raw) != b"null":
+            raise StdioProtocolError(f"the result of close must be null: {_quote(bytes(raw))}")
+
+    # -- FaultInjectable -----------------------------------------------------------
+
+    @property
+    def fault_points(self) -> tuple[str, ...]:
+        """The fault points the child declared (empty if it reports none)."""
+        return tuple(self._hello.fault_points)
+
+    def set_fault_hook(self, hook: FaultHook | None) -> None:
+        """Install (or remove) the hook; the child is told to report its points while one is set."""
+        self._hook = hook
+        wanted = hook is not None and bool(self._hello.fault_points)
+        if wanted == self._reporting or self._closed:
+            return
+        request = FaultReports(self._take_id("fault_reports"), wanted)
+        self._reporting = wanted
+        raw = self._exchange(request, "fault_reports")
+        if bytes(raw) != b"null":
+            raise StdioProtocolError(f"the result of fault_reports must be null: {_quote(raw)}")
+
+
+def _wire_session_id(session_id: object) -> None:
+    """Refuse here what JSON cannot carry as a session id (not a str, a lone surrogate);
+    every other refusal (empty, too long, NUL) is the child's."""
+    if not isinstance(session_id, str):
+        check_session_id(session_id)
+        return
+    try:
+        session_id.encode("utf-8")
+    except UnicodeEncodeError:
+        check_session_id(session_id)
+
+
+def _quote(raw: bytes | msgspec.Raw, limit: int = 400) -> str:
+    text = bytes(raw).decode(errors="replace")
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
+def _decode_result(raw: msgspec.Raw, kind: type[_T], op: str) -> _T:
+    try:
+        return msgspec.json.decode(bytes(raw), type=kind)
+    except msgspec.DecodeError as exc:
+        raise StdioProtocolError(f"malformed result of {op}: {exc}: {_quote(raw)}") from None
+
+
+def _check_hello(hello: HelloResult) -> None:
+    if hello.protocol != PROTOCOL_VERSION:
+        raise StdioProtocolError(
+            f"the child speaks protocol version {hello.protocol}; this kit speaks "
+            f"{PROTOCOL_VERSION}"
+        )
+    unknown = [c for c in hello.capabilities if c not in CAPABILITIES]
+    if "codec" in unknown:
+        raise StdioProtocolError(
+            "the child declares 'codec', which cannot be offered over stdio: the codec is "
+            "a Python object the kit cannot hand to another process"
+        )
+    if unknown:
+        raise StdioProtocolError(
+            f"the child declares unknown capabilities {unknown}; known: {', '.join(CAPABILITIES)}"
+        )
+
+
+def _to_exception(body: ErrorBody, raw: bytes) -> Exception:
+    """The spec's exception for a typed error reply, or `StdioBackendError` for another type."""
+    spec = ERROR_ATTRIBUTES.get(body.type)
+    if spec is None:
+        return StdioBackendError(body.type, body.message)
+    required, _optional = spec
+    missing = [name for name in required if getattr(body, name) is None]
+    if missing:
+        return StdioProtocolError(f"a {body.type} reply lacks {', '.join(missing)}: {_quote(raw)}")
+    match body.type:
+        case "InvalidArgumentError":
+            code: ReasonCode | None = None
+            if body.reason_code is not None:
+                try:
+                    code = ReasonCode(body.reason_code)
+                except ValueError:
+                    known = ", ".join(c.value for c in ReasonCode)
+                    return StdioProtocolError(
+                        f"unknown reason_code {body.reason_code!r} (known: {known}): {_quote(raw)}"
+                    )
+            return InvalidArgumentError(
+                cast(str, body.argument), cast(str, body.reason), code, body.rule_id
+            )
+        case "CheckpointConflictError":
+            return CheckpointConflictError(
+                cast(str, body.session_id),
+                cast(int, body.expected),
+                cast(int, body.actual),
+                body.kind or "head",
+            )
+        case "UnsupportedOperationError":
+            return UnsupportedOperationError(cast(str, body.operation), cast(str, body.capability))
+        case "CheckpointerClosedError":
+            return CheckpointerClosedError(cast(str, body.operation))
+        case "CorruptStoreError":
+            return CorruptStoreError(
+                body.session_id, cast(str, body.location), cast(str, body.detail)
+            )
+        case "SchemaVersionError":
+            return SchemaVersionError(cast(int, body.found), cast(int, body.supported))
+        case "StoreBusyError":
+            return StoreBusyError(cast(str, body.operation), cast(float, body.waited_seconds))
+        case "SessionLockedError":
+            return SessionLockedError(cast(str, body.session_id), cast(str, body.operation))
+    raise AssertionError(body.type)  # ERROR_ATTRIBUTES and this match name the same types
+
+
+async def make(ctx: BackendContext) -> StdioCheckpointer:
+    """The factory behind ``checkpointspec run --process COMMAND``: starts
+    ``ctx.options["process"]`` for the store at ``ctx.path``.
+
+    ``validate_protocol=1`` checks every message against the JSON Schema;
+    ``reply_timeout`` (seconds, default 60) bounds the wait for any reply. Every
+    other option is passed on to the child in ``hello``.
+    """
+    command = ctx.options.get(PROCESS_OPTION)
+    if not command:
+        raise InvalidArgumentError(
+            "options", f"the stdio backend needs the {PROCESS_OPTION!r} option: the command"
+        )
+    try:
+        timeout = float(ctx.options.get(TIMEOUT_OPTION, "60"))
+    except ValueError:
+        raise InvalidArgumentError(
+            "options", f"{TIMEOUT_OPTION} must be a number of seconds"
+        ) from None
+    forwarded = {k: v for k, v in ctx.options.items() if k not in _OWN_OPTIONS}
+    validate = ctx.options.get(VALIDATE_OPTION) == "1"
+    return await asyncio.to_thread(
+        lambda: StdioCheckpointer.start(
+            command, ctx.path, forwarded, validate=validate, reply_timeout=timeout
+        )
+    )

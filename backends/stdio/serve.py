@@ -1,0 +1,281 @@
+"""The backend's end of the stdio protocol, in Python: serve any checkpointer over stdin/stdout.
+
+``python -m checkpointspec.backends.stdio.serve BACKEND`` (``memory``, ``file``,
+``sqlite`` or ``module:function``) answers the protocol for one handle of that
+backend. It is how the protocol itself is checked: the reference backends pass
+the whole kit through `StdioCheckpointer` and this server, and a bug planted in
+a Python backend is found with the same rule ids directly and through the pipe.
+It is also a model for authors in other languages: requests are answered one at
+a time, in order, and a read is sent in chunks before its result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import inspect
+import os
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import BinaryIO, Final, cast
+
+import msgspec
+
+from ...spec import (
+    BackendContext,
+    Capability,
+    CheckpointConflictError,
+    Checkpointer,
+    CheckpointerClosedError,
+    CheckpointError,
+    CorruptStoreError,
+    FaultInjectable,
+    GenerationalCheckpointer,
+    InvalidArgumentError,
+    MaintenanceLockable,
+    SchemaVersionError,
+    SessionLockedError,
+    StoreBusyError,
+    UnsupportedOperationError,
+)
+from .messages import (
+    PROTOCOL_VERSION,
+    AcquireMaintenance,
+    Append,
+    CheckIntegrity,
+    Close,
+    Delete,
+    ErrorBody,
+    FaultReports,
+    Generation,
+    Head,
+    Hello,
+    HelloResult,
+    IntegrityResult,
+    ListSessions,
+    Read,
+    ReadResult,
+    ReleaseMaintenance,
+    Request,
+    Resume,
+    SessionEntry,
+    Truncate,
+)
+
+__all__ = ["BUILTIN", "error_body", "serve"]
+
+BUILTIN: Final = {
+    "memory": "checkpointspec.backends.memory:make",
+    "file": "checkpointspec.backends.file:make",
+    "sqlite": "checkpointspec.backends.sqlite:make",
+}
+CHUNK: Final = 1000
+"""Events per ``events`` reply of a read."""
+
+_decoder = msgspec.json.Decoder(Request)
+_encoder = msgspec.json.Encoder()
+
+
+def error_body(error: Exception) -> ErrorBody:
+    """The protocol's form of ``error``: the spec's attributes for a contract error,
+    the type name and text for anything else."""
+    message = str(error)
+    match error:
+        case InvalidArgumentError():
+            code = error.reason_code.value if error.reason_code is not None else None
+            return ErrorBody(
+                type(error).__name__,
+                message,
+                argument=error.argument,
+                reason=error.reason,
+                reason_code=code,
+                rule_id=error.rule_id,
+            )
+        case CheckpointConflictError():
+            return ErrorBody(
+                "CheckpointConflictError",
+                message,
+                session_id=error.session_id,
+                expected=error.expected,
+                actual=error.actual,
+                kind=error.kind,
+            )
+        case UnsupportedOperationError():
+            return ErrorBody(
+                "UnsupportedOperationError",
+                message,
+                operation=error.operation,
+                capability=error.capability,
+            )
+        case CheckpointerClosedError():
+            return ErrorBody("CheckpointerClosedError", message, operation=error.operation)
+        case CorruptStoreError():
+            return ErrorBody(
+                "CorruptStoreError",
+                message,
+                session_id=error.session_id,
+                location=error.location,
+                detail=error.detail,
+            )
+        case SchemaVersionError():
+            return ErrorBody(
+                "SchemaVersionError", message, found=error.found, supported=error.supported
+            )
+        case StoreBusyError():
+            return ErrorBody(
+                "StoreBusyError",
+                message,
+                operation=error.operation,
+                waited_seconds=error.waited_seconds,
+            )
+        case SessionLockedError():
+            return ErrorBody(
+                "SessionLockedError",
+                message,
+                session_id=error.session_id,
+                operation=error.operation,
+            )
+    return ErrorBody(type(error).__name__, message)
+
+
+def _load(name: str) -> Callable[[BackendContext], Checkpointer | Awaitable[Checkpointer]]:
+    target = BUILTIN.get(name, name)
+    module_name, sep, attribute = target.partition(":")
+    if not sep:
+        raise SystemExit(f"serve: {name!r} is not memory, file, sqlite or module:function")
+    factory: object = importlib.import_module(module_name)
+    for part in attribute.split("."):
+        factory = getattr(factory, part)
+    return cast(Callable[[BackendContext], Checkpointer | Awaitable[Checkpointer]], factory)
+
+
+class _Server:
+    def __init__(self, backend: str, requests: BinaryIO, replies: BinaryIO) -> None:
+        self.factory = _load(backend)
+        self.requests = requests
+        self.replies = replies
+        self.cp: Checkpointer | None = None
+        self.current = 0
+
+    def send(self, **reply: object) -> None:
+        self.replies.write(_encoder.encode(reply) + b"\n")
+        self.replies.flush()
+
+    def hook(self, point: str) -> None:
+        # Called on whichever thread the backend works on, while the request is in
+        # flight and the main loop is not reading: wait for the kit's resume here.
+        self.send(id=self.current, fault=point)
+        line = self.requests.readline()
+        if not line or not isinstance(_decoder.decode(line), Resume):
+            os._exit(3)  # the kit is gone, or broke the protocol: stop as if killed
+
+    async def hello(self, request: Hello) -> HelloResult:
+        ctx = BackendContext(path=Path(request.path), options=dict(request.options))
+        made = self.factory(ctx)
+        self.cp = await made if inspect.isawaitable(made) else made
+        capabilities = sorted(c.value for c in self.cp.capabilities if c != Capability.CODEC)
+        points = list(self.cp.fault_points) if isinstance(self.cp, FaultInjectable) else []
+        return HelloResult(
+            PROTOCOL_VERSION, capabilities, points, f"serve {type(self.cp).__name__}"
+        )
+
+    async def answer(self, request: Request) -> object:
+        if isinstance(request, Hello):
+            return await self.hello(request)
+        cp = self.cp
+        if cp is None:
+            raise RuntimeError("the first request must be hello")
+        match request:
+            case Append():
+                if request.expected_generation is not None:
+                    return await cast(GenerationalCheckpointer, cp).append(
+                        request.session_id,
+                        request.events,
+                        request.expected_head,
+                        expected_generation=request.expected_generation,
+                    )
+                return await cp.append(request.session_id, request.events, request.expected_head)
+            case Read():
+                return await self.read(cp, request)
+            case Head():
+                return await cp.head(request.session_id)
+            case ListSessions():
+                return [SessionEntry(s.id, s.mtime) for s in await cp.list_sessions()]
+            case Delete():
+                await cp.delete(request.session_id)
+                return None
+            case Truncate():
+                if request.expected_generation is not None:
+                    return await cast(GenerationalCheckpointer, cp).truncate(
+                        request.session_id,
+                        request.to_seq,
+                        request.expected_head,
+                        expected_generation=request.expected_generation,
+                    )
+                return await cp.truncate(request.session_id, request.to_seq, request.expected_head)
+            case Generation():
+                if not isinstance(cp, GenerationalCheckpointer):
+                    raise UnsupportedOperationError("generation", Capability.GENERATION.value)
+                return await cp.generation(request.session_id)
+            case AcquireMaintenance() | ReleaseMaintenance():
+                if not isinstance(cp, MaintenanceLockable):
+                    raise UnsupportedOperationError(
+                        type(request).__name__, Capability.MAINTENANCE.value
+                    )
+                if isinstance(request, AcquireMaintenance):
+                    await cp.acquire_maintenance(request.session_id)
+                else:
+                    await cp.release_maintenance(request.session_id)
+                return None
+            case CheckIntegrity():
+                report = await cp.check_integrity()
+                return IntegrityResult(
+                    report.ok, report.detail, list(report.problems), list(report.repairs)
+                )
+            case FaultReports():
+                if isinstance(cp, FaultInjectable):
+                    cp.set_fault_hook(self.hook if request.enabled else None)
+                return None
+            case Close():
+                await cp.close()
+                return None
+        raise RuntimeError(f"unexpected request {type(request).__name__}")
+
+    async def read(self, cp: Checkpointer, request: Read) -> ReadResult:
+        # Take the whole snapshot before sending any of it: an error of the read
+        # comes as its one reply, never after some events.
+        events = [stored async for stored in cp.read(request.session_id, request.since_seq)]
+        for start in range(0, len(events), CHUNK):
+            self.send(id=request.id, events=events[start : start + CHUNK])
+        return ReadResult(len(events))
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        while line := await loop.run_in_executor(None, self.requests.readline):
+            request = _decoder.decode(line)
+            self.current = request.id
+            try:
+                result = await self.answer(request)
+            except Exception as exc:  # every error goes back to the kit, typed when it can be
+                self.send(id=request.id, error=error_body(exc))
+                continue
+            self.send(id=request.id, result=result)
+        if self.cp is not None:
+            with contextlib.suppress(CheckpointError):
+                await self.cp.close()
+
+
+def serve(backend: str) -> None:
+    """Serve ``backend`` on this process's stdin and stdout until stdin ends."""
+    # Replies get a descriptor of their own: whatever the backend prints goes to stderr.
+    replies = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    asyncio.run(_Server(backend, sys.stdin.buffer, replies).run())
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        raise SystemExit("usage: python -m checkpointspec.backends.stdio.serve BACKEND")
+    serve(sys.argv[1])

@@ -1,0 +1,329 @@
+"""The stdio proxy: a checkpointer in another process, over JSON lines.
+
+The Python end (`checkpointspec.backends.stdio.serve`) serving the file
+backend is the well-behaved child; `stdio_children.py` plays children that
+break the protocol, one way each. What the kit as a whole finds through the
+proxy is in tests/conformance/test_process_backend.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import sys
+from collections.abc import Callable, Coroutine, Iterator
+from pathlib import Path
+from typing import ParamSpec
+
+import jsonschema
+import pytest
+from checkpointspec.backends.stdio import (
+    MalformedMessageError,
+    StdioBackendError,
+    StdioCheckpointer,
+    StdioProtocolError,
+    load_schema,
+    make,
+    protocol_schema,
+)
+from checkpointspec.backends.stdio.client import _to_exception
+from checkpointspec.backends.stdio.serve import error_body
+from checkpointspec.spec import (
+    BackendContext,
+    Capability,
+    CheckpointConflictError,
+    CheckpointerClosedError,
+    CorruptStoreError,
+    InvalidArgumentError,
+    ReasonCode,
+    SchemaVersionError,
+    SessionLockedError,
+    StoreBusyError,
+    UnsupportedOperationError,
+    UserPrompt,
+)
+
+SERVE = [sys.executable, "-m", "checkpointspec.backends.stdio.serve"]
+P = ParamSpec("P")
+CHILDREN = str(Path(__file__).with_name("stdio_children.py"))
+HELLO = '{"protocol":1,"capabilities":["truncate","delete","list"]}'
+
+
+def test_the_shipped_schema_is_the_generated_one() -> None:
+    assert load_schema() == json.loads(json.dumps(protocol_schema())), (
+        "regenerate: python -m checkpointspec.backends.stdio > backends/stdio/protocol.schema.json"
+    )
+
+
+def test_the_schema_is_a_valid_json_schema() -> None:
+    schema = load_schema()
+    jsonschema.validators.validator_for(schema).check_schema(schema)
+
+
+def synchronous(test: Callable[P, Coroutine[object, object, None]]) -> Callable[P, None]:
+    """Run an async test in a loop of its own (the proxy is not tied to any loop)."""
+
+    @functools.wraps(test)
+    def run(*args: P.args, **kwargs: P.kwargs) -> None:
+        asyncio.run(test(*args, **kwargs))
+
+    return run
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[StdioCheckpointer]:
+    """A file backend in a child process, every message validated against the schema."""
+    cp = StdioCheckpointer.start([*SERVE, "file"], tmp_path, validate=True)
+    yield cp
+    asyncio.run(cp.close())
+
+
+@synchronous
+async def test_operations_go_through_and_come_back_typed(served: StdioCheckpointer) -> None:
+    assert Capability.TRUNCATE in served.capabilities
+    assert Capability.CODEC not in served.capabilities  # the codec cannot cross the pipe
+    assert await served.append("s", [UserPrompt("a"), UserPrompt("b")]) == 2
+    assert [(e.seq, e.event) async for e in served.read("s", 1)] == [(2, UserPrompt("b"))]
+    assert await served.head("s") == 2
+    assert [s.id for s in await served.list_sessions()] == ["s"]
+    assert await served.truncate("s", 1) == 1
+    assert (await served.check_integrity()).ok
+    with pytest.raises(CheckpointConflictError) as conflict:
+        await served.append("s", [UserPrompt("c")], expected_head=5)
+    assert (conflict.value.expected, conflict.value.actual) == (5, 1)
+    await served.delete("s")
+    assert await served.head("s") == 0
+
+
+@synchronous
+async def test_a_read_of_many_events_arrives_whole(served: StdioCheckpointer) -> None:
+    batch = [UserPrompt(f"e{i}") for i in range(2500)]  # three chunks of the server's
+    await served.append("s", batch)
+    assert [e.event async for e in served.read("s")] == batch
+
+
+@synchronous
+async def test_value_errors_are_the_childs_and_keep_their_codes(served: StdioCheckpointer) -> None:
+    with pytest.raises(InvalidArgumentError) as empty:
+        await served.head("")
+    assert (empty.value.reason_code, empty.value.rule_id) == (ReasonCode.EMPTY, "ARG-001")
+    with pytest.raises(InvalidArgumentError) as negative:
+        await served.read("s", -1).__anext__()
+    assert negative.value.reason_code == ReasonCode.NEGATIVE
+
+
+@pytest.mark.parametrize(
+    ("call", "code"),
+    [
+        (lambda cp: cp.head(7), ReasonCode.WRONG_TYPE),
+        (lambda cp: cp.head("bad\ud800"), ReasonCode.NOT_UTF8),
+        (
+            lambda cp: cp.append("s", [{"type": "user_prompt", "text": "x"}]),
+            ReasonCode.NOT_AN_EVENT,
+        ),
+        (lambda cp: cp.append("s", [UserPrompt("\ud800")]), ReasonCode.UNSTORABLE),
+        (lambda cp: cp.truncate("s", 1.0), ReasonCode.WRONG_TYPE),
+        (lambda cp: cp.append("s", [], True), ReasonCode.WRONG_TYPE),
+    ],
+)
+@synchronous
+async def test_types_json_cannot_carry_are_refused_before_the_pipe(
+    served: StdioCheckpointer, call: object, code: ReasonCode
+) -> None:
+    with pytest.raises(InvalidArgumentError) as refused:
+        await call(served)  # type: ignore[operator]
+    assert refused.value.reason_code == code
+    assert await served.head("s") == 0  # and the child is still in step
+
+
+@synchronous
+async def test_an_undeclared_capability_outranks_a_wrong_type(tmp_path: Path) -> None:
+    cp = await asyncio.to_thread(
+        StdioCheckpointer.start,
+        [sys.executable, CHILDREN, '{"protocol":1,"capabilities":[]}'],
+        tmp_path,
+    )
+    with pytest.raises(UnsupportedOperationError):
+        await cp.truncate(3, 1)  # type: ignore[arg-type]
+    await cp.close()
+
+
+@synchronous
+async def test_a_closed_handle_refuses_everything_and_close_is_idempotent(
+    served: StdioCheckpointer,
+) -> None:
+    await served.close()
+    await served.close()
+    with pytest.raises(CheckpointerClosedError):
+        await served.head("s")
+    with pytest.raises(CheckpointerClosedError):
+        await served.append(7, [])  # type: ignore[arg-type]
+
+
+@synchronous
+async def test_two_handles_are_two_processes_on_one_store(tmp_path: Path) -> None:
+    ctx = BackendContext(tmp_path, options={"process": " ".join([*SERVE, "file"])})
+    first, second = await make(ctx), await make(ctx)
+    try:
+        assert first._child.process.pid != second._child.process.pid
+        await first.append("s", [UserPrompt("a")])
+        assert await second.head("s") == 1
+    finally:
+        await first.close()
+        await second.close()
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        InvalidArgumentError("session_id", "must not be empty", ReasonCode.EMPTY, "ARG-001"),
+        InvalidArgumentError("options", "unknown"),
+        CheckpointConflictError("s", 1, 2, "generation"),
+        UnsupportedOperationError("truncate", "truncate"),
+        CheckpointerClosedError("head"),
+        CorruptStoreError(None, "record 3", "checksum"),
+        SchemaVersionError(9, 2),
+        StoreBusyError("append", 1.5),
+        SessionLockedError("s", "append"),
+    ],
+)
+def test_every_contract_error_crosses_the_pipe_with_its_attributes(error: Exception) -> None:
+    body = error_body(error)
+    jsonschema.validate(
+        json.loads(json.dumps({"id": 1, "error": _encode(body)})),
+        {"$ref": "#/$defs/Reply", "$defs": load_schema()["$defs"]},
+    )
+    back = _to_exception(body, b"")
+    assert type(back) is type(error)
+    assert back.__reduce__() == error.__reduce__()  # type: ignore[union-attr]
+
+
+def _encode(body: object) -> object:
+    import msgspec
+
+    return json.loads(msgspec.json.encode(body))
+
+
+def test_an_error_outside_the_contract_is_the_backends_own() -> None:
+    back = _to_exception(error_body(KeyError("x")), b"")
+    assert isinstance(back, StdioBackendError)
+    assert back.error_type == "KeyError"
+
+
+# -- children that break the protocol -------------------------------------------------
+
+
+async def _start(
+    tmp_path: Path, hello: str, *lines: str, validate: bool = False
+) -> StdioCheckpointer:
+    return await asyncio.to_thread(
+        StdioCheckpointer.start,
+        [sys.executable, CHILDREN, hello, *lines],
+        tmp_path,
+        validate=validate,
+        reply_timeout=20,
+    )
+
+
+@pytest.mark.parametrize(
+    ("hello", "said"),
+    [
+        ('{"protocol":2,"capabilities":[]}', "protocol version 2"),
+        ('{"protocol":1,"capabilities":["codec"]}', "cannot be offered over stdio"),
+        ('{"protocol":1,"capabilities":["teleport"]}', "unknown capabilities ['teleport']"),
+        ('{"protocol":1}', "malformed result of hello"),
+        ('raw:{"id":0,"result":{"protocol":1,"capabilities":[]},"note":1}', "malformed reply"),
+        ("raw:hello there", "malformed reply"),
+        ('raw:{"id":9,"result":{"protocol":1,"capabilities":[]}}', "reply for id 9"),
+    ],
+)
+@synchronous
+async def test_a_bad_hello_is_refused_naming_what_is_wrong(
+    tmp_path: Path, hello: str, said: str
+) -> None:
+    with pytest.raises(StdioProtocolError, match=said.replace("[", r"\[").replace("]", r"\]")):
+        await _start(tmp_path, hello)
+
+
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        ('{"id":{id},"result":1,"error":{"type":"X"}}', "exactly one of result, error"),
+        ('{"id":{id}}', "this one has none"),
+        ('{"id":{id},"result":"one"}', "malformed result of head"),
+        (
+            '{"id":{id},"error":{"type":"CheckpointConflictError","session_id":"s"}}',
+            "lacks expected, actual",
+        ),
+        (
+            '{"id":{id},"error":{"type":"InvalidArgumentError","argument":"a","reason":"r","reason_code":"nope"}}',
+            "unknown reason_code 'nope'",
+        ),
+        ('{"id":{id},"fault":"x"}', "fault point reported while not enabled"),
+        ('{"id":{id},"events":[]}', "events in the reply to head"),
+        ("exit:4", "exited (status 4) before answering; its stderr ends:\ndying"),
+    ],
+)
+@synchronous
+async def test_a_bad_reply_is_a_protocol_error_quoting_it(
+    tmp_path: Path, line: str, said: str
+) -> None:
+    cp = await _start(tmp_path, HELLO, line)
+    with pytest.raises(StdioProtocolError, match=said.replace("(", r"\(").replace(")", r"\)")):
+        await cp.head("s")
+
+
+@synchronous
+async def test_a_read_whose_count_disagrees_with_its_events_is_refused(tmp_path: Path) -> None:
+    event = '{"seq":1,"session_id":"s","parent_seq":null,"ts":"2026-01-01T00:00:00Z","event":{"type":"user_prompt","text":"a"}}'
+    # One scripted line holding two: the events, then a result that miscounts them.
+    cp = await _start(
+        tmp_path,
+        HELLO,
+        f'{{"id":{{id}},"events":[{event}]}}\n{{"id":{{id}},"result":{{"count":2}}}}',
+    )
+    with pytest.raises(StdioProtocolError, match="says 2 events"):
+        [e async for e in cp.read("s")]
+
+
+@synchronous
+async def test_an_error_type_outside_the_contract_reaches_the_kit(tmp_path: Path) -> None:
+    cp = await _start(
+        tmp_path, HELLO, '{"id":{id},"error":{"type":"TypeError","message":"x is undefined"}}'
+    )
+    with pytest.raises(StdioBackendError, match="TypeError: x is undefined"):
+        await cp.head("s")
+    await cp.close()
+
+
+@synchronous
+async def test_validation_names_the_message_direction_number_and_place(tmp_path: Path) -> None:
+    event = '{"seq":1,"session_id":"s","parent_seq":null,"ts":"t","event":{"type":"user_prompt","txt":"a"}}'
+    cp = await _start(tmp_path, HELLO, f'{{"id":{{id}},"events":[{event}]}}', validate=True)
+    with pytest.raises(MalformedMessageError) as malformed:
+        [e async for e in cp.read("s")]
+    assert (malformed.value.direction, malformed.value.number) == ("reply", 2)
+    assert "at /events/0/event: Additional properties are not allowed ('txt'" in str(
+        malformed.value
+    )
+
+
+@synchronous
+async def test_validation_checks_a_result_against_its_ops_schema(tmp_path: Path) -> None:
+    cp = await _start(tmp_path, HELLO, '{"id":{id},"result":-3}', validate=True)
+    with pytest.raises(MalformedMessageError, match="at /result: -3 is less than the minimum of 0"):
+        await cp.head("s")
+
+
+@synchronous
+async def test_a_command_that_cannot_start_is_named(tmp_path: Path) -> None:
+    with pytest.raises(StdioProtocolError, match="cannot start no-such-program-here"):
+        await asyncio.to_thread(StdioCheckpointer.start, "no-such-program-here x", tmp_path)
+
+
+@synchronous
+async def test_a_hung_child_is_reported_not_waited_for_forever(tmp_path: Path) -> None:
+    sleeper = [sys.executable, "-c", "import sys; sys.stdin.readline(); sys.stdin.readline()"]
+    with pytest.raises(StdioProtocolError, match="no reply within 1 s"):
+        await asyncio.to_thread(StdioCheckpointer.start, sleeper, tmp_path, reply_timeout=1)

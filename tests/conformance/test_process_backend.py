@@ -1,0 +1,110 @@
+"""``--process``: the whole kit through a backend in another process.
+
+The child here is the Python end of the stdio protocol serving a reference
+backend, so every verdict must be the reference's own: a pass. Usage errors of
+the flag are one line and exit 2, as every usage error is.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+import pytest
+from checkpointspec.conformance.api.cli import main
+from checkpointspec.conformance.api.runner import run_kit
+from checkpointspec.conformance.engines.groups import group_members
+
+SERVE = [sys.executable, "-m", "checkpointspec.backends.stdio.serve"]
+
+
+def served(backend: str) -> str:
+    return shlex.join([*SERVE, backend])
+
+
+def _one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err, err
+    assert "Traceback" not in err
+    return err
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["run", "memory", "--process", "x"], "one of them"),
+        (["run"], "name a backend or give --process"),
+        (["run", "memory", "--validate-protocol"], "--validate-protocol checks a --process"),
+        (["run", "--process", "  "], "--process needs a command"),
+        (["run", "--process", "node 'unclosed"], "No closing quotation"),
+        (["run", "--process", "no-such-program-here"], "cannot start no-such-program-here"),
+    ],
+)
+def test_process_usage_errors_are_one_line(
+    argv: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([*argv, "-q"]) == 2
+    assert said in _one_line_error(capsys)
+
+
+def test_a_child_that_dies_at_start_is_named_with_its_last_words(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    crash = shlex.join([sys.executable, "-c", "import sys; sys.exit('cannot open the store')"])
+    assert main(["run", "--process", crash, "-q"]) == 2
+    err = _one_line_error(capsys)
+    assert "exited (status 1) before answering" in err
+    assert err.endswith("cannot open the store")
+
+
+def test_stdio_passes_what_needs_processes_kills_and_several_handles(tmp_path: Path) -> None:
+    report = run_kit(
+        None,
+        process=served("file"),
+        profile="quick",
+        seed=5,
+        only=(
+            "APPEND-002::",
+            "HANDLE-001::",
+            "DUR-001::",
+            "DUR-002::acknowledged_writes_survive_kill",
+            "MP-001::processes_share_one_log",
+            "MAINT-004::",
+        ),
+        validate_protocol=True,
+    )
+    failures = [(c.name, c.status, c.detail) for c in report.checks if c.status != "passed"]
+    assert report.exit_status == 0, failures
+    assert report.backend == f"--process {shlex.quote(served('file'))} --validate-protocol"
+    assert "multi_process" in report.capabilities
+
+
+def test_a_killed_workers_child_is_dead_before_the_kit_looks(tmp_path: Path) -> None:
+    import asyncio
+
+    from checkpointspec.conformance.engines.commanded import Open, Opened, WorkerClient
+
+    async def body() -> None:
+        with (tmp_path / "stderr").open("w+b") as stderr:
+            worker = await WorkerClient.start(
+                "checkpointspec.backends.stdio:make", stderr, reply_timeout=30
+            )
+            opened = await worker.call(Open(str(tmp_path), {"process": served("file")}))
+            assert isinstance(opened, Opened), stderr.read()
+            # The worker, its handle's child, and the spare child started for the next handle.
+            assert len(group_members(worker.process.pid)) == 3
+            await worker.kill()
+            assert group_members(worker.process.pid) == []
+
+    asyncio.run(body())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["file", "sqlite"])
+def test_the_whole_kit_passes_through_stdio(backend: str) -> None:
+    report = run_kit(None, process=served(backend), profile="quick", workers=2, suite="all")
+    failures = [
+        (c.name, c.status, c.detail) for c in report.checks if c.status not in ("passed", "skipped")
+    ]
+    assert report.exit_status == 0, failures

@@ -1,0 +1,69 @@
+"""The same bug is found with the same rule ids directly and through the stdio protocol.
+
+A broken backend of `broken_backends` runs once as a Python factory and once as
+a child process behind `StdioCheckpointer` (served by
+`checkpointspec.backends.stdio.serve`), with the same checks and seed. The
+kit must fail the same MUST rules both times: the proxy neither hides a bug
+nor adds one. The cases are those whose checks work on one handle at a time:
+these broken backends keep their store in process memory, so through stdio,
+where each handle is a process, a check sharing one store between handles
+would see a different bug (the reference memory backend, served the same way,
+must pass those checks, which the first test asserts).
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+import pytest
+from cases import MEMORY_CASES, SEED, Case
+from checkpointspec.conformance.api.runner import run_kit
+from kit_reports import describe, failed_rules
+
+HERE = str(Path(__file__).resolve().parent)
+CASES = {case.name: case for case in MEMORY_CASES}
+ONE_HANDLE = (
+    "IgnoresExpectedHead",
+    "TruncateIgnoresExpectedHead",
+    "NaiveTimestamps",
+    "ListsOldestFirst",
+    "InclusiveSinceSeq",
+    "PhantomSessionOnTruncate",
+)
+"""Broken backends whose case's checks open one handle at a time."""
+
+
+def _served(target: str) -> str:
+    return shlex.join([sys.executable, "-m", "checkpointspec.backends.stdio.serve", target])
+
+
+@pytest.fixture(autouse=True)
+def children_import_the_broken_backends(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYTHONPATH", HERE)
+
+
+def test_the_reference_passes_these_checks_through_stdio() -> None:
+    checks = tuple(check for name in ONE_HANDLE for check in CASES[name].checks)
+    report = run_kit(
+        None,
+        process=_served("memory"),
+        profile="quick",
+        seed=SEED,
+        only=checks,
+        validate_protocol=True,
+    )
+    assert report.exit_status == 0, describe(report)
+
+
+@pytest.mark.parametrize("case", [CASES[name] for name in ONE_HANDLE], ids=ONE_HANDLE)
+def test_the_same_rules_fail_directly_and_through_stdio(case: Case) -> None:
+    direct = run_kit(case.target, profile="quick", seed=SEED, only=case.checks)
+    proxied = run_kit(
+        None, process=_served(case.target), profile="quick", seed=SEED, only=case.checks
+    )
+    assert case.rule in failed_rules(direct), describe(direct)
+    assert failed_rules(proxied) == failed_rules(direct), describe(proxied)
+    assert proxied.exit_status == 1
+    assert all("--process" in c.replay for c in proxied.checks if c.status == "failed")
