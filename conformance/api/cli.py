@@ -3,13 +3,15 @@
 ``checkpointspec run BACKEND`` runs the kit and exits 0 when every applicable
 MUST rule passed, 1 when one failed (whatever else happened), 2 on a usage error,
 and 3 when no rule failed but a check stopped on an error of the kit itself,
-which proves nothing about the backend. ``checkpointspec rules`` prints the catalog.
+which proves nothing about the backend. ``checkpointspec rules`` prints the catalog,
+``checkpointspec explain RULE`` one rule: its text, capability, level and checks.
 
 A usage error is one line on stderr and exit 2, before any check runs: an
 unknown backend; a backend module that does not import (its file, line and
 error); a factory that raises or returns something that is not a Checkpointer
 (the members it lacks); an unknown ``--xfail`` rule or ``--only`` selection; a
-``-n`` below 1; a ``--report``/``--junit`` path that cannot be written; with
+``-n`` below 1; a ``--report``/``--junit``/``--badge``/``--summary`` path that
+cannot be written; with
 ``--suite session`` or ``all``, a ``--session-layer`` module that does not
 import or lacks one of the session layer's names.
 
@@ -25,6 +27,12 @@ rules. The bar names the check(s) running now.
 A failure panel leads with the check, the rule it broke and the finding, then
 the failing steps and the replay command; the full traceback, the kit's own
 frames included, only with ``--verbose``.
+
+Under the summary line, the conformance levels the run attained
+(`checkpointspec.conformance.api.levels`). ``--badge FILE.svg`` writes a status
+badge (`badge`), ``--summary FILE.md`` a Markdown summary for a CI job's page
+(`summary`). ``--xfail RULE=REASON`` lists a rule expected to fail and why; the
+reason is shown in the table and recorded in the report (``RULE`` alone works too).
 """
 
 from __future__ import annotations
@@ -54,7 +62,10 @@ from ..checks.base import Check
 from ..checks.profiles import DEFAULT_PROFILE, PROFILES
 from ..engines.loading import BackendLoadError, parse_options
 from ..engines.session_layer import DEFAULT_SESSION_LAYER
+from .badge import badge_for, render_badge
+from .explain import explain_rule
 from .failures import panel_body
+from .levels import describe_levels, level_of_rule
 from .registry import DEFAULT_SUITE, SUITES, UnknownRuleError, check_rule_id
 from .report import (
     EXIT_FAILED,
@@ -67,6 +78,7 @@ from .report import (
     to_junit,
 )
 from .runner import run_kit
+from .summary import render_summary
 
 __all__ = ["main"]
 
@@ -95,6 +107,12 @@ def _rule_id(text: str) -> str:
         return check_rule_id(text)
     except UnknownRuleError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _expected_failure(text: str) -> tuple[str, str]:
+    """``RULE=REASON`` or ``RULE`` as (rule, reason), the rule checked like ``--only``'s."""
+    rule, _, reason = text.partition("=")
+    return _rule_id(rule.strip()), reason.strip()
 
 
 def _workers(text: str) -> int:
@@ -186,9 +204,9 @@ def _parser() -> argparse.ArgumentParser:
         "--xfail",
         action="append",
         default=[],
-        type=_rule_id,
-        metavar="RULE",
-        help="a rule expected to fail; it is an error if it passes (repeatable)",
+        type=_expected_failure,
+        metavar="RULE[=REASON]",
+        help="a rule expected to fail, and why; it is an error if it passes (repeatable)",
     )
     run.add_argument(
         "--option",
@@ -203,6 +221,15 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--junit", type=_output_file, metavar="FILE.xml", help="write a JUnit XML report"
     )
+    run.add_argument(
+        "--badge", type=_output_file, metavar="FILE.svg", help="write an SVG status badge"
+    )
+    run.add_argument(
+        "--summary",
+        type=_output_file,
+        metavar="FILE.md",
+        help="write a Markdown summary (e.g. to $GITHUB_STEP_SUMMARY)",
+    )
     run.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     run.add_argument(
         "-v",
@@ -211,6 +238,10 @@ def _parser() -> argparse.ArgumentParser:
         help="print each failure's full traceback, the kit's own frames included",
     )
     commands.add_parser("rules", help="print the rule catalog")
+    explain = commands.add_parser(
+        "explain", help="print one rule: its text, capability, level and checks"
+    )
+    explain.add_argument("rule", type=_rule_id, help="a rule id, e.g. APPEND-002")
     operator.add_commands(commands)  # sessions, checkpoints, restore, compact
     return parser
 
@@ -314,6 +345,14 @@ class _Live:
         self.progress.update(self.task, description=description)
 
 
+def _badge_svg(report: KitReport) -> bytes:
+    return render_badge(badge_for(report)).encode()
+
+
+def _summary_md(report: KitReport) -> bytes:
+    return render_summary(report).encode()
+
+
 def _write(path: Path, data: bytes) -> str | None:
     try:
         path.write_bytes(data)
@@ -328,6 +367,9 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     if args.validate_protocol and args.process is None:
         raise BackendLoadError("--validate-protocol checks a --process backend's messages")
     options = parse_options(args.option)
+    xfail: dict[str, str] = {}
+    for rule_id, reason in args.xfail:
+        xfail[rule_id] = "; ".join(r for r in (xfail.get(rule_id, ""), reason) if r)
     progress = Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -346,7 +388,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
             seed=args.seed,
             workers=args.workers,
             only=args.only,
-            expected_failures=args.xfail,
+            expected_failures=xfail,
             options=options,
             suite=args.suite,
             session_layer=args.session_layer,
@@ -360,13 +402,20 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         console.print(f"[dim]{not_run} rules not run: no check selected by --only verifies them[/]")
     _print_failures(console, report, args.verbose)
     status = report.exit_status
-    for path, data in ((args.report, to_json), (args.junit, to_junit)):
+    outputs = (
+        (args.report, to_json),
+        (args.junit, to_junit),
+        (args.badge, _badge_svg),
+        (args.summary, _summary_md),
+    )
+    for path, data in outputs:
         problem = _write(path, data(report)) if path else None
         if problem:
             _error(problem)
             # A verdict (1, 3) stands; a pass whose report was lost is not a pass to CI.
             status = EXIT_USAGE if status == EXIT_PASSED else status
     console.print(f"{_VERDICTS[report.exit_status]} {_summary(report)}")
+    console.print(escape(describe_levels(report.levels)), highlight=False)
     return status
 
 
@@ -387,13 +436,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return operator.run_command(args, console)
     if args.command == "rules":
         table = Table(title="checkpointspec rule catalog")
-        for column in ("rule", "", "needs", "title"):
+        for column in ("rule", "", "needs", "level", "title"):
             table.add_column(column)
         for r in RULES:
+            level = level_of_rule(r.id)
             table.add_row(
-                r.id, r.strength.value, r.capability.value if r.capability else "", r.title
+                r.id,
+                r.strength.value,
+                r.capability.value if r.capability else "",
+                level.name if level else "",
+                r.title,
             )
         console.print(table)
+        return 0
+    if args.command == "explain":
+        console.print(escape(explain_rule(args.rule)), highlight=False, end="", soft_wrap=True)
         return 0
     try:
         return _run(args, console)

@@ -22,12 +22,19 @@ A run checks one suite (``storage``, ``session`` or ``all``; see
 that suite's rules only: a storage run says nothing about the session rules,
 so it does not list them (neither ``not_run`` nor ``not_checked``). ``suite``
 and ``session_layer`` say what was checked.
+
+``levels`` says which conformance levels the run attained (see
+`checkpointspec.conformance.api.levels`): a level is a set of MUST rules, and
+it is attained only when every one of them passed.
+
+The report's JSON Schema is generated from these Structs and shipped in the
+package as ``report.schema.json`` (`checkpointspec.conformance.api.report_schema`).
 """
 
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Literal
 
 import msgspec
@@ -43,6 +50,8 @@ __all__ = [
     "CheckResult",
     "CheckStatus",
     "KitReport",
+    "LevelResult",
+    "LevelStatus",
     "RuleResult",
     "RuleStatus",
     "summarise_rules",
@@ -50,12 +59,15 @@ __all__ = [
     "to_junit",
 ]
 
-REPORT_SCHEMA_VERSION = 5
+REPORT_SCHEMA_VERSION = 6
 """2: check status ``error`` and ``not_checked``, rule status ``error``, exit status 3.
 3: rule status ``not_run`` for rules outside an ``--only`` selection, which were
 ``not_checked`` before.
 4: ``suite`` and ``session_layer``; ``rules`` holds the run's suite's rules only.
-5: a check's ``traceback``; ``detail`` is the failure panel, without the kit's traceback."""
+5: a check's ``traceback``; ``detail`` is the failure panel, without the kit's traceback.
+6: ``levels`` (the conformance levels and whether each was attained) and
+``expected_failures`` (the ``--xfail`` rules and their reasons); the ``reason`` of an
+``xfailed`` or ``xpassed`` rule carries the ``--xfail`` reason."""
 
 CheckStatus = Literal["passed", "failed", "skipped", "not_checked", "error"]
 RuleStatus = Literal[
@@ -69,6 +81,7 @@ RuleStatus = Literal[
     "not_run",
     "error",
 ]
+LevelStatus = Literal["attained", "failed", "not_declared", "unverified", "not_run"]
 
 EXIT_PASSED = 0
 """No MUST rule failed and the kit ran every selected check to a verdict."""
@@ -117,12 +130,33 @@ class RuleResult(msgspec.Struct, frozen=True):
     first_failure: str = ""
 
 
+class LevelResult(msgspec.Struct, frozen=True):
+    """Whether a run attained one conformance level.
+
+    ``status`` is ``attained`` when every MUST rule of the level passed; otherwise
+    it says why not, the strongest reason first: ``failed`` (a rule of the level
+    failed, was xfailed or xpassed), ``not_declared`` (the backend does not declare
+    the level's capability), ``unverified`` (a rule of the level was skipped for
+    another reason, not checked or stopped on a kit error), ``not_run`` (the run
+    did not check every rule of the level: ``--only``, or another suite).
+    ``reason`` names the first rule that kept the level from being attained.
+    """
+
+    name: str
+    capability: str | None
+    status: LevelStatus
+    rules: tuple[str, ...]
+    reason: str = ""
+
+
 class KitReport(msgspec.Struct, frozen=True):
     """Everything one run found. ``exit_status`` is what the CLI exits with.
 
     ``suite`` is the suite run; ``session_layer`` the session layer checked on the
     backend (``MODULE`` or ``MODULE:OBJECT``), None when the run had no session check.
-    ``rules`` are the suite's rules, in catalog order.
+    ``rules`` are the suite's rules, in catalog order. ``levels`` are every
+    conformance level, in order, attained or not; ``expected_failures`` the rules
+    listed with ``--xfail`` and the reason given for each (empty when none was).
     """
 
     schema_version: int
@@ -138,12 +172,14 @@ class KitReport(msgspec.Struct, frozen=True):
     rules: tuple[RuleResult, ...]
     warnings: tuple[str, ...]
     exit_status: int
+    levels: tuple[LevelResult, ...] = ()
+    expected_failures: dict[str, str] = msgspec.field(default_factory=dict)
 
 
 def _rule_verdict(
     rule: Rule,
     results: list[CheckResult],
-    expected_failures: frozenset[str],
+    expected_failures: Mapping[str, str],
     capabilities: frozenset[str],
     narrowed: bool,
 ) -> RuleResult:
@@ -161,11 +197,11 @@ def _rule_verdict(
         return verdict("skipped", f"the backend does not declare {capability}")
     if failures:
         first = failures[0]
-        status: RuleStatus
         if rule.id in expected_failures:
-            status = "xfailed"
-        else:
-            status = "failed" if rule.strength is Strength.MUST else "warning"
+            return verdict(
+                "xfailed", _expected(f"{first.name}", expected_failures[rule.id]), first.detail
+            )
+        status: RuleStatus = "failed" if rule.strength is Strength.MUST else "warning"
         return verdict(status, f"{first.name}", first.detail)
     errors = [r for r in results if r.status == "error"]
     if errors:
@@ -177,7 +213,12 @@ def _rule_verdict(
         return verdict("warning", "SHOULD rule not met", warned[0])
     if completed:
         if rule.id in expected_failures:
-            return verdict("xpassed", "listed as an expected failure, but it passed")
+            return verdict(
+                "xpassed",
+                _expected(
+                    "listed as an expected failure, but it passed", expected_failures[rule.id]
+                ),
+            )
         return verdict("passed")
     skipped = [r for r in results if r.status == "skipped"]
     if skipped and len(skipped) == len(results):
@@ -196,10 +237,14 @@ def _rule_verdict(
     )
 
 
+def _expected(reason: str, why: str) -> str:
+    return f"{reason} (--xfail: {why})" if why else reason
+
+
 def summarise_rules(
     results: Iterable[CheckResult],
     capabilities: Iterable[str],
-    expected_failures: frozenset[str] = frozenset(),
+    expected_failures: Iterable[str] | Mapping[str, str] = frozenset(),
     *,
     narrowed: bool = False,
     rule_ids: Iterable[str] | None = None,
@@ -209,7 +254,13 @@ def summarise_rules(
     ``narrowed``: the results are from a selection of the suite's checks (``--only``),
     so a rule none of them reached is ``not_run`` rather than ``not_checked``.
     ``rule_ids``: the rules to report (the run's suite's); all of the catalog when None.
+    ``expected_failures``: the ``--xfail`` rules, or a mapping of each to its reason.
     """
+    reasons = (
+        dict(expected_failures)
+        if isinstance(expected_failures, Mapping)
+        else dict.fromkeys(expected_failures, "")
+    )
     by_rule: dict[str, list[CheckResult]] = {r.id: [] for r in RULES}
     for result in results:
         for rule_id in result.rules:
@@ -223,7 +274,7 @@ def summarise_rules(
     declared = frozenset(capabilities)
     wanted = None if rule_ids is None else frozenset(rule_ids)
     return tuple(
-        _rule_verdict(rule, by_rule[rule.id], expected_failures, declared, narrowed)
+        _rule_verdict(rule, by_rule[rule.id], reasons, declared, narrowed)
         for rule in RULES
         if wanted is None or rule.id in wanted
     )

@@ -37,7 +37,7 @@ import random
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from multiprocessing import get_context
 from pathlib import Path
@@ -67,6 +67,7 @@ from ..engines.provenance import backend_operation
 from ..engines.session_layer import DEFAULT_SESSION_LAYER, load_session_layer
 from ..engines.violations import RuleViolation
 from .failures import backend_frames, full_traceback, hypothesis_lines, raised_at
+from .levels import judge_levels
 from .registry import (
     CHECKS_BY_NAME,
     DEFAULT_SUITE,
@@ -377,7 +378,7 @@ def run_kit(
     seed: int | None = None,
     workers: int = 1,
     only: Iterable[str] = (),
-    expected_failures: Iterable[str] = (),
+    expected_failures: Iterable[str] | Mapping[str, str] = (),
     options: dict[str, str] | None = None,
     suite: Suite = DEFAULT_SUITE,
     session_layer: str = DEFAULT_SESSION_LAYER,
@@ -395,7 +396,9 @@ def run_kit(
     ``workers > 1`` at most ``workers`` checks are started and not yet ended.
 
     ``suite`` picks the checks (``storage``, ``session`` or ``all``; ``only``
-    narrows them further); the report covers that suite's rules. Session checks
+    narrows them further); the report covers that suite's rules and the levels
+    they attain. ``expected_failures`` are the ``--xfail`` rules, or a mapping of
+    each to the reason it is expected to fail. Session checks
     run ``session_layer`` (``MODULE`` or ``MODULE:OBJECT``) on the backend.
 
     Raises `BackendLoadError` for usage errors: an unknown backend or suite, a
@@ -478,10 +481,16 @@ def run_kit(
     finally:
         shutil.rmtree(root, ignore_errors=True)
     ordered = tuple(results[c.name] for c in selected)
+    xfail = (
+        dict(expected_failures)
+        if isinstance(expected_failures, Mapping)
+        else dict.fromkeys(expected_failures, "")
+    )
+    declared = tuple(sorted(c.value for c in probe.capabilities))
     rules = summarise_rules(
         ordered,
-        (c.value for c in probe.capabilities),
-        frozenset(expected_failures),
+        declared,
+        xfail,
         narrowed={c.name for c in selected} != {c.name for c in SUITES[suite]},
         # A check may prove a rule of the other suite broken (a session check meeting a
         # storage violation): that verdict is listed too, never dropped.
@@ -496,10 +505,12 @@ def run_kit(
         session_layer=session_layer if uses_session else None,
         profile=chosen.name,
         seed=run_seed,
-        capabilities=tuple(sorted(c.value for c in probe.capabilities)),
+        capabilities=declared,
         duration=time.perf_counter() - started,
         checks=ordered,
         rules=rules,
         warnings=warnings,
         exit_status=exit_status_for(rules, ordered),
+        levels=judge_levels(rules, declared),
+        expected_failures=xfail,
     )

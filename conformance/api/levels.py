@@ -1,0 +1,174 @@
+"""Conformance levels: named sets of MUST rules a run attains or not.
+
+A backend that declares fewer capabilities is not a worse backend, so one
+pass/fail verdict undersells it; the levels say what it was shown to do. Each
+MUST rule of the catalog lies in exactly one level:
+
+- ``base``: every storage MUST rule that needs no capability;
+- one level per capability (``delete``, ``list``, ``truncate``, ``generation``,
+  ``durable``, ``multi_process``, ``maintenance``, ``codec``): the storage MUST
+  rules that need it (a rule's capability is ``Rule.capability`` in
+  `checkpointspec.spec.rules`);
+- ``session``: the MUST rules of the session suite (`registry.SESSION_AREAS`),
+  whatever capability they need, since they judge the session layer on the backend.
+
+SHOULD rules are in no level: they never decide a verdict.
+
+A level is attained only when every one of its rules **passed** in the run. A rule
+that failed, was expected to fail (``xfailed``) or passed against its ``--xfail``
+(``xpassed``) keeps it from being attained, and so does one that was skipped,
+not checked, stopped on a kit error, or not run (``--only``, or a run of another
+suite): a level is a claim that the kit saw every rule of it hold. `judge_levels`
+says which of those kept each level back (`LevelResult.status`) and names the
+first such rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Final
+
+import msgspec
+
+from ...spec import CAPABILITY_REASONS, RULES, Capability, Strength
+from .registry import suite_of_rule
+from .report import LevelResult, LevelStatus, RuleResult
+
+__all__ = [
+    "LEVELS",
+    "LEVELS_BY_NAME",
+    "Level",
+    "attained",
+    "describe_levels",
+    "judge_levels",
+    "level_of_rule",
+]
+
+
+class Level(msgspec.Struct, frozen=True):
+    """One conformance level: its name, the capability its rules need (None for
+    ``base`` and ``session``), what attaining it shows, and its rules in catalog order."""
+
+    name: str
+    capability: Capability | None
+    meaning: str
+    rules: tuple[str, ...]
+
+
+def _must(rule_ids: Iterable[str]) -> tuple[str, ...]:
+    wanted = frozenset(rule_ids)
+    return tuple(r.id for r in RULES if r.id in wanted and r.strength is Strength.MUST)
+
+
+def _storage(capability: Capability | None) -> tuple[str, ...]:
+    return _must(
+        r.id for r in RULES if r.capability is capability and suite_of_rule(r.id) == "storage"
+    )
+
+
+_CAPABILITY_ORDER: Final = (
+    Capability.DELETE,
+    Capability.LIST,
+    Capability.TRUNCATE,
+    Capability.GENERATION,
+    Capability.DURABLE,
+    Capability.MULTI_PROCESS,
+    Capability.MAINTENANCE,
+    Capability.CODEC,
+)
+
+LEVELS: Final[tuple[Level, ...]] = (
+    Level("base", None, "the core storage contract every backend meets", _storage(None)),
+    *(Level(c.value, c, CAPABILITY_REASONS[c], _storage(c)) for c in _CAPABILITY_ORDER),
+    Level(
+        "session",
+        None,
+        "the session layer (fold, checkpoints, workspace, restore, compaction) works on it",
+        _must(r.id for r in RULES if suite_of_rule(r.id) == "session"),
+    ),
+)
+"""Every level, in the order reports list them."""
+assert set(_CAPABILITY_ORDER) == set(Capability), "every capability needs its level"
+
+LEVELS_BY_NAME: Final[dict[str, Level]] = {level.name: level for level in LEVELS}
+
+_LEVEL_OF_RULE: Final[dict[str, Level]] = {
+    rule_id: level for level in LEVELS for rule_id in level.rules
+}
+
+
+def level_of_rule(rule_id: str) -> Level | None:
+    """The level ``rule_id`` belongs to; None for a SHOULD rule (or an unknown id)."""
+    return _LEVEL_OF_RULE.get(rule_id)
+
+
+def _judge(level: Level, verdicts: dict[str, RuleResult], declared: frozenset[str]) -> LevelResult:
+    def result(status: LevelStatus, reason: str = "") -> LevelResult:
+        capability = level.capability.value if level.capability else None
+        return LevelResult(level.name, capability, status, level.rules, reason)
+
+    found = [verdicts[rule_id] for rule_id in level.rules if rule_id in verdicts]
+    failed = [v for v in found if v.status in ("failed", "xfailed", "xpassed")]
+    if failed:
+        return result("failed", f"{failed[0].id} {failed[0].status}")
+    undeclared = [
+        v
+        for v in found
+        if v.status == "skipped" and v.capability is not None and v.capability not in declared
+    ]
+    if undeclared:
+        return result("not_declared", f"the backend does not declare {undeclared[0].capability}")
+    # skipped for want of StoreHooks, not_checked, error, or anything else short of a pass
+    unverified = [v for v in found if v.status not in ("passed", "not_run")]
+    if unverified:
+        first = unverified[0]
+        return result("unverified", f"{first.id} {first.status}: {first.reason}")
+    absent = [rule_id for rule_id in level.rules if rule_id not in verdicts]
+    if absent:
+        suite = "session" if level.name == "session" else "storage"
+        return result("not_run", f"{absent[0]} not run: the run did not check the {suite} suite")
+    not_run = [v for v in found if v.status == "not_run"]
+    if not_run:
+        return result("not_run", f"{not_run[0].id} not run (--only)")
+    return result("attained")
+
+
+def judge_levels(
+    rules: Iterable[RuleResult], capabilities: Iterable[str]
+) -> tuple[LevelResult, ...]:
+    """Every level in `LEVELS` order, judged on a run's rule verdicts (``KitReport.rules``)
+    and the capabilities the backend declares (``KitReport.capabilities``)."""
+    verdicts = {r.id: r for r in rules}
+    declared = frozenset(capabilities)
+    return tuple(_judge(level, verdicts, declared) for level in LEVELS)
+
+
+def attained(levels: Iterable[LevelResult]) -> tuple[str, ...]:
+    """The names of the attained levels, in order."""
+    return tuple(level.name for level in levels if level.status == "attained")
+
+
+def describe_levels(levels: Iterable[LevelResult]) -> str:
+    """One line for people: the attained levels, then the others grouped by why not
+    (``levels: attained base, truncate · not declared durable · failed codec (CODEC-002 failed)``)."""
+    groups: dict[LevelStatus, list[str]] = {}
+    for level in levels:
+        shown = level.name
+        if level.status in ("failed", "unverified"):
+            shown += f" ({level.reason})"
+        groups.setdefault(level.status, []).append(shown)
+    parts = [
+        f"{status.replace('_', ' ')} {', '.join(groups[status])}"
+        for status in _GROUP_ORDER
+        if status in groups
+    ]
+    return "levels: " + (" · ".join(parts) if parts else "none")
+
+
+_GROUP_ORDER: Final[tuple[LevelStatus, ...]] = (
+    "attained",
+    "failed",
+    "unverified",
+    "not_declared",
+    "not_run",
+)
