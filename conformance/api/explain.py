@@ -36,7 +36,13 @@ def explain_rule(rule_id: str) -> str:
     lines = [
         f"{rule.id} ({rule.strength.value}) {rule.title}",
         "",
-        *textwrap.wrap(rule.statement, _WIDTH, initial_indent="  ", subsequent_indent="  "),
+        *textwrap.wrap(
+            rule.statement,
+            _WIDTH,
+            initial_indent="  ",
+            subsequent_indent="  ",
+            break_on_hyphens=False,
+        ),
         "",
         f"needs:  {needs}",
         f"level:  {level.name if level else 'none (a SHOULD rule decides no verdict)'}",

@@ -172,8 +172,8 @@ class KitReport(msgspec.Struct, frozen=True):
     rules: tuple[RuleResult, ...]
     warnings: tuple[str, ...]
     exit_status: int
-    levels: tuple[LevelResult, ...] = ()
-    expected_failures: dict[str, str] = msgspec.field(default_factory=dict)
+    levels: tuple[LevelResult, ...]
+    expected_failures: dict[str, str]
 
 
 def _rule_verdict(

@@ -33,7 +33,9 @@ def report_schema() -> dict[str, object]:
         "title": f"checkpointspec report, schema_version {REPORT_SCHEMA_VERSION}",
     }
     schema.update(msgspec.json.schema(KitReport))
-    return schema
+    # Through JSON and back: msgspec gives a tuple field's default as a tuple, JSON as a list.
+    plain: dict[str, object] = json.loads(json.dumps(schema))
+    return plain
 
 
 def schema_text() -> str:

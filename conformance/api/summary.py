@@ -65,10 +65,11 @@ def _replay(rule: RuleResult, checks: dict[str, CheckResult]) -> str:
     return ""
 
 
-def _finding(rule: RuleResult) -> str:
+def _finding(rule: RuleResult, expected: dict[str, str]) -> str:
     if rule.status in ("failed", "xfailed", "warning", "error") and rule.first_failure:
         first = rule.first_failure.splitlines()[0]
-        return f"{first} ({rule.reason})" if rule.status == "xfailed" else first
+        why = expected.get(rule.id, "")
+        return f"{first} (expected: {why})" if rule.status == "xfailed" and why else first
     return rule.reason
 
 
@@ -117,7 +118,7 @@ def render_summary(report: KitReport) -> str:
             "| rule | strength | status | finding | replay |",
             "|---|---|---|---|---|",
             *(
-                f"| {r.id} | {r.strength.value} | {r.status} | {_cell(_finding(r))} "
+                f"| {r.id} | {r.strength.value} | {r.status} | {_cell(_finding(r, report.expected_failures))} "
                 f"| {_code(_replay(r, checks))} |"
                 for r in listed
             ),

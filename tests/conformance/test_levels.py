@@ -1,0 +1,148 @@
+"""Conformance levels: every MUST rule in exactly one level, attained only when all of it passed."""
+
+from __future__ import annotations
+
+from checkpointspec.conformance.api.levels import (
+    LEVELS,
+    LEVELS_BY_NAME,
+    attained,
+    describe_levels,
+    judge_levels,
+    level_of_rule,
+)
+from checkpointspec.conformance.api.registry import suite_of_rule
+from checkpointspec.conformance.api.report import CheckResult, LevelResult
+from checkpointspec.conformance.api.runner import run_kit
+from checkpointspec.spec import RULES, RULES_BY_ID, Capability, Strength
+from kit_outputs import ALL_CAPABILITIES, errored, every_rule_passed, failed, report_of
+
+NAMES = (
+    "base",
+    "delete",
+    "list",
+    "truncate",
+    "generation",
+    "durable",
+    "multi_process",
+    "maintenance",
+    "codec",
+    "session",
+)
+
+
+def test_the_levels_in_order() -> None:
+    assert tuple(level.name for level in LEVELS) == NAMES
+
+
+def test_every_must_rule_is_in_exactly_one_level_and_no_should_rule_is() -> None:
+    for rule in RULES:
+        holders = [level.name for level in LEVELS if rule.id in level.rules]
+        if rule.strength is Strength.MUST:
+            assert len(holders) == 1, (rule.id, holders)
+            level = level_of_rule(rule.id)
+            assert level is not None
+            assert level.name == holders[0]
+        else:
+            assert holders == [], rule.id
+            assert level_of_rule(rule.id) is None
+
+
+def test_a_storage_level_holds_the_rules_of_its_capability() -> None:
+    for level in LEVELS:
+        if level.name == "session":
+            assert all(suite_of_rule(r) == "session" for r in level.rules)
+            continue
+        assert level.capability == (None if level.name == "base" else Capability(level.name)), (
+            level.name
+        )
+        for rule_id in level.rules:
+            assert RULES_BY_ID[rule_id].capability is level.capability, rule_id
+            assert suite_of_rule(rule_id) == "storage", rule_id
+        assert level.rules, f"level {level.name} has no rule"
+
+
+def test_the_session_level_is_the_session_suites_must_rules() -> None:
+    session = [
+        r.id for r in RULES if suite_of_rule(r.id) == "session" and r.strength.value == "MUST"
+    ]
+    assert LEVELS_BY_NAME["session"].rules == tuple(session)
+    assert "RESTORE-001" in session  # needs TRUNCATE, still a session rule
+
+
+def _levels(report_levels: tuple[LevelResult, ...]) -> dict[str, LevelResult]:
+    return {level.name: level for level in report_levels}
+
+
+def test_all_passed_attains_every_storage_level_and_not_the_session_one() -> None:
+    levels = _levels(report_of(every_rule_passed()).levels)
+    assert [n for n in NAMES if levels[n].status == "attained"] == list(NAMES[:-1])
+    assert levels["session"].status == "not_run"
+    assert "did not check the session suite" in levels["session"].reason
+
+
+def test_one_failed_rule_loses_its_level_only() -> None:
+    checks = [c for c in every_rule_passed() if not c.name.startswith("TRUNC-003")] + [
+        failed("TRUNC-003::check", "TRUNC-003", "[TRUNC-003] truncate ignored expected_head")
+    ]
+    levels = _levels(report_of(checks).levels)
+    assert levels["truncate"].status == "failed"
+    assert levels["truncate"].reason == "TRUNC-003 failed"
+    assert levels["base"].status == "attained"
+
+
+def test_an_xfailed_rule_keeps_its_level_from_being_attained() -> None:
+    checks = [c for c in every_rule_passed() if not c.name.startswith("HEAD-001")]
+    checks.append(failed("HEAD-001::check", "HEAD-001", "[HEAD-001] head is 3; expected 2"))
+    report = report_of(checks, xfail={"HEAD-001": "known, issue 7"})
+    assert report.exit_status == 0
+    levels = _levels(report.levels)
+    assert levels["base"].status == "failed"
+    assert levels["base"].reason == "HEAD-001 xfailed"
+
+
+def test_an_undeclared_capability_is_not_declared() -> None:
+    declared = [c for c in ALL_CAPABILITIES if c != "durable"]
+    levels = _levels(report_of(every_rule_passed(), declared).levels)
+    assert levels["durable"].status == "not_declared"
+    assert levels["durable"].reason == "the backend does not declare durable"
+    assert levels["codec"].status == "attained"
+
+
+def test_a_kit_error_leaves_a_level_unverified() -> None:
+    checks = [c for c in every_rule_passed() if not c.name.startswith("CODEC-002")]
+    checks.append(errored("CODEC-002::check"))
+    level = _levels(report_of(checks).levels)["codec"]
+    assert level.status == "unverified"
+    assert level.reason.startswith("CODEC-002 error: CODEC-002::check")
+
+
+def test_a_rule_skipped_for_another_reason_than_its_capability_is_unverified() -> None:
+    # A declared capability, but the check cannot run (e.g. the backend offers no StoreHooks).
+    checks = [c for c in every_rule_passed() if not c.name.startswith("INTEG-002")]
+    checks.append(
+        CheckResult("INTEG-002::check", ("INTEG-002",), "skipped", 0.0, reason="needs StoreHooks")
+    )
+    level = _levels(report_of(checks).levels)["base"]
+    assert level.status == "unverified"
+    assert level.reason == "INTEG-002 skipped: needs StoreHooks"
+
+
+def test_a_rule_left_out_by_only_is_not_run() -> None:
+    report = run_kit("memory", profile="quick", seed=1, only=["TRUNC"])
+    levels = _levels(report.levels)
+    assert levels["truncate"].status == "attained"
+    assert levels["base"].status == "not_run"
+    assert levels["base"].reason.endswith("not run (--only)")
+    assert levels["durable"].status == "not_declared"  # memory does not declare it
+    assert attained(report.levels) == ("truncate",)
+
+
+def test_the_line_under_the_summary_groups_levels_by_why_not() -> None:
+    declared = [c for c in ALL_CAPABILITIES if c != "codec"]
+    checks = [c for c in every_rule_passed() if not c.name.startswith("TRUNC-003")]
+    checks.append(failed("TRUNC-003::check", "TRUNC-003", "[TRUNC-003] bad"))
+    line = describe_levels(judge_levels(report_of(checks, declared).rules, declared))
+    assert line == (
+        "levels: attained base, delete, list, generation, durable, multi_process, maintenance"
+        " · failed truncate (TRUNC-003 failed) · not declared codec · not run session"
+    )
