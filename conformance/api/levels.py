@@ -150,12 +150,13 @@ def attained(levels: Iterable[LevelResult]) -> tuple[str, ...]:
 
 def describe_levels(levels: Iterable[LevelResult]) -> str:
     """One line for people: the attained levels, then the others grouped by why not
-    (``levels: attained base, truncate · not declared durable · failed codec (CODEC-002 failed)``)."""
+    (``levels: attained base, truncate · failed codec (CODEC-002 failed) · not declared durable``);
+    the full reasons are in the report and the Markdown summary."""
     groups: dict[LevelStatus, list[str]] = {}
     for level in levels:
         shown = level.name
         if level.status in ("failed", "unverified"):
-            shown += f" ({level.reason})"
+            shown += f" ({level.reason.partition(':')[0]})"  # the rule and its status
         groups.setdefault(level.status, []).append(shown)
     parts = [
         f"{status.replace('_', ' ')} {', '.join(groups[status])}"

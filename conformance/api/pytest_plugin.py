@@ -19,7 +19,7 @@ CLI. ``--checkpointer-suite`` picks the suite (``storage``, the default; ``sessi
 that cannot be loaded is a usage error too.
 
 ``--checkpointer-xfail RULE=REASON`` (repeatable) marks the checks of RULE
-``xfail(strict=True, reason=REASON)``, as the CLI's ``--xfail RULE`` does for the
+``xfail(strict=True, reason=REASON)``, as the CLI's ``--xfail RULE=REASON`` does for the
 rule: a check that fails on RULE is reported xfailed, one that passes fails the
 run as XPASS(strict); a failure on another rule still fails. An id that is not
 in the catalog is a usage error naming it (`check_rule_id`, as in the CLI).

@@ -146,3 +146,13 @@ def test_the_line_under_the_summary_groups_levels_by_why_not() -> None:
         "levels: attained base, delete, list, generation, durable, multi_process, maintenance"
         " · failed truncate (TRUNC-003 failed) · not declared codec · not run session"
     )
+
+
+def test_the_line_gives_an_unverified_levels_rule_and_status_not_the_whole_reason() -> None:
+    checks = [c for c in every_rule_passed() if not c.name.startswith("INTEG-002")]
+    checks.append(
+        CheckResult("INTEG-002::check", ("INTEG-002",), "skipped", 0.0, reason="needs StoreHooks")
+    )
+    line = describe_levels(report_of(checks).levels)
+    assert line.startswith("levels: attained delete, ")
+    assert " · unverified base (INTEG-002 skipped) · " in line
