@@ -38,7 +38,6 @@ reason is shown in the table and recorded in the report (``RULE`` alone works to
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -76,6 +75,7 @@ from .report import (
     KitReport,
     to_json,
     to_junit,
+    unwritable,
 )
 from .runner import run_kit
 from .summary import render_summary
@@ -127,17 +127,10 @@ def _workers(text: str) -> int:
 
 def _output_file(text: str) -> Path:
     """A file the report can be written to, checked before the kit runs for minutes."""
-    path = Path(text)
-    parent = path.parent
-    if path.is_dir():
-        raise argparse.ArgumentTypeError(f"cannot write {text}: it is a directory")
-    if not parent.exists():
-        raise argparse.ArgumentTypeError(f"cannot write {text}: {parent} does not exist")
-    if not parent.is_dir():
-        raise argparse.ArgumentTypeError(f"cannot write {text}: {parent} is not a directory")
-    if not os.access(parent, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
-        raise argparse.ArgumentTypeError(f"cannot write {text}: permission denied")
-    return path
+    problem = unwritable(text)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
+    return Path(text)
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -28,6 +28,14 @@ One seed serves the whole run: ``--checkpointer-seed``, or else one the
 controller draws, hands to every pytest-xdist worker (``workerinput``) and
 prints in the header, so that any failure replays with it.
 
+``--checkpointer-summary FILE.md`` writes the CLI's Markdown summary
+(`checkpointspec.conformance.api.summary`) at the end of the run, on the
+controller when pytest-xdist runs the checks: each check's result rides on its
+setup report (``checkpointspec_result``), which xdist carries back. Its rule
+verdicts and levels are the CLI's over the checks pytest ran (``-k`` and
+``--deselect`` narrow them like ``--only``). A path that cannot be written is a
+usage error.
+
 The check runs in the item's setup, so that its outcome maps onto pytest's: a
 rule violation (or an exception the backend raised) is a test failure; an error
 of the kit itself is a pytest *error*, which says the test could not be run, not
@@ -37,7 +45,9 @@ that the backend is wrong; skipped and not checked checks are skips.
 from __future__ import annotations
 
 import random
+import sys
 import tempfile
+import time
 from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
@@ -56,6 +66,7 @@ from ..engines.loading import (
 )
 from ..engines.session_layer import DEFAULT_SESSION_LAYER, load_session_layer
 from .failures import panel, panel_body
+from .levels import judge_levels
 from .registry import (
     DEFAULT_SUITE,
     SUITES,
@@ -63,10 +74,19 @@ from .registry import (
     UnknownRuleError,
     check_rule_id,
     is_session_check,
+    rules_of_suite,
     select_checks,
 )
-from .report import CheckResult
+from .report import (
+    REPORT_SCHEMA_VERSION,
+    CheckResult,
+    KitReport,
+    exit_status_for,
+    summarise_rules,
+    unwritable,
+)
 from .runner import BackendProbe, probe_backend, run_check
+from .summary import render_summary
 
 __all__ = ["CheckItem", "KitCollector"]
 
@@ -137,6 +157,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="RULE=REASON",
         help="a rule expected to fail, and why: its checks are xfail(strict=True), "
         "so a pass fails the run (repeatable)",
+    )
+    group.addoption(
+        "--checkpointer-summary",
+        metavar="FILE.md",
+        help="write a Markdown summary of the kit's checks (e.g. to $GITHUB_STEP_SUMMARY)",
     )
 
 
@@ -324,6 +349,9 @@ def pytest_configure(config: pytest.Config) -> None:
     backend = _backend(config)
     if backend is None:
         return
+    summary = config.getoption("checkpointer_summary")
+    if summary is not None and (problem := unwritable(summary)) is not None:
+        raise pytest.UsageError(f"--checkpointer-summary: {problem}")
     xfail = _expected_failures(config.getoption("checkpointer_xfail"))
     options = _run_options(config)
     try:
@@ -348,6 +376,10 @@ def pytest_configure(config: pytest.Config) -> None:
     if seed is None:
         seed = random.SystemRandom().randrange(2**31)
     config.stash[_SETUP] = _KitSetup(backend, probe, seed, tuple(checks), xfail)
+    if summary is not None and workerinput is None:
+        config.pluginmanager.register(
+            _SummaryWriter(config, Path(summary)), "checkpointspec-summary"
+        )
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -381,6 +413,82 @@ def pytest_make_collect_report(
             )
         )
     return report
+
+
+_RESULT_ATTRIBUTE = "checkpointspec_result"
+"""The setup report's attribute holding the check's `CheckResult` as JSON (xdist carries it)."""
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    if call.when == "setup" and isinstance(item, CheckItem) and item.result is not None:
+        setattr(report, _RESULT_ATTRIBUTE, msgspec.json.encode(item.result).decode())
+    return report
+
+
+class _SummaryWriter:
+    """Collects the checks' results from their setup reports and writes the Markdown
+    summary when the session ends (registered on the controller only)."""
+
+    def __init__(self, config: pytest.Config, path: Path) -> None:
+        self.config = config
+        self.path = path
+        self.results: dict[str, CheckResult] = {}
+        self.started = time.perf_counter()
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        encoded = getattr(report, _RESULT_ATTRIBUTE, None)
+        if report.when == "setup" and isinstance(encoded, str):
+            result = msgspec.json.decode(encoded, type=CheckResult)
+            self.results[result.name] = result
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        setup = self.config.stash[_SETUP]
+        report = self._report(setup)
+        try:
+            self.path.write_text(render_summary(report), encoding="utf-8")
+        except OSError as exc:
+            sys.stderr.write(
+                f"ERROR: --checkpointer-summary: cannot write {self.path}: {exc.strerror or exc}\n"
+            )
+            # As in the CLI: a verdict stands; a pass whose summary was lost is not a pass.
+            if session.exitstatus == pytest.ExitCode.OK:
+                session.exitstatus = pytest.ExitCode.USAGE_ERROR
+
+    def _report(self, setup: _KitSetup) -> KitReport:
+        ordered = tuple(self.results[c.name] for c in setup.checks if c.name in self.results)
+        suite = self.config.getoption("checkpointer_suite")
+        declared = tuple(sorted(c.value for c in setup.probe.capabilities))
+        rules = summarise_rules(
+            ordered,
+            declared,
+            setup.xfail,
+            narrowed=len(ordered) != len(SUITES[suite]),
+            rule_ids=rules_of_suite(suite) | {r.violated_rule for r in ordered if r.violated_rule},
+        )
+        uses_session = any(is_session_check(c) for c in setup.checks)
+        return KitReport(
+            schema_version=REPORT_SCHEMA_VERSION,
+            backend=setup.backend.name,
+            target=setup.backend.target,
+            suite=suite,
+            session_layer=(
+                self.config.getoption("checkpointer_session_layer") if uses_session else None
+            ),
+            profile=self.config.getoption("checkpointer_profile"),
+            seed=setup.seed,
+            capabilities=declared,
+            duration=time.perf_counter() - self.started,
+            checks=ordered,
+            rules=rules,
+            warnings=tuple(w for r in ordered for w in r.warnings),
+            exit_status=exit_status_for(rules, ordered),
+            levels=judge_levels(rules, declared),
+            expected_failures=dict(setup.xfail),
+        )
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:

@@ -33,8 +33,10 @@ package as ``report.schema.json`` (`checkpointspec.conformance.api.report_schema
 
 from __future__ import annotations
 
+import os
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Literal
 
 import msgspec
@@ -57,6 +59,7 @@ __all__ = [
     "summarise_rules",
     "to_json",
     "to_junit",
+    "unwritable",
 ]
 
 REPORT_SCHEMA_VERSION = 6
@@ -293,6 +296,23 @@ def exit_status_for(rules: Iterable[RuleResult], checks: Iterable[CheckResult] =
     if any(c.status == "error" for c in checks):
         return EXIT_KIT_ERROR
     return EXIT_PASSED
+
+
+def unwritable(text: str) -> str | None:
+    """Why an output file (``--report``, ``--junit``, ``--badge``, ``--summary``) named
+    ``text`` cannot be written, in one line; None if it can. Checked before a run, so
+    that a bad path is a usage error and not a report lost after minutes of checks."""
+    path = Path(text)
+    parent = path.parent
+    if path.is_dir():
+        return f"cannot write {text}: it is a directory"
+    if not parent.exists():
+        return f"cannot write {text}: {parent} does not exist"
+    if not parent.is_dir():
+        return f"cannot write {text}: {parent} is not a directory"
+    if not os.access(parent, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        return f"cannot write {text}: permission denied"
+    return None
 
 
 def to_json(report: KitReport) -> bytes:

@@ -285,3 +285,61 @@ def test_xdist_workers_share_the_seed_printed_in_the_header(pytester: pytest.Pyt
     assert len(seen) == 4
     assert {worker for worker, _ in seen} == {"gw0", "gw1"}
     assert {seed for _, seed in seen} == {int(header.group(1))}
+
+
+def test_the_summary_option_writes_the_clis_markdown(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(brokenbackend=BROKEN)
+    summary = pytester.path / "summary.md"
+    result = pytester.runpytest_subprocess(
+        "--checkpointer",
+        "brokenbackend:make",
+        "--checkpointer-seed",
+        "1",
+        "--checkpointer-profile",
+        "quick",
+        "--checkpointer-only",
+        "APPEND-002::",
+        "--checkpointer-only",
+        "HEAD-001::",
+        "--checkpointer-summary",
+        str(summary),
+        "-n",
+        "2",
+    )
+    result.assert_outcomes(failed=1, passed=1)
+    text = summary.read_text(encoding="utf-8")
+    assert "❌ **FAIL**: 1 rule failing" in text
+    row = next(line for line in text.splitlines() if line.startswith("| APPEND-002 "))
+    assert "| failed | [APPEND-002] " in row
+    assert "`checkpointspec run brokenbackend:make --only APPEND-002::" in row
+    assert "**Checks:** 2 run: 1 failed, 1 passed" in text
+
+
+def test_the_summary_carries_xfail_reasons(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(brokenbackend=BROKEN)
+    summary = pytester.path / "summary.md"
+    result = pytester.runpytest_subprocess(
+        "--checkpointer",
+        "brokenbackend:make",
+        "--checkpointer-seed",
+        "1",
+        "--checkpointer-only",
+        "APPEND-002::",
+        "--checkpointer-xfail",
+        "APPEND-002=issue 12",
+        "--checkpointer-summary",
+        str(summary),
+    )
+    result.assert_outcomes(xfailed=1)
+    text = summary.read_text(encoding="utf-8")
+    assert "✅ **PASS**" in text
+    assert "| APPEND-002 | MUST | xfailed | [APPEND-002] " in text
+    assert "(expected: issue 12)" in text
+
+
+def test_an_unwritable_summary_path_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest_subprocess(
+        "--checkpointer", "memory", "--checkpointer-summary", str(pytester.path / "no" / "s.md")
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --checkpointer-summary: cannot write *does not exist"])
