@@ -128,3 +128,10 @@ def test_skips_warnings_and_xfails_are_listed_with_the_reason() -> None:
     assert "| DUR-001 | MUST | skipped | the backend does not declare durable |  |" in lines
     # most urgent first: xfailed rows come before skipped ones
     assert text.index("| CODEC-002 ") < text.index("| DUR-001 ")
+
+
+def test_a_pass_that_attains_no_level_says_passed() -> None:
+    # Only HEAD-001 was checked: every other rule is not checked, so no level is attained.
+    report = report_of([CheckResult("HEAD-001::check", ("HEAD-001",), "passed", 0.1)])
+    assert report.exit_status == 0
+    assert badge_for(report) == Badge("checkpointspec", "passed", GREEN)
