@@ -4,17 +4,25 @@ A backend that declares fewer capabilities is not a worse backend, so one
 pass/fail verdict undersells it; the levels say what it was shown to do. Each
 MUST rule of the catalog lies in exactly one level:
 
-- ``base``: every storage MUST rule that needs no capability;
+- ``base``: every storage MUST rule that needs no capability and no opt-in;
 - one level per capability (``delete``, ``list``, ``truncate``, ``generation``,
   ``durable``, ``multi_process``, ``maintenance``, ``codec``): the storage MUST
   rules that need it (a rule's capability is ``Rule.capability`` in
   `checkpointspec.spec.rules`);
 - ``session``: the MUST rules of the session suite (`registry.SESSION_AREAS`),
-  whatever capability they need, since they judge the session layer on the backend.
+  whatever capability they need, since they judge the session layer on the backend;
+- ``store_hooks``: the rules only checked through the `StoreHooks` opt-in
+  (SCHEMA-001, INTEG-002: the kit must age or damage a closed store), kept out
+  of ``base`` so that a backend which cannot offer the opt-in (one in another
+  language, behind ``--process``) can still attain ``base``.
 
 SHOULD rules are in no level: they never decide a verdict.
 
-A level is attained only when every one of its rules **passed** in the run. A rule
+A level is attained only when every one of its rules **passed** in the run,
+with one allowance: a rule skipped because it *also* needs a capability the
+backend does not declare (MAINT-004 needs MULTI_PROCESS as well as MAINTENANCE;
+RESTORE-006 needs DURABLE) does not apply to this backend, so it does not keep
+the level back — the backend never claimed what it checks. A rule
 that failed, was expected to fail (``xfailed``) or passed against its ``--xfail``
 (``xpassed``) keeps it from being attained, and so does one that was skipped,
 not checked, stopped on a kit error, or not run (``--only``, or a run of another
@@ -31,7 +39,7 @@ from typing import Final
 import msgspec
 
 from ...spec import CAPABILITY_REASONS, RULES, Capability, Strength
-from .registry import suite_of_rule
+from .registry import ALL_CHECKS, SESSION_CHECKS, suite_of_rule
 from .report import LevelResult, LevelStatus, RuleResult
 
 __all__ = [
@@ -60,9 +68,15 @@ def _must(rule_ids: Iterable[str]) -> tuple[str, ...]:
     return tuple(r.id for r in RULES if r.id in wanted and r.strength is Strength.MUST)
 
 
+_HOOKED: Final = frozenset(c.rule_id for c in ALL_CHECKS if c.hooks)
+"""Rules checked only through `StoreHooks`: the ``store_hooks`` level."""
+
+
 def _storage(capability: Capability | None) -> tuple[str, ...]:
     return _must(
-        r.id for r in RULES if r.capability is capability and suite_of_rule(r.id) == "storage"
+        r.id
+        for r in RULES
+        if r.capability is capability and suite_of_rule(r.id) == "storage" and r.id not in _HOOKED
     )
 
 
@@ -80,6 +94,12 @@ _CAPABILITY_ORDER: Final = (
 LEVELS: Final[tuple[Level, ...]] = (
     Level("base", None, "the core storage contract every backend meets", _storage(None)),
     *(Level(c.value, c, CAPABILITY_REASONS[c], _storage(c)) for c in _CAPABILITY_ORDER),
+    Level(
+        "store_hooks",
+        None,
+        "a newer format and damaged data are refused, not repaired (needs StoreHooks)",
+        _must(_HOOKED),
+    ),
     Level(
         "session",
         None,
@@ -111,15 +131,15 @@ def _judge(level: Level, verdicts: dict[str, RuleResult], declared: frozenset[st
     failed = [v for v in found if v.status in ("failed", "xfailed", "xpassed")]
     if failed:
         return result("failed", f"{failed[0].id} {failed[0].status}")
-    undeclared = [
-        v
-        for v in found
-        if v.status == "skipped" and v.capability is not None and v.capability not in declared
-    ]
-    if undeclared:
-        return result("not_declared", f"the backend does not declare {undeclared[0].capability}")
+    own = level.capability.value if level.capability else None
+    if own is not None and own not in declared:
+        return result("not_declared", f"the backend does not declare {own}")
+    # A rule that also needs a capability the backend does not declare does not apply.
+    inapplicable = {v.id for v in found if v.status == "skipped" and _needs_undeclared(v, declared)}
     # skipped for want of StoreHooks, not_checked, error, or anything else short of a pass
-    unverified = [v for v in found if v.status not in ("passed", "not_run")]
+    unverified = [
+        v for v in found if v.status not in ("passed", "not_run") and v.id not in inapplicable
+    ]
     if unverified:
         first = unverified[0]
         return result("unverified", f"{first.id} {first.status}: {first.reason}")
@@ -131,6 +151,13 @@ def _judge(level: Level, verdicts: dict[str, RuleResult], declared: frozenset[st
     if not_run:
         return result("not_run", f"{not_run[0].id} not run (--only)")
     return result("attained")
+
+
+def _needs_undeclared(verdict: RuleResult, declared: frozenset[str]) -> bool:
+    """True when every check of the rule needs a capability the backend does not
+    declare (the rule's own, or one the check needs besides)."""
+    checks = [c for c in (*ALL_CHECKS, *SESSION_CHECKS) if c.rule_id == verdict.id]
+    return bool(checks) and all({n.value for n in c.needs} - declared for c in checks)
 
 
 def judge_levels(

@@ -19,7 +19,9 @@ from checkpointspec.conformance.api.summary import render_summary
 from kit_outputs import ALL_CAPABILITIES, errored, every_rule_passed, failed, report_of
 
 SVG = "{http://www.w3.org/2000/svg}"
-ALL_STORAGE_LEVELS = "base+delete+list+truncate+generation+durable+multi_process+maintenance+codec"
+ALL_STORAGE_LEVELS = (
+    "base+delete+list+truncate+generation+durable+multi_process+maintenance+codec+store_hooks"
+)
 
 
 def _replacing(prefix: str, *instead: CheckResult) -> list[CheckResult]:
@@ -33,7 +35,10 @@ def test_a_pass_is_green_with_the_attained_levels() -> None:
     )
     declared = [c for c in ALL_CAPABILITIES if c not in ("durable", "codec")]
     badge = badge_for(report_of(every_rule_passed(), declared))
-    assert badge.message == "base+delete+list+truncate+generation+multi_process+maintenance"
+    assert (
+        badge.message
+        == "base+delete+list+truncate+generation+multi_process+maintenance+store_hooks"
+    )
     assert badge.color == GREEN
 
 

@@ -26,6 +26,7 @@ NAMES = (
     "multi_process",
     "maintenance",
     "codec",
+    "store_hooks",
     "session",
 )
 
@@ -51,6 +52,9 @@ def test_a_storage_level_holds_the_rules_of_its_capability() -> None:
     for level in LEVELS:
         if level.name == "session":
             assert all(suite_of_rule(r) == "session" for r in level.rules)
+            continue
+        if level.name == "store_hooks":  # what only StoreHooks lets the kit check
+            assert level.rules == ("INTEG-002", "SCHEMA-001")
             continue
         assert level.capability == (None if level.name == "base" else Capability(level.name)), (
             level.name
@@ -122,9 +126,25 @@ def test_a_rule_skipped_for_another_reason_than_its_capability_is_unverified() -
     checks.append(
         CheckResult("INTEG-002::check", ("INTEG-002",), "skipped", 0.0, reason="needs StoreHooks")
     )
-    level = _levels(report_of(checks).levels)["base"]
-    assert level.status == "unverified"
-    assert level.reason == "INTEG-002 skipped: needs StoreHooks"
+    levels = _levels(report_of(checks).levels)
+    assert levels["store_hooks"].status == "unverified"
+    assert levels["store_hooks"].reason == "INTEG-002 skipped: needs StoreHooks"
+    assert levels["base"].status == "attained"  # a backend without the opt-in still has base
+
+
+def test_a_rule_that_also_needs_an_undeclared_capability_does_not_apply() -> None:
+    # MAINT-004 needs MULTI_PROCESS besides MAINTENANCE: a single-process backend that
+    # declares MAINTENANCE attains it without the cross-process rule.
+    declared = [c for c in ALL_CAPABILITIES if c != "multi_process"]
+    checks = [c for c in every_rule_passed() if not c.name.startswith("MAINT-004")]
+    checks.append(
+        CheckResult(
+            "MAINT-004::check", ("MAINT-004",), "skipped", 0.0, reason="needs MULTI_PROCESS"
+        )
+    )
+    levels = _levels(report_of(checks, declared).levels)
+    assert levels["maintenance"].status == "attained"
+    assert levels["multi_process"].status == "not_declared"
 
 
 def test_a_rule_left_out_by_only_is_not_run() -> None:
@@ -143,8 +163,8 @@ def test_the_line_under_the_summary_groups_levels_by_why_not() -> None:
     checks.append(failed("TRUNC-003::check", "TRUNC-003", "[TRUNC-003] bad"))
     line = describe_levels(judge_levels(report_of(checks, declared).rules, declared))
     assert line == (
-        "levels: attained base, delete, list, generation, durable, multi_process, maintenance"
-        " · failed truncate (TRUNC-003 failed) · not declared codec · not run session"
+        "levels: attained base, delete, list, generation, durable, multi_process, maintenance,"
+        " store_hooks · failed truncate (TRUNC-003 failed) · not declared codec · not run session"
     )
 
 
@@ -154,5 +174,5 @@ def test_the_line_gives_an_unverified_levels_rule_and_status_not_the_whole_reaso
         CheckResult("INTEG-002::check", ("INTEG-002",), "skipped", 0.0, reason="needs StoreHooks")
     )
     line = describe_levels(report_of(checks).levels)
-    assert line.startswith("levels: attained delete, ")
-    assert " · unverified base (INTEG-002 skipped) · " in line
+    assert line.startswith("levels: attained base, delete, ")
+    assert " · unverified store_hooks (INTEG-002 skipped) · " in line
