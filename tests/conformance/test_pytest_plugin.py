@@ -343,3 +343,40 @@ def test_an_unwritable_summary_path_is_a_usage_error(pytester: pytest.Pytester) 
     )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: --checkpointer-summary: cannot write *does not exist"])
+
+
+def test_a_process_backend_runs_through_the_plugin(pytester: pytest.Pytester) -> None:
+    import shlex
+    import sys
+
+    command = shlex.join([sys.executable, "-m", "checkpointspec.backends.stdio.serve", "file"])
+    result = pytester.runpytest_subprocess(
+        "--checkpointer-process",
+        command,
+        "--checkpointer-validate-protocol",
+        "--checkpointer-seed",
+        "1",
+        "--checkpointer-only",
+        "APPEND-002::",
+        "--checkpointer-only",
+        "HANDLE-001::",
+    )
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines([f"checkpointspec: backend {command}*"])
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--checkpointer", "memory", "--checkpointer-process", "x"], "not both"),
+        (
+            ["--checkpointer", "memory", "--checkpointer-validate-protocol"],
+            "checks a --checkpointer-process",
+        ),
+        (["--checkpointer-process", "no-such-program-here"], "cannot start no-such-program-here"),
+    ],
+)
+def test_process_usage_errors_through_the_plugin(
+    pytester: pytest.Pytester, args: list[str], said: str
+) -> None:
+    _usage_error(pytester.runpytest_subprocess(*args), said)
