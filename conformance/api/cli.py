@@ -26,7 +26,10 @@ rules. The bar names the check(s) running now.
 
 A failure panel leads with the check, the rule it broke and the finding, then
 the failing steps and the replay command; the full traceback, the kit's own
-frames included, only with ``--verbose``.
+frames included, only with ``--verbose``. The replay command of a failure found
+by Hypothesis carries ``--reproduce BLOB``, which reruns exactly the failing
+example; a blob that does not decode, was recorded by another Hypothesis
+version, or comes without ``--only`` naming one check is a usage error.
 
 Under the summary line, the conformance levels the run attained
 (`checkpointspec.conformance.api.levels`). ``--badge FILE.svg`` writes a status
@@ -60,6 +63,7 @@ from ...spec import RULES
 from ..checks.base import Check
 from ..checks.profiles import DEFAULT_PROFILE, PROFILES
 from ..engines.loading import BackendLoadError, parse_options
+from ..engines.replay import ReproduceError, parse_reproduction
 from ..engines.session_layer import DEFAULT_SESSION_LAYER
 from .badge import badge_for, render_badge
 from .explain import explain_rule
@@ -125,6 +129,14 @@ def _workers(text: str) -> int:
     return n
 
 
+def _reproduction(text: str) -> str:
+    """A reproduce blob as a failure's replay command gives it, checked before the run."""
+    try:
+        return str(parse_reproduction(text))
+    except ReproduceError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _output_file(text: str) -> Path:
     """A file the report can be written to, checked before the kit runs for minutes."""
     problem = unwritable(text)
@@ -182,6 +194,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--seed", type=int, help="seed for every random choice; printed with each failure"
+    )
+    run.add_argument(
+        "--reproduce",
+        type=_reproduction,
+        metavar="BLOB",
+        help="replay exactly this failing example of the one --only check (from a "
+        "failure's replay command): no search, no shrinking",
     )
     run.add_argument(
         "-n", "--workers", type=_workers, default=1, help="run checks in this many processes (1+)"
@@ -388,12 +407,16 @@ def _run(args: argparse.Namespace, console: Console) -> int:
             on_result=live.finished,
             on_start=live.selected,
             on_check_start=live.started,
+            reproduce=args.reproduce,
         )
     console.print(_rules_table(report))
     not_run = sum(r.status == "not_run" for r in report.rules)
     if not_run:
         console.print(f"[dim]{not_run} rules not run: no check selected by --only verifies them[/]")
     _print_failures(console, report, args.verbose)
+    for result in report.checks:
+        if result.status == "passed" and result.reason:  # a --reproduce that did not fail
+            console.print(f"{escape(result.name)}: {escape(result.reason)}", highlight=False)
     status = report.exit_status
     outputs = (
         (args.report, to_json),

@@ -6,13 +6,15 @@ and `CheckResult.traceback` (the full Python traceback, the kit's own frames
 included; the CLI prints it only with ``--verbose``, the plugin with ``-vv``).
 
 Hypothesis runs the kit's property checks and state machines. Its settings there
-(`checkpointspec.conformance.checks._support`) already turn off what it says to
-test authors: no ``@reproduce_failure`` blob, no explain phase ("these lines were
-always and only run by failing test cases"). What it still says is translated
-here, in `hypothesis_lines`: a `FlakyFailure` (a failure that did not happen
-again when Hypothesis replayed the same steps) becomes one sentence about the
-backend, the failing steps stay, and any advice meant for test authors that a
-user's Hypothesis profile or version brings back is dropped.
+(`checkpointspec.conformance.engines.replay`) already turn off some of what it
+says to test authors: no explain phase ("these lines were always and only run
+by failing test cases"). The ``@reproduce_failure`` blob it prints is taken into
+the report (`CheckResult.reproduce`) and the replay command (``--reproduce``).
+What it says is translated here, in `hypothesis_lines`: a `FlakyFailure` (a
+failure that did not happen again when Hypothesis replayed the same steps)
+becomes one sentence about the backend, the failing steps stay, and the advice
+meant for test authors (the decorator to add, and whatever else a user's
+Hypothesis profile or version brings) is dropped.
 """
 
 from __future__ import annotations
@@ -174,13 +176,23 @@ def panel_title(result: CheckResult) -> str:
     return f"{result.name} broke {result.violated_rule}"
 
 
-def panel_body(result: CheckResult, *, verbose: bool = False, more: str = "--verbose") -> str:
+def panel_body(
+    result: CheckResult,
+    *,
+    verbose: bool = False,
+    more: str = "--verbose",
+    also: tuple[str, ...] = (),
+) -> str:
     """The panel under its headline: the finding and steps (``detail``), the replay
-    command, and the full traceback if ``verbose``, else where to ask for it
-    (``more``: the option that shows it)."""
+    command (and ``also``: other commands that replay it), what of the replay the seed
+    does not decide (``replay_note``), and the full traceback if ``verbose``, else
+    where to ask for it (``more``: the option that shows it)."""
     lines = [result.detail] if result.detail else []
     if result.replay:
         lines.append(f"replay: {result.replay}")
+        lines.extend(f"    or: {command}" for command in also)
+        if result.replay_note:
+            lines.append(f"(the replay may differ: {result.replay_note})")
     if result.traceback and verbose:
         lines.append(f"traceback (the kit's frames included):\n{result.traceback.rstrip()}")
     elif result.traceback:
@@ -188,6 +200,13 @@ def panel_body(result: CheckResult, *, verbose: bool = False, more: str = "--ver
     return "\n".join(lines)
 
 
-def panel(result: CheckResult, *, verbose: bool = False, more: str = "--verbose") -> str:
+def panel(
+    result: CheckResult,
+    *,
+    verbose: bool = False,
+    more: str = "--verbose",
+    also: tuple[str, ...] = (),
+) -> str:
     """The whole failure panel as plain text: `panel_title`, then `panel_body`."""
-    return f"{panel_title(result)}\n{panel_body(result, verbose=verbose, more=more)}"
+    body = panel_body(result, verbose=verbose, more=more, also=also)
+    return f"{panel_title(result)}\n{body}"

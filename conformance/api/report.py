@@ -62,7 +62,7 @@ __all__ = [
     "unwritable",
 ]
 
-REPORT_SCHEMA_VERSION = 6
+REPORT_SCHEMA_VERSION = 7
 """2: check status ``error`` and ``not_checked``, rule status ``error``, exit status 3.
 3: rule status ``not_run`` for rules outside an ``--only`` selection, which were
 ``not_checked`` before.
@@ -70,7 +70,9 @@ REPORT_SCHEMA_VERSION = 6
 5: a check's ``traceback``; ``detail`` is the failure panel, without the kit's traceback.
 6: ``levels`` (the conformance levels and whether each was attained) and
 ``expected_failures`` (the ``--xfail`` rules and their reasons); the ``reason`` of an
-``xfailed`` or ``xpassed`` rule carries the ``--xfail`` reason."""
+``xfailed`` or ``xpassed`` rule carries the ``--xfail`` reason.
+7: a check's ``reproduce`` (the failing example's blob, also in ``replay`` as
+``--reproduce``) and ``replay_note``; ``replay`` carries the run's ``--option``s."""
 
 CheckStatus = Literal["passed", "failed", "skipped", "not_checked", "error"]
 RuleStatus = Literal[
@@ -118,6 +120,13 @@ class CheckResult(msgspec.Struct, frozen=True):
     """SHOULD-rule findings, each starting with ``[RULE-ID]``; they do not fail the check."""
     traceback: str = ""
     """The full traceback of a failure or kit error, the kit's frames included."""
+    reproduce: str | None = None
+    """The failing example of the check's Hypothesis run (``HYPOTHESIS_VERSION:BASE64``),
+    which ``replay`` passes as ``--reproduce`` to rerun exactly it; None for a check
+    whose failure came from no Hypothesis run (it replays from the seed)."""
+    replay_note: str = ""
+    """Why ``replay`` may not reproduce the failure exactly (a kill or a race timed by
+    the operating system, not by the seed); empty when it does."""
 
 
 class RuleResult(msgspec.Struct, frozen=True):

@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import random
+import shlex
 import shutil
 import tempfile
 import time
@@ -64,6 +65,14 @@ from ..engines.loading import (
     resolve_backend,
 )
 from ..engines.provenance import backend_operation
+from ..engines.replay import (
+    Replay,
+    ReplayPassed,
+    ReproduceError,
+    Reproduction,
+    parse_reproduction,
+    reproduction_of,
+)
 from ..engines.session_layer import DEFAULT_SESSION_LAYER, load_session_layer
 from ..engines.violations import RuleViolation
 from .failures import backend_frames, full_traceback, hypothesis_lines, raised_at
@@ -86,7 +95,13 @@ from .report import (
     summarise_rules,
 )
 
-__all__ = ["BackendProbe", "probe_backend", "run_check", "run_kit"]
+__all__ = ["REPLAY_PASSED", "BackendProbe", "probe_backend", "run_check", "run_kit"]
+
+REPLAY_PASSED = (
+    "the recorded example (--reproduce) did not fail: the backend passes it now, or the "
+    "blob was recorded for another check, backend or profile; only that example was run"
+)
+"""The reason of a check whose replayed example did not fail."""
 
 
 class BackendProbe(msgspec.Struct, frozen=True):
@@ -151,14 +166,40 @@ def _skip_reason(check: Check, probe: BackendProbe) -> str | None:
 
 
 def _replay(
-    backend: BackendRef, check: Check, profile: Profile, seed: int, session_target: str
+    backend: BackendRef,
+    check: Check,
+    profile: Profile,
+    seed: int,
+    session_target: str,
+    options: dict[str, str] | None = None,
 ) -> str:
-    command = f"checkpointspec run {backend.name}"
+    """The command that reruns ``check`` as this run ran it: the same backend, options,
+    profile and seed (`_with_reproduction` adds a failure's blob)."""
+    command = f"checkpointspec run {shlex.quote(backend.name)}"
     if is_session_check(check):
         command += " --suite session"
         if session_target != DEFAULT_SESSION_LAYER:
-            command += f" --session-layer {session_target}"
+            command += f" --session-layer {shlex.quote(session_target)}"
+    for key, value in sorted((options or {}).items()):
+        command += f" --option {shlex.quote(f'{key}={value}')}"
     return f"{command} --only {check.name} --profile {profile.name} --seed {seed}"
+
+
+def _with_reproduction(
+    result: CheckResult, check: Check, exc: BaseException, replayed: Reproduction | None
+) -> CheckResult:
+    """A failed or errored ``result`` with its reproduce blob (the one Hypothesis
+    recorded, or the one replayed) in the report and the replay command, and the
+    check's `Check.replay_note` when the replay cannot be exact."""
+    found = reproduction_of(exc) or replayed
+    if found is None:
+        return msgspec.structs.replace(result, replay_note=check.replay_note)
+    return msgspec.structs.replace(
+        result,
+        reproduce=str(found),
+        replay=f"{result.replay} --reproduce {found}",
+        replay_note=check.replay_note,
+    )
 
 
 def run_check(
@@ -170,16 +211,22 @@ def run_check(
     root: Path,
     options: dict[str, str] | None = None,
     session_target: str = DEFAULT_SESSION_LAYER,
+    reproduce: Reproduction | None = None,
 ) -> CheckResult:
     """Run one check in this process and report how it went (see the module docstring).
 
     ``session_target`` is the session layer a session check reaches through
-    `Harness.session`."""
+    `Harness.session`. ``reproduce`` replays one recorded failing example of the
+    check's Hypothesis run instead of searching (``--reproduce``): a replay that
+    does not fail is ``passed``, with `REPLAY_PASSED` as its reason. Raises
+    `ReproduceError` when the check runs no Hypothesis test and ends without
+    failing."""
     started = time.perf_counter()
-    replay = _replay(backend, check, profile, seed, session_target)
+    replay = _replay(backend, check, profile, seed, session_target, options)
     reason = _skip_reason(check, probe)
     if reason is not None:
         return CheckResult(check.name, check.rules, "skipped", 0.0, reason=reason)
+    replaying = Replay(reproduce) if reproduce is not None else None
     workdir: Path | None = None
     try:
         workdir = Path(tempfile.mkdtemp(prefix=f"{check.rule_id}-", dir=root))
@@ -192,6 +239,7 @@ def run_check(
             seed,
             options,
             session_target=session_target,
+            replay=replaying,
         )
         if inspect.iscoroutinefunction(check.func):
             asyncio.run(_run_async(check, harness))
@@ -201,11 +249,26 @@ def run_check(
         return CheckResult(
             check.name, check.rules, "skipped", time.perf_counter() - started, reason=str(skip)
         )
+    except ReplayPassed:
+        return CheckResult(
+            check.name,
+            check.rules,
+            "passed",
+            time.perf_counter() - started,
+            reason=REPLAY_PASSED,
+        )
     except Exception as exc:
-        return _judge(check, exc, probe, time.perf_counter() - started, replay)
+        judged = _judge(check, exc, probe, time.perf_counter() - started, replay)
+        used = replaying.reproduction if replaying is not None and replaying.used else None
+        return _with_reproduction(judged, check, exc, used)
     finally:
         if workdir is not None:
             shutil.rmtree(workdir, ignore_errors=True)
+    if replaying is not None and not replaying.used:
+        raise ReproduceError(
+            f"{check.name} draws no Hypothesis examples, so there is no blob to replay: "
+            "replay it with --seed alone"
+        )
     return CheckResult(
         check.name,
         check.rules,
@@ -385,6 +448,7 @@ def run_kit(
     on_result: Callable[[CheckResult], None] | None = None,
     on_start: Callable[[list[Check]], None] | None = None,
     on_check_start: Callable[[Check], None] | None = None,
+    reproduce: str | None = None,
 ) -> KitReport:
     """Run the kit against ``backend_name`` (a built-in name or ``module:function``),
     or with ``process`` (and no name) against a backend in another process that speaks
@@ -395,6 +459,10 @@ def run_kit(
     gets each check as it starts, ``on_result`` its result as it ends. With
     ``workers > 1`` at most ``workers`` checks are started and not yet ended.
 
+    ``reproduce`` (``HYPOTHESIS_VERSION:BASE64``, from a failure's replay command)
+    replays that one failing example of the one selected check: no search, no
+    shrinking, no database (`checkpointspec.conformance.engines.replay`).
+
     ``suite`` picks the checks (``storage``, ``session`` or ``all``; ``only``
     narrows them further); the report covers that suite's rules and the levels
     they attain. ``expected_failures`` are the ``--xfail`` rules, or a mapping of
@@ -404,13 +472,20 @@ def run_kit(
     Raises `BackendLoadError` for usage errors: an unknown backend or suite, a
     factory that cannot be imported, raises or returns something that is not a
     Checkpointer, a selection matching no check, a session layer that cannot be
-    loaded (`SessionLayerError`) when a session check is selected.
+    loaded (`SessionLayerError`) when a session check is selected; with
+    ``reproduce``, a blob that does not decode or was recorded by another Hypothesis
+    version, a selection of more or less than one check, a check that runs no
+    Hypothesis test, or a blob that does not fit the check's examples.
     """
     started = time.perf_counter()
     chosen = PROFILES[profile] if isinstance(profile, str) else profile
     run_seed = seed if seed is not None else random.SystemRandom().randrange(2**31)
     if suite not in SUITES:
         raise BackendLoadError(f"unknown suite {suite!r}: use one of {', '.join(SUITES)}")
+    try:
+        reproduction = parse_reproduction(reproduce) if reproduce is not None else None
+    except ReproduceError as exc:
+        raise BackendLoadError(f"--reproduce: {exc}") from None
     options = dict(options or {})
     if process is not None:
         backend, own = process_backend(process, validate=validate_protocol)
@@ -424,6 +499,11 @@ def run_kit(
         selected = select_checks(only, suite=suite)
     except UnknownCheckError as exc:
         raise BackendLoadError(str(exc)) from exc
+    if reproduction is not None and len(selected) != 1:
+        raise BackendLoadError(
+            f"--reproduce replays one check, and {len(selected)} are selected: "
+            "name it with --only, as the failure's replay command does"
+        )
     uses_session = any(is_session_check(c) for c in selected)
     if uses_session:
         load_session_layer(session_layer)  # a usage error now, not one error per check
@@ -443,7 +523,17 @@ def run_kit(
             on_result(result)
 
     try:
-        if workers > 1:
+        if reproduction is not None:
+            (c,) = selected
+            begin(c)
+            try:
+                replayed = run_check(
+                    c, backend, probe, chosen, run_seed, root, opts, session_layer, reproduction
+                )
+            except ReproduceError as exc:
+                raise BackendLoadError(f"--reproduce: {exc}") from None
+            end(replayed)
+        elif workers > 1:
             with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
                 # Submitting no more than ``workers`` at a time keeps "started" true:
                 # a submitted check is one a worker process is running.

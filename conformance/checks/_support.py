@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Itera
 from pathlib import Path
 from typing import TypeVar, cast
 
-from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
@@ -19,12 +19,19 @@ from ...spec import Capability, Checkpointer, Codec, StoredEvent, StoreHooks
 from ..engines.commanded import Open, Opened, WorkerClient, started_workers
 from ..engines.machine import CheckpointerMachine, MachineEnv
 from ..engines.outcomes import Err, run_backend
+from ..engines.replay import (
+    REPORTING_PHASES,
+    SEARCH_PHASES,
+    Reproduction,
+    kit_settings,
+    replayable,
+    run_exactly,
+)
 from ..engines.violations import RuleViolation, expect
 from .harness import Harness, read_all
 
 __all__ = [
     "MODEL_OBSERVED",
-    "REPORTING_PHASES",
     "Snapshot",
     "append_five",
     "check_whole_batches",
@@ -95,28 +102,13 @@ async def expect_error(
     return outcome.error
 
 
-REPORTING_PHASES = (Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink)
-"""Every phase but ``Phase.explain``, whose report ("these lines were always and only
-run by failing test cases: ...") points at the kit's code, not the backend's."""
-
-
 def property_settings(h: Harness) -> settings:
-    """Hypothesis settings for a property check under the run's profile.
+    """Hypothesis settings for a property check under the run's profile (`kit_settings`).
 
-    No ``@reproduce_failure`` blob (``print_blob``) and no explain phase: that advice
-    is for the authors of a test, and a failure panel is read by a backend's author
-    (`checkpointspec.conformance.api.failures`); the replay command reruns a failure.
+    No explain phase: its advice is for the authors of a test, and a failure panel is
+    read by a backend's author (`checkpointspec.conformance.api.failures`).
     """
-    return settings(
-        max_examples=h.profile.property_examples,
-        deadline=None,
-        database=None,
-        derandomize=False,
-        print_blob=False,
-        report_multiple_bugs=False,
-        suppress_health_check=list(HealthCheck),
-        phases=REPORTING_PHASES,
-    )
+    return kit_settings(max_examples=h.profile.property_examples, phases=REPORTING_PHASES)
 
 
 def run_property(
@@ -126,11 +118,12 @@ def run_property(
 ) -> None:
     """Run ``body`` on one fresh store per generated example, on a private loop.
 
-    Hypothesis shrinks a failing example and attaches it to the RuleViolation's notes.
+    Hypothesis shrinks a failing example and attaches it, and its reproduce blob, to
+    the RuleViolation's notes. With ``--reproduce`` (``h.replay``) only the recorded
+    example runs (`checkpointspec.conformance.engines.replay`).
     """
     loop = asyncio.new_event_loop()
 
-    @seed(h.seed)
     @property_settings(h)
     @given(strategy)
     def test(value: T) -> None:
@@ -144,9 +137,13 @@ def run_property(
         loop.run_until_complete(one())
 
     try:
-        test()
+        run_exactly(replayable(test, h.seed, _reproduction(h)), h.replay)
     finally:
         loop.close()
+
+
+def _reproduction(h: Harness) -> Reproduction | None:
+    return h.replay.reproduction if h.replay is not None else None
 
 
 def fingerprint(path: Path) -> dict[str, str]:
@@ -214,27 +211,20 @@ def run_machine(
 ) -> None:
     """Run the state machine that ``make`` builds, under the run's seed.
 
-    A failure's minimal sequence of steps arrives as notes on the RuleViolation,
-    which the runner prints with it. ``shrink=False`` reports a failing run as it
-    was found, for machines whose every replay is expensive.
+    A failure's minimal sequence of steps and its reproduce blob arrive as notes on
+    the RuleViolation, which the runner reports with it. ``shrink=False`` reports a
+    failing run as it was found, for machines whose every replay is expensive. With
+    ``--reproduce`` (``h.replay``) only the recorded run of steps is replayed. A
+    check runs at most one machine or property: a blob names one run.
     """
     # Hypothesis takes any factory of machines, though it annotates a class.
-    factory = cast("type[RuleBasedStateMachine]", seed(h.seed)(make))
-    # Settings as `property_settings`: no reproduce blob, no explain phase.
-    phases = REPORTING_PHASES if shrink else (Phase.explicit, Phase.reuse, Phase.generate)
-    run_state_machine_as_test(
-        factory,
-        settings=settings(
-            max_examples=examples,
-            stateful_step_count=steps,
-            deadline=None,
-            database=None,
-            print_blob=False,
-            report_multiple_bugs=False,
-            suppress_health_check=list(HealthCheck),
-            phases=phases,
-        ),
+    factory = cast("type[RuleBasedStateMachine]", replayable(make, h.seed, _reproduction(h)))
+    configured = kit_settings(
+        max_examples=examples,
+        phases=REPORTING_PHASES if shrink else SEARCH_PHASES,
+        stateful_step_count=steps,
     )
+    run_exactly(lambda: run_state_machine_as_test(factory, settings=configured), h.replay)
 
 
 def run_model_based(h: Harness, codec: type[Codec] | None) -> None:

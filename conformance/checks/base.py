@@ -33,6 +33,10 @@ class Check(msgspec.Struct, frozen=True):
     hooks: bool
     func: CheckFunc
     summary: str
+    replay_note: str = ""
+    """What of the check the seed does not decide (a kill at a moment of a real
+    process, a race the operating system schedules), so that a failure's replay may
+    differ; empty for a check whose replay is exact. Failure panels print it."""
 
     @property
     def rule_id(self) -> str:
@@ -41,12 +45,13 @@ class Check(msgspec.Struct, frozen=True):
 
 
 def check(
-    *rules: str, needs: Iterable[Capability] = (), hooks: bool = False
+    *rules: str, needs: Iterable[Capability] = (), hooks: bool = False, replay_note: str = ""
 ) -> Callable[[CheckFunc], Check]:
     """Make ``func`` a `Check` verifying ``rules`` (at least one; the first names it).
 
     ``needs`` adds capabilities beyond the one of the first rule; ``hooks`` says
-    the check needs `StoreHooks`. Raises `KeyError` for a rule the catalog lacks.
+    the check needs `StoreHooks`; ``replay_note`` says what of it the seed does not
+    decide (`Check.replay_note`). Raises `KeyError` for a rule the catalog lacks.
     """
     if not rules:
         raise ValueError("a check verifies at least one rule")
@@ -66,6 +71,7 @@ def check(
             hooks=hooks,
             func=func,
             summary=summary,
+            replay_note=replay_note,
         )
 
     return make

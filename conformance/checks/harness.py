@@ -29,6 +29,7 @@ from ...spec import (
 )
 from ..engines.loading import BackendRef, open_checkpointer
 from ..engines.outcomes import read_all
+from ..engines.replay import Replay
 from ..engines.session_layer import DEFAULT_SESSION_LAYER, SessionLayer, load_session_layer
 from .profiles import Profile
 
@@ -52,6 +53,7 @@ class Harness:
         seed: int,
         options: dict[str, str] | None = None,
         session_target: str = DEFAULT_SESSION_LAYER,
+        replay: Replay | None = None,
     ) -> None:
         self.backend = backend
         self.factory = factory
@@ -62,6 +64,9 @@ class Harness:
         self.options = dict(options or {})
         self.session_target = session_target
         """The session layer's name (``MODULE`` or ``MODULE:OBJECT``), for worker processes."""
+        self.replay = replay
+        """With ``--reproduce``: the recorded example the check's Hypothesis run replays
+        instead of searching (`checkpointspec.conformance.engines.replay`)."""
         self._session: SessionLayer | None = None
         self.warnings: list[str] = []
         self._handles: list[Checkpointer] = []
