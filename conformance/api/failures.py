@@ -46,6 +46,7 @@ FLAKY_REPLAY = (
 
 _HEADINGS = {
     "Failing test case: <state machine>": "failing steps:",
+    "Failing test case: ": "failing example: ",
     "Falsifying example: ": "failing example: ",
     "Falsifying explicit example: ": "failing example: ",
 }

@@ -26,7 +26,12 @@ in the catalog is a usage error naming it (`check_rule_id`, as in the CLI).
 
 One seed serves the whole run: ``--checkpointer-seed``, or else one the
 controller draws, hands to every pytest-xdist worker (``workerinput``) and
-prints in the header, so that any failure replays with it.
+prints in the header, so that any failure replays with it. A failure found by
+Hypothesis also carries its reproduce blob: ``--checkpointer-reproduce BLOB``
+(with ``--checkpointer-only`` naming the one check) replays exactly that
+example, as the CLI's ``--reproduce`` does; the failure shows both replay
+commands. A blob that does not decode, was recorded by another Hypothesis
+version, or comes with a selection of more than one check is a usage error.
 
 ``--checkpointer-summary FILE.md`` writes the CLI's Markdown summary
 (`checkpointspec.conformance.api.summary`) at the end of the run, on the
@@ -45,6 +50,7 @@ that the backend is wrong; skipped and not checked checks are skips.
 from __future__ import annotations
 
 import random
+import shlex
 import sys
 import tempfile
 import time
@@ -64,6 +70,7 @@ from ..engines.loading import (
     process_backend,
     resolve_backend,
 )
+from ..engines.replay import ReproduceError, Reproduction, parse_reproduction
 from ..engines.session_layer import DEFAULT_SESSION_LAYER, load_session_layer
 from .failures import panel, panel_body
 from .levels import judge_levels
@@ -163,6 +170,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="FILE.md",
         help="write a Markdown summary of the kit's checks (e.g. to $GITHUB_STEP_SUMMARY)",
     )
+    group.addoption(
+        "--checkpointer-reproduce",
+        default=None,
+        metavar="BLOB",
+        help="replay exactly this failing example of the one --checkpointer-only check "
+        "(from a failure's replay command): no search, no shrinking",
+    )
 
 
 class CheckFailed(Exception):
@@ -187,6 +201,7 @@ class _KitSetup(msgspec.Struct, frozen=True):
     seed: int
     checks: tuple[Check, ...]
     xfail: dict[str, str]
+    reproduction: Reproduction | None = None
 
 
 _SETUP = pytest.StashKey[_KitSetup]()
@@ -247,21 +262,28 @@ class CheckItem(pytest.Item):
         self.user_properties.append(("checkpointspec_seed", parent.seed))
         options = _run_options(self.config)
         profile = PROFILES[self.config.getoption("checkpointer_profile")]
+        setup = self.config.stash[_SETUP]
         with tempfile.TemporaryDirectory(prefix="checkpointspec-") as root:
-            result = self.result = run_check(
-                self.kit_check,
-                parent.backend,
-                parent.probe,
-                profile,
-                parent.seed,
-                Path(root),
-                options,
-                self.config.getoption("checkpointer_session_layer"),
-            )
+            try:
+                result = self.result = run_check(
+                    self.kit_check,
+                    parent.backend,
+                    parent.probe,
+                    profile,
+                    parent.seed,
+                    Path(root),
+                    options,
+                    self.config.getoption("checkpointer_session_layer"),
+                    setup.reproduction,
+                )
+            except ReproduceError as exc:
+                pytest.fail(f"--checkpointer-reproduce: {exc}", pytrace=False)
         if result.status == "error":
             pytest.fail(
                 f"kit error, not evidence against the backend: {result.reason}\n"
-                + panel_body(result, verbose=self._verbose(), more=_MORE),
+                + panel_body(
+                    result, verbose=self._verbose(), more=_MORE, also=self._pytest_replay()
+                ),
                 pytrace=False,
             )
         if result.status == "skipped":
@@ -279,8 +301,33 @@ class CheckItem(pytest.Item):
         self, excinfo: pytest.ExceptionInfo[BaseException], style: object = None
     ) -> str:
         if isinstance(excinfo.value, CheckFailed):
-            return panel(excinfo.value.result, verbose=self._verbose(), more=_MORE)
+            return panel(
+                excinfo.value.result,
+                verbose=self._verbose(),
+                more=_MORE,
+                also=self._pytest_replay(),
+            )
         return str(super().repr_failure(excinfo))
+
+    def _pytest_replay(self) -> tuple[str, ...]:
+        """The pytest command that reruns this check as it ran, with its failure's blob."""
+        if self.result is None or not self.result.replay:
+            return ()
+        option = self.config.getoption
+        parts = ["pytest", "--checkpointer", option("checkpointer")]
+        suite = option("checkpointer_suite")
+        if suite != DEFAULT_SUITE:
+            parts += ["--checkpointer-suite", suite]
+        if suite != "storage" and option("checkpointer_session_layer") != DEFAULT_SESSION_LAYER:
+            parts += ["--checkpointer-session-layer", option("checkpointer_session_layer")]
+        for pair in option("checkpointer_option"):
+            parts += ["--checkpointer-option", pair]
+        parts += ["--checkpointer-only", self.kit_check.name]
+        parts += ["--checkpointer-profile", option("checkpointer_profile")]
+        parts += ["--checkpointer-seed", str(self.config.stash[_SETUP].seed)]
+        if self.result.reproduce is not None:
+            parts += ["--checkpointer-reproduce", self.result.reproduce]
+        return (shlex.join(parts),)
 
     def _verbose(self) -> bool:
         return self.config.get_verbosity() >= 2
@@ -342,6 +389,23 @@ def _expected_failures(pairs: list[str]) -> dict[str, str]:
     return xfail
 
 
+def _reproduction(text: str | None, checks: list[Check]) -> Reproduction | None:
+    """``--checkpointer-reproduce``, checked: a one-line `pytest.UsageError` for a blob
+    the kit cannot replay or a selection of other than one check."""
+    if text is None:
+        return None
+    try:
+        reproduction = parse_reproduction(text)
+    except ReproduceError as exc:
+        raise pytest.UsageError(f"--checkpointer-reproduce: {exc}") from None
+    if len(checks) != 1:
+        raise pytest.UsageError(
+            f"--checkpointer-reproduce replays one check, and {len(checks)} are selected: "
+            "name it with --checkpointer-only, as the failure's replay command does"
+        )
+    return reproduction
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "checkpointspec_rule(rule_id): the kit rule a check verifies"
@@ -369,13 +433,14 @@ def pytest_configure(config: pytest.Config) -> None:
             load_session_layer(config.getoption("checkpointer_session_layer"))
         except BackendLoadError as exc:
             raise pytest.UsageError(f"--checkpointer-session-layer: {exc}") from exc
+    reproduction = _reproduction(config.getoption("checkpointer_reproduce"), checks)
     seed = config.getoption("checkpointer_seed")
     workerinput = getattr(config, "workerinput", None)  # set on a pytest-xdist worker
     if seed is None and workerinput is not None:
         seed = workerinput.get(_WORKER_SEED)
     if seed is None:
         seed = random.SystemRandom().randrange(2**31)
-    config.stash[_SETUP] = _KitSetup(backend, probe, seed, tuple(checks), xfail)
+    config.stash[_SETUP] = _KitSetup(backend, probe, seed, tuple(checks), xfail, reproduction)
     if summary is not None and workerinput is None:
         config.pluginmanager.register(
             _SummaryWriter(config, Path(summary)), "checkpointspec-summary"

@@ -122,7 +122,11 @@ async def refused_batch_leaves_no_trace(h: Harness) -> None:
     )
 
 
-@check("APPEND-004")
+@check(
+    "APPEND-004",
+    replay_note="six appends race through three handles; which one wins depends on how "
+    "the backend's threads or locks schedule them",
+)
 async def racing_appends_never_fork(h: Harness) -> None:
     """APPEND-004: of appends racing on one expected_head, exactly one wins; without it, all land whole."""
     handles = [await h.open() for _ in range(3)]

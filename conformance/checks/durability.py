@@ -387,7 +387,13 @@ async def acknowledged_writes_survive_reopen(h: Harness) -> None:
     )
 
 
-@check("DUR-002", "APPEND-003", "INTEG-001")
+@check(
+    "DUR-002",
+    "APPEND-003",
+    "INTEG-001",
+    replay_note="the seed picks when to kill the writer, as a fraction of an append's "
+    "measured duration; where in the backend's code that lands depends on timing",
+)
 async def acknowledged_writes_survive_kill(h: Harness) -> None:
     """DUR-002: after SIGKILL of a writer, every acknowledged batch is stored, whole; no partial batch.
 

@@ -15,7 +15,14 @@ from .harness import Harness
 __all__ = ["CHECKS"]
 
 
-@check("KILL-001", "MP-001", "READ-003", "APPEND-003")
+@check(
+    "KILL-001",
+    "MP-001",
+    "READ-003",
+    "APPEND-003",
+    replay_note="writers are paused and killed at the backend's fault points, the same "
+    "on every replay; a backend without fault points is killed wherever its writer then is",
+)
 def commanded_workers(h: Harness) -> None:
     """KILL-001: processes paused inside writes and killed there leave whole writes and free locks."""
     with worker_pool(h.backend.target, h.options, WORKERS) as pool:

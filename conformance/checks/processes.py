@@ -60,6 +60,8 @@ _CONTRACT_ERRORS = frozenset(errors.__all__)
     "INTEG-001",
     "TRUNC-001",
     "TRUNC-003",
+    replay_note="the seed fixes each process's calls and which are killed, but not how "
+    "the operating system interleaves them nor the moment a kill lands",
 )
 async def free_running_history(h: Harness) -> None:
     """MP-001: a history of processes hammering shared sessions is explained by the contract."""
@@ -150,7 +152,13 @@ async def _acked(n: int, worker: WorkerClient) -> list[Acked]:
     return acks
 
 
-@check("MP-001", "APPEND-004", "SEQ-001")
+@check(
+    "MP-001",
+    "APPEND-004",
+    "SEQ-001",
+    replay_note="the writers race in separate processes; the operating system, not the "
+    "seed, decides who wins each race",
+)
 async def processes_share_one_log(h: Harness) -> None:
     """MP-001: writers in several processes racing with expected_head never lose an update."""
     count, size, workers = 10 * h.profile.process_rounds, 2, 3
