@@ -20,6 +20,13 @@ backend may fail a rule:
 - any other exception is the kit's own (a bug in a check, an engine assertion,
   a worker that cannot start): ``error``, with its traceback, never a failure.
 
+A failed or errored check's ``replay`` is the command that reruns it: the
+check, the run's options, profile and seed, and for a failure found by
+Hypothesis its reproduce blob (``--reproduce``, `CheckResult.reproduce`), which
+replays exactly the failing example; ``replay_note`` says what of the check the
+seed does not decide (`Check.replay_note`). See
+`checkpointspec.conformance.engines.replay`.
+
 The session suite checks a session layer on the backend (``session_layer``,
 default ``checkpointspec.reference``). The layer's functions note the exceptions
 they raise as the backend's handles do

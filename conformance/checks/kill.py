@@ -20,8 +20,8 @@ __all__ = ["CHECKS"]
     "MP-001",
     "READ-003",
     "APPEND-003",
-    replay_note="writers are paused and killed at the backend's fault points, the same "
-    "on every replay; a backend without fault points is killed wherever its writer then is",
+    replay_note="only a backend with fault points has its writers paused and killed at "
+    "the same places on every replay; without them a kill lands wherever the writer then is",
 )
 def commanded_workers(h: Harness) -> None:
     """KILL-001: processes paused inside writes and killed there leave whole writes and free locks."""
