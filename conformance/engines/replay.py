@@ -88,6 +88,12 @@ def parse_reproduction(text: str) -> Reproduction:
             f"{text!r} is not a reproduce blob: expected HYPOTHESIS_VERSION:BASE64, "
             "as a failure's replay command gives it"
         )
+    # Only the version that encoded a choice sequence can decode it.
+    if version != HYPOTHESIS_VERSION:
+        raise ReproduceError(
+            f"the reproduce blob was recorded with Hypothesis {version}, this environment "
+            f"has {HYPOTHESIS_VERSION}: install hypothesis=={version} to replay it"
+        )
     try:
         # decode_failure takes anything base64.b64decode forgives; the kit takes only
         # what encode_failure writes, so a typo is caught here and not mid-replay.
@@ -96,11 +102,6 @@ def parse_reproduction(text: str) -> Reproduction:
     except (binascii.Error, UnicodeEncodeError, InvalidArgument, ValueError) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise ReproduceError(f"the reproduce blob does not decode: {reason}") from None
-    if version != HYPOTHESIS_VERSION:
-        raise ReproduceError(
-            f"the reproduce blob was recorded with Hypothesis {version}, this environment "
-            f"has {HYPOTHESIS_VERSION}: install hypothesis=={version} to replay it"
-        )
     return Reproduction(version, blob)
 
 
@@ -134,16 +135,17 @@ def reproduction_of(exc: BaseException) -> Reproduction | None:
 
 
 def kit_settings(
-    *, max_examples: int, phases: Sequence[Phase], stateful_step_count: int | None = None
+    *, max_examples: int, phases: Sequence[Phase], stateful_step_count: int = 50
 ) -> settings:
     """Settings for one kit run: every one that shapes which examples run is given, so a
     Hypothesis profile the user loaded (a database, derandomize, another backend) does
     not change them; no deadline and no health checks (the backend's speed is not the
     question); one bug reported; the blob printed, for `reproduction_of` to take (the
-    panel drops Hypothesis' advice around it)."""
-    extra = {} if stateful_step_count is None else {"stateful_step_count": stateful_step_count}
+    panel drops Hypothesis' advice around it). ``stateful_step_count`` (Hypothesis'
+    default when not given) matters to state machines only."""
     return settings(
         max_examples=max_examples,
+        stateful_step_count=stateful_step_count,
         phases=phases,
         database=None,
         derandomize=False,
@@ -153,7 +155,6 @@ def kit_settings(
         report_multiple_bugs=False,
         suppress_health_check=list(HealthCheck),
         verbosity=Verbosity.normal,
-        **extra,  # type: ignore[arg-type]
     )
 
 
