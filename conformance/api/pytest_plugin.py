@@ -314,7 +314,12 @@ class CheckItem(pytest.Item):
         if self.result is None or not self.result.replay:
             return ()
         option = self.config.getoption
-        parts = ["pytest", "--checkpointer", option("checkpointer")]
+        if option("checkpointer_process"):
+            parts = ["pytest", "--checkpointer-process", option("checkpointer_process")]
+            if option("checkpointer_validate_protocol"):
+                parts.append("--checkpointer-validate-protocol")
+        else:
+            parts = ["pytest", "--checkpointer", option("checkpointer")]
         suite = option("checkpointer_suite")
         if suite != DEFAULT_SUITE:
             parts += ["--checkpointer-suite", suite]

@@ -182,14 +182,31 @@ def _replay(
 ) -> str:
     """The command that reruns ``check`` as this run ran it: the same backend, options,
     profile and seed (`_with_reproduction` adds a failure's blob)."""
-    command = f"checkpointspec run {shlex.quote(backend.name)}"
+    # A name is what the command line said: module:function, a built-in, or a
+    # ``--process`` backend's options, quoted already.
+    command = f"checkpointspec run {backend.name}"
     if is_session_check(check):
         command += " --suite session"
         if session_target != DEFAULT_SESSION_LAYER:
             command += f" --session-layer {shlex.quote(session_target)}"
-    for key, value in sorted((options or {}).items()):
+    for key, value in sorted(_given_options(backend, options or {}).items()):
         command += f" --option {shlex.quote(f'{key}={value}')}"
     return f"{command} --only {check.name} --profile {profile.name} --seed {seed}"
+
+
+def _given_options(backend: BackendRef, options: dict[str, str]) -> dict[str, str]:
+    """The run's ``--option``s, without those a ``--process`` backend adds itself (its
+    command, schema validation), which its name already says."""
+    command = options.get("process")
+    if command is None:
+        return options
+    try:
+        own_ref, own = process_backend(command, validate="validate_protocol" in options)
+    except BackendLoadError:
+        return options
+    if own_ref != backend:
+        return options
+    return {key: value for key, value in options.items() if own.get(key) != value}
 
 
 def _with_reproduction(

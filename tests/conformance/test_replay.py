@@ -24,12 +24,17 @@ from checkpointspec.conformance.api.cli import main
 from checkpointspec.conformance.api.failures import panel
 from checkpointspec.conformance.api.registry import CHECKS_BY_NAME
 from checkpointspec.conformance.api.report import REPORT_SCHEMA_VERSION
-from checkpointspec.conformance.api.runner import REPLAY_PASSED, probe_backend, run_check
+from checkpointspec.conformance.api.runner import (
+    REPLAY_PASSED,
+    BackendProbe,
+    probe_backend,
+    run_check,
+)
 from checkpointspec.conformance.checks._support import run_property
 from checkpointspec.conformance.checks.base import check
 from checkpointspec.conformance.checks.harness import Harness
 from checkpointspec.conformance.checks.profiles import PROFILES
-from checkpointspec.conformance.engines.loading import resolve_backend
+from checkpointspec.conformance.engines.loading import process_backend, resolve_backend
 from checkpointspec.conformance.engines.replay import (
     HYPOTHESIS_VERSION,
     ReproduceError,
@@ -282,6 +287,24 @@ def test_the_replay_command_carries_the_backend_options(tmp_path: Path) -> None:
     )
     assert "--option flag=1 --option 'mode=two words' --only " in result.replay
     assert shlex.split(result.replay)[3:7] == ["--option", "flag=1", "--option", "mode=two words"]
+
+
+def test_a_process_backends_replay_names_it_as_the_command_line_did(tmp_path: Path) -> None:
+    backend, own = process_backend("node my backend.js", validate=True)
+    kit_check = msgspec.structs.replace(killed_somewhere, needs=frozenset())
+    probe = BackendProbe(frozenset(), has_hooks=False)
+    options = {**own, "flag": "1"}
+    result = run_check(kit_check, backend, probe, PROFILES["quick"], 5, tmp_path, options)
+    assert shlex.split(result.replay)[:8] == [
+        "checkpointspec",
+        "run",
+        "--process",
+        "node my backend.js",
+        "--validate-protocol",
+        "--option",
+        "flag=1",
+        "--only",
+    ]
 
 
 # -- the pytest plugin ----------------------------------------------------------------
