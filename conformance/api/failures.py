@@ -26,6 +26,7 @@ from pathlib import Path
 import hypothesis
 from hypothesis.errors import Flaky
 
+from ..engines.replay import linked_exceptions
 from .report import CheckResult
 
 __all__ = [
@@ -72,23 +73,6 @@ _LIBRARY_DIRS = (str(Path(traceback.__file__).parent), str(Path(hypothesis.__fil
 """The standard library's and Hypothesis' folders (not site-packages: a backend may live there)."""
 
 
-def _walk(exc: BaseException) -> Iterable[BaseException]:
-    """``exc``, the exceptions of every group inside it, and their causes and contexts."""
-    seen: set[int] = set()
-    stack = [exc]
-    while stack:
-        current = stack.pop()
-        if id(current) in seen:
-            continue
-        seen.add(id(current))
-        yield current
-        if isinstance(current, BaseExceptionGroup):
-            stack.extend(current.exceptions)
-        for linked in (current.__cause__, current.__context__):
-            if linked is not None:
-                stack.append(linked)
-
-
 def _is_chatter(line: str) -> bool:
     return any(fragment in line for fragment in _CHATTER)
 
@@ -120,7 +104,7 @@ def hypothesis_lines(exc: BaseException, finding: BaseException | None = None) -
     Hypothesis' advice to test authors.
     """
     lines: list[str] = []
-    everything = list(_walk(exc))
+    everything = list(linked_exceptions(exc))
     if finding is not None and finding not in everything:
         everything.append(finding)
     if any(isinstance(e, Flaky) for e in everything):

@@ -110,7 +110,9 @@ _DECORATOR = re.compile(r"@reproduce_failure\('(?P<version>[^']+)', b'(?P<blob>[
 version since the blob was introduced: the public decorator that replays it."""
 
 
-def _notes(exc: BaseException) -> Iterable[str]:
+def linked_exceptions(exc: BaseException) -> Iterable[BaseException]:
+    """``exc``, the exceptions of every group inside it, and their causes and contexts,
+    each once: where Hypothesis hangs its notes and the backend's error may hide."""
     seen: set[int] = set()
     stack = [exc]
     while stack:
@@ -118,10 +120,15 @@ def _notes(exc: BaseException) -> Iterable[str]:
         if id(current) in seen:
             continue
         seen.add(id(current))
-        yield from (str(n) for n in getattr(current, "__notes__", None) or ())
+        yield current
         if isinstance(current, BaseExceptionGroup):
             stack.extend(current.exceptions)
         stack.extend(e for e in (current.__cause__, current.__context__) if e is not None)
+
+
+def _notes(exc: BaseException) -> Iterable[str]:
+    for current in linked_exceptions(exc):
+        yield from (str(n) for n in getattr(current, "__notes__", None) or ())
 
 
 def reproduction_of(exc: BaseException) -> Reproduction | None:

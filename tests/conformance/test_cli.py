@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -166,23 +167,6 @@ def test_a_failed_rule_outranks_a_kit_error(monkeypatch: pytest.MonkeyPatch) -> 
 # --- usage errors a newcomer meets: one line on stderr, exit 2, no traceback ------------
 
 
-def _one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
-    err = capsys.readouterr().err.strip()
-    assert "\n" not in err, err
-    assert "Traceback" not in err
-    return err
-
-
-@pytest.fixture
-def kit_must_not_run(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Usage errors are refused before the kit runs a single check."""
-
-    def refuse(*args: object, **kwargs: object) -> None:
-        raise AssertionError("the kit ran despite a usage error")
-
-    monkeypatch.setattr(cli, "run_kit", refuse)
-
-
 def _module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, source: str) -> Path:
     path = tmp_path / f"{name}.py"
     path.write_text(source)
@@ -191,23 +175,29 @@ def _module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, source: 
 
 
 def test_a_backend_module_with_a_syntax_error_is_one_line_naming_file_and_line(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    one_line_error: Callable[[], str],
 ) -> None:
     path = _module(tmp_path, monkeypatch, "nc_syntax", "import os\ndef make(ctx)\n    pass\n")
     assert main(["run", "nc_syntax:make", "-q"]) == 2
-    err = _one_line_error(capsys)
+    err = one_line_error()
     assert "'nc_syntax'" in err
     assert f"{path}:2" in err
     assert "SyntaxError" in err
 
 
 def test_a_backend_module_that_raises_on_import_names_its_own_line(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    one_line_error: Callable[[], str],
 ) -> None:
     source = "import json\n\nSETTINGS = json.loads('not json')\n"
     path = _module(tmp_path, monkeypatch, "nc_raises", source)
     assert main(["run", "nc_raises:make", "-q"]) == 2
-    err = _one_line_error(capsys)
+    err = one_line_error()
     assert f"{path}:3" in err  # the author's line, not json/decoder.py's
     assert "JSONDecodeError" in err
 
@@ -256,10 +246,14 @@ def returns_half_a_checkpointer(ctx: object) -> _LacksCloseAndCapabilities:
     ],
 )
 def test_a_factory_returning_something_else_names_what_it_lacks(
-    factory: str, returned: str, lacks: str, capsys: pytest.CaptureFixture[str]
+    factory: str,
+    returned: str,
+    lacks: str,
+    capsys: pytest.CaptureFixture[str],
+    one_line_error: Callable[[], str],
 ) -> None:
     assert main(["run", f"{__name__}:{factory}", "-q"]) == 2
-    err = _one_line_error(capsys)
+    err = one_line_error()
     assert f"the factory {__name__}:{factory} returned {returned}" in err
     assert f"which is not a Checkpointer: it lacks {lacks}" in err
     if returned.startswith("_Lacks"):
@@ -277,10 +271,11 @@ def test_an_unwritable_report_path_is_refused_before_the_run(
     why: str,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
+    one_line_error: Callable[[], str],
 ) -> None:
     (tmp_path / "file").write_text("")
     assert main(["run", "memory", "-q", option, str(tmp_path / where)]) == 2
-    err = _one_line_error(capsys)
+    err = one_line_error()
     assert option in err
     assert why in err
 
@@ -296,10 +291,13 @@ def test_an_unwritable_report_path_is_refused_before_the_run(
     ],
 )
 def test_bad_options_are_refused_with_one_line(
-    argv: list[str], reason: str, capsys: pytest.CaptureFixture[str]
+    argv: list[str],
+    reason: str,
+    capsys: pytest.CaptureFixture[str],
+    one_line_error: Callable[[], str],
 ) -> None:
     assert main(["run", "memory", "-q", *argv]) == 2
-    assert reason in _one_line_error(capsys)
+    assert reason in one_line_error()
 
 
 def test_the_cli_and_the_pytest_plugin_default_to_the_same_profile() -> None:

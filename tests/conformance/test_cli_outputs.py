@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from checkpointspec.conformance.api import cli
 from checkpointspec.conformance.api.cli import main
 from checkpointspec.conformance.api.levels import level_of_rule
 from checkpointspec.conformance.api.registry import SUITES
@@ -18,21 +18,6 @@ BROKEN = "broken_backends:IgnoresExpectedHead.make"
 """A backend whose append ignores expected_head: APPEND-002 fails."""
 
 
-def _one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
-    err = capsys.readouterr().err.strip()
-    assert "\n" not in err, err
-    assert "Traceback" not in err
-    return err
-
-
-@pytest.fixture
-def kit_must_not_run(monkeypatch: pytest.MonkeyPatch) -> None:
-    def refuse(*args: object, **kwargs: object) -> None:
-        raise AssertionError("the kit ran despite a usage error")
-
-    monkeypatch.setattr(cli, "run_kit", refuse)
-
-
 @pytest.mark.usefixtures("kit_must_not_run")
 @pytest.mark.parametrize("option", ["--badge", "--summary"])
 @pytest.mark.parametrize(
@@ -40,11 +25,16 @@ def kit_must_not_run(monkeypatch: pytest.MonkeyPatch) -> None:
     [("missing/x", "does not exist"), ("file/x", "not a directory"), (".", "is a directory")],
 )
 def test_an_unwritable_badge_or_summary_path_is_refused_before_the_run(
-    option: str, where: str, why: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    option: str,
+    where: str,
+    why: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    one_line_error: Callable[[], str],
 ) -> None:
     (tmp_path / "file").write_text("")
     assert main(["run", "memory", "-q", option, str(tmp_path / where)]) == 2
-    err = _one_line_error(capsys)
+    err = one_line_error()
     assert option in err
     assert why in err
 
@@ -136,10 +126,10 @@ def test_xfail_without_a_reason_still_works(tmp_path: Path) -> None:
 @pytest.mark.usefixtures("kit_must_not_run")
 @pytest.mark.parametrize("value", ["NOPE-999=a reason", "=a reason", "head-001=x"])
 def test_xfail_with_an_unknown_rule_is_refused(
-    value: str, capsys: pytest.CaptureFixture[str]
+    value: str, capsys: pytest.CaptureFixture[str], one_line_error: Callable[[], str]
 ) -> None:
     assert main(["run", "memory", "-q", "--xfail", value]) == 2
-    assert "unknown rule" in _one_line_error(capsys)
+    assert "unknown rule" in one_line_error()
 
 
 # --- checkpointspec explain RULE ---------------------------------------------------------
@@ -186,7 +176,9 @@ def test_explain_covers_every_rule_consistently_with_the_rules_command(
             assert f" {level.name} " in row
 
 
-def test_explain_an_unknown_rule_is_one_line_and_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+def test_explain_an_unknown_rule_is_one_line_and_exit_2(
+    capsys: pytest.CaptureFixture[str], one_line_error: Callable[[], str]
+) -> None:
     assert main(["explain", "NOPE-999"]) == 2
-    err = _one_line_error(capsys)
+    err = one_line_error()
     assert "unknown rule 'NOPE-999'" in err

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shlex
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -23,13 +24,6 @@ def served(backend: str) -> str:
     return shlex.join([*SERVE, backend])
 
 
-def _one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
-    err = capsys.readouterr().err.strip()
-    assert "\n" not in err, err
-    assert "Traceback" not in err
-    return err
-
-
 @pytest.mark.parametrize(
     ("argv", "said"),
     [
@@ -42,18 +36,21 @@ def _one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
     ],
 )
 def test_process_usage_errors_are_one_line(
-    argv: list[str], said: str, capsys: pytest.CaptureFixture[str]
+    argv: list[str],
+    said: str,
+    capsys: pytest.CaptureFixture[str],
+    one_line_error: Callable[[], str],
 ) -> None:
     assert main([*argv, "-q"]) == 2
-    assert said in _one_line_error(capsys)
+    assert said in one_line_error()
 
 
 def test_a_child_that_dies_at_start_is_named_with_its_last_words(
-    capsys: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str], one_line_error: Callable[[], str]
 ) -> None:
     crash = shlex.join([sys.executable, "-c", "import sys; sys.exit('cannot open the store')"])
     assert main(["run", "--process", crash, "-q"]) == 2
-    err = _one_line_error(capsys)
+    err = one_line_error()
     assert "exited (status 1) before answering" in err
     assert err.endswith("cannot open the store")
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -59,13 +60,6 @@ def fake_layer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     (tmp_path / "fake_layer.py").write_text(FAKE_LAYER)
     monkeypatch.syspath_prepend(str(tmp_path))
     return "fake_layer"
-
-
-def _one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
-    err = capsys.readouterr().err.strip()
-    assert "\n" not in err, err
-    assert "Traceback" not in err
-    return err
 
 
 # -- loading --------------------------------------------------------------------------------
@@ -122,20 +116,24 @@ def test_a_storage_run_never_loads_the_session_layer(capsys: pytest.CaptureFixtu
     [("no_such_layer_xyz", "cannot import 'no_such_layer_xyz'"), ("json", "lacks fold")],
 )
 def test_a_session_run_with_a_bad_layer_is_one_line_and_exit_2(
-    layer: str, expected: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    layer: str,
+    expected: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    one_line_error: Callable[[], str],
 ) -> None:
     ran: list[str] = []
     monkeypatch.setattr(cli, "_rules_table", lambda report: ran.append("ran"))
     assert main(["run", "memory", "--suite", "session", "--session-layer", layer, "-q"]) == 2
-    assert expected in _one_line_error(capsys)
+    assert expected in one_line_error()
     assert ran == []
 
 
 def test_selecting_the_other_suites_checks_says_which_suite(
-    capsys: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str], one_line_error: Callable[[], str]
 ) -> None:
     assert main(["run", "memory", "--only", "FOLD-001", "-q"]) == 2
-    assert "--suite session" in _one_line_error(capsys)
+    assert "--suite session" in one_line_error()
     assert main(["run", "memory", "--suite", "bogus", "-q"]) == 2
 
 
