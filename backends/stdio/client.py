@@ -61,6 +61,7 @@ from .messages import (
     Append,
     CheckIntegrity,
     Close,
+    DamageStore,
     Delete,
     ErrorBody,
     FaultReports,
@@ -70,6 +71,7 @@ from .messages import (
     HelloResult,
     IntegrityResult,
     ListSessions,
+    MarkNewerSchema,
     Read,
     ReadResult,
     ReleaseMaintenance,
@@ -84,6 +86,7 @@ from .validation import MessageValidator
 __all__ = [
     "PROCESS_OPTION",
     "VALIDATE_OPTION",
+    "HookedStdioCheckpointer",
     "StdioBackendError",
     "StdioCheckpointer",
     "StdioProtocolError",
@@ -271,8 +274,15 @@ class StdioCheckpointer:
     Open it with `StdioCheckpointer.start` or the `make` factory.
     """
 
-    def __init__(self, child: _Child, hello: HelloResult, validator: MessageValidator | None):
+    def __init__(
+        self,
+        child: _Child,
+        hello: HelloResult,
+        validator: MessageValidator | None,
+        launch: _Launch | None = None,
+    ):
         self._child = child
+        self._launch = launch
         self._hello = hello
         self._validator = validator
         self._lock = threading.Lock()
@@ -300,19 +310,19 @@ class StdioCheckpointer:
         argv = shlex.split(command) if isinstance(command, str) else list(command)
         if not argv:
             raise StdioProtocolError("the process command is empty")
-        validator = MessageValidator() if validate else None
+        launch = _Launch(argv, cwd, reply_timeout, validate, dict(options or {}))
         child = _spares.take(argv, cwd, reply_timeout)
-        handle = cls(child, HelloResult(PROTOCOL_VERSION, []), validator)
+        handle = cls(child, HelloResult(PROTOCOL_VERSION, []), launch.validator(), launch)
         try:
-            raw = handle._exchange(
-                Hello(0, PROTOCOL_VERSION, str(path), dict(options or {})), "hello"
-            )
+            raw = handle._exchange(Hello(0, PROTOCOL_VERSION, str(path), launch.options), "hello")
             hello = _decode_result(raw, HelloResult, "hello")
             _check_hello(hello)
         except BaseException:
             child.process.kill()
             child.end()
             raise
+        if hello.store_hooks:
+            handle = HookedStdioCheckpointer(child, hello, handle._validator, launch)
         handle._hello = hello
         handle._capabilities = frozenset(Capability(c) for c in hello.capabilities)
         return handle
@@ -575,6 +585,57 @@ class StdioCheckpointer:
         raw = self._exchange(request, "fault_reports")
         if bytes(raw) != b"null":
             raise StdioProtocolError(f"the result of fault_reports must be null: {_quote(raw)}")
+
+
+class _Launch(msgspec.Struct, frozen=True):
+    """How a handle's process was started, to start another for a store hook."""
+
+    argv: list[str]
+    cwd: str | None
+    timeout: float
+    validate: bool
+    options: dict[str, str]
+
+    def validator(self) -> MessageValidator | None:
+        return MessageValidator() if self.validate else None
+
+
+class HookedStdioCheckpointer(StdioCheckpointer):
+    """A `StdioCheckpointer` whose child declared ``store_hooks``: it implements
+    `StoreHooks`, each hook a process of its own whose only request is the hook's.
+
+    The kit calls the hooks on a closed store, after every handle on it is
+    closed; a hook's process opens nothing but what it must change.
+    """
+
+    def mark_newer_schema(self, path: Path) -> None:
+        """See `StoreHooks.mark_newer_schema`."""
+        raw = self._run_store_hook(
+            lambda id, options: MarkNewerSchema(id, PROTOCOL_VERSION, str(path), options),
+            "mark_newer_schema",
+        )
+        if bytes(raw) != b"null":
+            raise StdioProtocolError(f"the result of mark_newer_schema must be null: {_quote(raw)}")
+
+    def damage_store(self, path: Path) -> str:
+        """See `StoreHooks.damage_store`."""
+        raw = self._run_store_hook(
+            lambda id, options: DamageStore(id, PROTOCOL_VERSION, str(path), options),
+            "damage_store",
+        )
+        return _decode_result(raw, str, "damage_store")
+
+    def _run_store_hook(
+        self, build: Callable[[int, dict[str, str]], Request], op: str
+    ) -> msgspec.Raw:
+        launch = self._launch
+        assert launch is not None  # set by start, the only way to make this class
+        child = _spares.take(launch.argv, launch.cwd, launch.timeout)
+        runner = StdioCheckpointer(child, self._hello, launch.validator(), launch)
+        try:
+            return runner._exchange(build(0, launch.options), op)
+        finally:
+            child.end()
 
 
 def _wire_session_id(session_id: object) -> None:

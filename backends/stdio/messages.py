@@ -30,6 +30,7 @@ __all__ = [
     "Append",
     "CheckIntegrity",
     "Close",
+    "DamageStore",
     "Delete",
     "ErrorBody",
     "FaultReports",
@@ -39,6 +40,7 @@ __all__ = [
     "HelloResult",
     "IntegrityResult",
     "ListSessions",
+    "MarkNewerSchema",
     "Read",
     "ReadResult",
     "ReleaseMaintenance",
@@ -74,6 +76,26 @@ class _Request(msgspec.Struct, frozen=True, tag_field="op", forbid_unknown_field
 class Hello(_Request, frozen=True, tag="hello"):
     """The first request: which store to open (``path``), with ``options`` from the
     command line. Answered with a `HelloResult`."""
+
+    protocol: int
+    path: str
+    options: dict[str, str] = {}
+
+
+class MarkNewerSchema(_Request, frozen=True, tag="mark_newer_schema"):
+    """Instead of ``hello``, as a process's only request (backends that declared
+    ``store_hooks``): make the closed store at ``path`` look written by a newer,
+    incompatible format (SCHEMA-001). The result is null."""
+
+    protocol: int
+    path: str
+    options: dict[str, str] = {}
+
+
+class DamageStore(_Request, frozen=True, tag="damage_store"):
+    """Instead of ``hello``, as a process's only request (backends that declared
+    ``store_hooks``): damage stored event data of the closed store at ``path`` in a
+    way the backend promises to detect (INTEG-002). The result says what was damaged."""
 
     protocol: int
     path: str
@@ -160,6 +182,8 @@ class Close(_Request, frozen=True, tag="close"):
 
 Request = (
     Hello
+    | MarkNewerSchema
+    | DamageStore
     | Append
     | Read
     | Head
@@ -178,11 +202,13 @@ Request = (
 
 class HelloResult(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """What the backend is: the protocol version it speaks, its capabilities (from
-    `CAPABILITIES`), the fault points it reports, and a name for reports."""
+    `CAPABILITIES`), the fault points it reports, whether it answers the store hooks
+    (`MarkNewerSchema`, `DamageStore`), and a name for reports."""
 
     protocol: int
     capabilities: list[str]
     fault_points: list[str] = []
+    store_hooks: bool = False
     name: str | None = None
 
 
@@ -258,6 +284,8 @@ class Reply(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 RESULT_TYPES: Final[dict[str, object]] = {
     "hello": HelloResult,
+    "mark_newer_schema": None,
+    "damage_store": str,
     "append": int,
     "read": ReadResult,
     "head": int,

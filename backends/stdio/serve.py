@@ -17,6 +17,7 @@ import importlib
 import inspect
 import os
 import sys
+import tempfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import BinaryIO, Final, cast
@@ -38,6 +39,7 @@ from ...spec import (
     SchemaVersionError,
     SessionLockedError,
     StoreBusyError,
+    StoreHooks,
     UnsupportedOperationError,
 )
 from .messages import (
@@ -46,6 +48,7 @@ from .messages import (
     Append,
     CheckIntegrity,
     Close,
+    DamageStore,
     Delete,
     ErrorBody,
     FaultReports,
@@ -55,6 +58,7 @@ from .messages import (
     HelloResult,
     IntegrityResult,
     ListSessions,
+    MarkNewerSchema,
     Read,
     ReadResult,
     ReleaseMaintenance,
@@ -177,13 +181,32 @@ class _Server:
         self.cp = await made if inspect.isawaitable(made) else made
         capabilities = sorted(c.value for c in self.cp.capabilities if c != Capability.CODEC)
         points = list(self.cp.fault_points) if isinstance(self.cp, FaultInjectable) else []
+        hooks = isinstance(self.cp, StoreHooks)
         return HelloResult(
-            PROTOCOL_VERSION, capabilities, points, f"serve {type(self.cp).__name__}"
+            PROTOCOL_VERSION, capabilities, points, hooks, f"serve {type(self.cp).__name__}"
         )
+
+    async def store_hook(self, request: MarkNewerSchema | DamageStore) -> str | None:
+        # Python's StoreHooks are methods of the checkpointer class, called on a closed
+        # store: a handle on a scratch store of our own gives us the methods without
+        # opening the store the hook must change.
+        with tempfile.TemporaryDirectory(prefix="checkpointspec-serve-") as scratch:
+            ctx = BackendContext(path=Path(scratch), options=dict(request.options))
+            made = self.factory(ctx)
+            cp = await made if inspect.isawaitable(made) else made
+            await cp.close()
+        if not isinstance(cp, StoreHooks):
+            raise UnsupportedOperationError(type(request).__name__, "store_hooks")
+        if isinstance(request, MarkNewerSchema):
+            cp.mark_newer_schema(Path(request.path))
+            return None
+        return cp.damage_store(Path(request.path))
 
     async def answer(self, request: Request) -> object:
         if isinstance(request, Hello):
             return await self.hello(request)
+        if isinstance(request, MarkNewerSchema | DamageStore):
+            return await self.store_hook(request)
         cp = self.cp
         if cp is None:
             raise RuntimeError("the first request must be hello")

@@ -40,6 +40,7 @@ from checkpointspec.spec import (
     SchemaVersionError,
     SessionLockedError,
     StoreBusyError,
+    StoreHooks,
     UnsupportedOperationError,
     UserPrompt,
 )
@@ -327,3 +328,24 @@ async def test_a_hung_child_is_reported_not_waited_for_forever(tmp_path: Path) -
     sleeper = [sys.executable, "-c", "import sys; sys.stdin.readline(); sys.stdin.readline()"]
     with pytest.raises(StdioProtocolError, match="no reply within 1 s"):
         await asyncio.to_thread(StdioCheckpointer.start, sleeper, tmp_path, reply_timeout=1)
+
+
+def test_store_hooks_are_offered_only_when_declared(
+    served: StdioCheckpointer, tmp_path: Path
+) -> None:
+    assert isinstance(served, StoreHooks)  # the file backend has them, so the child declares them
+    plain = StdioCheckpointer.start([sys.executable, CHILDREN, HELLO], tmp_path)
+    assert not isinstance(plain, StoreHooks)
+    asyncio.run(plain.close())
+
+
+def test_a_store_hook_runs_in_a_process_of_its_own_on_the_closed_store(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    store.mkdir()
+    cp = StdioCheckpointer.start([*SERVE, "file"], store)
+    asyncio.run(cp.append("s", [UserPrompt("a")]))
+    asyncio.run(cp.close())
+    assert isinstance(cp, StoreHooks)
+    cp.mark_newer_schema(store)
+    with pytest.raises(SchemaVersionError):  # the hello's typed error, raised as such
+        StdioCheckpointer.start([*SERVE, "file"], store)

@@ -68,6 +68,8 @@ def test_stdio_passes_what_needs_processes_kills_and_several_handles(tmp_path: P
             "DUR-002::acknowledged_writes_survive_kill",
             "MP-001::processes_share_one_log",
             "MAINT-004::",
+            "SCHEMA-001::",  # the store hooks, each a process of its own
+            "INTEG-002::",
         ),
         validate_protocol=True,
     )
