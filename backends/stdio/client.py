@@ -224,45 +224,73 @@ class _Child:
         self.process.stdout.close()
 
 
-class _Spares:
-    """One child started ahead per command line, waiting for its ``hello``.
+_Key = tuple[tuple[str, ...], str | None]
+_IDLE_LIMIT: Final = 8
 
-    A handle is a process, and the kit opens thousands of handles (every example
-    of a state machine reopens its store): starting the next child while the
-    current one works hides most of an interpreter's start-up time. A spare has
-    been told nothing, so it holds no store and costs nothing but a process.
+
+class _Pool:
+    """Children ready for a ``hello``: one started ahead per command line, and those
+    that declared ``reusable`` and whose handle was closed.
+
+    A handle is a process, and the kit opens hundreds of handles (every example
+    of a state machine reopens its store). Starting the next child while the
+    current one works hides part of a runtime's start-up; a child that may serve
+    another handle after ``close`` saves all of it. Neither holds a store while it
+    waits: a spare has been told nothing, a closed child has closed its store.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._waiting: dict[tuple[tuple[str, ...], str | None], _Child] = {}
+        self._spares: dict[_Key, _Child] = {}
+        self._idle: dict[_Key, list[_Child]] = {}
         atexit.register(self.end_all)
 
     def take(self, argv: list[str], cwd: str | None, timeout: float) -> _Child:
+        """A child for a new handle: an idle reusable one, else the spare (starting the
+        next spare), else a new one."""
         key = (tuple(argv), cwd)
         with self._lock:
-            spare = self._waiting.pop(key, None)
-        child = spare if spare is not None and spare.process.poll() is None else None
-        if child is None:
+            idle = self._idle.get(key, [])
+            while idle:
+                reused = idle.pop()
+                if reused.process.poll() is None:
+                    reused.timeout = timeout
+                    return reused
+            spare = self._spares.pop(key, None)
+        if spare is not None and spare.process.poll() is None:
+            child = spare
+            child.timeout = timeout
+        else:
             child = _Child(argv, cwd, timeout)
-        child.timeout = timeout
         with contextlib.suppress(StdioProtocolError):
             replacement = _Child(argv, cwd, timeout)
             with self._lock:
-                previous = self._waiting.pop(key, None)
-                self._waiting[key] = replacement
+                previous = self._spares.pop(key, None)
+                self._spares[key] = replacement
             if previous is not None:
                 previous.end()
         return child
 
+    def give_back(self, child: _Child, cwd: str | None) -> None:
+        """Keep ``child``, whose handle is closed, for the next handle (or end it
+        when enough are idle)."""
+        key = (tuple(child.argv), cwd)
+        with self._lock:
+            idle = self._idle.setdefault(key, [])
+            if len(idle) < _IDLE_LIMIT:
+                idle.append(child)
+                return
+        child.end()
+
     def end_all(self) -> None:
         with self._lock:
-            waiting, self._waiting = list(self._waiting.values()), {}
+            waiting = list(self._spares.values()) + [c for cs in self._idle.values() for c in cs]
+            self._spares, self._idle = {}, {}
         for child in waiting:
             child.end()
 
 
-_spares = _Spares()
+_pool = _Pool()
 
 
 class StdioCheckpointer:
@@ -311,7 +339,7 @@ class StdioCheckpointer:
         if not argv:
             raise StdioProtocolError("the process command is empty")
         launch = _Launch(argv, cwd, reply_timeout, validate, dict(options or {}))
-        child = _spares.take(argv, cwd, reply_timeout)
+        child = _pool.take(argv, cwd, reply_timeout)
         handle = cls(child, HelloResult(PROTOCOL_VERSION, []), launch.validator(), launch)
         try:
             raw = handle._exchange(Hello(0, PROTOCOL_VERSION, str(path), launch.options), "hello")
@@ -551,17 +579,24 @@ class StdioCheckpointer:
         return IntegrityReport(found.ok, found.detail, tuple(found.problems), tuple(found.repairs))
 
     async def close(self) -> None:
-        """Send ``close``, then end the child. Idempotent."""
+        """Send ``close``, then end the child, or keep it for another handle if it
+        declared ``reusable``. Idempotent."""
         if self._closed:
             return
         request = Close(self._take_id("close"))
         self._closed = True
 
         def finish() -> msgspec.Raw:
+            kept = False
             try:
-                return self._exchange(request, "close")
+                raw = self._exchange(request, "close")
+                if self._hello.reusable and bytes(raw) == b"null" and self._launch is not None:
+                    _pool.give_back(self._child, self._launch.cwd)
+                    kept = True
+                return raw
             finally:
-                self._child.end()
+                if not kept:
+                    self._child.end()
 
         raw = await asyncio.to_thread(finish)
         if bytes(raw) != b"null":
@@ -630,7 +665,8 @@ class HookedStdioCheckpointer(StdioCheckpointer):
     ) -> msgspec.Raw:
         launch = self._launch
         assert launch is not None  # set by start, the only way to make this class
-        child = _spares.take(launch.argv, launch.cwd, launch.timeout)
+        # A process of its own, never a reused one: the hook is its only request.
+        child = _Child(launch.argv, launch.cwd, launch.timeout)
         runner = StdioCheckpointer(child, self._hello, launch.validator(), launch)
         try:
             return runner._exchange(build(0, launch.options), op)

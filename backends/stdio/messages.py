@@ -203,12 +203,14 @@ Request = (
 class HelloResult(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """What the backend is: the protocol version it speaks, its capabilities (from
     `CAPABILITIES`), the fault points it reports, whether it answers the store hooks
-    (`MarkNewerSchema`, `DamageStore`), and a name for reports."""
+    (`MarkNewerSchema`, `DamageStore`), whether after ``close`` it takes another
+    ``hello`` (``reusable``) instead of exiting, and a name for reports."""
 
     protocol: int
     capabilities: list[str]
     fault_points: list[str] = []
     store_hooks: bool = False
+    reusable: bool = False
     name: str | None = None
 
 

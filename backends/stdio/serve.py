@@ -183,7 +183,12 @@ class _Server:
         points = list(self.cp.fault_points) if isinstance(self.cp, FaultInjectable) else []
         hooks = isinstance(self.cp, StoreHooks)
         return HelloResult(
-            PROTOCOL_VERSION, capabilities, points, hooks, f"serve {type(self.cp).__name__}"
+            PROTOCOL_VERSION,
+            capabilities,
+            points,
+            hooks,
+            reusable=True,
+            name=f"serve {type(self.cp).__name__}",
         )
 
     async def store_hook(self, request: MarkNewerSchema | DamageStore) -> str | None:
@@ -262,6 +267,8 @@ class _Server:
                     cp.set_fault_hook(self.hook if request.enabled else None)
                 return None
             case Close():
+                # Reusable: the next hello opens a handle afresh; nothing of this one stays.
+                self.cp = None
                 await cp.close()
                 return None
         raise RuntimeError(f"unexpected request {type(request).__name__}")

@@ -349,3 +349,28 @@ def test_a_store_hook_runs_in_a_process_of_its_own_on_the_closed_store(tmp_path:
     cp.mark_newer_schema(store)
     with pytest.raises(SchemaVersionError):  # the hello's typed error, raised as such
         StdioCheckpointer.start([*SERVE, "file"], store)
+
+
+def test_a_reusable_child_serves_the_next_handle_from_scratch(tmp_path: Path) -> None:
+    first_store, second_store = tmp_path / "a", tmp_path / "b"
+    first_store.mkdir()
+    second_store.mkdir()
+    first = StdioCheckpointer.start([*SERVE, "file"], first_store)
+    asyncio.run(first.append("s", [UserPrompt("a")]))
+    pid = first._child.process.pid
+    asyncio.run(first.close())
+    second = StdioCheckpointer.start([*SERVE, "file"], second_store)
+    try:
+        assert second._child.process.pid == pid  # the same process, a new handle
+        assert asyncio.run(second.head("s")) == 0  # on its own store: nothing of the first
+        with pytest.raises(CheckpointerClosedError):
+            asyncio.run(first.head("s"))  # the closed handle stays closed
+    finally:
+        asyncio.run(second.close())
+
+
+def test_a_child_that_is_not_reusable_exits_after_close(tmp_path: Path) -> None:
+    cp = StdioCheckpointer.start([sys.executable, CHILDREN, HELLO], tmp_path)
+    process = cp._child.process
+    asyncio.run(cp.close())
+    assert process.poll() is not None
