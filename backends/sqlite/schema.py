@@ -139,8 +139,19 @@ def open_store(
     """Configure a fresh connection and bring the schema to `SCHEMA_VERSION`.
 
     Nothing is written before the version is known to be ours or older, and a
-    version-0 database that already holds tables is refused untouched.
+    version-0 database that already holds tables is refused untouched. A database
+    damaged so that SQLite hands back text that is not UTF-8 is `CorruptStoreError`.
     """
+    try:
+        _open_store(conn, synchronous, busy_timeout_ms, where)
+    except UnicodeDecodeError as exc:
+        # Python's sqlite3 decodes some results (a pragma's) itself, outside DatabaseError.
+        raise CorruptStoreError(None, where, f"the database returned garbled text: {exc}") from exc
+
+
+def _open_store(
+    conn: sqlite3.Connection, synchronous: str, busy_timeout_ms: int, where: str
+) -> None:
     conn.execute(f"PRAGMA busy_timeout = {busy_timeout_ms}")
     # The version and the table list are read in one transaction, so they come from
     # one snapshot: read one by one, a process creating the store between the two
