@@ -2,7 +2,7 @@
 
 ``python -m checkpointspec.backends.stdio.serve BACKEND`` (``memory``, ``file``,
 ``sqlite`` or ``module:function``) answers the protocol for one handle of that
-backend. It is how the protocol itself is checked: the reference backends pass
+backend at a time, declaring ``reusable`` (``--one-handle``: one handle, then exit). It is how the protocol itself is checked: the reference backends pass
 the whole kit through `StdioCheckpointer` and this server, and a bug planted in
 a Python backend is found with the same rule ids directly and through the pipe.
 It is also a model for authors in other languages: requests are answered one at
@@ -156,8 +156,11 @@ def _load(name: str) -> Callable[[BackendContext], Checkpointer | Awaitable[Chec
 
 
 class _Server:
-    def __init__(self, backend: str, requests: BinaryIO, replies: BinaryIO) -> None:
+    def __init__(
+        self, backend: str, requests: BinaryIO, replies: BinaryIO, reusable: bool = True
+    ) -> None:
         self.factory = _load(backend)
+        self.reusable = reusable
         self.requests = requests
         self.replies = replies
         self.cp: Checkpointer | None = None
@@ -187,7 +190,7 @@ class _Server:
             capabilities,
             points,
             hooks,
-            reusable=True,
+            reusable=self.reusable,
             name=f"serve {type(self.cp).__name__}",
         )
 
@@ -297,15 +300,21 @@ class _Server:
                 await self.cp.close()
 
 
-def serve(backend: str) -> None:
-    """Serve ``backend`` on this process's stdin and stdout until stdin ends."""
+def serve(backend: str, reusable: bool = True) -> None:
+    """Serve ``backend`` on this process's stdin and stdout until stdin ends; with
+    ``reusable`` (the default) a closed handle's process may serve the next one."""
     # Replies get a descriptor of their own: whatever the backend prints goes to stderr.
     replies = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
-    asyncio.run(_Server(backend, sys.stdin.buffer, replies).run())
+    asyncio.run(_Server(backend, sys.stdin.buffer, replies, reusable).run())
 
+
+USAGE: Final = "usage: python -m checkpointspec.backends.stdio.serve [--one-handle] BACKEND"
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        raise SystemExit("usage: python -m checkpointspec.backends.stdio.serve BACKEND")
-    serve(sys.argv[1])
+    arguments = sys.argv[1:]
+    one_handle = "--one-handle" in arguments
+    rest = [a for a in arguments if a != "--one-handle"]
+    if len(rest) != 1:
+        raise SystemExit(USAGE)
+    serve(rest[0], reusable=not one_handle)

@@ -374,3 +374,10 @@ def test_a_child_that_is_not_reusable_exits_after_close(tmp_path: Path) -> None:
     process = cp._child.process
     asyncio.run(cp.close())
     assert process.poll() is not None
+
+
+def test_serve_with_one_handle_exits_after_close(tmp_path: Path) -> None:
+    cp = StdioCheckpointer.start([*SERVE, "--one-handle", "file"], tmp_path)
+    process = cp._child.process
+    asyncio.run(cp.close())
+    assert process.poll() is not None
