@@ -341,9 +341,8 @@ class FileBackend {
     if (this.closed) {
       throw new ContractError('CheckpointerClosedError', 'the handle is closed', { operation: request.op });
     }
-    const method = OPERATIONS[request.op];
-    if (method === undefined) throw new Error(`unknown op ${JSON.stringify(request.op)}`);
-    return this[method](request);
+    if (!OPERATIONS.has(request.op)) throw new Error(`unknown op ${JSON.stringify(request.op)}`);
+    return this[request.op](request);
   }
 
   // -- opening --------------------------------------------------------------------------
@@ -399,13 +398,19 @@ class FileBackend {
 
   // A batch cut short by a kill is a line without its "\n". Readers ignore it; here it is
   // cut off for good, under the session's lock so that a live writer's line is never cut.
+  // A session locked now is skipped: its writer cuts the tail itself before it writes.
   cutTornTails() {
     for (const name of fs.readdirSync(this.sessionsDir)) {
       if (!name.endsWith('.log')) continue;
       const content = readIfExists(path.join(this.sessionsDir, name));
-      if (content !== null && content.length > 0 && content[content.length - 1] !== 0x0a) {
-        const hash = name.slice(0, -'.log'.length);
-        this.withLock(hash, 'open', () => this.loadForWrite(hash, null));
+      if (content === null || content.length === 0 || content[content.length - 1] === 0x0a) continue;
+      const hash = name.slice(0, -'.log'.length);
+      const lock = this.writeLock(hash);
+      if (!claim(lock, this.locksDir)) continue;
+      try {
+        this.loadForWrite(hash, null);
+      } finally {
+        unlinkIfExists(lock);
       }
     }
   }
@@ -418,7 +423,8 @@ class FileBackend {
 
   // Reads a session's log as it is now, without a lock (see the top of the file).
   load(sessionId) {
-    return this.parse(hashOf(sessionId), sessionId, readIfExists(this.logFile(hashOf(sessionId))));
+    const hash = hashOf(sessionId);
+    return this.parse(hash, sessionId, readIfExists(this.logFile(hash)));
   }
 
   // Parses a log file's content; `sessionId` is null when only the hash is known.
@@ -461,10 +467,14 @@ class FileBackend {
     return log;
   }
 
+  writeLock(hash) {
+    return path.join(this.locksDir, `${hash}.write`);
+  }
+
   // Runs `work` holding the session's write lock: one writer per session at a time,
   // across every process on the store.
   withLock(hash, operation, work) {
-    const lock = path.join(this.locksDir, `${hash}.write`);
+    const lock = this.writeLock(hash);
     const started = Date.now();
     for (let pause = 1; !claim(lock, this.locksDir); pause = Math.min(pause * 2, 20)) {
       const waited = Date.now() - started;
@@ -734,20 +744,22 @@ class FileBackend {
   }
 }
 
-const OPERATIONS = {
-  append: 'append',
-  read: 'read',
-  head: 'head',
-  list_sessions: 'list_sessions',
-  delete: 'delete',
-  truncate: 'truncate',
-  generation: 'generation',
-  acquire_maintenance: 'acquire_maintenance',
-  release_maintenance: 'release_maintenance',
-  check_integrity: 'check_integrity',
-  fault_reports: 'fault_reports',
-  close: 'close',
-};
+// The requests answered by a method of the same name (an allow-list: `request.op` is
+// the kit's text, and must not reach any other method).
+const OPERATIONS = new Set([
+  'append',
+  'read',
+  'head',
+  'list_sessions',
+  'delete',
+  'truncate',
+  'generation',
+  'acquire_maintenance',
+  'release_maintenance',
+  'check_integrity',
+  'fault_reports',
+  'close',
+]);
 
 function hashOf(sessionId) {
   return crypto.createHash('sha256').update(sessionId, 'utf8').digest('hex');
