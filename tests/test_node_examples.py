@@ -67,7 +67,7 @@ def _node_options(script: Path, *, validate: bool = False) -> dict[str, str]:
 
 
 def test_the_readme_marks_the_quick_run() -> None:
-    assert any("--profile quick" in c and "validate_protocol=1" in c for c in COMMANDS)
+    assert any("--profile quick" in c and "--validate-protocol" in c for c in COMMANDS)
 
 
 @pytest.mark.parametrize("command", COMMANDS)

@@ -5,7 +5,7 @@
 // The kit rejects it naming APPEND-002, as it does the same bug in Python
 // (IgnoresExpectedHead in tests/quality/broken_backends.py).
 //
-//   checkpointspec run --process 'node examples/node_backend/planted_bug.js' --only APPEND-002 --profile quick
+//   checkpointspec run --process 'node examples/node_backend/planted_bug.js' --only APPEND-002:: --profile quick
 
 'use strict';
 
