@@ -41,7 +41,6 @@ EXAMPLE = REPO / "examples" / "node_backend"
 BACKEND = EXAMPLE / "file_backend.js"
 PLANTED = EXAMPLE / "planted_bug.js"
 NODE = shutil.which("node")
-STDIO_FACTORY = "checkpointspec.backends.stdio:make"
 
 pytestmark = pytest.mark.skipif(
     NODE is None, reason="node is not on PATH: the Node.js example backends are not checked"
@@ -56,11 +55,9 @@ TWIN = next(case for case in MEMORY_CASES if case.name == "IgnoresExpectedHead")
 COMMANDS = marked_commands((EXAMPLE / "README.md").read_text(encoding="utf-8"))
 
 
-def _node_options(script: Path, *, validate: bool = False) -> dict[str, str]:
-    options = {"process": f"node {shlex.quote(str(script))}"}
-    if validate:
-        options["validate_protocol"] = "1"
-    return options
+def _command(script: Path) -> str:
+    """What ``--process`` gets: node and the script, by absolute path."""
+    return f"node {shlex.quote(str(script))}"
 
 
 # -- the README's commands, verbatim ---------------------------------------------------------
@@ -96,11 +93,12 @@ def test_documented_command_exits_zero(command: str) -> None:
 
 def _node_run(script: Path, checks: tuple[str, ...]) -> KitReport:
     return run_kit(
-        STDIO_FACTORY,
+        None,
+        process=_command(script),
+        validate_protocol=True,
         profile="quick",
         seed=SEED,
         only=checks,
-        options=_node_options(script, validate=True),
     )
 
 
@@ -111,6 +109,7 @@ def test_planted_bug_fails_the_rules_its_python_twin_fails() -> None:
     assert planted.exit_status == 1, describe(planted)
     assert TWIN.rule in failed_rules(twin), describe(twin)
     assert failed_rules(planted) == failed_rules(twin), describe(planted)
+    assert all("--process" in c.replay for c in planted.checks if c.status == "failed")
 
 
 def test_the_backend_without_the_bug_passes_those_checks() -> None:
@@ -121,15 +120,13 @@ def test_the_backend_without_the_bug_passes_those_checks() -> None:
 
 @pytest.mark.slow
 def test_default_profile_passes() -> None:
-    report = run_kit(STDIO_FACTORY, profile="default", seed=SEED, options=_node_options(BACKEND))
+    report = run_kit(None, process=_command(BACKEND), profile="default", seed=SEED)
     assert report.exit_status == 0, describe(report)
 
 
 @pytest.mark.slow
 def test_session_suite_passes() -> None:
-    report = run_kit(
-        STDIO_FACTORY, profile="quick", seed=SEED, suite="session", options=_node_options(BACKEND)
-    )
+    report = run_kit(None, process=_command(BACKEND), profile="quick", seed=SEED, suite="session")
     assert report.exit_status == 0, describe(report)
 
 

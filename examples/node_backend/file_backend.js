@@ -327,17 +327,18 @@ function emptyLog(sessionId) {
 class FileBackend {
   constructor(conversation) {
     this.conversation = conversation;
-    this.root = null; // the store's directory, once `hello` opened it
+    this.root = null; // the store's directory
+    this.opened = false; // until `hello` succeeded
     this.closed = false;
     this.reporting = false; // fault_reports enabled
     this.repairs = []; // what this process repaired since it opened the store
     this.maintained = new Set(); // sessions whose maintenance lock this process holds
   }
 
-  // The request's method: `append` for {"op": "append"}, and so on.
+  // Answers one request with the method of its name (`resume` comes only inside `fault`).
   handle(request) {
     if (request.op === 'hello') return this.hello(request);
-    if (this.root === null) throw new Error(`the first request must be hello, not ${request.op}`);
+    if (!this.opened) throw new Error(`the first request must be a successful hello, not ${request.op}`);
     if (this.closed) {
       throw new ContractError('CheckpointerClosedError', 'the handle is closed', { operation: request.op });
     }
@@ -361,6 +362,7 @@ class FileBackend {
     fsyncDirectory(this.root);
     this.removeDeadTemporaries();
     this.cutTornTails();
+    this.opened = true;
     return { protocol: PROTOCOL, capabilities: CAPABILITIES, fault_points: FAULT_POINTS, name: 'node file backend' };
   }
 
@@ -445,7 +447,11 @@ class FileBackend {
     } catch (error) {
       throw corrupt(sessionId, location, `header: ${error.message}`);
     }
-    if (hashOf(header.session_id) !== hash || (sessionId !== null && header.session_id !== sessionId)) {
+    if (
+      typeof header.session_id !== 'string' ||
+      hashOf(header.session_id) !== hash ||
+      (sessionId !== null && header.session_id !== sessionId)
+    ) {
       throw corrupt(sessionId, location, 'the header names another session');
     }
     log.sessionId = header.session_id;
@@ -497,10 +503,10 @@ class FileBackend {
   // a new batch written after it would otherwise turn it into a damaged line.
   loadForWrite(hash, sessionId) {
     const file = this.logFile(hash);
-    const log = this.parse(hash, sessionId, readIfExists(file));
+    const content = readIfExists(file);
+    const log = this.parse(hash, sessionId, content);
     if (log.torn > 0) {
-      const content = fs.readFileSync(file).subarray(0, log.bytes);
-      this.replace(file, content, null);
+      this.replace(file, content.subarray(0, log.bytes), null);
       this.repairs.push(`sessions/${hash}.log: cut off ${log.torn} bytes of a batch whose append was interrupted`);
       log.torn = 0;
     }
@@ -807,7 +813,7 @@ function main(Backend = FileBackend) {
     conversation.send(reply);
   }
   // stdin ended: the kit closed the handle (or died). Give back the maintenance locks.
-  if (backend.root !== null) backend.releaseAll();
+  if (backend.opened) backend.releaseAll();
 }
 
 module.exports = { FileBackend, main };
