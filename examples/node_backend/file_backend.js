@@ -348,11 +348,18 @@ class FileBackend {
 
   // -- opening --------------------------------------------------------------------------
 
+  // Opens the store at `path` for this handle. After `close` the kit may send another
+  // hello, for any store (we declare `reusable`): a closed handle holds nothing, so
+  // the process starts afresh, saving Node's start-up for every handle but the first.
   hello(request) {
+    if (this.opened && !this.closed) throw new Error('hello on an open handle');
     if (request.protocol !== PROTOCOL) throw new Error(`protocol ${request.protocol}: this backend speaks ${PROTOCOL}`);
     for (const key of Object.keys(request.options || {})) {
       throw invalidArgument('options', `has the unknown option ${JSON.stringify(key)}`, 'unknown_option');
     }
+    this.opened = false;
+    this.closed = false;
+    this.repairs = [];
     this.root = request.path;
     this.sessionsDir = path.join(this.root, 'sessions');
     this.locksDir = path.join(this.root, 'locks');
@@ -363,7 +370,13 @@ class FileBackend {
     this.removeDeadTemporaries();
     this.cutTornTails();
     this.opened = true;
-    return { protocol: PROTOCOL, capabilities: CAPABILITIES, fault_points: FAULT_POINTS, name: 'node file backend' };
+    return {
+      protocol: PROTOCOL,
+      capabilities: CAPABILITIES,
+      fault_points: FAULT_POINTS,
+      reusable: true,
+      name: 'node file backend',
+    };
   }
 
   // Refuses a store written by a newer layout before touching anything (SCHEMA-001).
@@ -724,8 +737,10 @@ class FileBackend {
     return null;
   }
 
+  // Gives back everything the handle holds: the process may serve another one next.
   close() {
     this.releaseAll();
+    this.reporting = false;
     this.closed = true;
     return null;
   }
