@@ -148,7 +148,7 @@ def _validator(schema: dict[str, Any], pointer: str) -> jsonschema.protocols.Val
     return cls({"$ref": pointer, "$defs": schema["$defs"]})
 
 
-def _converse(store: Path, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _converse(requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Send ``requests`` to one backend process at once, return every reply line it wrote."""
     assert NODE is not None
     lines = "".join(json.dumps(r) + "\n" for r in requests)
@@ -212,7 +212,7 @@ def test_a_recorded_conversation_matches_the_shipped_schema(tmp_path: Path) -> N
     request_schema = _validator(schema, "#/$defs/Request")
     reply_schema = _validator(schema, "#/$defs/Reply")
     requests = _conversation(tmp_path)
-    replies = _converse(tmp_path, requests)
+    replies = _converse(requests)
     ops = {r["id"]: r["op"] for r in requests if r["op"] != "resume"}
 
     for request in requests:
@@ -253,7 +253,6 @@ def _log_file(store: Path, session_id: str) -> Path:
 
 def test_a_torn_final_line_is_cut_off_and_reported(tmp_path: Path) -> None:
     _converse(
-        tmp_path,
         [_hello(tmp_path), {"op": "append", "id": 1, "session_id": "s", "events": [PROMPT]}],
     )
     log = _log_file(tmp_path, "s")
@@ -262,7 +261,6 @@ def test_a_torn_final_line_is_cut_off_and_reported(tmp_path: Path) -> None:
         f.write(b'{"seq":2,"ts":"2026-01-01T00:00:00.000Z","events":[{"type":"us')
 
     replies = _converse(
-        tmp_path,
         [
             _hello(tmp_path),
             {"op": "check_integrity", "id": 1},
@@ -278,14 +276,13 @@ def test_a_torn_final_line_is_cut_off_and_reported(tmp_path: Path) -> None:
 
 
 def test_a_lock_left_by_a_dead_process_is_taken_over(tmp_path: Path) -> None:
-    _converse(tmp_path, [_hello(tmp_path)])
+    _converse([_hello(tmp_path)])
     digest = hashlib.sha256(b"s").hexdigest()
     # Pid 2**22 + 1 is above Linux's largest pid: no process has it.
     dead = "4194305-1-00000000"
     (tmp_path / "locks" / f"{digest}.write").write_text(dead)
     (tmp_path / "locks" / f"{digest}.maint").write_text(dead)
     replies = _converse(
-        tmp_path,
         [
             _hello(tmp_path),
             {"op": "append", "id": 1, "session_id": "s", "events": [PROMPT]},
@@ -294,3 +291,29 @@ def test_a_lock_left_by_a_dead_process_is_taken_over(tmp_path: Path) -> None:
     )
     assert replies[1] == {"id": 1, "result": 1}
     assert replies[2] == {"id": 2, "result": None}
+
+
+def test_after_close_the_process_serves_another_handle(tmp_path: Path) -> None:
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    replies = _converse(
+        [
+            _hello(first),
+            {"op": "fault_reports", "id": 1, "enabled": True},
+            {"op": "acquire_maintenance", "id": 2, "session_id": "s"},
+            {"op": "close", "id": 3},
+            {**_hello(second), "id": 4},
+            {"op": "append", "id": 5, "session_id": "s", "events": [PROMPT]},
+            {"op": "close", "id": 6},
+            {**_hello(first), "id": 7},
+            {"op": "acquire_maintenance", "id": 8, "session_id": "s"},
+        ],
+    )
+    assert replies[0]["result"]["reusable"] is True
+    # No fault reports after close (an append would otherwise pause), and the first
+    # handle's lock was given back on close.
+    assert replies[5] == {"id": 5, "result": 1}
+    assert replies[8] == {"id": 8, "result": None}
+    assert _log_file(second, "s").exists()
+    assert not _log_file(first, "s").exists()
