@@ -11,7 +11,8 @@
   ``jsonschema`` directly (not through the kit's own validator).
 - The store's crash handling seen from outside: a torn final line is cut off
   on open and reported in ``repairs``; a lock left by a dead process is taken
-  over.
+  over; after ``close`` the process serves another handle (it declares
+  ``reusable``) holding nothing of the closed one.
 
 Skipped, with the reason, when ``node`` is not on PATH. The default profile and
 the session suite are ``slow``.
