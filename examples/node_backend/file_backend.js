@@ -12,7 +12,8 @@
 //   sessions/<h>.log    one session; <h> is the SHA-256 of the session id, so no id can
 //                       choose a file name (ID-002, ID-003). Line 1 is a header
 //                       {"session_id", "generation", "deleted"?}; every further line is
-//                       one appended batch {"seq": first seq, "ts", "events": [...]}.
+//                       one appended batch, `<checksum> {"seq": first seq, "ts", "events"}`:
+//                       a damaged batch is reported, never returned (INTEG-002).
 //   locks/<h>.write     held while one process writes the session (a lock file: see below)
 //   locks/<h>.maint     the session's maintenance lock, held until release, close or death
 //
@@ -338,6 +339,11 @@ class FileBackend {
   // Answers one request with the method of its name (`resume` comes only inside `fault`).
   handle(request) {
     if (request.op === 'hello') return this.hello(request);
+    // The kit's store hooks come instead of hello, alone, on a closed store.
+    if (request.op === 'mark_newer_schema' || request.op === 'damage_store') {
+      if (this.opened) throw new Error(`${request.op} on an open handle`);
+      return this[request.op](request.path);
+    }
     if (!this.opened) throw new Error(`the first request must be a successful hello, not ${request.op}`);
     if (this.closed) {
       throw new ContractError('CheckpointerClosedError', 'the handle is closed', { operation: request.op });
@@ -375,6 +381,7 @@ class FileBackend {
       capabilities: CAPABILITIES,
       fault_points: FAULT_POINTS,
       reusable: true,
+      store_hooks: true,
       name: 'node file backend',
     };
   }
@@ -471,9 +478,14 @@ class FileBackend {
     log.generation = header.generation;
     log.exists = !header.deleted;
     for (let i = 1; i < lines.length; i += 1) {
+      const space = lines[i].indexOf(' ');
+      const json = lines[i].slice(space + 1);
+      if (space < 0 || lines[i].slice(0, space) !== checksum(json)) {
+        throw corrupt(log.sessionId, location, `line ${i + 1}: the checksum does not match`);
+      }
       let batch;
       try {
-        batch = JSON.parse(lines[i]);
+        batch = JSON.parse(json);
       } catch (error) {
         throw corrupt(log.sessionId, location, `line ${i + 1}: ${error.message}`);
       }
@@ -568,7 +580,7 @@ class FileBackend {
       this.checkExpectations(log, expectedHead, expectedGeneration);
       const events = request.events;
       if (events.length === 0) return log.head; // an empty batch writes nothing (APPEND-001)
-      const batch = `${JSON.stringify({ seq: log.head + 1, ts: new Date().toISOString(), events })}\n`;
+      const batch = batchLine({ seq: log.head + 1, ts: new Date().toISOString(), events });
       if (log.exists) {
         this.appendInPlace(this.logFile(hash), Buffer.from(batch), log.bytes);
       } else {
@@ -688,7 +700,7 @@ class FileBackend {
       for (const batch of log.batches) {
         if (batch.seq > toSeq) break;
         const kept = batch.events.slice(0, toSeq - batch.seq + 1); // the last batch kept may be cut
-        content += `${JSON.stringify({ seq: batch.seq, ts: batch.ts, events: kept })}\n`;
+        content += batchLine({ seq: batch.seq, ts: batch.ts, events: kept });
       }
       this.replace(this.logFile(hash), Buffer.from(content), 'truncate');
       return toSeq;
@@ -730,6 +742,39 @@ class FileBackend {
     }
     const detail = problems.length ? `${problems.length} damaged log(s): ${problems.join('; ')}` : `${sessions} session(s), all readable`;
     return { ok: problems.length === 0, detail, problems, repairs: this.repairs };
+  }
+
+  // -- store hooks: the kit ages or damages a closed store to check SCHEMA-001, INTEG-002 --
+
+  mark_newer_schema(root) {
+    const newer = `${JSON.stringify({ ...FORMAT, version: FORMAT.version + 1 })}\n`;
+    const temp = tempName(root);
+    fs.writeFileSync(temp, newer);
+    fs.renameSync(temp, path.join(root, 'FORMAT'));
+    return null;
+  }
+
+  // Flips the case of one letter inside the first stored batch: its checksum no longer
+  // matches, so reads of the session raise CorruptStoreError and check_integrity says so.
+  damage_store(root) {
+    const dir = path.join(root, 'sessions');
+    for (const name of fs.existsSync(dir) ? fs.readdirSync(dir).sort() : []) {
+      if (!name.endsWith('.log')) continue;
+      const file = path.join(dir, name);
+      const content = fs.readFileSync(file);
+      const batchStart = content.indexOf(0x0a) + 1; // after the header
+      const eventsAt = content.indexOf('"events"', batchStart);
+      if (batchStart === 0 || eventsAt < 0) continue;
+      for (let i = eventsAt + '"events"'.length; i < content.length; i += 1) {
+        const isLetter = (content[i] | 0x20) >= 0x61 && (content[i] | 0x20) <= 0x7a;
+        if (isLetter) {
+          content[i] ^= 0x20;
+          fs.writeFileSync(file, content);
+          return `flipped the case of byte ${i} of sessions/${name}, inside its first checksummed batch`;
+        }
+      }
+    }
+    throw new Error('no stored batch to damage');
   }
 
   fault_reports(request) {
@@ -781,6 +826,16 @@ const OPERATIONS = new Set([
   'fault_reports',
   'close',
 ]);
+
+// One batch as a line of the log: a checksum of its JSON, a space, the JSON.
+function batchLine(batch) {
+  const json = JSON.stringify(batch);
+  return `${checksum(json)} ${json}\n`;
+}
+
+function checksum(text) {
+  return crypto.createHash('sha256').update(text, 'utf8').digest('hex').slice(0, 16);
+}
 
 function hashOf(sessionId) {
   return crypto.createHash('sha256').update(sessionId, 'utf8').digest('hex');
