@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // A checkpointer in Node.js, standard library only, that speaks checkpointspec's
-// stdio protocol (docs/stdio-protocol.md). One process serves one handle: it reads
-// one JSON request per line on stdin and writes its replies on stdout.
+// stdio protocol (docs/stdio-protocol.md). One process serves one handle at a time
+// (after `close`, the next one: it declares `reusable`): it reads one JSON request
+// per line on stdin and writes its replies on stdout.
 //
 //   checkpointspec run --process 'node examples/node_backend/file_backend.js' --profile quick
 //
