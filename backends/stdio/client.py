@@ -157,7 +157,8 @@ class _Child:
         self._stderr: collections.deque[str] = collections.deque(maxlen=_STDERR_LINES)
         # Drained on a thread of its own: a child that logs a lot must never block on
         # a full stderr pipe while the kit waits for its reply.
-        threading.Thread(target=self._drain_stderr, daemon=True).start()
+        self._drainer = threading.Thread(target=self._drain_stderr, daemon=True)
+        self._drainer.start()
 
     def _drain_stderr(self) -> None:
         stream = self.process.stderr
@@ -175,7 +176,7 @@ class _Child:
         try:
             stdin.write(line + b"\n")
         except (BrokenPipeError, ValueError):
-            raise self.exited("while the kit was writing a request") from None
+            raise self.exited() from None
 
     def read_line(self) -> bytes:
         stdout = self.process.stdout
@@ -198,15 +199,19 @@ class _Child:
                 continue
             chunk = os.read(stdout.fileno(), 1 << 16)
             if not chunk:
-                raise self.exited("before answering")
+                raise self.exited()
             self._buffer += chunk
 
-    def exited(self, when: str) -> StdioProtocolError:
+    def exited(self) -> StdioProtocolError:
+        """The error for a child gone mid-conversation, with the end of its stderr: wait
+        for it to exit and for its stderr to be read to the end, which is where a
+        crashing program says why."""
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(timeout=self.timeout)
+        self._drainer.join(timeout=self.timeout)
         return StdioProtocolError(
             f"the child {shlex.join(self.argv)} exited (status {self.process.returncode}) "
-            f"{when}; its stderr ends:\n{self.stderr_tail()}"
+            f"before answering; its stderr ends:\n{self.stderr_tail()}"
         )
 
     def end(self) -> None:
