@@ -37,6 +37,7 @@ BUILTIN_BACKENDS: dict[str, str] = {
     "memory": "checkpointspec.backends.memory:make",
     "file": "checkpointspec.backends.file:make",
     "sqlite": "checkpointspec.backends.sqlite:make",
+    "postgres": "checkpointspec.backends.postgres:make",
 }
 
 

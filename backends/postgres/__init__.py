@@ -1,0 +1,40 @@
+"""The PostgreSQL reference backend: one schema per store, shared by processes and hosts.
+
+`checkpointer` is the backend (its docstring explains the concurrency design,
+lost connections and durability), `schema` the tables, write functions,
+migrations and version marker, `maintenance` the advisory-lock maintenance
+lock, `stores` how a directory names its schema and how stores nobody can
+reach are dropped. Needs the ``postgres`` extra (psycopg 3 and psycopg-pool).
+"""
+
+from .checkpointer import (
+    DEFAULT_BUSY_TIMEOUT_MS,
+    DEFAULT_POOL_SIZE,
+    DSN_ENVIRONMENT,
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    ConnectionLostError,
+    PostgresCheckpointer,
+    check_dsn,
+    dsn_from,
+    make,
+)
+from .schema import DEFAULT_SCHEMA
+from .stores import MARKER_NAME, drop_store, prune_stores
+
+__all__ = [
+    "DEFAULT_BUSY_TIMEOUT_MS",
+    "DEFAULT_POOL_SIZE",
+    "DEFAULT_SCHEMA",
+    "DSN_ENVIRONMENT",
+    "MARKER_NAME",
+    "MIGRATIONS",
+    "SCHEMA_VERSION",
+    "ConnectionLostError",
+    "PostgresCheckpointer",
+    "check_dsn",
+    "drop_store",
+    "dsn_from",
+    "make",
+    "prune_stores",
+]
