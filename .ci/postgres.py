@@ -2,6 +2,9 @@
 
     python .ci/postgres.py start DIR   # initdb into DIR, start it, print its DSN
     python .ci/postgres.py stop DIR    # stop it and remove DIR
+    python .ci/postgres.py run -- COMMAND ...
+        # COMMAND with CHECKPOINTSPEC_POSTGRES_DSN set: the variable's own value if
+        # it is set, else a throwaway cluster's, stopped when COMMAND ends
 
 The cluster listens on 127.0.0.1 at a free port (and a unix socket inside DIR),
 trusts local connections, and is kept small for shared 2-core machines:
@@ -26,6 +29,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 SUPERUSER = "checkpointspec"
@@ -125,9 +129,46 @@ def stop(directory: Path) -> None:
     shutil.rmtree(directory, ignore_errors=True)
 
 
+DSN_VARIABLE = "CHECKPOINTSPEC_POSTGRES_DSN"
+
+
+def run(command: list[str]) -> int:
+    """Run ``command`` against a server: $CHECKPOINTSPEC_POSTGRES_DSN's, or a throwaway one.
+
+    Without a DSN and without ``initdb`` the command is skipped with a message
+    (exit 0), unless ``CI=true``: then it is an error (exit 1).
+    """
+    if os.environ.get(DSN_VARIABLE):
+        return subprocess.run(command, check=False).returncode
+    if find_tool("initdb") is None:
+        message = f"{DSN_VARIABLE} is not set and initdb is not installed"
+        if os.environ.get("CI", "").lower() == "true":
+            print(f"postgres.py: {message}", file=sys.stderr)
+            return 1
+        print(f"postgres.py: skipped {' '.join(command)}: {message}", file=sys.stderr)
+        return 0
+    parent = Path(tempfile.mkdtemp(prefix="checkpointspec-pg-"))
+    parent.chmod(0o755)  # the server's user must reach the cluster inside
+    cluster = parent / "cluster"
+    try:
+        dsn = start(cluster)
+        return subprocess.run(
+            command, env={**os.environ, DSN_VARIABLE: dsn}, check=False
+        ).returncode
+    finally:
+        stop(cluster)
+        parent.rmdir()
+
+
 def main(argv: list[str]) -> int:
+    if argv[:2] == ["run", "--"] and len(argv) > 2:
+        try:
+            return run(argv[2:])
+        except RuntimeError as exc:
+            print(f"postgres.py: {exc}", file=sys.stderr)
+            return 1
     if len(argv) != 2 or argv[0] not in ("start", "stop"):
-        print("usage: python .ci/postgres.py start|stop DIR", file=sys.stderr)
+        print("usage: python .ci/postgres.py start|stop DIR | run -- COMMAND ...", file=sys.stderr)
         return 2
     directory = Path(argv[1]).resolve()
     try:

@@ -132,6 +132,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "ConnectionLostError",
     "PostgresCheckpointer",
+    "ServerUnreachableError",
     "check_dsn",
     "dsn_from",
     "make",
@@ -176,6 +177,21 @@ class _Attempt:
 
     def __init__(self) -> None:
         self.committing = False
+
+
+class ServerUnreachableError(CheckpointError):
+    """Opening a handle failed: the server cannot be reached or refused the connection.
+
+    ``reason`` is libpq's first line (refused, unknown host, authentication
+    failed, no such database ...). Nothing was created.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"cannot connect to PostgreSQL: {reason}")
+        self.reason = reason
+
+    def __reduce__(self) -> tuple[type[ServerUnreachableError], tuple[str]]:
+        return (type(self), (self.reason,))
 
 
 class ConnectionLostError(CheckpointError):
@@ -323,8 +339,8 @@ class PostgresCheckpointer:
         """Connect, create or migrate the store, and start the pool; returns the handle.
 
         Raises `SchemaVersionError` for a store written by a newer schema, changing
-        nothing; `InvalidArgumentError` when the server cannot be reached or refuses
-        the connection (the message says why).
+        nothing; `ServerUnreachableError` when the server cannot be reached or
+        refuses the connection (the message says why).
         """
         if self._closed:
             raise CheckpointerClosedError("open")
@@ -335,9 +351,7 @@ class PostgresCheckpointer:
                 self._dsn, autocommit=True, connect_timeout=_CONNECT_TIMEOUT
             )
         except psycopg.Error as exc:
-            raise InvalidArgumentError(
-                "dsn", f"cannot connect to PostgreSQL: {_first_line(exc)}", ReasonCode.BAD_OPTION
-            ) from None
+            raise ServerUnreachableError(_first_line(exc)) from None
         async with conn:
             self._created = await store_schema.open_store(conn, self._schema, create=self._create)
         pool: AsyncConnectionPool[psycopg.AsyncConnection[TupleRow]] = AsyncConnectionPool(
@@ -901,8 +915,9 @@ async def make(ctx: BackendContext) -> PostgresCheckpointer:
     and ``busy_timeout`` (milliseconds, default 5000). ``ctx.codec`` is applied
     to every payload. After creating a store the factory drops the stores of
     this host whose directories are gone (`stores.prune_stores`). Raises
-    `SchemaVersionError` for a newer store and `InvalidArgumentError` for a
-    missing or malformed DSN or an unreachable server.
+    `SchemaVersionError` for a newer store, `InvalidArgumentError` for a
+    missing or malformed DSN, `ServerUnreachableError` when the server cannot
+    be reached.
     """
     options = dict(ctx.options)
     unknown = sorted(set(options) - set(_OPTIONS))

@@ -1,0 +1,442 @@
+"""Backend-specific tests of the PostgreSQL backend, against a real server.
+
+The conformance kit checks the contract (``tox -e conformance`` runs it on
+PostgreSQL); these tests check what only this backend promises, looking at the
+database out-of-band through plain psycopg connections: one schema per store
+directory and its clean-up, the version marker, writers on different
+connections, connections terminated mid-write, advisory maintenance locks, and
+the CLI's one-line refusal of a bad DSN or an unreachable server. The server
+is the ``postgres_dsn`` fixture (tests/backends/conftest.py): without one these
+tests skip, naming the reason, and with ``CI=true`` they fail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+psycopg = pytest.importorskip("psycopg", reason="the postgres extra is not installed")
+
+from checkpointspec.backends.postgres import (  # noqa: E402
+    MARKER_NAME,
+    SCHEMA_VERSION,
+    PostgresCheckpointer,
+    drop_store,
+    make,
+)
+from checkpointspec.backends.postgres.maintenance import write_key  # noqa: E402
+from checkpointspec.spec import (  # noqa: E402
+    BackendContext,
+    CheckpointConflictError,
+    CorruptStoreError,
+    InvalidArgumentError,
+    SchemaVersionError,
+    SessionLockedError,
+    UserPrompt,
+)
+
+T = TypeVar("T")
+
+
+def run(coro: Coroutine[Any, Any, T]) -> T:
+    return asyncio.run(coro)
+
+
+def ev(n: int | str) -> UserPrompt:
+    return UserPrompt(f"event {n}")
+
+
+async def open_store(dsn: str, path: Path) -> PostgresCheckpointer:
+    return await make(BackendContext(path=path, options={"dsn": dsn}))
+
+
+async def texts(cp: PostgresCheckpointer, sid: str) -> list[str]:
+    return [str(getattr(stored.event, "text", "")) async for stored in cp.read(sid)]
+
+
+def query(dsn: str, text: str, params: tuple[object, ...] = ()) -> list[tuple[Any, ...]]:
+    """Run ``text`` on a fresh connection of the test's own (out-of-band)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        cur = conn.execute(text, params)
+        return cur.fetchall() if cur.description else []
+
+
+def schema_exists(dsn: str, schema: str) -> bool:
+    return bool(query(dsn, "SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)))
+
+
+# -- one schema per store -----------------------------------------------------------------
+
+
+def test_each_directory_is_its_own_schema(postgres_dsn: str, tmp_path: Path) -> None:
+    async def go() -> None:
+        (tmp_path / "a").mkdir()
+        (tmp_path / "b").mkdir()
+        a = await open_store(postgres_dsn, tmp_path / "a")
+        b = await open_store(postgres_dsn, tmp_path / "b")
+        try:
+            assert a.schema != b.schema
+            await a.append("s", [ev(1), ev(2)])
+            assert await b.head("s") == 0
+            assert await b.list_sessions() == []
+            again = await open_store(postgres_dsn, tmp_path / "a")
+            assert again.schema == a.schema
+            assert await texts(again, "s") == ["event 1", "event 2"]
+            await again.close()
+        finally:
+            await a.close()
+            await b.close()
+        assert (tmp_path / "a" / MARKER_NAME).read_text().strip() == a.schema
+        assert await drop_store(postgres_dsn, tmp_path / "a") == a.schema
+        assert not schema_exists(postgres_dsn, a.schema)
+        assert not (tmp_path / "a" / MARKER_NAME).exists()
+
+    run(go())
+
+
+def test_a_store_whose_directory_is_gone_is_dropped_by_the_next_new_store(
+    postgres_dsn: str, tmp_path: Path
+) -> None:
+    async def go() -> None:
+        old_dir, new_dir = tmp_path / "old", tmp_path / "new"
+        old_dir.mkdir()
+        new_dir.mkdir()
+        old = await open_store(postgres_dsn, old_dir)
+        await old.append("s", [ev(1)])
+        await old.close()
+        (old_dir / MARKER_NAME).unlink()
+        old_dir.rmdir()
+        assert schema_exists(postgres_dsn, old.schema)
+        new = await open_store(postgres_dsn, new_dir)
+        await new.close()
+        assert not schema_exists(postgres_dsn, old.schema)
+        assert schema_exists(postgres_dsn, new.schema)
+
+    run(go())
+
+
+# -- schema version ------------------------------------------------------------------------
+
+
+def test_schema_001_newer_store_is_refused_untouched(postgres_dsn: str, tmp_path: Path) -> None:
+    async def go() -> None:
+        cp = await open_store(postgres_dsn, tmp_path)
+        await cp.append("s", [ev(1)])
+        await cp.close()
+        cp.mark_newer_schema(tmp_path)
+        s = cp.schema
+        before = query(postgres_dsn, f"SELECT * FROM {s}.version") + query(
+            postgres_dsn, f"SELECT session_id, seq, payload FROM {s}.events ORDER BY 1, 2"
+        )
+        with pytest.raises(SchemaVersionError) as refused:
+            await open_store(postgres_dsn, tmp_path)
+        assert (refused.value.found, refused.value.supported) == (
+            SCHEMA_VERSION + 1,
+            SCHEMA_VERSION,
+        )
+        after = query(postgres_dsn, f"SELECT * FROM {s}.version") + query(
+            postgres_dsn, f"SELECT session_id, seq, payload FROM {s}.events ORDER BY 1, 2"
+        )
+        assert after == before
+
+    run(go())
+
+
+def test_a_foreign_schema_is_refused_not_adopted(postgres_dsn: str) -> None:
+    query(postgres_dsn, "DROP SCHEMA IF EXISTS foreign_app CASCADE")
+    query(postgres_dsn, "CREATE SCHEMA foreign_app; CREATE TABLE foreign_app.users (id int)")
+    try:
+
+        async def go() -> None:
+            with pytest.raises(CorruptStoreError, match="not a checkpoint store"):
+                await PostgresCheckpointer(postgres_dsn, schema="foreign_app").open()
+
+        run(go())
+        assert query(
+            postgres_dsn,
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'foreign_app'",
+        ) == [("users",)]
+    finally:
+        query(postgres_dsn, "DROP SCHEMA foreign_app CASCADE")
+
+
+def test_an_operator_store_is_not_created_when_create_is_false(postgres_dsn: str) -> None:
+    async def go() -> None:
+        with pytest.raises(CorruptStoreError, match="no checkpoint store"):
+            await PostgresCheckpointer(postgres_dsn, schema="cps_nothing_here", create=False).open()
+
+    run(go())
+    assert not schema_exists(postgres_dsn, "cps_nothing_here")
+
+
+# -- integrity -----------------------------------------------------------------------------
+
+
+def test_integ_002_a_flipped_payload_bit_is_reported_and_refused(
+    postgres_dsn: str, tmp_path: Path
+) -> None:
+    async def go() -> None:
+        cp = await open_store(postgres_dsn, tmp_path)
+        await cp.append("s", [ev("x" * 100)])
+        await cp.close()
+        what = cp.damage_store(tmp_path)
+        assert "seq 1" in what
+        cp = await open_store(postgres_dsn, tmp_path)
+        try:
+            report = await cp.check_integrity()
+            assert not report.ok
+            assert "checksum" in report.problems[0]
+            with pytest.raises(CorruptStoreError):
+                await texts(cp, "s")
+        finally:
+            await cp.close()
+
+    run(go())
+
+
+def test_integrity_reports_a_gap_in_seqs(postgres_dsn: str, tmp_path: Path) -> None:
+    async def go() -> None:
+        cp = await open_store(postgres_dsn, tmp_path)
+        await cp.append("s", [ev(1), ev(2), ev(3)])
+        query(postgres_dsn, f"DELETE FROM {cp.schema}.events WHERE seq = 2")
+        try:
+            report = await cp.check_integrity()
+        finally:
+            await cp.close()
+        assert not report.ok
+        assert any("head is 3 but it has 2 event rows" in p for p in report.problems)
+
+    run(go())
+
+
+# -- concurrent writers --------------------------------------------------------------------
+
+
+def test_writers_on_different_connections_form_one_chain(
+    postgres_dsn: str, tmp_path: Path
+) -> None:
+    """Four handles (four pools) race with expected_head: no fork, no lost update."""
+
+    async def go() -> None:
+        handles = [await open_store(postgres_dsn, tmp_path) for _ in range(4)]
+        successes: list[tuple[int, str]] = []
+        conflicts: list[CheckpointConflictError] = []
+
+        async def writer(k: int, cp: PostgresCheckpointer) -> None:
+            for i in range(15):
+                head = await cp.head("s")
+                try:
+                    new = await cp.append("s", [ev(f"{k}.{i}")], expected_head=head)
+                except CheckpointConflictError as exc:
+                    assert exc.expected == head and exc.actual > head
+                    conflicts.append(exc)
+                else:
+                    assert new == head + 1
+                    successes.append((new, f"event {k}.{i}"))
+
+        try:
+            await asyncio.gather(*(writer(k, cp) for k, cp in enumerate(handles)))
+            log = [(stored.seq, stored.event) async for stored in handles[0].read("s")]
+        finally:
+            for cp in handles:
+                await cp.close()
+        assert [seq for seq, _ in log] == list(range(1, len(successes) + 1))
+        assert sorted(successes) == [(seq, getattr(e, "text", "")) for seq, e in log]
+        assert len(successes) + len(conflicts) == 60
+
+    run(go())
+
+
+def test_unconditional_appends_from_many_tasks_lose_nothing(
+    postgres_dsn: str, tmp_path: Path
+) -> None:
+    async def go() -> None:
+        a = await open_store(postgres_dsn, tmp_path)
+        b = await open_store(postgres_dsn, tmp_path)
+        try:
+            await asyncio.gather(
+                *(cp.append("s", [ev(f"{n}a"), ev(f"{n}b")]) for n in range(20) for cp in (a, b))
+            )
+            got = await texts(a, "s")
+        finally:
+            await a.close()
+            await b.close()
+        assert len(got) == 80
+        # Each batch stays together (APPEND-003): its two events are neighbours.
+        for i in range(0, 80, 2):
+            assert got[i].endswith("a") and got[i + 1] == got[i][:-1] + "b"
+
+    run(go())
+
+
+# -- lost connections ----------------------------------------------------------------------
+
+
+async def _wait_until_blocked(dsn: str, key: int) -> int:
+    """The pid of the server process waiting for advisory lock ``key``, once it waits."""
+    hi, lo = (key >> 32) & 0xFFFFFFFF, key & 0xFFFFFFFF
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        for _ in range(10_000):
+            cur = await conn.execute(
+                "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+                " AND classid = %s::bigint::oid AND objid = %s::bigint::oid",
+                (hi, lo),
+            )
+            row = await cur.fetchone()
+            if row is not None:
+                return int(row[0])
+    raise AssertionError("the append never waited for the lock")
+
+
+def test_terminated_mid_append_is_absent_then_sent_again_on_a_new_connection(
+    postgres_dsn: str, tmp_path: Path
+) -> None:
+    """pg_terminate_backend while the append waits inside its transaction: the server
+    rolls it back, the handle reconnects and sends it again, and the batch lands once."""
+
+    async def go() -> None:
+        cp = await open_store(postgres_dsn, tmp_path)
+        await cp.append("s", [ev(0)])
+        key = write_key(cp.schema, "s")
+        blocker = await psycopg.AsyncConnection.connect(postgres_dsn, autocommit=True)
+        try:
+            await blocker.execute("SELECT pg_advisory_lock(%s)", (key,))
+            pending = asyncio.ensure_future(cp.append("s", [ev(1), ev(2)]))
+            pid = await _wait_until_blocked(postgres_dsn, key)
+            await blocker.execute("SELECT pg_terminate_backend(%s)", (pid,))
+            await blocker.execute("SELECT pg_advisory_unlock(%s)", (key,))
+            assert await pending == 3
+            assert await texts(cp, "s") == ["event 0", "event 1", "event 2"]
+        finally:
+            await blocker.close()
+            await cp.close()
+
+    run(go())
+
+
+def test_a_commit_whose_reply_is_lost_is_found_not_repeated(
+    postgres_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The connection dies after COMMIT was sent and executed: the append finds its
+    request id on a new connection and returns its head instead of appending twice."""
+    original = PostgresCheckpointer._transact
+    lost: list[int] = []
+
+    async def commit_then_die(self: PostgresCheckpointer, conn: Any, *args: Any) -> object:
+        result = await original(self, conn, *args)
+        if not lost:
+            lost.append(conn.info.backend_pid)
+            await conn.close()  # the reply "never came"
+            raise psycopg.OperationalError("server closed the connection unexpectedly")
+        return result
+
+    monkeypatch.setattr(PostgresCheckpointer, "_transact", commit_then_die)
+
+    async def go() -> None:
+        cp = await open_store(postgres_dsn, tmp_path)
+        try:
+            assert await cp.append("s", [ev(1), ev(2)]) == 2
+            assert await texts(cp, "s") == ["event 1", "event 2"]
+        finally:
+            await cp.close()
+
+    run(go())
+    assert lost
+
+
+def test_every_connection_terminated_then_the_handle_reconnects(
+    postgres_dsn: str, tmp_path: Path
+) -> None:
+    async def go() -> None:
+        cp = await open_store(postgres_dsn, tmp_path)
+        try:
+            await asyncio.gather(*(cp.append(f"s{n}", [ev(n)]) for n in range(8)))
+            query(
+                postgres_dsn,
+                "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                " AND backend_type = 'client backend'",
+            )
+            assert await cp.append("s0", [ev("after")]) == 2
+            assert await cp.head("s7") == 1
+        finally:
+            await cp.close()
+
+    run(go())
+
+
+# -- maintenance lock ----------------------------------------------------------------------
+
+
+def test_maint_004_the_lock_dies_with_the_holders_connection(
+    postgres_dsn: str, tmp_path: Path
+) -> None:
+    async def go() -> None:
+        holder = await open_store(postgres_dsn, tmp_path)
+        other = await open_store(postgres_dsn, tmp_path)
+        try:
+            await holder.acquire_maintenance("s")
+            with pytest.raises(SessionLockedError):
+                await other.append("s", [ev(1)])
+            with pytest.raises(SessionLockedError):
+                await other.acquire_maintenance("s")
+            assert await holder.append("s", [ev(1)]) == 1
+            # The holder's process "dies": its server process ends, and the lock with it.
+            query(
+                postgres_dsn,
+                "SELECT pg_terminate_backend(l.pid, 5000) FROM pg_locks AS l"
+                " WHERE l.locktype = 'advisory' AND l.mode = 'ExclusiveLock' AND l.granted",
+            )
+            assert await other.append("s", [ev(2)]) == 2
+            await other.acquire_maintenance("s")
+        finally:
+            await holder.close()
+            await other.close()
+
+    run(go())
+
+
+# -- bad DSNs and unreachable servers ---------------------------------------------------------
+
+
+def test_a_malformed_dsn_is_a_bad_option(tmp_path: Path) -> None:
+    with pytest.raises(InvalidArgumentError) as refused:
+        run(make(BackendContext(path=tmp_path, options={"dsn": "not a dsn"})))
+    assert refused.value.argument == "dsn"
+    assert not (tmp_path / MARKER_NAME).exists()
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "CHECKPOINTSPEC_POSTGRES_DSN"}
+    return subprocess.run(
+        [sys.executable, "-m", "checkpointspec.conformance.api.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("dsn", "phrase"),
+    [
+        ("not a dsn", "not a PostgreSQL connection string"),
+        ("postgresql://nobody@127.0.0.1:1/none", "cannot connect to PostgreSQL"),
+        ("", "no PostgreSQL DSN"),
+    ],
+)
+def test_cli_refuses_a_bad_or_unreachable_dsn_in_one_line(dsn: str, phrase: str) -> None:
+    options = ["--option", f"dsn={dsn}"] if dsn else []
+    done = _cli("run", "postgres", *options, "--profile", "quick", "--quiet")
+    assert done.returncode == 2, done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, done.stderr
+    assert phrase in lines[0]
