@@ -24,7 +24,8 @@ _HELPER = Path(__file__).resolve().parents[2] / ".ci" / "postgres.py"
 
 def _cluster_helper() -> ModuleType:
     spec = importlib.util.spec_from_file_location("_checkpointspec_ci_postgres", _HELPER)
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
