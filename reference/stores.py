@@ -10,6 +10,10 @@ reports "no sessions".
   directory: unlike the kit's ``sqlite`` factory, which keeps ``checkpoints.db``
   inside its directory, the file is named directly).
 - ``file:./sessions/`` — the file backend's store directory (it holds ``format.json``).
+- ``postgres:postgresql://user@host/db`` — the PostgreSQL backend's store in schema
+  ``checkpointspec`` of that database (needs the ``postgres`` extra). A store the
+  kit's factory made for a directory is ``checkpointspec.backends.postgres:make=DIR``
+  with ``CHECKPOINTSPEC_POSTGRES_DSN`` set.
 - ``mypkg.backend:make=./store`` — any backend: the factory is imported and called
   with ``BackendContext(path=DIR)``, as the kit calls it. ``DIR`` must exist;
   what the backend keeps there is its own business.
@@ -41,6 +45,7 @@ from ..spec import (
     Checkpointer,
     CheckpointError,
     CorruptStoreError,
+    InvalidArgumentError,
     SchemaVersionError,
 )
 
@@ -60,9 +65,9 @@ __all__ = [
     "parse_store",
 ]
 
-StoreScheme: TypeAlias = Literal["sqlite", "file", "module"]
+StoreScheme: TypeAlias = Literal["sqlite", "file", "postgres", "module"]
 
-SCHEMES: Final = "sqlite:FILE, file:DIR or module:function=DIR"
+SCHEMES: Final = "sqlite:FILE, file:DIR, postgres:DSN or module:function=DIR"
 """The forms of a store, as error messages name them."""
 
 FILE_STORE_MARKER: Final = "format.json"
@@ -122,13 +127,15 @@ class StoreFactoryError(StoreError):
 class StoreSpec(msgspec.Struct, frozen=True):
     """A parsed store: its scheme, its path, and for ``module`` the ``module:function``.
 
-    ``text`` is the store as given, for messages.
+    ``text`` is the store as given, for messages. For ``postgres`` the DSN is
+    ``dsn`` and ``path`` is empty.
     """
 
     text: str
     scheme: StoreScheme
     path: Path
     factory: str | None = None
+    dsn: str | None = None
 
 
 def _is_dotted_name(text: str) -> bool:
@@ -145,6 +152,10 @@ def parse_store(text: str) -> StoreSpec:
     scheme, colon, rest = text.partition(":")
     if not colon:
         raise StoreSpecError(text, "no scheme")
+    if scheme == "postgres":
+        if not rest:
+            raise StoreSpecError(text, "postgres: needs a DSN (postgresql://user@host/db)")
+        return StoreSpec(text, "postgres", Path(), dsn=rest)
     if scheme in ("sqlite", "file"):
         if not rest:
             what = "a database file" if scheme == "sqlite" else "a directory"
@@ -242,6 +253,8 @@ def check_store(spec: StoreSpec) -> None:
     """
     if spec.scheme == "sqlite":
         _check_sqlite(spec)
+    elif spec.scheme == "postgres":
+        pass  # only a connection tells: see _open_postgres
     else:
         _check_directory(spec)
 
@@ -306,7 +319,33 @@ async def _open_module(spec: StoreSpec, factory: str) -> Checkpointer:
     return cast(Checkpointer, made)
 
 
+async def _open_postgres(spec: StoreSpec) -> Checkpointer:
+    assert spec.dsn is not None
+    try:
+        from ..backends import postgres  # psycopg is an optional extra
+    except ImportError as exc:
+        raise StoreUnreachableError(
+            spec.text, "postgres", f"postgres: needs the postgres extra ({exc})"
+        ) from exc
+    where = f"schema {postgres.DEFAULT_SCHEMA}"
+    try:
+        if await postgres.store_version(spec.dsn) == 0:
+            raise NoStoreError(spec.text, where, f"no store in {where} of that database")
+        return await postgres.PostgresCheckpointer(spec.dsn, create=False).open()
+    except (postgres.ServerUnreachableError, InvalidArgumentError) as exc:
+        raise StoreUnreachableError(spec.text, where, str(exc)) from exc
+    except SchemaVersionError as exc:
+        raise StoreUnreachableError(
+            spec.text,
+            where,
+            f"{where} was written by a newer version (schema {exc.found}; "
+            f"this one reads up to {exc.supported})",
+        ) from exc
+
+
 async def _open(spec: StoreSpec) -> Checkpointer:
+    if spec.scheme == "postgres":
+        return await _open_postgres(spec)
     if spec.scheme == "sqlite":
         return await SqliteCheckpointer(spec.path).open()
     if spec.scheme == "file":

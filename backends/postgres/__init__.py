@@ -19,6 +19,7 @@ from .checkpointer import (
     check_dsn,
     dsn_from,
     make,
+    store_version,
 )
 from .schema import DEFAULT_SCHEMA
 from .stores import MARKER_NAME, drop_store, prune_stores
@@ -39,4 +40,5 @@ __all__ = [
     "dsn_from",
     "make",
     "prune_stores",
+    "store_version",
 ]

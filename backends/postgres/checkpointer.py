@@ -136,6 +136,7 @@ __all__ = [
     "check_dsn",
     "dsn_from",
     "make",
+    "store_version",
 ]
 
 DEFAULT_BUSY_TIMEOUT_MS: Final = 5000
@@ -904,6 +905,24 @@ def dsn_from(options: Mapping[str, str]) -> str:
             ReasonCode.BAD_OPTION,
         )
     return dsn
+
+
+async def store_version(dsn: str, schema: str = DEFAULT_SCHEMA) -> int:
+    """The schema version of the store ``schema`` at ``dsn``; 0 when there is none.
+
+    Reads only. Raises `InvalidArgumentError` for a malformed DSN and
+    `ServerUnreachableError` when the server cannot be reached.
+    """
+    check_dsn(dsn)
+    store_schema.check_schema_name(schema)
+    try:
+        conn = await psycopg.AsyncConnection.connect(
+            dsn, autocommit=True, connect_timeout=_CONNECT_TIMEOUT
+        )
+    except psycopg.Error as exc:
+        raise ServerUnreachableError(_first_line(exc)) from None
+    async with conn:
+        return await store_schema.stored_version(conn, schema)
 
 
 async def make(ctx: BackendContext) -> PostgresCheckpointer:

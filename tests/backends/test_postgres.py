@@ -440,3 +440,24 @@ def test_cli_refuses_a_bad_or_unreachable_dsn_in_one_line(dsn: str, phrase: str)
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, done.stderr
     assert phrase in lines[0]
+
+
+def test_operator_store_postgres_dsn_lists_sessions_and_creates_nothing(postgres_dsn: str) -> None:
+    query(postgres_dsn, "DROP SCHEMA IF EXISTS checkpointspec CASCADE")
+    missing = _cli("sessions", f"postgres:{postgres_dsn}")
+    assert missing.returncode == 2
+    assert "no store in schema checkpointspec" in missing.stderr
+    assert not schema_exists(postgres_dsn, "checkpointspec")
+
+    async def fill() -> None:
+        cp = await PostgresCheckpointer(postgres_dsn).open()
+        await cp.append("operator-session", [ev(1)])
+        await cp.close()
+
+    run(fill())
+    try:
+        listed = _cli("sessions", f"postgres:{postgres_dsn}")
+        assert listed.returncode == 0, listed.stderr
+        assert "operator-session" in listed.stdout
+    finally:
+        query(postgres_dsn, "DROP SCHEMA checkpointspec CASCADE")
