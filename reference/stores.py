@@ -155,6 +155,15 @@ def parse_store(text: str) -> StoreSpec:
     if scheme == "postgres":
         if not rest:
             raise StoreSpecError(text, "postgres: needs a DSN (postgresql://user@host/db)")
+        try:
+            from psycopg.conninfo import conninfo_to_dict  # the postgres extra
+        except ImportError:
+            pass  # opening it says the extra is missing
+        else:
+            try:
+                conninfo_to_dict(rest)
+            except Exception as exc:  # libpq's parser: psycopg.ProgrammingError
+                raise StoreSpecError(text, f"not a PostgreSQL connection string: {exc}") from None
         return StoreSpec(text, "postgres", Path(), dsn=rest)
     if scheme in ("sqlite", "file"):
         if not rest:

@@ -468,7 +468,8 @@ def test_a_store_that_is_not_there_is_refused_and_not_created(tmp_path: Path) ->
     ("store", "phrase"),
     [
         ("sessions.db", "no scheme"),
-        ("postgres://localhost/db", "unknown scheme 'postgres'"),
+        ("mysql://localhost/db", "unknown scheme 'mysql'"),
+        ("postgres://localhost/db", "not a PostgreSQL connection string"),
         ("sqlite:", "sqlite: needs a database file"),
     ],
 )
@@ -526,7 +527,8 @@ def test_parse_store_expands_the_home_directory() -> None:
         ("sessions.db", StoreSpecError, "no scheme"),
         ("sqlite:", StoreSpecError, "sqlite: needs a database file"),
         ("file:", StoreSpecError, "file: needs a directory"),
-        ("postgres:db", UnknownSchemeError, "unknown scheme 'postgres'"),
+        ("mysql:db", UnknownSchemeError, "unknown scheme 'mysql'"),
+        ("postgres:", StoreSpecError, "postgres: needs a DSN"),
         ("mypkg.backend:make", UnknownSchemeError, "unknown scheme 'mypkg.backend'"),
         ("my-pkg:make=/x", UnknownSchemeError, "unknown scheme 'my-pkg'"),
         ("mypkg:not-a-name=/x", StoreSpecError, "'not-a-name' is not a function name"),
