@@ -14,8 +14,8 @@ Concurrency design
 *One function per write.* append, truncate and delete are PL/pgSQL functions
 in the store's schema (`checkpointspec.backends.postgres.schema`), each called
 in its own transaction at READ COMMITTED: ``BEGIN`` and the call in one round
-trip, ``COMMIT`` in a second. Each function locks the session's row first
-and reads the head and generation after the lock, so ``expected_head`` and
+trip, ``COMMIT`` in a second. Each function takes the session's write lock (an
+advisory lock) first and reads the head and generation after it, so ``expected_head`` and
 ``expected_generation`` are checked against the state the write changes; a
 stale writer on any connection, process or host gets a clean
 `CheckpointConflictError`.
@@ -24,7 +24,7 @@ stale writer on any connection, process or host gets a clean
 (``pool_size`` connections, default 8). Concurrent operations of one process
 run on different connections at once; writes to different sessions do not
 wait for each other, and their commits share the server's WAL flushes
-(PostgreSQL's own group commit). Writes to one session queue on its row lock.
+(PostgreSQL's own group commit). Writes to one session queue on its write lock.
 
 *Transient errors.* A serialization failure, deadlock or lock timeout is
 retried until ``busy_timeout`` (milliseconds, default 5000) has passed, then

@@ -16,11 +16,11 @@ each write is one statement, one round trip and one transaction.
 
 Why the functions are correct under concurrent writers at READ COMMITTED: each
 first takes the session's *write lock*, a transaction-level advisory lock on
-a key hashed from (schema, session id), and then the row lock of the session's
-``sessions`` row (append: an upsert, which also serialises two writers
-creating the same session; truncate: ``SELECT ... FOR UPDATE``; delete: the
-``DELETE`` itself). A writer that waited for those locks reads the head and
-generation in a *later* statement, and at READ COMMITTED every statement of a
+a key hashed from (schema, session id), held until the transaction ends; it
+serialises every writer of the session, in any process or host, also two
+writers creating the same session (truncate and delete lock the session's row
+as well). A writer that waited for the lock reads the head and generation in
+a *later* statement, and at READ COMMITTED every statement of a
 volatile function takes a new snapshot, which includes everything the writer
 it waited for committed. So ``expected_head`` and ``expected_generation`` are
 compared with the state the write is about to change, and a stale writer gets
@@ -143,24 +143,22 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         BEGIN"""
         + _MAINTENANCE_CHECK
         + """
-            -- The session row's lock, taken (and the row created) before anything is read.
-            INSERT INTO {s}.sessions AS s (session_id, head, mtime) VALUES (p_session, 0, 0)
-                ON CONFLICT (session_id) DO UPDATE SET head = s.head;
-            -- A new statement: a snapshot taken after the lock (see the module docstring).
-            SELECT s.head, coalesce(g.generation, 0) INTO v_head, v_generation
-                FROM {s}.sessions AS s LEFT JOIN {s}.generations AS g USING (session_id)
-                WHERE s.session_id = p_session;"""
+            -- New statements: snapshots taken after the lock (see the module docstring).
+            v_head := coalesce((SELECT head FROM {s}.sessions WHERE session_id = p_session), 0);
+            v_generation := coalesce(
+                (SELECT generation FROM {s}.generations WHERE session_id = p_session), 0);"""
         + _EXPECTATIONS
         + """
             INSERT INTO {s}.events (session_id, seq, ts, crc, payload, request)
                 SELECT p_session, v_head + i, p_ts, p_crcs[i], p_payloads[i],
                        CASE WHEN i = 1 THEN p_request END
                 FROM generate_subscripts(p_payloads, 1) AS i;
-            UPDATE {s}.sessions
-                SET head = v_head + cardinality(p_payloads), mtime = greatest(mtime, """
+            INSERT INTO {s}.sessions AS s (session_id, head, mtime)
+                VALUES (p_session, v_head + cardinality(p_payloads), """
         + _NOW
         + """)
-                WHERE session_id = p_session;
+                ON CONFLICT (session_id) DO UPDATE
+                SET head = excluded.head, mtime = greatest(s.mtime, excluded.mtime);
             RETURN v_head + cardinality(p_payloads);
         END $fn$""",
         """CREATE FUNCTION {s}.truncate(

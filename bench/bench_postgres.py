@@ -1,0 +1,391 @@
+"""Benchmark the PostgreSQL backend against a raw psycopg loop measured in the same run.
+
+Run ``python bench/bench_postgres.py`` (``--quick`` for a smaller, noisier run)
+with ``CHECKPOINTSPEC_POSTGRES_DSN`` set, or without it to start a throwaway
+cluster (``.ci/postgres.py``; needs ``initdb``). Every figure is a ratio against
+a baseline from this run, so it means the same on any machine; the targets are
+checked and printed in one table:
+
+- durable single-event append, one writer, vs raw psycopg doing the same
+  transaction (lock the session row, insert the event, update the head,
+  commit) on the same server: >= 0.7x;
+- 16 sessions appending concurrently in one process (pool of 16) vs one writer: >= 4x;
+- 4 processes on one session, each appending with the head it read: zero lost
+  updates, only clean conflicts, contiguous seqs; throughput reported;
+- reading a 100k-event log: >= 150k events/s;
+- append and read-since of a 100k-event log vs a 10-event log: <= 1.2x.
+
+LangGraph's AsyncPostgresSaver is not run here (it needs its own venv and
+package set); the table says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.util
+import multiprocessing
+import multiprocessing.synchronize
+import os
+import secrets
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Final, TypeVar
+
+import psycopg
+from checkpointspec.backends.postgres import PostgresCheckpointer
+from checkpointspec.spec import AssistantMessage, CheckpointConflictError, StoreBusyError
+
+T = TypeVar("T")
+TEXT: Final = "x" * 160  # ~200-byte payloads, as in the SQLite benchmark
+DSN_VARIABLE: Final = "CHECKPOINTSPEC_POSTGRES_DSN"
+
+
+def event(n: int) -> AssistantMessage:
+    return AssistantMessage(f"{n} {TEXT}")
+
+
+class Row:
+    """One line of the result table."""
+
+    def __init__(self, name: str, value: str, ratio: float | None, target: str, ok: bool) -> None:
+        self.name, self.value, self.ratio, self.target, self.ok = name, value, ratio, target, ok
+
+
+def new_schema() -> str:
+    return f"bench_{secrets.token_hex(6)}"
+
+
+def drop(dsn: str, schema: str) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+
+# -- baseline -------------------------------------------------------------------------
+
+
+def raw_psycopg_appends(dsn: str, count: int) -> float:
+    """Appends/s of plain psycopg: the same transaction as an append, one event each."""
+    schema = new_schema()
+    with psycopg.connect(dsn) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+        conn.execute(
+            f"CREATE TABLE {schema}.sessions (session_id text PRIMARY KEY, head bigint NOT NULL)"
+        )
+        conn.execute(
+            f"CREATE TABLE {schema}.events (session_id text, seq bigint, payload bytea NOT NULL,"
+            " PRIMARY KEY (session_id, seq))"
+        )
+        conn.execute(f"INSERT INTO {schema}.sessions VALUES ('s', 0)")
+        conn.commit()
+        payload = b'{"type":"assistant_message","text":"' + TEXT.encode() + b'"}'
+        started = time.perf_counter()
+        for _ in range(count):
+            cur = conn.execute(
+                f"SELECT head FROM {schema}.sessions WHERE session_id = 's' FOR UPDATE"
+            )
+            row = cur.fetchone()
+            assert row is not None
+            head = int(row[0]) + 1
+            conn.execute(f"INSERT INTO {schema}.events VALUES ('s', %s, %s)", (head, payload))
+            conn.execute(f"UPDATE {schema}.sessions SET head = %s WHERE session_id = 's'", (head,))
+            conn.commit()
+        elapsed = time.perf_counter() - started
+    drop(dsn, schema)
+    return count / elapsed
+
+
+# -- backend measurements ---------------------------------------------------------------
+
+
+async def one_writer(dsn: str, count: int) -> float:
+    schema = new_schema()
+    async with PostgresCheckpointer(dsn, schema=schema) as cp:
+        await cp.append("s", [event(0)])
+        started = time.perf_counter()
+        for n in range(count):
+            await cp.append("s", [event(n)])
+        rate = count / (time.perf_counter() - started)
+    drop(dsn, schema)
+    return rate
+
+
+async def many_sessions(dsn: str, sessions: int, per_session: int) -> float:
+    """Appends/s with ``sessions`` tasks appending concurrently, one pool connection each."""
+    schema = new_schema()
+    async with PostgresCheckpointer(dsn, schema=schema, pool_size=sessions) as cp:
+
+        async def writer(sid: str) -> None:
+            head = await cp.head(sid)
+            for n in range(per_session):
+                head = await cp.append(sid, [event(n)], expected_head=head)
+
+        await asyncio.gather(*(cp.append(f"s{i}", [event(0)]) for i in range(sessions)))
+        started = time.perf_counter()
+        await asyncio.gather(*(writer(f"s{i}") for i in range(sessions)))
+        rate = sessions * per_session / (time.perf_counter() - started)
+    drop(dsn, schema)
+    return rate
+
+
+def _process_writer(
+    dsn: str,
+    schema: str,
+    count: int,
+    ready: multiprocessing.synchronize.Barrier,
+    out: multiprocessing.Queue[tuple[float, float, int, int, int]],
+) -> None:
+    async def run() -> tuple[float, float, int, int, int]:
+        conflicts = busy = bad = 0
+        async with PostgresCheckpointer(dsn, schema=schema, create=False) as cp:
+            head = await cp.head("shared")
+            ready.wait()
+            # CLOCK_MONOTONIC is system-wide on Linux: comparable across processes.
+            started = time.monotonic()
+            done = 0
+            while done < count:
+                try:
+                    head = await cp.append("shared", [event(os.getpid())], expected_head=head)
+                    done += 1
+                except CheckpointConflictError as exc:
+                    conflicts += 1
+                    if exc.actual <= exc.expected:  # a conflict must name a newer head
+                        bad += 1
+                    head = exc.actual
+                except StoreBusyError:
+                    busy += 1
+                    head = await cp.head("shared")
+            return started, time.monotonic(), conflicts, busy, bad
+
+    out.put(asyncio.run(run()))
+
+
+def processes(dsn: str, workers: int, per_worker: int) -> tuple[float, int, int, int, bool]:
+    """Successful appends/s of ``workers`` processes on one session, each with
+    expected_head; conflicts, busy errors, unclean conflicts, and whether the log
+    is exactly the successes with contiguous seqs."""
+    schema = new_schema()
+
+    async def create() -> None:
+        async with PostgresCheckpointer(dsn, schema=schema):
+            pass
+
+    asyncio.run(create())
+    ctx = multiprocessing.get_context("spawn")
+    ready = ctx.Barrier(workers)
+    out: multiprocessing.Queue[tuple[float, float, int, int, int]] = ctx.Queue()
+    procs = [
+        ctx.Process(target=_process_writer, args=(dsn, schema, per_worker, ready, out))
+        for _ in range(workers)
+    ]
+    for proc in procs:
+        proc.start()
+    results = [out.get() for _ in procs]
+    for proc in procs:
+        proc.join()
+    elapsed = max(r[1] for r in results) - min(r[0] for r in results)
+    with psycopg.connect(dsn) as conn:
+        seqs = [
+            int(row[0])
+            for row in conn.execute(
+                f"SELECT seq FROM {schema}.events WHERE session_id = 'shared' ORDER BY seq"
+            )
+        ]
+    drop(dsn, schema)
+    exact = seqs == list(range(1, workers * per_worker + 1))
+    return (
+        workers * per_worker / elapsed,
+        sum(r[2] for r in results),
+        sum(r[3] for r in results),
+        sum(r[4] for r in results),
+        exact,
+    )
+
+
+async def fill(cp: PostgresCheckpointer, sid: str, count: int) -> None:
+    for start in range(0, count, 1000):
+        await cp.append(sid, [event(n) for n in range(start, min(start + 1000, count))])
+
+
+async def read_rate(dsn: str, count: int) -> float:
+    schema = new_schema()
+    async with PostgresCheckpointer(dsn, schema=schema) as cp:
+        await fill(cp, "big", count)
+        best = 0.0
+        for _ in range(3):
+            started = time.perf_counter()
+            got = len([stored async for stored in cp.read("big")])
+            best = max(best, got / (time.perf_counter() - started))
+        assert got == count
+    drop(dsn, schema)
+    return best
+
+
+async def flatness(dsn: str, big: int, rounds: int, ops: int) -> tuple[float, float]:
+    """Cost ratio (big log / 10-event log) of a single-event append and of read-since."""
+    schema = new_schema()
+    async with PostgresCheckpointer(dsn, schema=schema) as cp:
+        await fill(cp, "a-neighbour", 10)
+        await fill(cp, "m-small", 10)
+        await fill(cp, "m-large", big)
+        await fill(cp, "z-neighbour", 10)
+
+        async def append_cost(sid: str) -> float:
+            started = time.perf_counter()
+            for n in range(ops):
+                await cp.append(sid, [event(n)])
+            return (time.perf_counter() - started) / ops
+
+        async def read_since_cost(sid: str) -> float:
+            head = await cp.head(sid)
+            started = time.perf_counter()
+            for _ in range(ops):
+                async for _ in cp.read(sid, head - 5):
+                    pass
+            return (time.perf_counter() - started) / ops
+
+        appends: list[float] = []
+        reads: list[float] = []
+        for r in range(rounds):  # alternate the order, so drift and warm-up hit both alike
+            first, second = ("m-large", "m-small") if r % 2 else ("m-small", "m-large")
+            cost = {first: await append_cost(first), second: await append_cost(second)}
+            appends.append(cost["m-large"] / cost["m-small"])
+            cost = {first: await read_since_cost(first), second: await read_since_cost(second)}
+            reads.append(cost["m-large"] / cost["m-small"])
+    drop(dsn, schema)
+    return statistics.median(appends), statistics.median(reads)
+
+
+# -- driver ---------------------------------------------------------------------------
+
+
+def timed(label: str, fn: Callable[[], T]) -> T:
+    print(f"  {label} ...", file=sys.stderr, flush=True)
+    return fn()
+
+
+def paired(
+    rounds: int, baseline: Callable[[int], float], measured: Callable[[int], float]
+) -> tuple[float, float, float]:
+    """Median baseline rate, median measured rate, median of the per-round ratios."""
+    base: list[float] = []
+    ours: list[float] = []
+    for r in range(rounds):
+        base.append(baseline(r))
+        ours.append(measured(r))
+    ratios = [m / b for b, m in zip(base, ours, strict=True)]
+    return statistics.median(base), statistics.median(ours), statistics.median(ratios)
+
+
+def benchmark(dsn: str, quick: bool) -> int:
+    durable_rounds = 3 if quick else 7
+    n_durable = 300 if quick else 1000
+    per_session = 30 if quick else 100
+    per_process = 100 if quick else 250
+    n_read = 100_000
+    flat_big = 20_000 if quick else 100_000
+    rows: list[Row] = []
+    print("running (every rate is a median over rounds):", file=sys.stderr)
+    raw, ours, durable_ratio = timed(
+        "durable appends: raw psycopg and the backend, alternating",
+        lambda: paired(
+            durable_rounds,
+            lambda r: raw_psycopg_appends(dsn, n_durable),
+            lambda r: asyncio.run(one_writer(dsn, n_durable)),
+        ),
+    )
+    rows.append(
+        Row("raw psycopg, lock/insert/update/commit", f"{raw:,.0f}/s", None, "baseline", True)
+    )
+    rows.append(
+        Row(
+            "append, 1 writer", f"{ours:,.0f}/s", durable_ratio, ">= 0.7x raw", durable_ratio >= 0.7
+        )
+    )
+    rate = timed("16 sessions", lambda: asyncio.run(many_sessions(dsn, 16, per_session)))
+    rows.append(
+        Row(
+            "append, 16 sessions, 1 process",
+            f"{rate:,.0f}/s",
+            rate / ours,
+            ">= 4x 1 writer",
+            rate / ours >= 4,
+        )
+    )
+    multi, conflicts, busy, bad, exact = timed(
+        "4 processes on one session", lambda: processes(dsn, 4, per_process)
+    )
+    rows.append(
+        Row(
+            f"4 processes, 1 session, expected_head ({conflicts} conflicts, {bad} unclean,"
+            f" {busy} busy, log exact {exact})",
+            f"{multi:,.0f}/s",
+            multi / ours,
+            "0 lost, clean",
+            exact and bad == 0,
+        )
+    )
+    read = timed("read 100k", lambda: asyncio.run(read_rate(dsn, n_read)))
+    rows.append(
+        Row(f"read {n_read:,} events", f"{read:,.0f}/s", None, ">= 150k/s", read >= 150_000)
+    )
+    append_ratio, read_ratio = timed(
+        "flatness", lambda: asyncio.run(flatness(dsn, flat_big, 5, 200))
+    )
+    rows.append(
+        Row(
+            f"append cost, {flat_big:,} vs 10 events",
+            "",
+            append_ratio,
+            "<= 1.2x",
+            append_ratio <= 1.2,
+        )
+    )
+    rows.append(
+        Row(
+            f"read-since cost, {flat_big:,} vs 10 events",
+            "",
+            read_ratio,
+            "<= 1.2x",
+            read_ratio <= 1.2,
+        )
+    )
+    rows.append(Row("LangGraph AsyncPostgresSaver put", "not run", None, "info", True))
+
+    width = max(len(row.name) for row in rows)
+    print(f"{'measurement':<{width}}  {'rate':>12}  {'ratio':>7}  {'target':<16} ok")
+    for row in rows:
+        ratio = f"{row.ratio:.2f}x" if row.ratio is not None else ""
+        verdict = "yes" if row.ok else "NO"
+        print(f"{row.name:<{width}}  {row.value:>12}  {ratio:>7}  {row.target:<16} {verdict}")
+    return 0 if all(row.ok for row in rows) else 1
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--quick", action="store_true", help="fewer rounds, smaller counts")
+    args = parser.parse_args()
+    dsn = os.environ.get(DSN_VARIABLE)
+    if dsn:
+        return benchmark(dsn, args.quick)
+    helper_path = Path(__file__).resolve().parent.parent / ".ci" / "postgres.py"
+    spec = importlib.util.spec_from_file_location("_ci_postgres", helper_path)
+    assert spec is not None
+    assert spec.loader is not None
+    helper = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(helper)
+    parent = Path(tempfile.mkdtemp(prefix="checkpointspec-pg-"))
+    parent.chmod(0o755)  # the server's user must reach the cluster inside
+    try:
+        return benchmark(helper.start(parent / "cluster"), args.quick)
+    finally:
+        helper.stop(parent / "cluster")
+        parent.rmdir()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
