@@ -243,7 +243,10 @@ class PostgresCheckpointer:
     namespace in the database (created on open unless ``create`` is False).
     ``codec`` transforms every stored payload; ``pool_size`` is how many
     connections the handle keeps; ``busy_timeout_ms`` how long transient
-    failures are retried before `StoreBusyError`.
+    failures are retried before `StoreBusyError`. ``directory`` is the kit's
+    store directory (`make` passes ``ctx.path``): a store created is then
+    registered under it, and the stores of this host whose directories are gone
+    are dropped (`checkpointspec.backends.postgres.stores`).
 
     Also implements `StoreHooks` for the conformance kit.
     """
@@ -270,6 +273,7 @@ class PostgresCheckpointer:
         pool_size: int = DEFAULT_POOL_SIZE,
         busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
         create: bool = True,
+        directory: Path | None = None,
     ) -> None:
         check_dsn(dsn)
         try:
@@ -288,6 +292,7 @@ class PostgresCheckpointer:
         self._pool_size = pool_size
         self._busy = busy_timeout_ms / 1000
         self._create = create
+        self._directory = directory
         self._created = False
         self._pool: AsyncConnectionPool[psycopg.AsyncConnection[TupleRow]] | None = None
         self._closed = False
@@ -353,8 +358,18 @@ class PostgresCheckpointer:
             )
         except psycopg.Error as exc:
             raise ServerUnreachableError(_first_line(exc)) from None
+        directory = self._directory
+
+        async def register(conn: Conn) -> None:
+            if directory is not None:
+                await stores.register(conn, self._schema, directory)
+
         async with conn:
-            self._created = await store_schema.open_store(conn, self._schema, create=self._create)
+            self._created = await store_schema.open_store(
+                conn, self._schema, create=self._create, on_create=register
+            )
+            if self._created and directory is not None:
+                await stores.prune_stores(conn)
         pool: AsyncConnectionPool[psycopg.AsyncConnection[TupleRow]] = AsyncConnectionPool(
             self._dsn,
             min_size=1,
@@ -533,10 +548,13 @@ class PostgresCheckpointer:
         Usually it ended with the connection; if only the client side broke, it
         might still commit later, so it is terminated and waited for.
         """
-        await conn.execute(
-            "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE pid = %s",
-            (pid,),
-        )
+        # A role may not end another role's process; our own connections share our
+        # role, so a refusal means the pid was reused: the process we care about is gone.
+        with contextlib.suppress(psycopg.errors.InsufficientPrivilege):
+            await conn.execute(
+                "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE pid = %s",
+                (pid,),
+            )
 
     # -- payloads -------------------------------------------------------------------
 
@@ -955,14 +973,6 @@ async def make(ctx: BackendContext) -> PostgresCheckpointer:
         codec=ctx.codec,
         pool_size=pool_size,
         busy_timeout_ms=busy_timeout,
+        directory=directory,
     )
-    await handle.open()
-    if handle.created:
-        try:
-            async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
-                await stores.register(conn, handle.schema, directory)
-                await stores.prune_stores(conn)
-        except BaseException:
-            await handle.close()
-            raise
-    return handle
+    return await handle.open()

@@ -37,6 +37,7 @@ reading a state that a dying writer may still change.
 from __future__ import annotations
 
 import re
+from collections.abc import Awaitable, Callable
 from typing import Final, TypeAlias
 
 import psycopg
@@ -268,7 +269,13 @@ async def _foreign_tables(conn: Conn, schema: str) -> list[str]:
     return [str(row[0]) for row in await cur.fetchall()]
 
 
-async def open_store(conn: Conn, schema: str, *, create: bool) -> bool:
+async def open_store(
+    conn: Conn,
+    schema: str,
+    *,
+    create: bool,
+    on_create: Callable[[Conn], Awaitable[None]] | None = None,
+) -> bool:
     """Bring ``schema`` to `SCHEMA_VERSION`; return whether this call created the store.
 
     ``conn`` is in autocommit mode. A newer version raises `SchemaVersionError`
@@ -277,6 +284,7 @@ async def open_store(conn: Conn, schema: str, *, create: bool) -> bool:
     run in one transaction under an advisory lock on the schema's name, so two
     processes opening a new store at once create it once. With ``create`` False
     a missing store raises `CorruptStoreError` and nothing is created.
+    ``on_create(conn)`` runs inside the creating transaction.
     """
     found = await stored_version(conn, schema)
     if found > SCHEMA_VERSION:
@@ -297,19 +305,21 @@ async def open_store(conn: Conn, schema: str, *, create: bool) -> bool:
         again = await stored_version(conn, schema)
         if again > SCHEMA_VERSION:
             raise SchemaVersionError(again, SCHEMA_VERSION)
-        for step in MIGRATIONS[again:]:
-            for statement in step:
-                await conn.execute(_statement(statement, schema))
-        if again == 0:
-            await conn.execute(
-                _statement("INSERT INTO {s}.version (id, version) VALUES (1, %s)", schema),
-                (SCHEMA_VERSION,),
+        statements = [statement for step in MIGRATIONS[again:] for statement in step]
+        statements.append(
+            "INSERT INTO {s}.version (id, version) VALUES (1, {v})"
+            if again == 0
+            else "UPDATE {s}.version SET version = {v} WHERE id = 1"
+        )
+        # One round trip: without parameters, several statements go as one simple query.
+        await conn.execute(
+            sql.SQL(";\n").join(
+                sql.SQL(text).format(s=sql.Identifier(schema), v=sql.Literal(SCHEMA_VERSION))
+                for text in statements
             )
-        else:
-            await conn.execute(
-                _statement("UPDATE {s}.version SET version = %s WHERE id = 1", schema),
-                (SCHEMA_VERSION,),
-            )
+        )
+        if again == 0 and on_create is not None:
+            await on_create(conn)
     return found == 0
 
 

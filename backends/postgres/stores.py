@@ -95,28 +95,33 @@ async def _ensure_registry(conn: Conn) -> None:
 
 
 async def register(conn: Conn, schema: str, directory: Path) -> None:
-    """Record that ``schema`` is the store of ``directory`` on this host."""
-    async with conn.transaction():
-        await _ensure_registry(conn)
-        await conn.execute(
-            sql.SQL(
-                "INSERT INTO {r}.stores (schema_name, host, directory) VALUES (%s, %s, %s)"
-                " ON CONFLICT (schema_name) DO NOTHING"
-            ).format(r=sql.Identifier(REGISTRY_SCHEMA)),
-            (schema, socket.gethostname(), os.fspath(directory.resolve())),
-        )
+    """Record that ``schema`` is the store of ``directory`` on this host.
+
+    Run it inside the transaction that creates the store.
+    """
+    await _ensure_registry(conn)
+    await conn.execute(
+        sql.SQL(
+            "INSERT INTO {r}.stores (schema_name, host, directory) VALUES (%s, %s, %s)"
+            " ON CONFLICT (schema_name) DO NOTHING"
+        ).format(r=sql.Identifier(REGISTRY_SCHEMA)),
+        (schema, socket.gethostname(), os.fspath(directory.resolve())),
+    )
 
 
-async def _drop(conn: Conn, schema: str) -> None:
+async def _drop(conn: Conn, schemas: list[str]) -> None:
+    """Drop ``schemas`` and their registry rows in one transaction."""
     async with conn.transaction():
         await conn.execute(
-            sql.SQL("DROP SCHEMA IF EXISTS {s} CASCADE").format(s=sql.Identifier(schema))
+            sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(
+                sql.SQL(", ").join(sql.Identifier(schema) for schema in schemas)
+            )
         )
         await conn.execute(
-            sql.SQL("DELETE FROM {r}.stores WHERE schema_name = %s").format(
+            sql.SQL("DELETE FROM {r}.stores WHERE schema_name = ANY(%s)").format(
                 r=sql.Identifier(REGISTRY_SCHEMA)
             ),
-            (schema,),
+            (schemas,),
         )
 
 
@@ -137,19 +142,27 @@ async def prune_stores(conn: Conn) -> list[str]:
         ),
         (socket.gethostname(),),
     )
+    stale: list[str] = []
+    for schema, directory in await cur.fetchall():
+        try:
+            current = read_marker(Path(directory))
+        except (OSError, ValueError):
+            current = None
+        if current != schema:
+            stale.append(str(schema))
+    if not stale:
+        return []
     dropped: list[str] = []
     await conn.execute("SET lock_timeout = 1000")
     try:
-        for schema, directory in await cur.fetchall():
-            try:
-                current = read_marker(Path(directory))
-            except (OSError, ValueError):
-                current = None
-            if current == schema:
-                continue
-            with contextlib.suppress(psycopg.errors.LockNotAvailable):
-                await _drop(conn, str(schema))
-                dropped.append(str(schema))
+        try:
+            await _drop(conn, stale)  # one commit for all, the usual case
+            dropped = stale
+        except psycopg.errors.LockNotAvailable:
+            for schema in stale:  # one of them is in use: drop the others
+                with contextlib.suppress(psycopg.errors.LockNotAvailable):
+                    await _drop(conn, [schema])
+                    dropped.append(schema)
     finally:
         if not conn.broken:
             await conn.execute("SET lock_timeout = 0")
@@ -171,7 +184,7 @@ async def drop_store(dsn: str, directory: Path) -> str | None:
         )
         row = await cur.fetchone()
         if row is not None and row[0]:
-            await _drop(conn, schema)
+            await _drop(conn, [schema])
         else:
             await conn.execute(
                 sql.SQL("DROP SCHEMA IF EXISTS {s} CASCADE").format(s=sql.Identifier(schema))
