@@ -374,7 +374,12 @@ class PostgresCheckpointer:
             self._dsn,
             min_size=1,
             max_size=self._pool_size,
-            kwargs={"autocommit": True, "connect_timeout": _CONNECT_TIMEOUT},
+            # application_name lets an operator (and the tests) tell a store's connections.
+            kwargs={
+                "autocommit": True,
+                "connect_timeout": _CONNECT_TIMEOUT,
+                "application_name": f"checkpointspec {self._schema}",
+            },
             timeout=max(self._busy, 0.001),
             open=False,
             name=f"checkpointspec-{self._schema}",

@@ -31,7 +31,7 @@ from checkpointspec.backends.postgres import (  # noqa: E402
     drop_store,
     make,
 )
-from checkpointspec.backends.postgres.maintenance import write_key  # noqa: E402
+from checkpointspec.backends.postgres.maintenance import advisory_key, write_key  # noqa: E402
 from checkpointspec.spec import (  # noqa: E402
     BackendContext,
     CheckpointConflictError,
@@ -358,12 +358,14 @@ def test_every_connection_terminated_then_the_handle_reconnects(
         cp = await open_store(postgres_dsn, tmp_path)
         try:
             await asyncio.gather(*(cp.append(f"s{n}", [ev(n)]) for n in range(8)))
-            query(
+            ended = query(
                 postgres_dsn,
                 "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity"
-                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
-                " AND backend_type = 'client backend'",
+                " WHERE application_name = %s",
+                (f"checkpointspec {cp.schema}",),
             )
+            assert ended
+            assert all(ok for (ok,) in ended)
             assert await cp.append("s0", [ev("after")]) == 2
             assert await cp.head("s7") == 1
         finally:
@@ -389,11 +391,15 @@ def test_maint_004_the_lock_dies_with_the_holders_connection(
                 await other.acquire_maintenance("s")
             assert await holder.append("s", [ev(1)]) == 1
             # The holder's process "dies": its server process ends, and the lock with it.
-            query(
+            key = advisory_key(holder.schema, "s")
+            ended = query(
                 postgres_dsn,
-                "SELECT pg_terminate_backend(l.pid, 5000) FROM pg_locks AS l"
-                " WHERE l.locktype = 'advisory' AND l.mode = 'ExclusiveLock' AND l.granted",
+                "SELECT pg_terminate_backend(pid, 5000) FROM pg_locks WHERE locktype = 'advisory'"
+                " AND mode = 'ExclusiveLock' AND granted"
+                " AND classid = %s::bigint::oid AND objid = %s::bigint::oid",
+                ((key >> 32) & 0xFFFFFFFF, key & 0xFFFFFFFF),
             )
+            assert ended == [(True,)]
             assert await other.append("s", [ev(2)]) == 2
             await other.acquire_maintenance("s")
         finally:
