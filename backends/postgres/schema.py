@@ -145,21 +145,28 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         + _MAINTENANCE_CHECK
         + """
             -- New statements: snapshots taken after the lock (see the module docstring).
-            v_head := coalesce((SELECT head FROM {s}.sessions WHERE session_id = p_session), 0);
-            v_generation := coalesce(
-                (SELECT generation FROM {s}.generations WHERE session_id = p_session), 0);"""
+            SELECT coalesce((SELECT head FROM {s}.sessions WHERE session_id = p_session), 0),
+                   coalesce((SELECT generation FROM {s}.generations
+                             WHERE session_id = p_session), 0)
+                INTO v_head, v_generation;"""
         + _EXPECTATIONS
         + """
             INSERT INTO {s}.events (session_id, seq, ts, crc, payload, request)
                 SELECT p_session, v_head + i, p_ts, p_crcs[i], p_payloads[i],
                        CASE WHEN i = 1 THEN p_request END
                 FROM generate_subscripts(p_payloads, 1) AS i;
-            INSERT INTO {s}.sessions AS s (session_id, head, mtime)
-                VALUES (p_session, v_head + cardinality(p_payloads), """
+            -- No other writer of the session runs (the write lock): update, else insert.
+            UPDATE {s}.sessions SET head = v_head + cardinality(p_payloads),
+                mtime = greatest(mtime, """
         + _NOW
         + """)
-                ON CONFLICT (session_id) DO UPDATE
-                SET head = excluded.head, mtime = greatest(s.mtime, excluded.mtime);
+                WHERE session_id = p_session;
+            IF NOT FOUND THEN
+                INSERT INTO {s}.sessions (session_id, head, mtime)
+                    VALUES (p_session, cardinality(p_payloads), """
+        + _NOW
+        + """);
+            END IF;
             RETURN v_head + cardinality(p_payloads);
         END $fn$""",
         """CREATE FUNCTION {s}.truncate(
