@@ -12,7 +12,7 @@ its CRC-32 and, on the first row of each appended batch, the append's random
 request id (what lets a writer whose connection died find out whether its
 append committed); ``generations`` the generation of every session id ever
 deleted or truncated. The writes are PL/pgSQL functions in the same schema, so
-each write is one statement, one round trip and one transaction.
+each write is one statement and one transaction.
 
 Why the functions are correct under concurrent writers at READ COMMITTED: each
 first takes the session's *write lock*, a transaction-level advisory lock on
