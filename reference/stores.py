@@ -156,13 +156,14 @@ def parse_store(text: str) -> StoreSpec:
         if not rest:
             raise StoreSpecError(text, "postgres: needs a DSN (postgresql://user@host/db)")
         try:
-            from psycopg.conninfo import conninfo_to_dict  # the postgres extra
+            from psycopg import ProgrammingError  # the postgres extra
+            from psycopg.conninfo import conninfo_to_dict
         except ImportError:
             pass  # opening it says the extra is missing
         else:
             try:
-                conninfo_to_dict(rest)
-            except Exception as exc:  # libpq's parser: psycopg.ProgrammingError
+                conninfo_to_dict(rest)  # libpq's own parser: no connection is made
+            except ProgrammingError as exc:
                 raise StoreSpecError(text, f"not a PostgreSQL connection string: {exc}") from None
         return StoreSpec(text, "postgres", Path(), dsn=rest)
     if scheme in ("sqlite", "file"):
