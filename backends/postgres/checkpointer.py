@@ -89,7 +89,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final, Literal, TypeVar, cast
 
-import msgspec
 import psycopg
 from psycopg import sql
 from psycopg.rows import TupleRow
@@ -117,9 +116,9 @@ from ...spec import (
     check_seq,
     check_session_id,
     check_truncate_arguments,
-    decode_event,
     encode_event,
 )
+from ..payloads import open_payload
 from . import schema as store_schema
 from . import stores
 from .maintenance import Holder, write_key
@@ -586,19 +585,7 @@ class PostgresCheckpointer:
                 raise CorruptStoreError(
                     session_id, f"events seq {seq}", "payload does not match its checksum"
                 )
-            if codec is not None:
-                try:
-                    payload = codec.decode(payload)
-                except Exception as exc:
-                    raise CodecError(session_id, "decode", f"{codec.name}: {exc!r}", seq) from exc
-            try:
-                event = decode_event(payload)
-            except msgspec.DecodeError as exc:
-                if codec is not None:
-                    raise CodecError(
-                        session_id, "decode", f"{codec.name} returned no valid event: {exc}", seq
-                    ) from exc
-                raise CorruptStoreError(session_id, f"events seq {seq}", str(exc)) from exc
+            event = open_payload(session_id, seq, payload, codec)
             append(StoredEvent(seq, session_id, seq - 1 if seq > 1 else None, ts, event))
             seq += 1
         return decoded

@@ -118,9 +118,9 @@ from ...spec import (
     check_seq,
     check_session_id,
     check_truncate_arguments,
-    decode_event,
     encode_event,
 )
+from ..payloads import open_payload
 from . import maintenance, schema, worker
 from .maintenance import Holder
 from .schema import DATABASE_NAME, MIGRATIONS, SCHEMA_VERSION
@@ -450,19 +450,7 @@ class SqliteCheckpointer:
                 raise CorruptStoreError(
                     session_id, f"events seq {seq}", "payload does not match its checksum"
                 )
-            if codec is not None:
-                try:
-                    payload = codec.decode(payload)
-                except Exception as exc:
-                    raise CodecError(session_id, "decode", f"{codec.name}: {exc!r}", seq) from exc
-            try:
-                event = decode_event(payload)
-            except msgspec.DecodeError as exc:
-                if codec is not None:
-                    raise CodecError(
-                        session_id, "decode", f"{codec.name} returned no valid event: {exc}", seq
-                    ) from exc
-                raise CorruptStoreError(session_id, f"events seq {seq}", str(exc)) from exc
+            event = open_payload(session_id, seq, payload, codec)
             append(StoredEvent(seq, session_id, seq - 1 if seq > 1 else None, ts, event))
             seq += 1
         return decoded
