@@ -16,8 +16,11 @@ checked and printed in one table:
 - reading a 100k-event log: >= 150k events/s;
 - append and read-since of a 100k-event log vs a 10-event log: <= 1.2x.
 
-LangGraph's AsyncPostgresSaver is not run here (it needs its own venv and
-package set); the table says so.
+LangGraph's AsyncPostgresSaver put rate is measured on the same server in the
+same run, as context: it runs in its own venv (``langgraph-checkpoint-postgres``
+and its dependencies), created on first use under ``--langgraph-venv`` (default
+``~/.cache/checkpointspec/bench-langgraph-postgres``) and reused afterwards;
+``--no-langgraph`` skips it, and the table says why when it could not run.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import multiprocessing.synchronize
 import os
 import secrets
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -293,6 +297,83 @@ async def flatness(dsn: str, big: int, rounds: int, ops: int) -> tuple[float, fl
     return statistics.median(appends), statistics.median(reads)
 
 
+# -- LangGraph, for context ------------------------------------------------------------
+
+
+LANGGRAPH_PACKAGES: Final = ("langgraph-checkpoint-postgres==3.2.0", "psycopg[binary]")
+DEFAULT_LANGGRAPH_VENV: Final = (
+    Path.home() / ".cache" / "checkpointspec" / "bench-langgraph-postgres"
+)
+
+# Runs inside the LangGraph venv: one thread, sequential durable puts, the same
+# payload size as the backend's events; prints puts/s. The saver's tables go to
+# a schema of their own (search_path), dropped by the caller.
+_LANGGRAPH_SCRIPT: Final = """
+import asyncio, sys, time
+import psycopg
+from psycopg.rows import dict_row
+from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+async def main(dsn, schema, count, text):
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    async with await psycopg.AsyncConnection.connect(
+        dsn, autocommit=True, prepare_threshold=0, row_factory=dict_row,
+        options=f"-c search_path={schema}",
+    ) as conn:
+        saver = AsyncPostgresSaver(conn)
+        await saver.setup()
+        config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+        started = time.perf_counter()
+        for n in range(count):
+            checkpoint = empty_checkpoint()
+            checkpoint["channel_values"] = {"m": f"{n} {text}"}
+            config = await saver.aput(config, checkpoint, {}, {"m": checkpoint["id"]})
+        print(count / (time.perf_counter() - started))
+
+asyncio.run(main(sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]))
+"""
+
+
+def langgraph_python(venv: Path) -> tuple[Path | None, str]:
+    """The LangGraph venv's interpreter, creating the venv when missing; or None and why."""
+    python = venv / "bin" / "python"
+    if python.exists():
+        return python, ""
+    print(f"  creating {venv} for LangGraph ...", file=sys.stderr, flush=True)
+    try:
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True)
+        subprocess.run(
+            [str(python), "-m", "pip", "install", "-q", *LANGGRAPH_PACKAGES],
+            check=True,
+            capture_output=True,
+        )
+    except (OSError, subprocess.CalledProcessError) as exc:
+        return None, f"venv failed: {exc}"
+    return python, ""
+
+
+def langgraph_rate(dsn: str, venv: Path, count: int) -> tuple[float | None, str]:
+    """AsyncPostgresSaver puts/s on this server, or None and the reason it did not run."""
+    python, why = langgraph_python(venv)
+    if python is None:
+        return None, why
+    schema = new_schema()
+    try:
+        done = subprocess.run(
+            [str(python), "-c", _LANGGRAPH_SCRIPT, dsn, schema, str(count), TEXT],
+            capture_output=True,
+            text=True,
+        )
+    finally:
+        drop(dsn, schema)
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return None, f"failed: {last}"
+    return float(done.stdout.strip()), ""
+
+
 # -- driver ---------------------------------------------------------------------------
 
 
@@ -314,7 +395,7 @@ def paired(
     return statistics.median(base), statistics.median(ours), statistics.median(ratios)
 
 
-def benchmark(dsn: str, quick: bool) -> int:
+def benchmark(dsn: str, quick: bool, langgraph_venv: Path | None) -> int:
     durable_rounds = 3 if quick else 7
     n_durable = 300 if quick else 1000
     per_session = 30 if quick else 100
@@ -391,7 +472,17 @@ def benchmark(dsn: str, quick: bool) -> int:
             read_ratio <= 1.2,
         )
     )
-    rows.append(Row("LangGraph AsyncPostgresSaver put", "not run", None, "info", True))
+    name = "LangGraph AsyncPostgresSaver put, 1 thread"
+    if langgraph_venv is None:
+        rows.append(Row(name, "skipped", None, "info", True))
+    else:
+        lg, why = timed(
+            "LangGraph AsyncPostgresSaver", lambda: langgraph_rate(dsn, langgraph_venv, n_durable)
+        )
+        if lg is None:
+            rows.append(Row(f"{name} ({why})", "not run", None, "info", True))
+        else:
+            rows.append(Row(name, f"{lg:,.0f}/s", lg / ours, "info", True))
 
     width = max(len(row.name) for row in rows)
     print(f"{'measurement':<{width}}  {'rate':>12}  {'ratio':>7}  {'target':<16} ok")
@@ -405,10 +496,18 @@ def benchmark(dsn: str, quick: bool) -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true", help="fewer rounds, smaller counts")
+    parser.add_argument(
+        "--langgraph-venv",
+        type=Path,
+        default=DEFAULT_LANGGRAPH_VENV,
+        help="venv for LangGraph's AsyncPostgresSaver, created when missing",
+    )
+    parser.add_argument("--no-langgraph", action="store_true", help="skip the LangGraph comparison")
     args = parser.parse_args()
+    venv: Path | None = None if args.no_langgraph else args.langgraph_venv
     dsn = os.environ.get(DSN_VARIABLE)
     if dsn:
-        return benchmark(dsn, args.quick)
+        return benchmark(dsn, args.quick, venv)
     helper_path = Path(__file__).resolve().parent.parent / ".ci" / "postgres.py"
     spec = importlib.util.spec_from_file_location("_ci_postgres", helper_path)
     assert spec is not None
@@ -418,7 +517,7 @@ def main() -> int:
     parent = Path(tempfile.mkdtemp(prefix="checkpointspec-pg-"))
     parent.chmod(0o755)  # the server's user must reach the cluster inside
     try:
-        return benchmark(helper.start(parent / "cluster"), args.quick)
+        return benchmark(helper.start(parent / "cluster"), args.quick, venv)
     finally:
         helper.stop(parent / "cluster")
         parent.rmdir()
