@@ -13,6 +13,7 @@ request id (what lets a writer whose connection died find out whether its
 append committed); ``generations`` the generation of every session id ever
 deleted or truncated. The writes are PL/pgSQL functions in the same schema, so
 each write is one statement and one transaction.
+Version 2 adds ``append_group``: several appends in one call, for group commit.
 
 Why the functions are correct under concurrent writers at READ COMMITTED: each
 first takes the session's *write lock*, a transaction-level advisory lock on
@@ -215,6 +216,43 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         + _BUMP_GENERATION
         + """
             RETURN true;
+        END $fn$""",
+    ),
+    # 1 -> 2: group commit. Several appends (of distinct sessions) in one call and
+    # one transaction; each runs in its own subtransaction (the EXCEPTION block), so
+    # one append's conflict or error undoes that append alone and is answered to it
+    # alone, as (sqlstate, message), while the others stay in the transaction.
+    (
+        """CREATE FUNCTION {s}.append_group(
+            p_sessions text[], p_counts integer[], p_payloads bytea[], p_crcs bigint[],
+            p_ts text[], p_expected_heads bigint[], p_expected_generations bigint[],
+            p_lock_keys bigint[], p_write_keys bigint[], p_requests bytea[],
+            OUT o_heads bigint[], OUT o_states text[], OUT o_messages text[]
+        ) LANGUAGE plpgsql AS $fn$
+        DECLARE
+            v_first integer := 1;
+            v_last integer;
+            v_state text;
+            v_message text;
+        BEGIN
+            o_heads := array_fill(NULL::bigint, ARRAY[cardinality(p_sessions)]);
+            o_states := array_fill(NULL::text, ARRAY[cardinality(p_sessions)]);
+            o_messages := array_fill(NULL::text, ARRAY[cardinality(p_sessions)]);
+            FOR i IN 1 .. cardinality(p_sessions) LOOP
+                v_last := v_first + p_counts[i] - 1;
+                BEGIN
+                    o_heads[i] := {s}.append(
+                        p_sessions[i], p_payloads[v_first:v_last], p_crcs[v_first:v_last],
+                        p_ts[i], p_expected_heads[i], p_expected_generations[i],
+                        p_lock_keys[i], p_write_keys[i], p_requests[i]);
+                EXCEPTION WHEN OTHERS THEN
+                    GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE,
+                                            v_message = MESSAGE_TEXT;
+                    o_states[i] := v_state;
+                    o_messages[i] := v_message;
+                END;
+                v_first := v_last + 1;
+            END LOOP;
         END $fn$""",
     ),
 )

@@ -149,6 +149,35 @@ def test_schema_001_newer_store_is_refused_untouched(postgres_dsn: str, tmp_path
     run(go())
 
 
+def test_a_version_1_store_is_migrated_and_keeps_its_events(
+    postgres_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store written before group commit (version 1, no append_group) is brought
+    to the current version on open, and a group then commits on it."""
+    sizes = _count_groups(monkeypatch)
+
+    async def go() -> None:
+        cp = await open_store(postgres_dsn, tmp_path)
+        await cp.append("s0", [ev("old")])
+        await cp.close()
+        s = cp.schema
+        query(postgres_dsn, f"DROP FUNCTION {s}.append_group")
+        query(postgres_dsn, f"UPDATE {s}.version SET version = 1")
+        cp = await open_store(postgres_dsn, tmp_path)
+        try:
+            assert query(postgres_dsn, f"SELECT version FROM {s}.version") == [(SCHEMA_VERSION,)]
+            assert await asyncio.gather(cp.append("s0", [ev("new")]), cp.append("s1", [ev(1)])) == [
+                2,
+                1,
+            ]
+            assert await texts(cp, "s0") == ["event old", "event new"]
+        finally:
+            await cp.close()
+        assert sizes == [2]
+
+    run(go())
+
+
 def test_a_foreign_schema_is_refused_not_adopted(postgres_dsn: str) -> None:
     query(postgres_dsn, "DROP SCHEMA IF EXISTS foreign_app CASCADE")
     query(postgres_dsn, "CREATE SCHEMA foreign_app; CREATE TABLE foreign_app.users (id int)")
@@ -370,6 +399,136 @@ def test_every_connection_terminated_then_the_handle_reconnects(
             assert await cp.head("s7") == 1
         finally:
             await cp.close()
+
+    run(go())
+
+
+# -- group commit --------------------------------------------------------------------------
+
+
+def _count_groups(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The size of every group sent as one transaction from now on."""
+    sizes: list[int] = []
+    original = PostgresCheckpointer._append_group
+
+    async def counted(self: PostgresCheckpointer, group: Any) -> Any:
+        sizes.append(len(group))
+        return await original(self, group)
+
+    monkeypatch.setattr(PostgresCheckpointer, "_append_group", counted)
+    return sizes
+
+
+def test_a_group_answers_each_append_alone(
+    postgres_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Concurrent appends of one handle share a transaction; a stale expected_head
+    or expected_generation fails that append alone, with its exact conflict."""
+    sizes = _count_groups(monkeypatch)
+
+    async def go() -> None:
+        cp = await open_store(postgres_dsn, tmp_path)
+        try:
+            for n in range(6):
+                await cp.append(f"s{n}", [ev(f"{n}.0")])
+            stale = {1: 0, 3: 7}  # session -> a wrong expected head
+            results = await asyncio.gather(
+                *(
+                    cp.append(
+                        f"s{n}",
+                        [ev(f"{n}.1"), ev(f"{n}.2")],
+                        expected_head=stale.get(n, 1) if n != 5 else None,
+                        expected_generation=1 if n == 5 else None,
+                    )
+                    for n in range(6)
+                ),
+                return_exceptions=True,
+            )
+            logs = [await texts(cp, f"s{n}") for n in range(6)]
+        finally:
+            await cp.close()
+        assert sizes == [6]
+        for n in (0, 2, 4):
+            assert results[n] == 3
+            assert logs[n] == [f"event {n}.0", f"event {n}.1", f"event {n}.2"]
+        for n, expected, actual, kind in (
+            (1, 0, 1, "head"),
+            (3, 7, 1, "head"),
+            (5, 1, 0, "generation"),
+        ):
+            error = results[n]
+            assert isinstance(error, CheckpointConflictError)
+            assert (error.expected, error.actual, error.kind) == (expected, actual, kind)
+            assert logs[n] == [f"event {n}.0"]
+
+    run(go())
+
+
+def test_a_group_terminated_before_commit_is_sent_again_whole(
+    postgres_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pg_terminate_backend while a group waits for one session's write lock: the
+    server rolls the whole group back, and it is sent again and lands once."""
+    sizes = _count_groups(monkeypatch)
+
+    async def go() -> None:
+        cp = await open_store(postgres_dsn, tmp_path)
+        key = write_key(cp.schema, "s0")
+        blocker = await psycopg.AsyncConnection.connect(postgres_dsn, autocommit=True)
+        try:
+            await blocker.execute("SELECT pg_advisory_lock(%s)", (key,))
+            pending = asyncio.gather(*(cp.append(f"s{n}", [ev(n)]) for n in range(3)))
+            pid = await _wait_until_blocked(postgres_dsn, key)
+            await blocker.execute("SELECT pg_terminate_backend(%s)", (pid,))
+            await blocker.execute("SELECT pg_advisory_unlock(%s)", (key,))
+            assert await pending == [1, 1, 1]
+            assert [await texts(cp, f"s{n}") for n in range(3)] == [
+                [f"event {n}"] for n in range(3)
+            ]
+        finally:
+            await blocker.close()
+            await cp.close()
+        assert sizes == [3]
+
+    run(go())
+
+
+def test_a_group_whose_commit_reply_is_lost_is_found_not_repeated(
+    postgres_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The connection dies after a group's COMMIT executed: one request id found on a
+    new connection answers the whole group, conflicts included, without resending."""
+    sizes = _count_groups(monkeypatch)
+    original = PostgresCheckpointer._commit
+    lost: list[int] = []
+
+    async def commit_then_die(self: PostgresCheckpointer, conn: Any, attempt: Any) -> None:
+        await original(self, conn, attempt)
+        if not lost:
+            lost.append(conn.info.backend_pid)
+            await conn.close()  # the reply "never came"
+            raise psycopg.OperationalError("server closed the connection unexpectedly")
+
+    async def go() -> None:
+        cp = await open_store(postgres_dsn, tmp_path)
+        try:
+            monkeypatch.setattr(PostgresCheckpointer, "_commit", commit_then_die)
+            results = await asyncio.gather(
+                cp.append("a", [ev(1), ev(2)]),
+                cp.append("b", [ev(3)]),
+                cp.append("c", [ev(4)], expected_head=2),
+                return_exceptions=True,
+            )
+            assert results[:2] == [2, 1]
+            assert isinstance(results[2], CheckpointConflictError)
+            assert (results[2].expected, results[2].actual) == (2, 0)
+            assert await texts(cp, "a") == ["event 1", "event 2"]
+            assert await texts(cp, "b") == ["event 3"]
+            assert await cp.head("c") == 0
+        finally:
+            await cp.close()
+        assert lost
+        assert sizes == [3]
 
     run(go())
 
