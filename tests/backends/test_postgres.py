@@ -533,6 +533,61 @@ def test_a_group_whose_commit_reply_is_lost_is_found_not_repeated(
     run(go())
 
 
+_GROUP_CHILD = """
+import asyncio, sys
+from checkpointspec.backends.postgres import PostgresCheckpointer
+from checkpointspec.spec import UserPrompt
+
+async def main(dsn, schema, sessions):
+    async with PostgresCheckpointer(dsn, schema=schema, create=False) as cp:
+        await asyncio.gather(*(cp.append(s, [UserPrompt(s)]) for s in sessions))
+
+asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3:]))
+"""
+
+
+def test_a_killed_writers_group_is_never_visible(postgres_dsn: str, tmp_path: Path) -> None:
+    """KILL-001 for a group: a process killed while its group waits for the last
+    write lock (the other appends already run) never has any of it committed."""
+
+    async def go() -> None:
+        cp = await open_store(postgres_dsn, tmp_path)
+        sessions = ["a", "b", "c"]
+        last = max(sessions, key=lambda sid: write_key(cp.schema, sid))  # locked last
+        key = write_key(cp.schema, last)
+        blocker = await psycopg.AsyncConnection.connect(postgres_dsn, autocommit=True)
+        await blocker.execute("SELECT pg_advisory_lock(%s)", (key,))
+        child = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", _GROUP_CHILD, postgres_dsn, cp.schema, *sessions
+        )
+        try:
+            pid = await _wait_until_blocked(postgres_dsn, key)
+            # The other two appends have run in that transaction: it holds their write locks.
+            held = query(
+                postgres_dsn,
+                "SELECT count(*) FROM pg_locks WHERE pid = %s AND locktype = 'advisory'"
+                " AND granted AND mode = 'ExclusiveLock'",
+                (pid,),
+            )
+            assert held == [(2,)]
+            events = f"SELECT count(*) FROM {cp.schema}.events"
+            assert query(postgres_dsn, events) == [(0,)]
+            child.kill()
+            await child.wait()
+            await blocker.execute("SELECT pg_advisory_unlock(%s)", (key,))
+            # head waits for each session's write lock: for the dead group's outcome.
+            assert [await cp.head(sid) for sid in sessions] == [0, 0, 0]
+            assert query(postgres_dsn, events) == [(0,)]
+        finally:
+            if child.returncode is None:
+                child.kill()
+                await child.wait()
+            await blocker.close()
+            await cp.close()
+
+    run(go())
+
+
 # -- maintenance lock ----------------------------------------------------------------------
 
 
