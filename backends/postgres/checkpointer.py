@@ -654,8 +654,10 @@ class PostgresCheckpointer:
     ) -> int:
         """Append ``events`` atomically and return the new head (see `Checkpointer.append`).
 
-        One statement, one transaction. A stale ``expected_head`` or
-        ``expected_generation`` raises `CheckpointConflictError`; transient server
+        One transaction, possibly shared with the handle's other appends waiting
+        meanwhile (group commit, see the module docstring); each append's outcome
+        is its own. A stale ``expected_head`` or ``expected_generation`` raises
+        `CheckpointConflictError`; transient server
         errors past the busy timeout raise `StoreBusyError`; a connection lost
         mid-append is resolved (see the module docstring).
         """
