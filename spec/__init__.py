@@ -73,6 +73,7 @@ from .filesystem import FileStat, FileSystem, FileSystemPorted
 from .model import ModelEvent, ModelHandle, SpecModel
 from .protocol import (
     Checkpointer,
+    ExternalStorage,
     FaultHook,
     FaultInjectable,
     GenerationalCheckpointer,
@@ -137,6 +138,7 @@ __all__ = [
     "CompactionReason",
     "CompactionStage",
     "CorruptStoreError",
+    "ExternalStorage",
     "FaultHook",
     "FaultInjectable",
     "FileRestore",

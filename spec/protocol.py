@@ -26,6 +26,7 @@ from .records import IntegrityReport, SessionInfo, StoredEvent
 
 __all__ = [
     "Checkpointer",
+    "ExternalStorage",
     "FaultHook",
     "FaultInjectable",
     "GenerationalCheckpointer",
@@ -189,6 +190,22 @@ class StoreHooks(Protocol):
         The damage must be of a kind the backend promises to detect (e.g. a
         flipped byte inside a checksummed record), not a torn tail it repairs.
         """
+        ...
+
+
+@runtime_checkable
+class ExternalStorage(Protocol):
+    """Optional: a backend that keeps a store's data outside ``ctx.path`` (a database server).
+
+    The kit makes a fresh store for every check and removes its directory
+    afterwards; data kept elsewhere would outlive it. A backend implementing this
+    (on the checkpointer class) is called once a check is over, on a closed
+    handle, with the check's directory: every store whose path lies under it is
+    finished with, every handle on it closed.
+    """
+
+    async def drop_stores(self, directory: Path) -> list[str]:
+        """Remove what the stores under ``directory`` keep outside it; say what was removed."""
         ...
 
 

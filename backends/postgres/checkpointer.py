@@ -1041,6 +1041,23 @@ class PostgresCheckpointer:
         with contextlib.suppress(psycopg.OperationalError):  # a dead connection released it
             await self._holder.release(sid)
 
+    # -- ExternalStorage ---------------------------------------------------------------
+
+    async def drop_stores(self, directory: Path) -> list[str]:
+        """Drop the stores whose directories lie under ``directory`` (their schemas and
+        registry rows), every handle on them closed; return the schemas dropped.
+
+        The kit calls it when a check is over, so its stores do not outlive it; a
+        store this misses (a killed run) is dropped by the next factory call's
+        `stores.prune_stores` once its directory is gone.
+        """
+        dropped = []
+        for marker in sorted(Path(directory).rglob(stores.MARKER_NAME)):
+            schema = await stores.drop_store(self._dsn, marker.parent)
+            if schema is not None:
+                dropped.append(schema)
+        return dropped
+
     # -- StoreHooks -----------------------------------------------------------------
 
     def mark_newer_schema(self, path: Path) -> None:

@@ -39,6 +39,7 @@ that does not import or lacks a name is a usage error.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import random
 import shlex
@@ -57,6 +58,7 @@ from ...spec import (
     CAPABILITY_REASONS,
     BackendContext,
     Capability,
+    ExternalStorage,
     StoreHooks,
     UnsupportedOperationError,
 )
@@ -252,9 +254,10 @@ def run_check(
         return CheckResult(check.name, check.rules, "skipped", 0.0, reason=reason)
     replaying = Replay(reproduce) if reproduce is not None else None
     workdir: Path | None = None
+    harness_made: Harness | None = None
     try:
         workdir = Path(tempfile.mkdtemp(prefix=f"{check.rule_id}-", dir=root))
-        harness = Harness(
+        harness = harness_made = Harness(
             backend,
             backend.load(),
             workdir,
@@ -287,6 +290,7 @@ def run_check(
         return _with_reproduction(judged, check, exc, used)
     finally:
         if workdir is not None:
+            _drop_external_stores(harness_made, workdir)
             shutil.rmtree(workdir, ignore_errors=True)
     if replaying is not None and not replaying.used:
         raise ReproduceError(
@@ -300,6 +304,17 @@ def run_check(
         time.perf_counter() - started,
         warnings=tuple(harness.warnings),
     )
+
+
+def _drop_external_stores(harness: Harness | None, workdir: Path) -> None:
+    """Let a backend that keeps stores outside their directories (`ExternalStorage`, e.g.
+    a database server) drop the check's stores. A failure leaves them to the backend's
+    own clean-up; it says nothing about the check, so it is not reported as its result."""
+    specimen = harness.specimen if harness is not None else None
+    if specimen is None or not isinstance(specimen, ExternalStorage):
+        return
+    with contextlib.suppress(Exception):
+        asyncio.run(specimen.drop_stores(workdir))
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:

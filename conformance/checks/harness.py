@@ -70,6 +70,9 @@ class Harness:
         self._session: SessionLayer | None = None
         self.warnings: list[str] = []
         self._handles: list[Checkpointer] = []
+        self.specimen: Checkpointer | None = None
+        """The first handle the check opened (closed by the end): the kit calls the
+        backend's `ExternalStorage.drop_stores` on it."""
         self._counter = itertools.count()
         self.path = self.new_store()
 
@@ -104,6 +107,8 @@ class Harness:
         """Open one more handle on the store at ``path`` (default: this check's store)."""
         cp = await open_checkpointer(self.factory, self.context(path, codec))
         self._handles.append(cp)
+        if self.specimen is None:
+            self.specimen = cp
         return cp
 
     @contextlib.asynccontextmanager

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
+from checkpointspec.conformance.api.runner import run_kit
 
 psycopg = pytest.importorskip("psycopg", reason="the postgres extra is not installed")
 
@@ -36,6 +37,7 @@ from checkpointspec.spec import (  # noqa: E402
     BackendContext,
     CheckpointConflictError,
     CorruptStoreError,
+    ExternalStorage,
     InvalidArgumentError,
     SchemaVersionError,
     SessionLockedError,
@@ -120,6 +122,45 @@ def test_a_store_whose_directory_is_gone_is_dropped_by_the_next_new_store(
         assert schema_exists(postgres_dsn, new.schema)
 
     run(go())
+
+
+def test_drop_stores_drops_every_store_under_a_directory(postgres_dsn: str, tmp_path: Path) -> None:
+    async def go() -> None:
+        check, other = tmp_path / "check", tmp_path / "other"
+        for path in (check / "store-0", check / "store-1", other):
+            path.mkdir(parents=True)
+        handles = [
+            await open_store(postgres_dsn, p) for p in (check / "store-0", check / "store-1", other)
+        ]
+        for cp in handles:
+            await cp.append("s", [ev(1)])
+            await cp.close()
+        first, second, kept = handles
+        assert isinstance(first, ExternalStorage)
+        dropped = await first.drop_stores(check)  # on a closed handle, as the kit calls it
+        assert sorted(dropped) == sorted([first.schema, second.schema])
+        assert not schema_exists(postgres_dsn, first.schema)
+        assert not schema_exists(postgres_dsn, second.schema)
+        assert schema_exists(postgres_dsn, kept.schema)
+
+    run(go())
+
+
+def test_the_kit_leaves_no_store_behind(postgres_dsn: str) -> None:
+    def schemas() -> set[str]:
+        rows = query(postgres_dsn, "SELECT nspname FROM pg_namespace")
+        return {row[0] for row in rows}
+
+    before = schemas()
+    report = run_kit(
+        "postgres",
+        profile="quick",
+        seed=1,
+        only=["APPEND-002::", "HANDLE-001::"],
+        options={"dsn": postgres_dsn},
+    )
+    assert report.exit_status == 0
+    assert schemas() <= before  # each check's stores dropped when it ended
 
 
 # -- schema version ------------------------------------------------------------------------
