@@ -112,7 +112,6 @@ from ...spec import (
     CheckpointerClosedError,
     CheckpointError,
     Codec,
-    CodecError,
     CorruptStoreError,
     IntegrityReport,
     InvalidArgumentError,
@@ -129,7 +128,7 @@ from ...spec import (
     check_truncate_arguments,
     encode_event,
 )
-from ..payloads import open_payload
+from ..payloads import Row, open_rows, seal_payloads
 from . import schema as store_schema
 from . import stores
 from .maintenance import Holder, write_key
@@ -180,8 +179,6 @@ _FLUSHERS: Final = 2
 _GROUP_MAX: Final = 64
 
 _T = TypeVar("_T")
-Row = tuple[int, str, int, bytes]
-"""One stored event as read: seq, ts, crc, payload."""
 
 
 class _Pending:
@@ -614,33 +611,10 @@ class PostgresCheckpointer:
     # -- payloads -------------------------------------------------------------------
 
     def _encode(self, session_id: str, payloads: list[bytes]) -> list[bytes]:
-        codec = self._codec
-        if codec is None:
-            return payloads
-        try:
-            return [codec.encode(payload) for payload in payloads]
-        except Exception as exc:
-            raise CodecError(session_id, "encode", f"{codec.name}: {exc!r}") from exc
+        return seal_payloads(session_id, payloads, self._codec)
 
     def _decode(self, session_id: str, rows: Sequence[Row], first_seq: int) -> list[StoredEvent]:
-        """Check and decode rows that must hold seqs ``first_seq, first_seq + 1, ...``."""
-        codec = self._codec
-        decoded: list[StoredEvent] = []
-        append = decoded.append
-        seq = first_seq
-        for stored_seq, ts, crc, payload in rows:
-            if stored_seq != seq:
-                raise CorruptStoreError(
-                    session_id, f"events seq {seq}", f"found seq {stored_seq} where {seq} belongs"
-                )
-            if zlib.crc32(payload) != crc:
-                raise CorruptStoreError(
-                    session_id, f"events seq {seq}", "payload does not match its checksum"
-                )
-            event = open_payload(session_id, seq, payload, codec)
-            append(StoredEvent(seq, session_id, seq - 1 if seq > 1 else None, ts, event))
-            seq += 1
-        return decoded
+        return open_rows(session_id, rows, first_seq, self._codec)
 
     # -- the contract ---------------------------------------------------------------
 

@@ -89,7 +89,6 @@ import asyncio
 import os
 import sqlite3
 import time
-import zlib
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
@@ -104,7 +103,6 @@ from ...spec import (
     CheckpointerClosedError,
     CheckpointError,
     Codec,
-    CodecError,
     CorruptStoreError,
     FaultHook,
     IntegrityReport,
@@ -120,11 +118,11 @@ from ...spec import (
     check_truncate_arguments,
     encode_event,
 )
-from ..payloads import open_payload
+from ..payloads import Row, open_rows, seal_payloads
 from . import maintenance, schema, worker
 from .maintenance import Holder
 from .schema import DATABASE_NAME, MIGRATIONS, SCHEMA_VERSION
-from .worker import FAULT_POINTS, Append, Delete, Row, Truncate, Write, call, gc_paused
+from .worker import FAULT_POINTS, Append, Delete, Truncate, Write, call, gc_paused
 
 __all__ = [
     "DATABASE_NAME",
@@ -422,38 +420,10 @@ class SqliteCheckpointer:
     # -- payloads -------------------------------------------------------------------
 
     def _encode(self, session_id: str, payloads: list[bytes]) -> list[bytes]:
-        """Pass encoded events through the codec; any failure is `CodecError`."""
-        codec = self._codec
-        if codec is None:
-            return payloads
-        try:
-            return [codec.encode(payload) for payload in payloads]
-        except Exception as exc:
-            raise CodecError(session_id, "encode", f"{codec.name}: {exc!r}") from exc
+        return seal_payloads(session_id, payloads, self._codec)
 
     def _decode(self, session_id: str, rows: Sequence[Row], first_seq: int) -> list[StoredEvent]:
-        """Check and decode rows that must hold seqs ``first_seq, first_seq + 1, ...``."""
-        codec = self._codec
-        decoded: list[StoredEvent] = []
-        append = decoded.append
-        seq = first_seq
-        for stored_seq, ts, crc, payload in rows:
-            if stored_seq != seq:
-                raise CorruptStoreError(
-                    session_id, f"events seq {seq}", f"found seq {stored_seq} where {seq} belongs"
-                )
-            try:
-                intact = zlib.crc32(payload) == crc
-            except TypeError:  # not a BLOB: changed behind the backend's back
-                intact = False
-            if not intact:
-                raise CorruptStoreError(
-                    session_id, f"events seq {seq}", "payload does not match its checksum"
-                )
-            event = open_payload(session_id, seq, payload, codec)
-            append(StoredEvent(seq, session_id, seq - 1 if seq > 1 else None, ts, event))
-            seq += 1
-        return decoded
+        return open_rows(session_id, rows, first_seq, self._codec)
 
     # -- the contract ---------------------------------------------------------------
 

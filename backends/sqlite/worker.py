@@ -32,6 +32,7 @@ from ...spec import (
     check_expectations,
     check_truncate_bound,
 )
+from ..payloads import Row
 from .maintenance import Holder, check_writable
 from .schema import primary_code, rollback
 
@@ -85,8 +86,6 @@ FAULT_POINTS: Final = (
 """The fault points `SqliteCheckpointer` reports (see its ``fault_points``)."""
 
 _T = TypeVar("_T")
-Row: TypeAlias = tuple[int, str, int, bytes]
-"""An events row as read: seq, ts, crc, payload."""
 Outcome: TypeAlias = "int | Exception | None"
 """What one write request ends with: its result, or the error to raise."""
 
