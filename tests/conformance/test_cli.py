@@ -261,11 +261,12 @@ def test_a_factory_returning_something_else_names_what_it_lacks(
 
 
 @pytest.mark.usefixtures("kit_must_not_run")
-@pytest.mark.parametrize("option", ["--report", "--junit"])
+@pytest.mark.parametrize("option", ["--report", "--junit", "--badge", "--summary"])
 @pytest.mark.parametrize(
-    ("where", "why"), [("missing/x", "does not exist"), ("file/x", "not a directory")]
+    ("where", "why"),
+    [("missing/x", "does not exist"), ("file/x", "not a directory"), (".", "is a directory")],
 )
-def test_an_unwritable_report_path_is_refused_before_the_run(
+def test_an_unwritable_output_path_is_refused_before_the_run(
     option: str,
     where: str,
     why: str,

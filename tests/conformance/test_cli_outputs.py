@@ -18,27 +18,6 @@ BROKEN = "broken_backends:IgnoresExpectedHead.make"
 """A backend whose append ignores expected_head: APPEND-002 fails."""
 
 
-@pytest.mark.usefixtures("kit_must_not_run")
-@pytest.mark.parametrize("option", ["--badge", "--summary"])
-@pytest.mark.parametrize(
-    ("where", "why"),
-    [("missing/x", "does not exist"), ("file/x", "not a directory"), (".", "is a directory")],
-)
-def test_an_unwritable_badge_or_summary_path_is_refused_before_the_run(
-    option: str,
-    where: str,
-    why: str,
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-    one_line_error: Callable[[], str],
-) -> None:
-    (tmp_path / "file").write_text("")
-    assert main(["run", "memory", "-q", option, str(tmp_path / where)]) == 2
-    err = one_line_error()
-    assert option in err
-    assert why in err
-
-
 def test_a_pass_writes_a_green_badge_a_summary_and_prints_the_levels(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
