@@ -2,17 +2,18 @@
 
 The child is a backend written in any language that speaks the stdio protocol
 (`checkpointspec.backends.stdio.messages`, docs/stdio-protocol.md). One
-handle is one child: opening a handle starts the command, sends ``hello`` with
-the store's path, and every call becomes one request and its replies. Two
-handles on one store are two processes, so races between handles are races
-between processes, as they are in production.
+open handle is one child: opening a handle takes a child (a spare started
+ahead, or one that declared ``reusable`` and whose handle was closed) and sends
+``hello`` with the store's path; every call becomes one request and its
+replies. Two handles open on one store are two processes, so races between
+handles are races between processes, as they are in production.
 
 What stays on this side of the pipe, and why: JSON cannot tell ``1`` from
 ``1.0``, a dict from an event, or carry a lone surrogate, so the *types* of the
 arguments are checked here with the spec's validators (a wrong type never
 reaches the child); their *values* (an empty or over-long session id, a
 negative seq, a ``to_seq`` beyond the head) are the child's to refuse. A closed
-handle has no child, so `CheckpointerClosedError` is raised here too.
+handle has no child of its own, so `CheckpointerClosedError` is raised here too.
 """
 
 from __future__ import annotations
