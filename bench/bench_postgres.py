@@ -43,15 +43,11 @@ from typing import Final, TypeVar
 
 import psycopg
 from checkpointspec.backends.postgres import PostgresCheckpointer
-from checkpointspec.spec import AssistantMessage, CheckpointConflictError, StoreBusyError
+from checkpointspec.spec import CheckpointConflictError, StoreBusyError
+from log_measures import TEXT, best_read_rate, event, length_ratios
 
 T = TypeVar("T")
-TEXT: Final = "x" * 160  # ~200-byte payloads, as in the SQLite benchmark
 DSN_VARIABLE: Final = "CHECKPOINTSPEC_POSTGRES_DSN"
-
-
-def event(n: int) -> AssistantMessage:
-    return AssistantMessage(f"{n} {TEXT}")
 
 
 class Row:
@@ -243,21 +239,10 @@ def processes(dsn: str, workers: int, per_worker: int) -> tuple[float, int, int,
     )
 
 
-async def fill(cp: PostgresCheckpointer, sid: str, count: int) -> None:
-    for start in range(0, count, 1000):
-        await cp.append(sid, [event(n) for n in range(start, min(start + 1000, count))])
-
-
 async def read_rate(dsn: str, count: int) -> float:
     schema = new_schema()
     async with PostgresCheckpointer(dsn, schema=schema) as cp:
-        await fill(cp, "big", count)
-        best = 0.0
-        for _ in range(3):
-            started = time.perf_counter()
-            got = len([stored async for stored in cp.read("big")])
-            best = max(best, got / (time.perf_counter() - started))
-        assert got == count
+        best = await best_read_rate(cp, count)
     drop(dsn, schema)
     return best
 
@@ -266,35 +251,9 @@ async def flatness(dsn: str, big: int, rounds: int, ops: int) -> tuple[float, fl
     """Cost ratio (big log / 10-event log) of a single-event append and of read-since."""
     schema = new_schema()
     async with PostgresCheckpointer(dsn, schema=schema) as cp:
-        await fill(cp, "a-neighbour", 10)
-        await fill(cp, "m-small", 10)
-        await fill(cp, "m-large", big)
-        await fill(cp, "z-neighbour", 10)
-
-        async def append_cost(sid: str) -> float:
-            started = time.perf_counter()
-            for n in range(ops):
-                await cp.append(sid, [event(n)])
-            return (time.perf_counter() - started) / ops
-
-        async def read_since_cost(sid: str) -> float:
-            head = await cp.head(sid)
-            started = time.perf_counter()
-            for _ in range(ops):
-                async for _ in cp.read(sid, head - 5):
-                    pass
-            return (time.perf_counter() - started) / ops
-
-        appends: list[float] = []
-        reads: list[float] = []
-        for r in range(rounds):  # alternate the order, so drift and warm-up hit both alike
-            first, second = ("m-large", "m-small") if r % 2 else ("m-small", "m-large")
-            cost = {first: await append_cost(first), second: await append_cost(second)}
-            appends.append(cost["m-large"] / cost["m-small"])
-            cost = {first: await read_since_cost(first), second: await read_since_cost(second)}
-            reads.append(cost["m-large"] / cost["m-small"])
+        ratios = await length_ratios(cp, big, rounds, ops)
     drop(dsn, schema)
-    return statistics.median(appends), statistics.median(reads)
+    return ratios
 
 
 # -- LangGraph, for context ------------------------------------------------------------

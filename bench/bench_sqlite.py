@@ -31,17 +31,13 @@ import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import Final, TypeVar
+from typing import TypeVar
 
 from checkpointspec.backends.sqlite import SqliteCheckpointer
-from checkpointspec.spec import AssistantMessage, StoreBusyError
+from checkpointspec.spec import StoreBusyError
+from log_measures import TEXT, best_read_rate, event, length_ratios
 
 T = TypeVar("T")
-TEXT: Final = "x" * 160  # ~200-byte payloads, as in the design notes' measurements
-
-
-def event(n: int) -> AssistantMessage:
-    return AssistantMessage(f"{n} {TEXT}")
 
 
 class Row:
@@ -159,21 +155,9 @@ def processes(path: Path, workers: int, per_worker: int) -> tuple[float, int, bo
     return workers * per_worker / elapsed, sum(busy for _, _, busy in results), contiguous
 
 
-async def fill(cp: SqliteCheckpointer, sid: str, count: int) -> None:
-    for start in range(0, count, 1000):
-        await cp.append(sid, [event(n) for n in range(start, min(start + 1000, count))])
-
-
 async def read_rate(path: Path, count: int) -> float:
     async with SqliteCheckpointer(path, synchronous="OFF") as cp:
-        await fill(cp, "big", count)
-        best = 0.0
-        for _ in range(3):
-            started = time.perf_counter()
-            got = len([stored async for stored in cp.read("big")])
-            best = max(best, got / (time.perf_counter() - started))
-        assert got == count
-        return best
+        return await best_read_rate(cp, count)
 
 
 async def flatness(path: Path, big: int, rounds: int, ops: int) -> tuple[float, float]:
@@ -185,34 +169,7 @@ async def flatness(path: Path, big: int, rounds: int, ops: int) -> tuple[float, 
     cheaper append-at-the-right-edge path the other lacks.
     """
     async with SqliteCheckpointer(path, synchronous="OFF") as cp:
-        await fill(cp, "a-neighbour", 10)
-        await fill(cp, "m-small", 10)
-        await fill(cp, "m-large", big)
-        await fill(cp, "z-neighbour", 10)
-
-        async def append_cost(sid: str) -> float:
-            started = time.perf_counter()
-            for n in range(ops):
-                await cp.append(sid, [event(n)])
-            return (time.perf_counter() - started) / ops
-
-        async def read_since_cost(sid: str) -> float:
-            head = await cp.head(sid)
-            started = time.perf_counter()
-            for _ in range(ops):
-                async for _ in cp.read(sid, head - 5):
-                    pass
-            return (time.perf_counter() - started) / ops
-
-        appends: list[float] = []
-        reads: list[float] = []
-        for r in range(rounds):  # alternate the order, so drift and warm-up hit both alike
-            first, second = ("m-large", "m-small") if r % 2 else ("m-small", "m-large")
-            cost = {first: await append_cost(first), second: await append_cost(second)}
-            appends.append(cost["m-large"] / cost["m-small"])
-            cost = {first: await read_since_cost(first), second: await read_since_cost(second)}
-            reads.append(cost["m-large"] / cost["m-small"])
-        return statistics.median(appends), statistics.median(reads)
+        return await length_ratios(cp, big, rounds, ops)
 
 
 async def langgraph_rate(path: Path, count: int) -> float | None:
