@@ -69,7 +69,7 @@ from .events import (
     decode_event,
     encode_event,
 )
-from .filesystem import FileStat, FileSystem, FileSystemPorted
+from .filesystem import FileStat, FileSystem, FileSystemPorted, ScratchFiles
 from .model import ModelEvent, ModelHandle, SpecModel
 from .protocol import (
     Checkpointer,
@@ -162,6 +162,7 @@ __all__ = [
     "Rule",
     "RuntimeReminder",
     "SchemaVersionError",
+    "ScratchFiles",
     "SessionEvent",
     "SessionInfo",
     "SessionLockedError",

@@ -42,7 +42,7 @@ import msgspec
 
 from .protocol import Checkpointer
 
-__all__ = ["FileStat", "FileSystem", "FileSystemPorted"]
+__all__ = ["FileStat", "FileSystem", "FileSystemPorted", "ScratchFiles"]
 
 
 class FileStat(msgspec.Struct, frozen=True):
@@ -143,4 +143,22 @@ class FileSystemPorted(Protocol):
 
     def on_filesystem(self, fs: FileSystem) -> Checkpointer:
         """A new handle on the same store path doing all its I/O through ``fs``."""
+        ...
+
+
+@runtime_checkable
+class ScratchFiles(Protocol):
+    """Declares store files whose content a backend never relies on after a crash.
+
+    The kit's traced crash checks see what a process writes with system calls,
+    not what it writes through a shared writable ``mmap``. A backend that maps a
+    store file that way is not judged (the check is skipped, naming the file)
+    unless the file is declared here: a file the backend rebuilds on open, so
+    that whatever a crash leaves in it cannot matter. SQLite's WAL index
+    (``-shm``) is the example: shared memory that the first connection after a
+    crash rebuilds from the WAL.
+    """
+
+    def scratch_files(self) -> dict[str, str]:
+        """Glob patterns of such files, relative to the store directory, each with its reason."""
         ...

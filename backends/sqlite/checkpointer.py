@@ -644,6 +644,15 @@ class SqliteCheckpointer:
         """
         self._fault_hook = hook
 
+    # -- ScratchFiles ---------------------------------------------------------------
+
+    def scratch_files(self) -> dict[str, str]:
+        """The WAL index, which SQLite maps shared and writable and never relies on after a crash."""
+        return {
+            "*-shm": "SQLite's WAL index: shared memory that the first connection after a "
+            "crash rebuilds from the WAL (https://sqlite.org/walformat.html#the_wal_index_file)",
+        }
+
     # -- StoreHooks -----------------------------------------------------------------
 
     def mark_newer_schema(self, path: Path) -> None:

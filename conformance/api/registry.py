@@ -46,6 +46,7 @@ from ..checks import (
     sequence,
     session_model,
     snapshots,
+    traced,
     truncation,
 )
 
@@ -82,6 +83,7 @@ ALL_CHECKS: tuple[Check, ...] = (
     *handles.CHECKS,
     *closing.CHECKS,
     *durability.CHECKS,
+    *traced.CHECKS,
     *kill.CHECKS,
     *processes.CHECKS,
     *maintenance.CHECKS,

@@ -103,7 +103,8 @@ class CheckResult(msgspec.Struct, frozen=True):
 
     ``violated_rule`` is the rule a failure proves broken (a check may verify
     several); ``detail`` is the failure message and, for model-based checks, the
-    minimal failing sequence of steps, or for a kit error its traceback;
+    minimal failing sequence of steps, or for a kit error its traceback, and for a
+    pass what the check covered where it says (how many crash states it checked);
     ``reason`` says why a check was skipped, not checked or errored; ``replay``
     is a command that reruns it.
     """

@@ -302,6 +302,7 @@ def run_check(
         check.rules,
         "passed",
         time.perf_counter() - started,
+        detail="; ".join(harness.measured),
         warnings=tuple(harness.warnings),
     )
 

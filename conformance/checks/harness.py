@@ -69,6 +69,8 @@ class Harness:
         instead of searching (`checkpointspec.conformance.engines.replay`)."""
         self._session: SessionLayer | None = None
         self.warnings: list[str] = []
+        self.measured: list[str] = []
+        """What a passing check reports it covered (how many crash states); see `measure`."""
         self._handles: list[Checkpointer] = []
         self.specimen: Checkpointer | None = None
         """The first handle the check opened (closed by the end): the kit calls the
@@ -127,6 +129,10 @@ class Harness:
         line = f"[{rule_id}] {message}"
         if line not in self.warnings:
             self.warnings.append(line)
+
+    def measure(self, text: str) -> None:
+        """Say how much a check covered (``"checked 200 crash states"``): the detail of its pass."""
+        self.measured.append(text)
 
     def has(self, capability: Capability) -> bool:
         return capability in self.capabilities

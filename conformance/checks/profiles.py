@@ -24,7 +24,11 @@ class Profile(msgspec.Struct, frozen=True):
     """Runs of the commanded-workers machine (each starts three worker processes once)."""
     commanded_steps: int = 20
     powerloss_states: int = 1000
-    """Crash states the power-loss check (DUR-003) rebuilds, reopens and verifies."""
+    """Crash states the simulated-disk power-loss check (DUR-003) rebuilds, reopens and verifies."""
+    kill_states: int = 150
+    """States of a traced writer killed after one of its system calls (DUR-002) that are checked."""
+    traced_states: int = 300
+    """Power-loss states rebuilt from a traced writer's system calls (DUR-003) that are checked."""
     stress_processes: int = 4
     """Worker processes of the free-running stress check (MP-001)."""
     stress_operations: int = 1_000
@@ -45,6 +49,8 @@ PROFILES: dict[str, Profile] = {
         commanded_examples=10,
         commanded_steps=20,
         powerloss_states=200,
+        kill_states=100,
+        traced_states=150,
         stress_operations=2_000,
         stress_seconds=6.0,
     ),
@@ -57,6 +63,8 @@ PROFILES: dict[str, Profile] = {
         commanded_examples=25,
         commanded_steps=30,
         powerloss_states=1000,
+        kill_states=300,
+        traced_states=600,
         stress_operations=5_000,
         stress_seconds=60.0,
     ),
@@ -69,6 +77,8 @@ PROFILES: dict[str, Profile] = {
         commanded_examples=200,
         commanded_steps=40,
         powerloss_states=5000,
+        kill_states=3000,
+        traced_states=5000,
         stress_operations=32_000,
         stress_seconds=600.0,
         stress_kills=2,

@@ -41,8 +41,8 @@ from ..engines.restore_kill import (
     session_state,
 )
 from ..engines.violations import RuleViolation, expect
+from ._crash_states import quiet
 from .base import check
-from .durability import _quiet
 from .harness import CheckSkipped, Harness, read_all
 
 __all__ = ["CHECKS"]
@@ -232,7 +232,7 @@ async def _check_state(
     try:
         plan.build(spec).materialise(target)
         store, workspace = target / "store", target / "workspace"
-        with _quiet():
+        with quiet():
             await _recover_and_judge(h, layer, store, workspace, trial, str(spec))
     finally:
         shutil.rmtree(target, ignore_errors=True)

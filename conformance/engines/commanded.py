@@ -67,7 +67,7 @@ import contextlib
 import os
 import sys
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import IO
 
 import msgspec
@@ -322,20 +322,39 @@ class WorkerClient:
 
     @classmethod
     async def start(
-        cls, backend: str, stderr: IO[bytes], reply_timeout: float = 30.0
+        cls,
+        backend: str,
+        stderr: IO[bytes],
+        reply_timeout: float = 30.0,
+        prefix: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
     ) -> WorkerClient:
         """Start a worker for ``backend``, its stderr going to ``stderr`` (a file the caller
-        closes); send it `Open` before anything else."""
+        closes); send it `Open` before anything else.
+
+        ``prefix`` goes before the worker's command (a tracer that runs it); ``env``
+        adds to its environment.
+        """
         process = await asyncio.create_subprocess_exec(
+            *prefix,
             *worker_argv(backend),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=stderr,
-            env=worker_env(),
+            env={**worker_env(), **(env or {})},
             limit=1 << 24,  # a read's reply is one line
             start_new_session=True,  # its own process group: a kill takes its children too
         )
         return cls(process, stderr, reply_timeout)
+
+    @property
+    def reply_pipe(self) -> str:
+        """The pipe the worker replies on, as the kernel names it (``pipe:[INODE]``).
+
+        Read from the started process's standard output, which every process it
+        starts (the worker under a tracer) inherits.
+        """
+        return os.readlink(f"/proc/{self.process.pid}/fd/1")
 
     @property
     def running(self) -> bool:

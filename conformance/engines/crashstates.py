@@ -9,9 +9,9 @@ CrashMonkey, for a power loss right after operation ``k``:
 * An operation is **durable** when a barrier issued after it, at or before
   ``k``, covers it: a ``write`` or ``truncate`` of a file is covered by an
   ``fsync`` of that file (by inode, whatever name it was reached by); a
-  directory entry operation (``create``, ``mkdir``, ``rename``, ``unlink``) by
-  an ``fsync_dir`` of its directory (of either directory, for a rename: a
-  rename is one atomic change). Durable operations are in every crash state.
+  directory entry operation (``create``, ``mkdir``, ``rmdir``, ``link``,
+  ``rename``, ``unlink``) by an ``fsync_dir`` of its directory (of either
+  directory, for a rename: a rename is one atomic change). Durable operations are in every crash state.
 * Every other operation up to ``k`` is **pending**: the disk may have kept any
   of them, in any order, and a write may be torn. The states built are
   - ``durable``: no pending operation kept (what a strict disk guarantees);
@@ -26,7 +26,8 @@ CrashMonkey, for a power loss right after operation ``k``:
   in the order they were issued. Entry operations replay by inode: a rename
   links its inode under the new name and removes the old name only if it still
   names that inode; an unlink removes a name only if it still names the inode
-  it removed. A name whose directory is missing from a state is not in it.
+  it removed; a link adds a second name of its inode. A name whose directory is
+  missing from a state is not in it.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ __all__ = [
 
 SECTOR: Final = 512
 DATA_KINDS: Final = frozenset({"write", "truncate"})
-ENTRY_KINDS: Final = frozenset({"create", "mkdir", "rename", "unlink"})
+ENTRY_KINDS: Final = frozenset({"create", "mkdir", "rmdir", "link", "rename", "unlink"})
 BARRIER_KINDS: Final = frozenset({"fsync", "fsync_dir"})
 _SECTOR_TEARS: Final = 4
 """Sector-boundary tears per write: the first two and the last two boundaries."""
@@ -69,9 +70,9 @@ class Op(NamedTuple):
     path: str
     """The name operated on; for data ops and fsync, the file's name when the op was issued."""
     ino: int = 0
-    """The file affected (0 for mkdir and fsync_dir)."""
+    """The file affected (0 for mkdir, rmdir and fsync_dir)."""
     dst: str = ""
-    """A rename's new name."""
+    """A rename's or a link's new name."""
     offset: int = 0
     """Where a write starts; the size a truncate leaves."""
     data: bytes = b""
@@ -82,6 +83,8 @@ class Op(NamedTuple):
         """The directories whose entries an entry operation changes (none for other ops)."""
         if self.kind == "rename":
             return (posixpath.dirname(self.path), posixpath.dirname(self.dst))
+        if self.kind == "link":
+            return (posixpath.dirname(self.dst),)
         if self.kind in ENTRY_KINDS:
             return (posixpath.dirname(self.path),)
         return ()
@@ -92,8 +95,8 @@ class Op(NamedTuple):
             return f"#{self.number} write {where} {len(self.data)} bytes at {self.offset}"
         if self.kind == "truncate":
             return f"#{self.number} truncate {where} to {self.offset}"
-        if self.kind == "rename":
-            return f"#{self.number} rename {where} -> {self.dst}"
+        if self.kind in ("rename", "link"):
+            return f"#{self.number} {self.kind} {where} -> {self.dst}"
         return f"#{self.number} {self.kind} {where}"
 
 
@@ -142,12 +145,14 @@ class CrashSpec(NamedTuple):
     point: int
     """Ops 1..point were issued before the power loss."""
     kind: str
-    """``durable``, ``prefix``, ``omit`` or ``torn``."""
+    """``durable``, ``prefix``, ``omit`` or ``torn``; ``kill`` for `CrashPlan.kill`."""
     arg: int
     """How many pending ops a prefix keeps; the op an omission leaves out; the `tears` index."""
     label: str
 
     def __str__(self) -> str:
+        if self.kind == "kill":
+            return f"killed after op #{self.point}, {self.label}"
         return f"power loss after op #{self.point}, {self.label}"
 
 
@@ -245,6 +250,14 @@ class CrashPlan:
         """The crash states at every point."""
         return [spec for point in self.points for spec in self.specs(point)]
 
+    def kill(self, point: int) -> CrashSpec:
+        """What a SIGKILL right after op ``point`` leaves: every op issued, none torn.
+
+        The page cache outlives the process, so nothing the process wrote is lost;
+        the same files as the ``prefix`` state keeping every pending op.
+        """
+        return CrashSpec(point, "kill", 0, "every op issued kept (a kill leaves the page cache)")
+
     def is_core(self, spec: CrashSpec) -> bool:
         """True for the durable image and the everything-issued state of a point."""
         full = spec.kind == "prefix" and spec.arg == len(self.pending(spec.point))
@@ -279,6 +292,8 @@ class CrashPlan:
             kept: set[int] = set()
         elif spec.kind == "prefix":
             kept = set(pending[: spec.arg])
+        elif spec.kind == "kill":
+            kept = set(pending)
         elif spec.kind == "omit":
             kept = set(pending) - {spec.arg}
         elif spec.kind == "torn":
@@ -332,6 +347,10 @@ class _Replay:
             self.names[op.path] = op.ino
         elif kind == "mkdir":
             self.dirs.add(op.path)
+        elif kind == "rmdir":
+            self.dirs.discard(op.path)
+        elif kind == "link":
+            self.names[op.dst] = op.ino
         elif kind == "rename":
             if self.names.get(op.path) == op.ino:
                 del self.names[op.path]

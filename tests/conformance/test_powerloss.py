@@ -447,13 +447,13 @@ def test_DUR_003_checks_as_many_crash_states_as_the_profile_says(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     checked: list[CrashSpec] = []
-    check_state = powerloss_check._check_state
+    check_state = powerloss_check.check_state
 
     async def counting(h: Any, rnd: Any, spec: CrashSpec) -> None:
         checked.append(spec)
         await check_state(h, rnd, spec)
 
-    monkeypatch.setattr(powerloss_check, "_check_state", counting)
+    monkeypatch.setattr(powerloss_check, "check_state", counting)
     backend = resolve_backend(f"{__name__}:make_ported")
     profile = msgspec.structs.replace(PROFILES["quick"], powerloss_states=300)
     result = run_check(POWERLOSS, backend, probe_backend(backend), profile, 3, tmp_path)

@@ -1,7 +1,7 @@
 """The power-loss check quiets the warnings of the reopens it makes, and nothing else.
 
 Reopening a crash state often cuts a torn tail, which a backend rightly logs as a
-warning; `_quiet` drops those for the block it wraps, never for the process.
+warning; `quiet` drops those for the block it wraps, never for the process.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import logging
 import threading
 
 import pytest
-from checkpointspec.conformance.checks.durability import _quiet
+from checkpointspec.conformance.checks._crash_states import quiet
 
 log = logging.getLogger("checkpointspec.tests.quiet")
 
@@ -24,7 +24,7 @@ def test_warnings_inside_the_block_are_dropped_errors_kept(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.INFO)
-    with _quiet():
+    with quiet():
         log.warning("cut a torn tail")
         log.error("could not open the store")
     log.warning("after the block")
@@ -36,7 +36,7 @@ def test_threads_the_block_hands_work_to_are_quiet_too(caplog: pytest.LogCapture
     caplog.set_level(logging.INFO)
 
     async def reopen() -> None:
-        with _quiet():
+        with quiet():
             await asyncio.to_thread(log.warning, "cut a torn tail in a worker thread")
 
     asyncio.run(reopen())
@@ -46,7 +46,7 @@ def test_threads_the_block_hands_work_to_are_quiet_too(caplog: pytest.LogCapture
 def test_other_threads_log_as_usual_meanwhile(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO)
     other = threading.Thread(target=log.warning, args=("another thread",))
-    with _quiet():
+    with quiet():
         other.start()
         other.join()
         log.warning("inside")

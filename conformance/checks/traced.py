@@ -1,0 +1,220 @@
+"""Crash checks at system-call precision for any backend: kills and power losses rebuilt from a trace.
+
+Method (after ALICE, OSDI 2014). Each round uses a new store:
+
+1. Open a handle through the factory and close it; the store's files are the
+   round's durable starting image.
+2. Start a worker process (`checkpointspec.conformance.engines.workers`) under
+   ``strace`` (`checkpointspec.conformance.engines.tracing`) and drive it through
+   a workload drawn from the seed (`plan_workload`: appends, a truncate, a
+   delete, more appends), then close its handle. A stdio backend's child process
+   runs under the same tracer; so does every thread. The trace holds every call
+   that changed a file under the store's directory, with its bytes, and every
+   reply the worker wrote to the kit: the reply to a write comes after all of its
+   calls, so the reply is where the write is acknowledged.
+3. From the trace's operations, build crash states (`CrashPlan`) in fresh
+   directories, reopen each through the factory and judge it
+   (`checkpointspec.conformance.checks._crash_states.check_state`): every write
+   acknowledged before the crash point in effect, the one in flight wholly or not
+   at all, seqs contiguous, ``check_integrity`` ok.
+
+DUR-002 (a kill) uses, at every operation of the trace, the state that a
+SIGKILL right after it leaves: every operation issued is kept (the page cache
+survives a kill), nothing is torn. Every operation is a crash point, so a write
+done in two calls is caught between them, whatever the timing. DUR-003 (a
+power loss) uses every state of the persistence model
+(`checkpointspec.conformance.engines.crashstates`): only what was fsynced is
+certain, the rest may be lost, reordered or torn.
+
+What is needed: ``strace`` and permission to trace (a skip says so otherwise);
+a backend whose files live under the store directory (a server's are elsewhere:
+its trace shows no store operation and the check is skipped with that reason);
+no store file mapped shared and writable, unless the backend declares it
+`ScratchFiles`.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import random
+import tempfile
+from pathlib import Path
+from typing import Final
+
+from ...spec import ScratchFiles
+from ..engines.commanded import (
+    Append,
+    Close,
+    Command,
+    Delete,
+    Failed,
+    Open,
+    Opened,
+    Truncate,
+    WorkerClient,
+    WorkerExited,
+    WorkerHung,
+)
+from ..engines.crashstates import CrashPlan, Image
+from ..engines.disk import SimulatedDisk
+from ..engines.tracing import TracedRun, TraceError, parse_trace, tracer_argv, tracer_unavailable
+from ..engines.violations import RuleViolation
+from ._crash_states import Call, Round, Step, check_state, plan_workload
+from .base import check
+from .harness import CheckSkipped, Harness
+
+__all__ = ["CHECKS"]
+
+_TRACED_ENV: Final = {"UV_USE_IO_URING": "0"}
+"""Node's libuv may do file I/O through io_uring, which no system-call tracer sees."""
+
+_REPLY_TIMEOUT: Final = 120.0
+"""Seconds per reply: a traced worker is slower, and a busy machine slower still."""
+
+
+def _command(call: Call) -> Command:
+    if call.kind == "append":
+        return Append(call.session, call.texts)
+    if call.kind == "truncate":
+        return Truncate(call.session, call.to_seq)
+    return Delete(call.session)
+
+
+async def _scratch(h: Harness, store: Path) -> dict[str, str]:
+    """Open and close a handle on ``store`` (its files are then the starting image);
+    the scratch files it declares."""
+    async with h.opened(store) as cp:
+        return dict(cp.scratch_files()) if isinstance(cp, ScratchFiles) else {}
+
+
+async def _traced_run(
+    h: Harness, store: Path, calls: list[Call], rule_id: str
+) -> tuple[Image, TracedRun]:
+    """The store's starting image, and what a traced worker did to it running ``calls``."""
+    base = SimulatedDisk.load(store).image()
+    trace_file = store.parent / f"{store.name}.strace"
+    with tempfile.TemporaryFile() as stderr:
+        worker = await WorkerClient.start(
+            h.backend.target, stderr, _REPLY_TIMEOUT, tracer_argv(trace_file), _TRACED_ENV
+        )
+        try:
+            reply_pipe = worker.reply_pipe
+            opened = await worker.call(Open(str(store), h.options))
+            if not isinstance(opened, Opened):
+                raise RuleViolation(
+                    rule_id, f"the traced worker could not open the store: {opened}"
+                )
+            for call in calls:
+                reply = await worker.call(_command(call))
+                if isinstance(reply, Failed):
+                    raise RuleViolation(
+                        rule_id,
+                        f"{call.label} raised {reply.error} in the traced worker: {reply.message}",
+                    )
+            await worker.call(Close())
+        except (WorkerExited, WorkerHung) as lost:
+            raise RuleViolation(rule_id, f"the traced worker stopped: {lost}") from lost
+        finally:
+            await worker.close()
+    try:
+        with trace_file.open(encoding="ascii", errors="replace") as lines:
+            return base, parse_trace(lines, store, base, reply_pipe)
+    except TraceError as exc:
+        raise CheckSkipped(f"the trace of the backend cannot be judged: {exc}") from exc
+    finally:
+        trace_file.unlink(missing_ok=True)
+
+
+def _steps(run: TracedRun, calls: list[Call], rule_id: str) -> tuple[Step, ...]:
+    """The workload's calls placed in the trace: each from the reply before it to its own."""
+    # Replies: Opened, one per call, then the close's.
+    if len(run.replies) != len(calls) + 2:
+        raise RuleViolation(
+            rule_id,
+            f"the trace shows {len(run.replies)} replies of the worker, expected {len(calls) + 2}: "
+            "the backend may write to the worker's reply pipe",
+        )
+    steps = [
+        Step(call.label, run.replies[n], run.replies[n + 1], call.after)
+        for n, call in enumerate(calls)
+    ]
+    last = calls[-1].after
+    steps.append(Step("close()", run.replies[-2], run.replies[-1], last))
+    return tuple(steps)
+
+
+async def _record(h: Harness, rng: random.Random, number: int, rule_id: str) -> Round:
+    reason = tracer_unavailable()
+    if reason is not None:
+        raise CheckSkipped(f"{rule_id} at system-call precision needs a tracer: {reason}")
+    store = h.new_store()
+    scratch = await _scratch(h, store)
+    sessions, calls = plan_workload(rng, h.capabilities, number)
+    base, run = await _traced_run(h, store, calls, rule_id)
+    if not run.ops:
+        raise CheckSkipped(
+            f"the traced worker changed no file under the store directory during {len(calls)} "
+            "writes: the backend keeps its data elsewhere (a server), where a trace of its "
+            "client cannot judge a crash"
+        )
+    unseen = sorted(
+        path
+        for path in run.mapped
+        if not any(fnmatch.fnmatch(path, pattern) for pattern in scratch)
+    )
+    if unseen:
+        raise CheckSkipped(
+            f"the backend maps store files shared and writable ({', '.join(unseen)}): writes "
+            "through a mapping are not system calls, so a trace cannot say what a crash leaves "
+            "in them. A backend that rebuilds such a file on open declares it with "
+            "ScratchFiles.scratch_files()"
+        )
+    steps = _steps(run, calls, rule_id)
+    return Round(number, CrashPlan(base, run.ops), steps, sessions, ", traced")
+
+
+@check("DUR-002", "APPEND-003", "INTEG-001")
+async def killed_at_every_system_call(h: Harness) -> None:
+    """DUR-002: a writer killed after any one of its system calls leaves every acknowledged write, whole.
+
+    The states are rebuilt from a trace of a real worker process (strace): one per
+    store operation it made, in the order made. Over ``profile.kill_states`` they
+    are sampled with the seed.
+    """
+    budget = h.profile.kill_states
+    rng = random.Random(h.seed)
+    checked, number, ops = 0, 0, 0
+    while checked < budget:
+        rnd = await _record(h, rng, number, "DUR-002")
+        ops += len(rnd.plan.ops)
+        points = list(rnd.plan.points)
+        if len(points) > budget - checked:
+            points = sorted(rng.sample(points, budget - checked))
+        for point in points:
+            await check_state(h, rnd, rnd.plan.kill(point), "DUR-002")
+            checked += 1
+        number += 1
+    h.measure(f"checked {checked} kill states of {number} traced rounds ({ops} store operations)")
+
+
+@check("DUR-003", "APPEND-003", "INTEG-001")
+async def power_loss_after_every_system_call(h: Harness) -> None:
+    """DUR-003: after a power loss at any point of a traced writer, acknowledged writes are in effect.
+
+    The crash states of every operation the trace holds (durable image, prefixes,
+    omissions, torn writes), sampled with the seed to ``profile.traced_states``.
+    """
+    budget = h.profile.traced_states
+    rng = random.Random(h.seed)
+    checked, number, ops = 0, 0, 0
+    while checked < budget:
+        rnd = await _record(h, rng, number, "DUR-003")
+        ops += len(rnd.plan.ops)
+        for spec in rnd.plan.sample(budget - checked, rng):
+            await check_state(h, rnd, spec)
+            checked += 1
+        number += 1
+    h.measure(f"checked {checked} crash states of {number} traced rounds ({ops} store operations)")
+
+
+CHECKS = (killed_at_every_system_call, power_loss_after_every_system_call)
