@@ -131,8 +131,9 @@ def _steps(run: TracedRun, calls: list[Call], rule_id: str) -> tuple[Step, ...]:
     if len(run.replies) != len(calls) + 2:
         raise RuleViolation(
             rule_id,
-            f"the trace shows {len(run.replies)} replies of the worker, expected {len(calls) + 2}: "
-            "the backend may write to the worker's reply pipe",
+            f"the trace shows {len(run.replies)} replies of the worker on {run.reply_pipe}, expected "
+            f"{len(calls) + 2} (pipes written: {sorted(run.pipes)}; {len(run.ops)} store "
+            "operations): the backend may write to the worker's reply pipe",
         )
     steps = [
         Step(call.label, run.replies[n], run.replies[n + 1], call.after)

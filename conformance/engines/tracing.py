@@ -125,6 +125,10 @@ class TracedRun:
     """Store files (relative paths) mapped shared and writable: writes through them are unseen."""
     calls: int = 0
     """Calls in the trace that touched the store, recorded or not (reads, seeks)."""
+    reply_pipe: str = ""
+    """The pipe whose lines are the replies (`parse_trace`'s ``reply_pipe``)."""
+    pipes: set[str] = field(default_factory=set)
+    """Every pipe written to, for the message when the replies are not where expected."""
 
 
 # -- the trace's syntax -------------------------------------------------------------------
@@ -378,6 +382,8 @@ class _Recorder:
     # -- data ----------------------------------------------------------------------------
     def _plain_write(self, call: _Call, data: bytes) -> None:
         _, path = _fd(call.args[0])
+        if path.startswith("pipe:"):
+            self.run.pipes.add(path)
         if self.reply_pipe and path == self.reply_pipe:
             self.run.replies += [len(self.run.ops)] * data[: call.result].count(b"\n")
             return
@@ -399,6 +405,9 @@ class _Recorder:
         entry, rel = self.opened(call, call.args[0])
         if entry is not None and rel is not None:
             self.run.calls += 1
+            if entry.append:
+                # Linux appends even a pwrite to a descriptor opened O_APPEND (pwrite(2), BUGS).
+                offset = self.sizes.get(entry.ino, 0)
             self.write(entry, rel, offset, data[: call.result])
 
     def on_pwrite64(self, call: _Call) -> None:
@@ -596,6 +605,7 @@ def parse_trace(
         sizes={ino: len(data) for ino, data in base.data.items()},
         next_ino=max([*base.names.values(), 1]) + 1_000_000,
     )
+    recorder.run.reply_pipe = reply_pipe
     for call in _calls(iter(lines)):
         recorder.take(call)
     return recorder.run
