@@ -1,9 +1,11 @@
-"""The operator commands: list sessions and checkpoints, restore, compact.
+"""The operator commands: list sessions and checkpoints, restore, compact, repair.
 
 ``checkpointspec sessions STORE``, ``checkpointspec checkpoints STORE SESSION``,
 ``checkpointspec restore STORE SESSION SEQ [--conversation-only | --files-only]
-[--workspace DIR]`` and ``checkpointspec compact STORE SESSION [--instructions
-TEXT] [--summarizer module:factory]``. STORE is ``sqlite:FILE``, ``file:DIR`` or
+[--workspace DIR]``, ``checkpointspec compact STORE SESSION [--instructions
+TEXT] [--summarizer module:factory]`` and ``checkpointspec repair file:DIR
+[--session ID] [--apply]`` (`checkpointspec.backends.file.repair`; exit 1 when
+a damaged log is left alone). STORE is ``sqlite:FILE``, ``file:DIR`` or
 ``module:function=DIR`` (see `checkpointspec.reference.stores`); a store that is
 not there is an error, never created.
 
@@ -47,6 +49,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from ..backends.file.repair import RepairError, apply_repair, plan_repair
 from ..spec import (
     Capability,
     Checkpoint,
@@ -63,7 +66,7 @@ from ..spec import (
 from .checkpoints import list_checkpoints
 from .compaction import compact
 from .restore import RestoreProgress, RestoreResult, restore
-from .stores import StoreError, import_object, open_store
+from .stores import StoreError, import_object, open_store, parse_store
 from .summarizers import ExtractiveSummarizer
 
 __all__ = [
@@ -82,7 +85,7 @@ EXIT_REFUSED: Final = 2
 EXIT_CANCELLED: Final = 130
 """128 + SIGINT, the shell's status for a command stopped by Ctrl-C."""
 
-COMMANDS: Final = frozenset({"sessions", "checkpoints", "restore", "compact"})
+COMMANDS: Final = frozenset({"sessions", "checkpoints", "restore", "compact", "repair"})
 """The subcommands `add_commands` adds, by name."""
 
 _STORE_HELP: Final = "sqlite:FILE, file:DIR or module:function=DIR (an existing store)"
@@ -114,7 +117,7 @@ def _seq(text: str) -> int:
 
 
 def add_commands(commands: argparse._SubParsersAction[_Parser]) -> None:
-    """Add ``sessions``, ``checkpoints``, ``restore`` and ``compact`` to ``commands``."""
+    """Add ``sessions``, ``checkpoints``, ``restore``, ``compact`` and ``repair`` to ``commands``."""
     sessions = commands.add_parser("sessions", help="list the sessions of a store")
     sessions.add_argument("store", metavar="STORE", help=_STORE_HELP)
 
@@ -166,6 +169,20 @@ def add_commands(commands: argparse._SubParsersAction[_Parser]) -> None:
         metavar="MODULE:FACTORY",
         help="a function returning the Summarizer to use, called without arguments "
         "(default: the offline ExtractiveSummarizer)",
+    )
+
+    mend = commands.add_parser(
+        "repair",
+        help="cut the damaged tail of a file store's logs (a dry run unless --apply)",
+        description="Find logs of a file store whose tail fails its checksums with no valid "
+        "record after it (an append torn by a crash into garbage, which the backend refuses "
+        "to open) and say what cutting would remove. With --apply, cut it, keeping every "
+        "removed byte in DIR.repair-TIMESTAMP/. A record whose checksums hold is never removed.",
+    )
+    mend.add_argument("store", metavar="STORE", help="file:DIR (an existing file store)")
+    mend.add_argument("--session", metavar="ID", help="only this session's log")
+    mend.add_argument(
+        "--apply", action="store_true", help="cut (default: only say what would be cut)"
     )
 
 
@@ -556,11 +573,49 @@ async def _compact(args: argparse.Namespace, console: Console) -> int:
 
 # -- dispatch ----------------------------------------------------------------------------------
 
+
+async def _repair(args: argparse.Namespace, console: Console) -> int:
+    spec = parse_store(args.store)
+    if spec.scheme != "file":
+        raise _Refusal(
+            f"{args.store}: repair is for file stores (file:DIR); SQLite and PostgreSQL "
+            "recover their own journals when opened"
+        )
+    try:
+        plan = plan_repair(spec.path, args.session)
+    except RepairError as exc:
+        raise _Refusal(f"{args.store}: {exc}") from exc
+    verb = "cut" if args.apply else "would cut"
+    for cut in plan.cuts:
+        console.print(
+            f"{verb} {escape(cut.log)} (session {escape(repr(cut.session_id))}): "
+            f"{cut.removed} bytes from offset {cut.offset}: {escape(cut.reason)}",
+            highlight=False,
+        )
+    for refusal in plan.refusals:
+        console.print(
+            f"left alone {escape(refusal.log)}: {escape(refusal.reason)}", highlight=False
+        )
+    if args.apply:
+        try:
+            backup = apply_repair(plan)
+        except RepairError as exc:
+            raise _Refusal(f"{args.store}: {exc}") from exc
+        if backup is not None:
+            console.print(f"removed bytes kept in {escape(str(backup))}", highlight=False)
+    elif plan.cuts:
+        console.print("dry run: nothing changed; --apply cuts, keeping a backup", highlight=False)
+    damaged = len(plan.cuts) + len(plan.refusals)
+    console.print(f"{plan.checked} logs checked, {damaged} damaged", highlight=False)
+    return EXIT_FAILED if plan.refusals else EXIT_OK
+
+
 _RUN: Final[dict[str, Callable[[argparse.Namespace, Console], Coroutine[None, None, int]]]] = {
     "sessions": _sessions,
     "checkpoints": _checkpoints,
     "restore": _restore,
     "compact": _compact,
+    "repair": _repair,
 }
 
 

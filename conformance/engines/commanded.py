@@ -319,6 +319,9 @@ class WorkerClient:
         self.reply_timeout = reply_timeout
         """Seconds to wait for any one reply before `WorkerHung`."""
         self._stderr = stderr
+        self.transcript: bytearray | None = None
+        """Set it to a bytearray to keep every reply line received, as received
+        (a tracer finds the reply pipe in its trace by these bytes)."""
 
     @classmethod
     async def start(
@@ -348,15 +351,6 @@ class WorkerClient:
         return cls(process, stderr, reply_timeout)
 
     @property
-    def reply_pipe(self) -> str:
-        """The pipe the worker replies on, as the kernel names it (``pipe:[INODE]``).
-
-        Read from the started process's standard output, which every process it
-        starts (the worker under a tracer) inherits.
-        """
-        return os.readlink(f"/proc/{self.process.pid}/fd/1")
-
-    @property
     def running(self) -> bool:
         return self.process.returncode is None
 
@@ -378,6 +372,8 @@ class WorkerClient:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.process.wait(), self.reply_timeout)
             raise WorkerExited(self.process.returncode, self.stderr_tail())
+        if self.transcript is not None:
+            self.transcript += line
         return decode_reply(line)
 
     async def call(self, command: Command) -> Reply:

@@ -12,9 +12,9 @@ for the files under one directory (the store) only, so a `CrashPlan` can build
 every state a power loss or a kill may leave, for any backend in any language.
 
 Acknowledgements are placed in the same order: the worker process writes each
-reply to the kit on a pipe whose inode the kit knows, and every reply line
-written there is a marker in the trace, after every call of the operation it
-answers (`TracedRun.replies`).
+reply to the kit on a pipe, and every reply line written there is a marker in
+the trace, after every call of the operation it answers. The pipe is the one
+whose bytes are exactly the replies the kit received (`TracedRun.replies`).
 
 What the trace cannot show, and how that is handled:
 
@@ -119,16 +119,24 @@ class TracedRun:
 
     ops: list[Op] = field(default_factory=list)
     """The store's operations, numbered from 1, in the order they completed."""
-    replies: list[int] = field(default_factory=list)
-    """For each reply line written on the reply pipe, how many ops had completed then."""
+    pipes: dict[str, tuple[bytearray, list[int]]] = field(default_factory=dict)
+    """Every pipe written to (``pipe:[INODE]``): the bytes written, and for each line
+    written, how many ops had completed then. `replies` picks the worker's."""
     mapped: set[str] = field(default_factory=set)
     """Store files (relative paths) mapped shared and writable: writes through them are unseen."""
     calls: int = 0
     """Calls in the trace that touched the store, recorded or not (reads, seeks)."""
-    reply_pipe: str = ""
-    """The pipe whose lines are the replies (`parse_trace`'s ``reply_pipe``)."""
-    pipes: set[str] = field(default_factory=set)
-    """Every pipe written to, for the message when the replies are not where expected."""
+
+    def replies(self, transcript: bytes) -> list[int] | None:
+        """For each line the worker wrote to the kit, how many ops had completed then.
+
+        The worker's reply pipe is the one whose bytes are exactly ``transcript``,
+        the reply lines the kit received (None when no pipe carried them).
+        """
+        for written, lines in self.pipes.values():
+            if written == transcript:
+                return lines
+        return None
 
 
 # -- the trace's syntax -------------------------------------------------------------------
@@ -258,7 +266,6 @@ class _Recorder:
     root: str
     """The store's directory, normalised; also under its real path (`roots`)."""
     roots: tuple[str, ...]
-    reply_pipe: str
     names: dict[str, int]
     dirs: set[str]
     sizes: dict[int, int]
@@ -383,9 +390,9 @@ class _Recorder:
     def _plain_write(self, call: _Call, data: bytes) -> None:
         _, path = _fd(call.args[0])
         if path.startswith("pipe:"):
-            self.run.pipes.add(path)
-        if self.reply_pipe and path == self.reply_pipe:
-            self.run.replies += [len(self.run.ops)] * data[: call.result].count(b"\n")
+            written, lines = self.run.pipes.setdefault(path, (bytearray(), []))
+            written += data[: call.result]
+            lines += [len(self.run.ops)] * data[: call.result].count(b"\n")
             return
         entry, rel = self.opened(call, call.args[0])
         if entry is None or rel is None:
@@ -582,16 +589,14 @@ class _Recorder:
         self._mkdir(self.resolve(call.args[0], call.args[1]))
 
 
-def parse_trace(
-    lines: Sequence[str] | Iterator[str], root: Path | str, base: Image, reply_pipe: str = ""
-) -> TracedRun:
+def parse_trace(lines: Sequence[str] | Iterator[str], root: Path | str, base: Image) -> TracedRun:
     """The store operations of a strace recording made with `tracer_argv`.
 
     ``root`` is the store's directory and ``base`` what it held when the traced
     process started (its names, their inode numbers and bytes, its directories);
-    calls on anything outside ``root`` are left out. ``reply_pipe`` names the pipe
-    the worker writes its replies to (``pipe:[INODE]``): each line written there is
-    a marker (`TracedRun.replies`). Raises `TraceError` for a trace it cannot
+    calls on anything outside ``root`` are left out. What is written to pipes is
+    kept, to place the worker's replies (`TracedRun.replies`). Raises `TraceError`
+    for a trace it cannot
     place faithfully (a string strace cut, a rename into or out of the store).
     """
     given = posixpath.normpath(os.path.abspath(os.fspath(root)))
@@ -599,13 +604,11 @@ def parse_trace(
     recorder = _Recorder(
         root=given,
         roots=tuple(dict.fromkeys((given, real))),
-        reply_pipe=reply_pipe,
         names=dict(base.names),
         dirs=set(base.dirs),
         sizes={ino: len(data) for ino, data in base.data.items()},
         next_ino=max([*base.names.values(), 1]) + 1_000_000,
     )
-    recorder.run.reply_pipe = reply_pipe
     for call in _calls(iter(lines)):
         recorder.take(call)
     return recorder.run

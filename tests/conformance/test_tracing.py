@@ -11,7 +11,6 @@ script cannot force: calls interleaved between threads, strings cut short.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import textwrap
@@ -69,29 +68,23 @@ SCRIPT = textwrap.dedent(
 )
 
 
-def traced(tmp_path: Path) -> tuple[Path, Image, list[str], str]:
+def traced(tmp_path: Path) -> tuple[Path, Image, list[str]]:
     store = tmp_path / "store"
     store.mkdir()
     (store / "old.log").write_bytes(b"old log")
     base = SimulatedDisk.load(store).image()
     trace = tmp_path / "trace"
-    read_end, write_end = os.pipe()
-    pipe = f"pipe:[{os.fstat(read_end).st_ino}]"
-    try:
-        subprocess.run(
-            [*tracer_argv(trace), sys.executable, "-c", SCRIPT, str(store)],
-            stdout=write_end,
-            check=True,
-        )
-    finally:
-        os.close(write_end)
-        os.close(read_end)
-    return store, base, trace.read_text().splitlines(), pipe
+    subprocess.run(
+        [*tracer_argv(trace), sys.executable, "-c", SCRIPT, str(store)],
+        stdout=subprocess.PIPE,
+        check=True,
+    )
+    return store, base, trace.read_text().splitlines()
 
 
 def test_every_store_change_is_recorded_in_order(tmp_path: Path) -> None:
-    store, base, lines, pipe = traced(tmp_path)
-    run = parse_trace(lines, store, base, pipe)
+    store, base, lines = traced(tmp_path)
+    run = parse_trace(lines, store, base)
     assert [str(op).split(" ", 1)[1] for op in run.ops] == [
         "create a b.log",
         "write a b.log 8 bytes at 0",
@@ -112,12 +105,13 @@ def test_every_store_change_is_recorded_in_order(tmp_path: Path) -> None:
     ]
     assert run.mapped == {"mapped"}
     # One marker per reply line, each after the calls that preceded it.
-    assert run.replies == [5, 16, 16]
+    assert run.replies(b"first\nsecond\nthird\n") == [5, 16, 16]
+    assert run.replies(b"first\n") is None
 
 
 def test_replaying_the_operations_gives_the_files_left_on_disk(tmp_path: Path) -> None:
-    store, base, lines, pipe = traced(tmp_path)
-    run = parse_trace(lines, store, base, pipe)
+    store, base, lines = traced(tmp_path)
+    run = parse_trace(lines, store, base)
     plan = CrashPlan(base, run.ops)
     state = plan.build(plan.kill(len(run.ops)))
     on_disk = {
@@ -132,8 +126,8 @@ def test_replaying_the_operations_gives_the_files_left_on_disk(tmp_path: Path) -
 
 
 def test_the_durable_image_keeps_only_what_was_synced(tmp_path: Path) -> None:
-    store, base, lines, pipe = traced(tmp_path)
-    plan = CrashPlan(base, parse_trace(lines, store, base, pipe).ops)
+    store, base, lines = traced(tmp_path)
+    plan = CrashPlan(base, parse_trace(lines, store, base).ops)
     durable = plan.build(plan.specs(len(plan.ops))[0])
     # The data of "a b.log" was fsynced and its name by the directory fsync, but
     # the rename, link and unlink after that were not: the name it had then stays.

@@ -1,0 +1,98 @@
+"""Do the traced crash checks find crash bugs in backends the kit cannot look inside?
+
+Each backend of `crash_backends` does its I/O on the real file system with one
+crash-safety bug, and none offers a simulated disk or fault points: the verdict
+must come from the system calls alone (`checkpointspec.conformance.checks.traced`).
+``EventAtATime`` (a batch written one fsynced event at a time), which random
+kills catch only by luck, must be caught on every seed, directly and through
+the stdio protocol. The reference SQLite and file backends must pass the same
+checks, so each verdict is the bug's and not the check's.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+import pytest
+from checkpointspec.conformance.api.report import KitReport
+from checkpointspec.conformance.api.runner import run_kit
+from checkpointspec.conformance.engines.tracing import tracer_unavailable
+from crash_backends import (
+    BatchInTwoUnsyncedPieces,
+    NoDirectorySyncOnDisk,
+    RenamesBeforeSync,
+    SqliteNormalClaimsDurable,
+)
+from kit_reports import describe, failed_checks, verdict
+
+pytestmark = pytest.mark.skipif(
+    tracer_unavailable() is not None, reason=f"cannot trace: {tracer_unavailable()}"
+)
+
+KILLS = "DUR-002::killed_at_every_system_call"
+POWER_LOSS = "DUR-003::power_loss_after_every_system_call"
+TRACED = [KILLS, POWER_LOSS]
+
+CASES = [
+    (f"crash_backends:{cls.__name__}.make", cls.violates)
+    for cls in (
+        NoDirectorySyncOnDisk,
+        RenamesBeforeSync,
+        BatchInTwoUnsyncedPieces,
+        SqliteNormalClaimsDurable,
+    )
+] + [("hard_backends:EventAtATime.make", "APPEND-003")]
+
+SLOW_SEEDS = range(2, 8)
+
+
+def assert_caught(report: KitReport, rule_id: str) -> None:
+    text = describe(report)
+    assert report.exit_status == 1, text
+    assert verdict(report, rule_id).status == "failed", text
+    (check, *_) = failed_checks(report, rule_id)
+    assert "ops recorded, traced)" in check.detail, text
+    assert check.name in TRACED, text
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize(("target", "rule_id"), CASES, ids=[t.split(":")[1] for t, _ in CASES])
+def test_a_crash_bug_is_caught_from_the_trace(target: str, rule_id: str, seed: int) -> None:
+    assert_caught(run_kit(target, profile="quick", seed=seed, only=TRACED), rule_id)
+
+
+def test_a_batch_written_in_pieces_is_caught_through_stdio(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parent))
+    served = "hard_backends:EventAtATime.make"
+    serve = shlex.join([sys.executable, "-m", "checkpointspec.backends.stdio.serve", served])
+    report = run_kit(None, process=serve, profile="quick", seed=0, only=[KILLS])
+    assert_caught(report, "APPEND-003")
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("backend", ["sqlite", "file"])
+def test_the_reference_backends_pass_the_traced_checks(backend: str, seed: int) -> None:
+    report = run_kit(backend, profile="quick", seed=seed, only=TRACED)
+    assert report.exit_status == 0, describe(report)
+    for check in report.checks:
+        assert check.status == "passed", describe(report)
+        assert check.detail.startswith("checked "), describe(report)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", SLOW_SEEDS)
+@pytest.mark.parametrize("backend", ["sqlite", "file"])
+def test_the_reference_backends_pass_the_traced_checks_for_more_seeds(
+    backend: str, seed: int
+) -> None:
+    report = run_kit(backend, profile="quick", seed=seed, only=TRACED)
+    assert report.exit_status == 0, describe(report)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", SLOW_SEEDS)
+@pytest.mark.parametrize(("target", "rule_id"), CASES, ids=[t.split(":")[1] for t, _ in CASES])
+def test_a_crash_bug_is_caught_for_more_seeds(target: str, rule_id: str, seed: int) -> None:
+    assert_caught(run_kit(target, profile="quick", seed=seed, only=TRACED), rule_id)
