@@ -11,13 +11,16 @@ script cannot force: calls interleaved between threads, strings cut short.
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 import textwrap
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from checkpointspec.conformance.engines.crashstates import CrashPlan, Image
+from checkpointspec.backends.file import FileCheckpointer
+from checkpointspec.conformance.engines.crashstates import CrashPlan, Image, Op
 from checkpointspec.conformance.engines.disk import SimulatedDisk
 from checkpointspec.conformance.engines.tracing import (
     TraceError,
@@ -173,3 +176,51 @@ def test_a_file_renamed_out_of_the_store_is_refused(tmp_path: Path) -> None:
     lines = [f'11 rename("{hexed(root + "/f")}", "{hexed(str(tmp_path / "elsewhere"))}") = 0']
     with pytest.raises(TraceError, match="between the store and elsewhere"):
         parse_trace(lines, root, base)
+
+
+WORKLOAD = textwrap.dedent(
+    """
+    import asyncio, sys
+    from checkpointspec.backends.file import FileCheckpointer
+    from checkpointspec.spec import UserPrompt
+
+    async def work(cp):
+        await cp.append("s", [UserPrompt("one"), UserPrompt("two")])
+        await cp.append("t", [UserPrompt("t1")])
+        await cp.append("s", [UserPrompt("three"), UserPrompt("four")])
+        await cp.truncate("s", 1)
+        await cp.delete("t")
+        await cp.append("t", [UserPrompt("t2")])
+        await cp.close()
+
+    if __name__ == "__main__":
+        asyncio.run(work(FileCheckpointer(sys.argv[1])))
+    """
+)
+
+
+def test_the_file_backend_traced_agrees_with_the_simulated_disk(tmp_path: Path) -> None:
+    """The same workload, once on the real file system under strace and once on the
+    simulated disk, gives the same operations (timestamps aside: the bytes differ)."""
+    real, simulated = tmp_path / "real", tmp_path / "simulated"
+    for store in (real, simulated):
+        asyncio.run(FileCheckpointer(store).close())
+    base = SimulatedDisk.load(real).image()
+    trace = tmp_path / "trace"
+    script = tmp_path / "workload.py"
+    script.write_text(WORKLOAD)
+    subprocess.run([*tracer_argv(trace), sys.executable, str(script), str(real)], check=True)
+    traced_ops = parse_trace(trace.read_text().splitlines(), real, base).ops
+
+    disk = SimulatedDisk.load(simulated)
+    namespace: dict[str, object] = {}
+    exec(compile(WORKLOAD, "workload", "exec"), namespace)
+    work = namespace["work"]
+    assert callable(work)
+    asyncio.run(work(FileCheckpointer(simulated, fs=disk)))
+
+    def shape(ops: Sequence[Op]) -> list[tuple[str, str, str, int, int]]:
+        return [(op.kind, op.path, op.dst, op.offset, len(op.data)) for op in ops]
+
+    assert shape(traced_ops) == shape(disk.ops)
+    assert len(traced_ops) > 20
