@@ -46,6 +46,7 @@ from ..checks import (
     sequence,
     session_model,
     snapshots,
+    syscall_kills,
     traced,
     truncation,
 )
@@ -84,6 +85,7 @@ ALL_CHECKS: tuple[Check, ...] = (
     *closing.CHECKS,
     *durability.CHECKS,
     *traced.CHECKS,
+    *syscall_kills.CHECKS,
     *kill.CHECKS,
     *processes.CHECKS,
     *maintenance.CHECKS,

@@ -40,6 +40,7 @@ __all__ = [
     "expected_of",
     "plan_workload",
     "quiet",
+    "verdict_on",
 ]
 
 
@@ -340,3 +341,18 @@ async def check_state(h: Harness, rnd: Round, spec: CrashSpec, rule_id: str = "D
     if verdict is not None:
         broken, message = verdict
         raise RuleViolation(broken, message + _context(rnd, spec, state, crash))
+
+
+async def verdict_on(
+    h: Harness,
+    store: Path,
+    sessions: tuple[str, ...],
+    acked: Expected,
+    flight: Step | None,
+    rule_id: str,
+) -> tuple[str, str] | None:
+    """Reopen ``store`` through the factory and judge it as `check_state` judges a crash
+    state: the rule broken and how, or None when every call in ``acked`` is in effect
+    and ``flight`` (the call interrupted) wholly or not at all."""
+    seen = await _reopen(h, store, sessions)
+    return _judge(seen, acked, flight, False, rule_id)

@@ -29,6 +29,8 @@ class Profile(msgspec.Struct, frozen=True):
     """States of a traced writer killed after one of its system calls (DUR-002) that are checked."""
     traced_states: int = 300
     """Power-loss states rebuilt from a traced writer's system calls (DUR-003) that are checked."""
+    held_writes: int = 40
+    """Writers held after one of their system calls, per check: killed (KILL-001) or read from (READ-003)."""
     stress_processes: int = 4
     """Worker processes of the free-running stress check (MP-001)."""
     stress_operations: int = 1_000
@@ -51,6 +53,7 @@ PROFILES: dict[str, Profile] = {
         powerloss_states=200,
         kill_states=100,
         traced_states=150,
+        held_writes=8,
         stress_operations=2_000,
         stress_seconds=6.0,
     ),
@@ -65,6 +68,7 @@ PROFILES: dict[str, Profile] = {
         powerloss_states=1000,
         kill_states=300,
         traced_states=600,
+        held_writes=40,
         stress_operations=5_000,
         stress_seconds=60.0,
     ),
@@ -79,6 +83,7 @@ PROFILES: dict[str, Profile] = {
         powerloss_states=5000,
         kill_states=3000,
         traced_states=5000,
+        held_writes=300,
         stress_operations=32_000,
         stress_seconds=600.0,
         stress_kills=2,

@@ -13,6 +13,8 @@
 | `stress` | free-running workers that record a history |
 | `history/` | the history checker: `checker` (the entry point), `records`, `chain`, `epochs`, `realtime`, `linearize` |
 | `disk`, `crashstates` | the simulated disk and the crash states of a power loss |
+| `tracing` | any process's store writes recorded with strace, as crash-state operations |
+| `syscall_stop` | a live process tree held with ptrace right after its Nth store-changing system call |
 | `fault_codecs` | codecs that seal, fail or corrupt on purpose |
 | `restore_kill` | a restore in a child process that SIGKILLs itself at its k-th fault point (RESTORE-006) |
 """

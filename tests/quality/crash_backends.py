@@ -10,6 +10,7 @@ loads them by ``crash_backends:CLASS.make`` in its worker processes
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar, Self, cast
 
@@ -17,12 +18,13 @@ from checkpointspec.backends.file import FileCheckpointer
 from checkpointspec.backends.file.log import SessionLog
 from checkpointspec.backends.fsport import HookedFileSystem, OsFileSystem
 from checkpointspec.backends.sqlite import DATABASE_NAME, SqliteCheckpointer
-from checkpointspec.spec import BackendContext, Capability, FileSystem
+from checkpointspec.spec import BackendContext, Capability, FileSystem, SessionEvent
 
 __all__ = [
     "BatchInTwoUnsyncedPieces",
     "NoDirectorySyncOnDisk",
     "RenamesBeforeSync",
+    "SqliteEventPerCommit",
     "SqliteNormalClaimsDurable",
 ]
 
@@ -150,3 +152,34 @@ class SqliteNormalClaimsDurable(SqliteCheckpointer):
         handle = cls(Path(ctx.path) / DATABASE_NAME, codec=ctx.codec, synchronous="NORMAL")
         handle.capabilities = handle.capabilities | {Capability.DURABLE}
         return cast(Self, await handle.open())
+
+
+class SqliteEventPerCommit(SqliteCheckpointer):
+    """Bug: appends a batch one event per transaction, as a saver that commits each write does.
+
+    Between two commits the log holds part of the batch: a reader in another
+    process sees it (READ-003), and a writer killed there leaves it (KILL-001,
+    APPEND-003).
+    """
+
+    violates: ClassVar[str] = "READ-003"
+
+    @classmethod
+    async def make(cls, ctx: BackendContext) -> Self:
+        """The kit's factory: ``checkpoints.db`` in ``ctx.path``."""
+        return cast(Self, await cls(Path(ctx.path) / DATABASE_NAME, codec=ctx.codec).open())
+
+    async def append(
+        self,
+        session_id: str,
+        events: Sequence[SessionEvent],
+        expected_head: int | None = None,
+        *,
+        expected_generation: int | None = None,
+    ) -> int:
+        head = await super().append(
+            session_id, list(events[:1]), expected_head, expected_generation=expected_generation
+        )
+        for event in events[1:]:
+            head = await super().append(session_id, [event])
+        return head

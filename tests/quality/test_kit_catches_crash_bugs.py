@@ -1,12 +1,15 @@
-"""Do the traced crash checks find crash bugs in backends the kit cannot look inside?
+"""Do the crash checks at system-call precision find bugs in backends the kit cannot look inside?
 
 Each backend of `crash_backends` does its I/O on the real file system with one
 crash-safety bug, and none offers a simulated disk or fault points: the verdict
 must come from the system calls alone (`checkpointspec.conformance.checks.traced`).
 ``EventAtATime`` (a batch written one fsynced event at a time), which random
 kills catch only by luck, must be caught on every seed, directly and through
-the stdio protocol. The reference SQLite and file backends must pass the same
-checks, so each verdict is the bug's and not the check's.
+the stdio protocol. The live holds (`checkpointspec.conformance.checks.syscall_kills`)
+must catch a SQLite saver that commits a batch one event at a time, as a reader
+in another process (READ-003) and as a kill between two commits (KILL-001). The
+reference SQLite and file backends must pass the same checks, so each verdict is
+the bug's and not the check's.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from pathlib import Path
 import pytest
 from checkpointspec.conformance.api.report import KitReport
 from checkpointspec.conformance.api.runner import run_kit
+from checkpointspec.conformance.engines.syscall_stop import stopper_unavailable
 from checkpointspec.conformance.engines.tracing import tracer_unavailable
 from crash_backends import (
     BatchInTwoUnsyncedPieces,
@@ -46,6 +50,18 @@ CASES = [
 ] + [("hard_backends:EventAtATime.make", "APPEND-003")]
 
 SLOW_SEEDS = range(2, 8)
+
+HELD_KILL = "KILL-001::killed_after_every_system_call"
+HELD_READ = "READ-003::read_while_a_writer_is_held"
+HELD = [HELD_KILL, HELD_READ]
+HELD_CASES = [
+    ("crash_backends:SqliteEventPerCommit.make", HELD_READ, "READ-003"),
+    ("crash_backends:SqliteEventPerCommit.make", HELD_KILL, "APPEND-003"),
+    ("hard_backends:EventAtATime.make", HELD_KILL, "APPEND-003"),
+]
+needs_holding = pytest.mark.skipif(
+    stopper_unavailable() is not None, reason=f"cannot hold processes: {stopper_unavailable()}"
+)
 
 
 def assert_caught(report: KitReport, rule_id: str) -> None:
@@ -96,3 +112,44 @@ def test_the_reference_backends_pass_the_traced_checks_for_more_seeds(
 @pytest.mark.parametrize(("target", "rule_id"), CASES, ids=[t.split(":")[1] for t, _ in CASES])
 def test_a_crash_bug_is_caught_for_more_seeds(target: str, rule_id: str, seed: int) -> None:
     assert_caught(run_kit(target, profile="quick", seed=seed, only=TRACED), rule_id)
+
+
+@needs_holding
+@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize(
+    ("target", "check", "rule_id"),
+    HELD_CASES,
+    ids=[f"{t.split(':')[1]}-{c.split('::')[0]}" for t, c, _ in HELD_CASES],
+)
+def test_a_writer_held_at_a_system_call_shows_the_bug(
+    target: str, check: str, rule_id: str, seed: int
+) -> None:
+    report = run_kit(target, profile="quick", seed=seed, only=[check])
+    text = describe(report)
+    assert report.exit_status == 1, text
+    (failed, *_) = failed_checks(report, rule_id)
+    assert failed.name == check, text
+    assert "right after" in failed.detail, text
+
+
+@needs_holding
+def test_a_reader_sees_a_half_committed_batch_through_stdio(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parent))
+    served = "crash_backends:SqliteEventPerCommit.make"
+    serve = shlex.join([sys.executable, "-m", "checkpointspec.backends.stdio.serve", served])
+    report = run_kit(None, process=serve, profile="quick", seed=0, only=[HELD_READ])
+    assert report.exit_status == 1, describe(report)
+    assert failed_checks(report, "READ-003"), describe(report)
+
+
+@needs_holding
+@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("backend", ["sqlite", "file"])
+def test_the_reference_backends_pass_the_holds(backend: str, seed: int) -> None:
+    report = run_kit(backend, profile="quick", seed=seed, only=HELD)
+    assert report.exit_status == 0, describe(report)
+    for check in report.checks:
+        assert check.status == "passed", describe(report)
+        assert "right after 8 different system calls" in check.detail, describe(report)
