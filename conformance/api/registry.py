@@ -46,7 +46,6 @@ from ..checks import (
     sequence,
     session_model,
     snapshots,
-    syscall_kills,
     traced,
     truncation,
 )
@@ -85,7 +84,6 @@ ALL_CHECKS: tuple[Check, ...] = (
     *closing.CHECKS,
     *durability.CHECKS,
     *traced.CHECKS,
-    *syscall_kills.CHECKS,
     *kill.CHECKS,
     *processes.CHECKS,
     *maintenance.CHECKS,

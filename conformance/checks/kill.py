@@ -1,13 +1,29 @@
-"""Checks of the KILL rules: the commanded-workers machine pauses and kills writers inside their operations.
+"""Checks of the KILL rules: writers killed inside their operations.
 
-The machine (`checkpointspec.conformance.engines.commanded_machine`) drives three
-worker processes on one store, pauses writes at the backend's fault points,
-resumes them or kills their process, and compares everything with `SpecModel`.
+- `commanded_workers`: the machine (`checkpointspec.conformance.engines.commanded_machine`)
+  drives three worker processes on one store, pauses writes at the backend's
+  fault points, resumes them or kills their process, and compares everything
+  with `SpecModel`.
+- `killed_after_every_system_call`: a worker held right after one of its
+  system calls that change the store (`checkpointspec.conformance.checks._holds`)
+  is SIGKILLed where it stands; the store, reopened, holds every acknowledged
+  write and the killed one wholly or not at all, and a handle in this process
+  can append to its session at once: the dead writer holds nothing.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import random
+from pathlib import Path
+
+from ...spec import UserPrompt
+from ..engines.commanded import WorkerExited, WorkerHung
 from ..engines.commanded_machine import WORKERS, CommandedEnv, CommandedMachine, worker_pool
+from ..engines.violations import RuleViolation
+from ._crash_states import Call, Expected, Step, plan_workload, verdict_on
+from ._holds import REPLY_TIMEOUT, Held, copy_store, holds, needs_holding, opened_worker, send_held
 from ._support import run_machine
 from .base import check
 from .harness import Harness
@@ -39,4 +55,63 @@ def commanded_workers(h: Harness) -> None:
         )
 
 
-CHECKS = (commanded_workers,)
+@check(
+    "KILL-001",
+    "APPEND-003",
+    "DUR-002",
+    replay_note="the system call a writer is killed after is exact; how many calls a "
+    "write makes can vary between runs (a backend that batches by timing)",
+)
+async def killed_after_every_system_call(h: Harness) -> None:
+    """KILL-001: a writer SIGKILLed right after any one of its store system calls leaves its write whole or absent, and holds nothing."""
+    needs_holding()
+    rng = random.Random(h.seed)
+    sessions, calls = plan_workload(rng, h.capabilities, 0)
+    held = 0
+    async for t, n, before in holds(h, rng, calls, "KILL-001"):
+        store = copy_store(h, before)
+        async with opened_worker(h, store, "KILL-001") as worker:
+            stopper, reply, reached = await send_held(worker, store, calls[t], n)
+            if reached.call is None:
+                continue  # this run of the write made fewer calls than counted
+            await stopper.kill()
+            await worker.kill()
+            reply.cancel()
+            with contextlib.suppress(asyncio.CancelledError, WorkerExited, WorkerHung):
+                await reply
+        acked = calls[t - 1].after if t else Expected({}, frozenset())
+        flight = Step(calls[t].label, 0, 1, calls[t].after)
+        await _judge_killed(h, store, sessions, acked, flight, reached, calls[t])
+        held += 1
+    h.measure(f"killed writers right after {held} different system calls")
+
+
+async def _judge_killed(
+    h: Harness,
+    store: Path,
+    sessions: tuple[str, ...],
+    acked: Expected,
+    flight: Step,
+    reached: Held,
+    call: Call,
+) -> None:
+    where = f" (killed right after system call #{reached.counted} of {call.label}: {reached.call})"
+    verdict = await verdict_on(h, store, sessions, acked, flight, "KILL-001")
+    if verdict is not None:
+        rule_id, message = verdict
+        raise RuleViolation(rule_id, message + where)
+    async with h.opened(store) as cp:
+        try:
+            head = await asyncio.wait_for(cp.head(call.session), REPLY_TIMEOUT)
+            await asyncio.wait_for(
+                cp.append(call.session, [UserPrompt("after the kill")], head), REPLY_TIMEOUT
+            )
+        except TimeoutError:
+            raise RuleViolation(
+                "KILL-001",
+                f"appending to {call.session!r} after its writer was killed waited "
+                f"{REPLY_TIMEOUT:.0f}s: the dead writer still holds it" + where,
+            ) from None
+
+
+CHECKS = (commanded_workers, killed_after_every_system_call)

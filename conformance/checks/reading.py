@@ -2,7 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
+import random
+
 from ...spec import Capability
+from ..engines.commanded import Failed, Ok, Read, WorkerClient
+from ..engines.violations import RuleViolation
+from ._crash_states import Expected, plan_workload
+from ._holds import (
+    LOCK_POLL,
+    READER_PATIENCE,
+    copy_store,
+    holds,
+    needs_holding,
+    opened_worker,
+    send_held,
+    waits_on_a_lock,
+)
 from ._support import expect
 from .base import check
 from .harness import Harness, read_all
@@ -82,8 +98,77 @@ async def read_is_a_snapshot(h: Harness) -> None:
         )
 
 
+@check("READ-003", "APPEND-003", needs=[Capability.MULTI_PROCESS])
+async def read_while_a_writer_is_held(h: Harness) -> None:
+    """READ-003: a reader in another process, while a writer is held after any one of its store system calls, sees the write wholly or not at all."""
+    needs_holding()
+    rng = random.Random(h.seed)
+    _, calls = plan_workload(rng, h.capabilities, 0)
+    held, waited = 0, 0
+    async for t, n, before in holds(h, rng, calls, "READ-003"):
+        call = calls[t]
+        earlier = calls[t - 1].after if t else Expected({}, frozenset())
+        want = {earlier.logs.get(call.session, ()), call.after.logs.get(call.session, ())}
+        store = copy_store(h, before)
+        async with (
+            opened_worker(h, store, "READ-003") as reader,
+            opened_worker(h, store, "READ-003") as writer,
+        ):
+            stopper, reply, reached = await send_held(writer, store, call, n)
+            if reached.call is None:
+                continue
+            seen = await _read_while_held(reader, call.session)
+            await stopper.resume()
+            done = await reply
+        if not isinstance(done, Ok):
+            raise RuleViolation(
+                "READ-003",
+                f"{call.label}, held right after its system call #{n} and let go, did not "
+                f"finish: {done}",
+            )
+        held += 1
+        if seen is None:
+            waited += 1
+            continue
+        texts = tuple(text for _, text in seen)
+        if texts not in want or [seq for seq, _ in seen] != list(range(1, len(seen) + 1)):
+            raise RuleViolation(
+                "READ-003",
+                f"while {call.label} was held right after its system call #{n} "
+                f"({reached.call}), another process read {call.session!r} as {seen}; it must "
+                f"read one of {sorted(list(w) for w in want)}",
+            )
+    h.measure(
+        f"read while writers were held right after {held} different system calls "
+        f"({waited} reads waited for the writer)"
+    )
+
+
+async def _read_while_held(reader: WorkerClient, session: str) -> list[tuple[int, str]] | None:
+    """What ``reader`` reads of ``session`` now, or None if it waits for the held writer:
+    blocked on a file lock (``/proc/locks`` says so at once) or silent for a while."""
+    await reader.send(Read(session))
+    answer = asyncio.ensure_future(reader.receive())
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + READER_PATIENCE
+    while not answer.done():
+        await asyncio.wait([answer], timeout=LOCK_POLL)
+        if not answer.done() and (waits_on_a_lock(reader.process.pid) or loop.time() > deadline):
+            answer.cancel()
+            return None  # it waits for the writer: nothing seen, nothing wrong
+    reply = answer.result()
+    if isinstance(reply, Failed):
+        raise RuleViolation(
+            "READ-003", f"a read while a writer was held raised {reply.error}: {reply.message}"
+        )
+    assert isinstance(reply, Ok)
+    assert isinstance(reply.value, list)
+    return [(int(seq), str(text)) for seq, text in reply.value]
+
+
 CHECKS = (
     since_seq_is_exclusive,
     unknown_sessions_read_empty,
     read_is_a_snapshot,
+    read_while_a_writer_is_held,
 )

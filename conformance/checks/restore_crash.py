@@ -12,6 +12,11 @@ nothing left to do.
   the workspace file system's); then for each k a fresh session is built and a
   child SIGKILLs itself at the k-th (`checkpointspec.conformance.engines.restore_kill`).
   The quick profile samples a few k, the others try them all.
+- ``restore_killed_after_every_system_call``: the same, without fault points: a
+  child restores while `checkpointspec.conformance.engines.syscall_stop` holds it
+  right after its n-th system call that changes the store or the workspace, and
+  kills it there; the calls are counted in a first run and ``held_writes`` of
+  them drawn with the seed.
 - ``restore_survives_power_loss``: the store and the workspace on one
   `SimulatedDisk` (the backend must be `FileSystemPorted`), a restore run there
   (a full one, then a files-only one, whose commit point is another), and for
@@ -37,9 +42,11 @@ from ..engines.restore_kill import (
     SessionState,
     TrialSession,
     build_session,
+    run_held_restore,
     run_restore_process,
     session_state,
 )
+from ..engines.syscall_stop import StopperError, stopper_unavailable
 from ..engines.violations import RuleViolation, expect
 from ._crash_states import quiet
 from .base import check
@@ -49,6 +56,8 @@ __all__ = ["CHECKS"]
 
 _SID: Final = "restored"
 _QUICK_EXTRA: Final = 3
+_NEVER: Final = 1 << 30
+"""A hold no restore reaches: the helper only counts the restore's calls."""
 """Kill points the quick profile draws at random, beside the session layer's own."""
 _DEFAULT_LAYER: Final = "checkpointspec.reference"
 
@@ -176,6 +185,82 @@ async def killed_restore_recovers(h: Harness) -> None:
         await _recover_and_judge(h, layer, store, workspace, trial, where)
 
 
+@check(
+    "RESTORE-006",
+    needs=[Capability.TRUNCATE],
+    replay_note="the system call a restore is killed after is exact; how many calls a "
+    "restore makes can vary between runs",
+)
+async def restore_killed_after_every_system_call(h: Harness) -> None:
+    """RESTORE-006: a restore SIGKILLed right after any one of its system calls on the store or the workspace recovers to the state before or after."""
+    reason = stopper_unavailable()
+    if reason is not None:
+        raise CheckSkipped(f"cannot hold a process at a system call here: {reason}")
+    layer, target = session_layer(h)
+    rng = random.Random(h.seed)
+
+    def order(store: Path, workspace: Path, trial: TrialSession) -> KillOrder:
+        return KillOrder(
+            h.backend.target,
+            h.options,
+            str(store),
+            str(workspace),
+            target,
+            trial.session_id,
+            trial.seq,
+            True,
+            True,
+            0,
+        )
+
+    async def held(n: int) -> tuple[Path, Path, TrialSession, str | None, list[str]]:
+        store, workspace, trial = await _fresh(h, files=True, conversation=True)
+        try:
+            call, calls = await run_held_restore(
+                order(store, workspace, trial), [store, workspace], n
+            )
+        except StopperError as exc:
+            raise CheckSkipped(f"cannot hold a process at a system call here: {exc}") from exc
+        except TimeoutError:
+            raise RuleViolation("RESTORE-006", f"a restore held at call {n} hung") from None
+        return store, workspace, trial, call, calls
+
+    counted_in, _, _, _, calls = await held(_NEVER)
+    if not calls:
+        raise RuleViolation(
+            "RESTORE-006", "a restore in a child process changed no file of the store or workspace"
+        )
+    for n in _held_points(calls, counted_in, rng, h.profile.held_writes):
+        store, workspace, trial, call, _ = await held(n)
+        if call is None:
+            continue  # this run made fewer calls than the counting run
+        where = f"killed right after system call {n} of {len(calls)} ({call})"
+        await _recover_and_judge(h, layer, store, workspace, trial, where)
+    h.measure(
+        f"killed restores right after {min(len(calls), h.profile.held_writes)} of their "
+        f"{len(calls)} system calls"
+    )
+
+
+def _held_points(calls: list[str], store: Path, rng: random.Random, budget: int) -> list[int]:
+    """Which calls to kill a restore after. The log's change is the restore's commit,
+    and recovery turns on which side of it a kill falls: of each run of consecutive
+    calls on the store, its first and its last two come first; then calls drawn
+    with the seed, those on the store before those on the workspace."""
+    on_store = [n for n, call in enumerate(calls, start=1) if str(store) in call]
+    edges: set[int] = set()
+    for n in on_store:
+        first = n - 1 not in on_store
+        last_two = n + 1 not in on_store or n + 2 not in on_store
+        if first or last_two:
+            edges.add(n)
+    chosen = sorted(edges) if len(edges) <= budget else sorted(rng.sample(sorted(edges), budget))
+    for pool in (on_store, range(1, len(calls) + 1)):
+        rest = [n for n in pool if n not in chosen]
+        chosen += rng.sample(rest, min(len(rest), budget - len(chosen)))
+    return sorted(chosen)
+
+
 async def _record(
     h: Harness, layer: RestoreLayer, *, conversation: bool
 ) -> tuple[CrashPlan, TrialSession]:
@@ -250,4 +335,8 @@ async def restore_survives_power_loss(h: Harness) -> None:
             await _check_state(h, layer, plan, trial, spec)
 
 
-CHECKS = (killed_restore_recovers, restore_survives_power_loss)
+CHECKS = (
+    killed_restore_recovers,
+    restore_killed_after_every_system_call,
+    restore_survives_power_loss,
+)

@@ -12,6 +12,10 @@ point is reported:
   ``fs``, so every write, fsync, rename and unlink of the workspace and the
   journal is a point too.
 
+`run_held_restore` kills the child instead right after one of its system calls
+(`checkpointspec.conformance.engines.syscall_stop`): the backend's and the
+workspace's, whether or not they pass a fault point.
+
 With ``kill_at`` 0 the child runs to the end and prints a `KillReport` listing
 the points in the order reached: the parent learns how many there are. With
 ``kill_at`` k it SIGKILLs itself on reaching the k-th, from whichever thread
@@ -30,7 +34,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Final, Protocol, cast
 
@@ -55,6 +59,7 @@ from .commanded import worker_env
 from .groups import kill_group, wait_group_gone
 from .loading import BackendRef, open_checkpointer
 from .outcomes import read_all
+from .syscall_stop import SyscallStopper
 
 __all__ = [
     "CHILD_TIMEOUT",
@@ -66,6 +71,7 @@ __all__ = [
     "TrialSession",
     "build_session",
     "load_layer",
+    "run_held_restore",
     "run_restore_process",
     "session_state",
 ]
@@ -94,6 +100,9 @@ class KillOrder(msgspec.Struct, frozen=True):
     files: bool
     conversation: bool
     kill_at: int
+    wait_for_go: bool = False
+    """Print ``ready`` once the backend is open, then wait for a line on stdin before
+    restoring: time for the kit to attach `checkpointspec.conformance.engines.syscall_stop`."""
 
 
 class KillReport(msgspec.Struct, frozen=True):
@@ -155,6 +164,10 @@ async def _child(order: KillOrder) -> KillReport:
     injectable = isinstance(cp, FaultInjectable)
     if injectable:
         cast(FaultInjectable, cp).set_fault_hook(counter.hook("backend"))
+    if order.wait_for_go:
+        sys.stdout.buffer.write(b"ready\n")
+        sys.stdout.flush()
+        await asyncio.to_thread(sys.stdin.readline)
     try:
         await layer.restore(
             cp,
@@ -216,6 +229,53 @@ async def run_restore_process(order: KillOrder) -> KillRun:
         report = msgspec.json.decode(out.strip().splitlines()[-1], type=KillReport)
     tail = err.decode(errors="replace")[-2000:]
     return KillRun(killed, report, process.returncode, tail)
+
+
+async def run_held_restore(
+    order: KillOrder, roots: Sequence[Path], n: int
+) -> tuple[str | None, list[str]]:
+    """Run ``order``'s restore in a child held right after its ``n``-th system call that
+    changes a file under ``roots`` (`checkpointspec.conformance.engines.syscall_stop`),
+    and kill it there.
+
+    Returns the call it was killed after (None when the restore ended first) and,
+    when it ended first, every such call it made, described. Raises `StopperError`
+    if the child cannot be traced, ``TimeoutError`` if it hangs.
+    """
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        __name__,
+        msgspec.json.encode(msgspec.structs.replace(order, wait_for_go=True)).decode(),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+        env=worker_env(),
+        start_new_session=True,
+    )
+    try:
+        assert process.stdin is not None
+        assert process.stdout is not None
+        ready = await asyncio.wait_for(process.stdout.readline(), CHILD_TIMEOUT)
+        if ready != b"ready\n":
+            return None, []
+        stopper = await SyscallStopper.start(process.pid, roots, n)
+        process.stdin.write(b"go\n")
+        await process.stdin.drain()
+        ended = asyncio.ensure_future(process.wait())
+        either: list[asyncio.Future[int] | asyncio.Future[str]] = [ended, stopper.outcome]
+        await asyncio.wait_for(
+            asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED), CHILD_TIMEOUT
+        )
+        if stopper.outcome.done() and stopper.outcome.result().startswith("stopped "):
+            await stopper.kill()
+            return stopper.outcome.result().split(" ", 2)[2], []
+        await ended
+        return None, await stopper.finish()
+    finally:
+        kill_group(process.pid)
+        await process.wait()
+        await wait_group_gone(process.pid)
 
 
 # -- the session a restore is tried on, and the state it is judged by -------------------------

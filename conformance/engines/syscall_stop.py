@@ -6,12 +6,12 @@ happens to land. It works on any process: a Python worker, or the child process
 of a stdio backend in any language.
 
 `SyscallStopper` (the kit's end) runs this file as a script, ``python
-syscall_stop.py PID ROOT N``, which attaches with
+syscall_stop.py PID N ROOT...``, which attaches with
 ``ptrace`` to every thread of PID and of its descendants (``PTRACE_SEIZE``, new
 threads and children followed, ``PTRACE_O_EXITKILL``), and reads each system
 call's number and arguments at entry and its result at exit
 (``PTRACE_GET_SYSCALL_INFO``: no register layouts, x86-64 and AArch64 alike). A
-call counts when it succeeds and changes a file under ROOT: a write of any kind,
+call counts when it succeeds and changes a file under a ROOT: a write of any kind,
 ``ftruncate``/``truncate``/``fallocate``, ``fsync``/``fdatasync``, an open that
 creates or truncates, ``rename``, ``link``, ``unlink``, ``mkdir``, ``rmdir``,
 ``sync``/``syncfs``. When the Nth has returned, every traced thread is stopped
@@ -23,8 +23,8 @@ and the helper prints ``stopped N CALL``. Then:
   stands (``PTRACE_O_EXITKILL``): a SIGKILL right after the Nth call, with no
   instruction run after it.
 
-Before the Nth call, end of stdin makes it print ``count K`` (the calls counted)
-and exit, which kills the traced process too. Lines to the kit: ``attached``
+Before the Nth call, end of stdin makes it print ``count K`` and the K calls it
+counted, one a line, and exit, which kills the traced process too. Lines to the kit: ``attached``
 once every thread is traced, then ``stopped ...`` or ``count ...``.
 
 `stopper_unavailable` says why this cannot run here (no ``ptrace``, no
@@ -46,6 +46,7 @@ import signal
 import struct
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
@@ -152,11 +153,14 @@ def stopper_unavailable() -> str | None:
 
 
 class _Tracer:
-    def __init__(self, root: str, target: int) -> None:
+    def __init__(self, roots: list[str], target: int) -> None:
         self.libc = _libc()
-        self.roots = tuple(dict.fromkeys((root, os.path.realpath(root))))
+        given = [os.path.normpath(os.path.abspath(root)) for root in roots]
+        self.roots = tuple(dict.fromkeys([*given, *(os.path.realpath(root) for root in given)]))
         self.target = target
         self.count = 0
+        self.calls: list[str] = []
+        """Every counted call, described (``pwrite64 /store/x.log``), in order."""
         self.running: set[int] = set()
         self.stopped: set[int] = set()
         self.entered: dict[int, str | None] = {}
@@ -253,6 +257,7 @@ class _Tracer:
             rval = struct.unpack_from("q", buf.raw, 24)[0]
             if call is not None and rval >= 0:
                 self.count += 1
+                self.calls.append(call)
                 if self.count == self.target:
                     self.last = call
                     return True
@@ -367,8 +372,8 @@ def tree_threads(pid: int) -> list[int]:
     return found
 
 
-def _main(pid: int, root: str, target: int) -> int:
-    tracer = _Tracer(root, target)
+def _main(pid: int, target: int, roots: list[str]) -> int:
+    tracer = _Tracer(roots, target)
     out = sys.stdout
     try:
         tracer.attach_tree(pid)
@@ -382,15 +387,12 @@ def _main(pid: int, root: str, target: int) -> int:
     while True:
         found = tracer.wait(block=False)
         if found is None:
-            if not tracer.running and not tracer.stopped:
-                out.write(f"count {tracer.count}\n")
+            gone = not tracer.running and not tracer.stopped  # every traced thread ended
+            if gone or (select.select([stdin], [], [], 0.001)[0] and not os.read(stdin, 64)):
+                # The kit is done with it (or nothing is left): exiting kills the tracees.
+                out.write("".join(f"{call}\n" for call in [f"count {tracer.count}", *tracer.calls]))
                 out.flush()
-                return 0  # every traced thread is gone
-            ready, _, _ = select.select([stdin], [], [], 0.001)
-            if ready and not os.read(stdin, 64):
-                out.write(f"count {tracer.count}\n")
-                out.flush()
-                return 0  # the kit is done with it: exiting kills the tracees
+                return 0
             continue
         if tracer.handle(*found):
             break
@@ -414,8 +416,9 @@ class SyscallStopper:
         self._outcome: asyncio.Future[str] | None = None
 
     @classmethod
-    async def start(cls, pid: int, root: Path, target: int) -> SyscallStopper:
-        """Trace ``pid``'s tree, to hold it after its ``target``-th store-changing call.
+    async def start(cls, pid: int, roots: Sequence[Path], target: int) -> SyscallStopper:
+        """Trace ``pid``'s tree, to hold it after its ``target``-th call that changes a
+        file under one of ``roots`` (a store, a workspace).
 
         Returns once every thread is traced. Raises `StopperError` if it cannot be.
         """
@@ -427,8 +430,8 @@ class SyscallStopper:
             "-S",
             __file__,
             str(pid),
-            str(root),
             str(target),
+            *(str(root) for root in roots),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
         )
@@ -451,14 +454,17 @@ class SyscallStopper:
         assert self._outcome is not None
         return self._outcome
 
-    async def finish(self) -> int:
-        """The target call no longer matters (the operation ended first): how many
-        counted calls the helper saw. Its exit kills the traced process."""
+    async def finish(self) -> list[str]:
+        """The target call no longer matters (the operation ended first): the counted
+        calls the helper saw, described. Its exit kills the traced process."""
         assert self.process.stdin is not None
         self.process.stdin.close()
         line = await self.outcome
+        calls: list[str] = []
+        if line.startswith("count "):
+            calls = [(await self._line()) for _ in range(int(line.split()[1]))]
         await self.process.wait()
-        return int(line.split()[1]) if line.startswith("count ") else 0
+        return calls
 
     async def resume(self) -> None:
         """Let the held tree go on from where it stands."""
@@ -477,4 +483,4 @@ class SyscallStopper:
 
 
 if __name__ == "__main__":
-    sys.exit(_main(int(sys.argv[1]), sys.argv[2], int(sys.argv[3])))
+    sys.exit(_main(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]))

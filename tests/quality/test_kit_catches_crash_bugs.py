@@ -5,7 +5,7 @@ crash-safety bug, and none offers a simulated disk or fault points: the verdict
 must come from the system calls alone (`checkpointspec.conformance.checks.traced`).
 ``EventAtATime`` (a batch written one fsynced event at a time), which random
 kills catch only by luck, must be caught on every seed, directly and through
-the stdio protocol. The live holds (`checkpointspec.conformance.checks.syscall_kills`)
+the stdio protocol. The live holds (`checkpointspec.conformance.checks._holds`)
 must catch a SQLite saver that commits a batch one event at a time, as a reader
 in another process (READ-003) and as a kill between two commits (KILL-001). The
 reference SQLite and file backends must pass the same checks, so each verdict is
@@ -153,3 +153,23 @@ def test_the_reference_backends_pass_the_holds(backend: str, seed: int) -> None:
     for check in report.checks:
         assert check.status == "passed", describe(report)
         assert "right after 8 different system calls" in check.detail, describe(report)
+
+
+@needs_holding
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_restore_killed_at_a_system_call_shows_a_recovery_that_picks_the_wrong_side(
+    seed: int,
+) -> None:
+    """The layer rolls files back even after the log's truncate committed: a kill right
+    after the commit's rename shows files from before beside a log from after."""
+    report = run_kit(
+        "file",
+        suite="session",
+        session_layer="broken_session:RecoverAlwaysRollsBack",
+        profile="quick",
+        seed=seed,
+        only=["RESTORE-006::restore_killed_after_every_system_call"],
+    )
+    assert report.exit_status == 1, describe(report)
+    (failed,) = failed_checks(report, "RESTORE-006")
+    assert "killed right after system call" in failed.detail, describe(report)
