@@ -179,7 +179,12 @@ async def holds(
     h: Harness, rng: random.Random, calls: list[Call], rule_id: str
 ) -> AsyncIterator[tuple[int, int, Path]]:
     """(write, n, store before it) for every hold the budget allows: each write's store
-    calls are counted once, then ``PER_WRITE`` of them (or all) are drawn with the seed."""
+    calls are counted once, then ``PER_WRITE`` of them (or all) are drawn with the seed.
+
+    Raises `CheckSkipped` when the first write, an append, changes no file under
+    the store directory (a backend whose data lives in a server): there is nothing
+    to hold it at.
+    """
     budget, held = h.profile.held_writes, 0
     for t in targets(rng, calls):
         if held >= budget:
@@ -190,6 +195,12 @@ async def holds(
             async with opened_worker(h, store, rule_id) as worker:
                 _, _, reached = await send_held(worker, store, calls[t], NEVER)
             shutil.rmtree(store, ignore_errors=True)
+            if reached.counted == 0 and calls[t].kind == "append":
+                raise CheckSkipped(
+                    f"{calls[t].label} changed no file under the store directory: the "
+                    "backend keeps its data elsewhere (a server), where no system call of "
+                    "its client can be held"
+                )
             points = range(1, reached.counted + 1)
             take = min(len(points), PER_WRITE, budget - held)
             for n in sorted(rng.sample(points, take)):
