@@ -18,11 +18,12 @@ import contextvars
 import logging
 import random
 import shutil
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Final, NamedTuple
 
 from ...spec import Capability, CorruptStoreError, SpecModel, UserPrompt
+from ..engines.commanded import Append, Command, Delete, Truncate
 from ..engines.crashstates import CrashPlan, CrashSpec, CrashState
 from ..engines.violations import RuleViolation
 from .harness import Harness, read_all
@@ -35,6 +36,7 @@ __all__ = [
     "Seen",
     "Step",
     "at_point",
+    "check_rounds",
     "check_state",
     "event_text",
     "expected_of",
@@ -103,6 +105,14 @@ class Call(NamedTuple):
     to_seq: int
     """A truncate's ``to_seq``."""
     after: Expected
+
+    def as_command(self) -> Command:
+        """This write as a command to a worker process."""
+        if self.kind == "append":
+            return Append(self.session, self.texts)
+        if self.kind == "truncate":
+            return Truncate(self.session, self.to_seq)
+        return Delete(self.session)
 
     @property
     def label(self) -> str:
@@ -341,6 +351,31 @@ async def check_state(h: Harness, rnd: Round, spec: CrashSpec, rule_id: str = "D
     if verdict is not None:
         broken, message = verdict
         raise RuleViolation(broken, message + _context(rnd, spec, state, crash))
+
+
+async def check_rounds(
+    h: Harness,
+    budget: int,
+    record: Callable[[random.Random, int], Awaitable[Round]],
+    states: Callable[[Round, random.Random, int], list[CrashSpec]],
+    rule_id: str = "DUR-003",
+) -> tuple[int, int, int]:
+    """Record rounds and check their states until ``budget`` states are checked.
+
+    ``record(rng, number)`` records round ``number``; ``states(round, rng, left)``
+    picks at most ``left`` of its states. Returns the states checked, the rounds
+    recorded and the operations they held, for the check's `Harness.measure`.
+    """
+    rng = random.Random(h.seed)
+    checked, number, ops = 0, 0, 0
+    while checked < budget:
+        rnd = await record(rng, number)
+        ops += len(rnd.plan.ops)
+        for spec in states(rnd, rng, budget - checked):
+            await check_state(h, rnd, spec, rule_id)
+            checked += 1
+        number += 1
+    return checked, number, ops
 
 
 async def verdict_on(

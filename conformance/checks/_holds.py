@@ -28,14 +28,10 @@ from pathlib import Path
 from typing import Final, NamedTuple
 
 from ..engines.commanded import (
-    Append,
-    Command,
-    Delete,
     Ok,
     Open,
     Opened,
     Reply,
-    Truncate,
     WorkerClient,
 )
 from ..engines.syscall_stop import (
@@ -55,7 +51,6 @@ __all__ = [
     "READER_PATIENCE",
     "REPLY_TIMEOUT",
     "Held",
-    "command_for",
     "copy_store",
     "holds",
     "needs_holding",
@@ -88,14 +83,6 @@ def waits_on_a_lock(pid: int) -> bool:
     return False
 
 
-def command_for(call: Call) -> Command:
-    if call.kind == "append":
-        return Append(call.session, call.texts)
-    if call.kind == "truncate":
-        return Truncate(call.session, call.to_seq)
-    return Delete(call.session)
-
-
 class Held(NamedTuple):
     """What one trial reached: the Nth call it held the writer after, or None if the write ended."""
 
@@ -122,7 +109,7 @@ async def prepared(h: Harness, calls: list[Call], upto: int, rule_id: str) -> Pa
     store = h.new_store()
     async with opened_worker(h, store, rule_id) as worker:
         for call in calls[:upto]:
-            reply = await worker.call(command_for(call))
+            reply = await worker.call(call.as_command())
             if not isinstance(reply, Ok):
                 raise RuleViolation(rule_id, f"{call.label} failed in a worker: {reply}")
         await worker.close()
@@ -144,7 +131,7 @@ async def send_held(
         stopper = await SyscallStopper.start(worker.process.pid, [store], n)
     except StopperError as exc:
         raise CheckSkipped(f"cannot hold a process at a system call here: {exc}") from exc
-    await worker.send(command_for(call))
+    await worker.send(call.as_command())
     reply = asyncio.ensure_future(worker.receive())
     pending: list[asyncio.Future[Reply] | asyncio.Future[str]] = [reply, stopper.outcome]
     await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)

@@ -35,7 +35,7 @@ from ...spec import (
 from ..engines.commanded import Acked, AppendBatches, WorkerExited, WorkerHung
 from ..engines.disk import SimulatedDisk
 from ..engines.violations import RuleViolation
-from ._crash_states import Round, Step, check_state, plan_workload
+from ._crash_states import Round, Step, check_rounds, plan_workload
 from ._support import check_whole_batches, expect, opened_workers, snapshot, spin
 from .base import check
 from .harness import CheckSkipped, Harness, read_all
@@ -83,17 +83,14 @@ async def _record_round(h: Harness, rng: random.Random, number: int) -> Round:
 @check("DUR-003", "APPEND-003", "INTEG-001")
 async def acknowledged_writes_survive_power_loss(h: Harness) -> None:
     """DUR-003: after a simulated power loss at every point, acknowledged writes are in effect."""
-    budget = h.profile.powerloss_states
-    rng = random.Random(h.seed)
-    checked, number, ops = 0, 0, 0
-    while checked < budget:
-        rnd = await _record_round(h, rng, number)
-        ops += len(rnd.plan.ops)
-        for spec in rnd.plan.sample(budget - checked, rng):
-            await check_state(h, rnd, spec)
-            checked += 1
-        number += 1
-    h.measure(f"checked {checked} crash states of {number} rounds ({ops} ops on a simulated disk)")
+
+    async def record(rng: random.Random, number: int) -> Round:
+        return await _record_round(h, rng, number)
+
+    checked, rounds, ops = await check_rounds(
+        h, h.profile.powerloss_states, record, lambda rnd, rng, left: rnd.plan.sample(left, rng)
+    )
+    h.measure(f"checked {checked} crash states of {rounds} rounds ({ops} ops on a simulated disk)")
 
 
 async def _reopened(h: Harness, handles: list[Checkpointer]) -> Checkpointer:

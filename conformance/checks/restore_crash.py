@@ -130,6 +130,24 @@ async def _fresh(h: Harness, *, files: bool, conversation: bool) -> tuple[Path, 
     return store, workspace, trial
 
 
+def _order(
+    h: Harness, layer: str, store: Path, workspace: Path, trial: TrialSession, kill_at: int
+) -> KillOrder:
+    """A full restore (files and conversation) of ``trial`` in a child process."""
+    return KillOrder(
+        h.backend.target,
+        h.options,
+        str(store),
+        str(workspace),
+        layer,
+        trial.session_id,
+        trial.seq,
+        files=True,
+        conversation=True,
+        kill_at=kill_at,
+    )
+
+
 def _kill_points(points: list[str], rng: random.Random) -> list[int]:
     """The quick profile's sample: the session layer's own points, which bracket its
     journal, its files and its commit (of a run of one name, e.g. one per file, the
@@ -153,18 +171,7 @@ async def killed_restore_recovers(h: Harness) -> None:
     rng = random.Random(h.seed)
 
     def order(store: Path, workspace: Path, trial: TrialSession, kill_at: int) -> KillOrder:
-        return KillOrder(
-            h.backend.target,
-            h.options,
-            str(store),
-            str(workspace),
-            target,
-            trial.session_id,
-            trial.seq,
-            True,
-            True,
-            kill_at,
-        )
+        return _order(h, target, store, workspace, trial, kill_at)
 
     store, workspace, trial = await _fresh(h, files=True, conversation=True)
     clean = await run_restore_process(order(store, workspace, trial, 0))
@@ -200,18 +207,7 @@ async def restore_killed_after_every_system_call(h: Harness) -> None:
     rng = random.Random(h.seed)
 
     def order(store: Path, workspace: Path, trial: TrialSession) -> KillOrder:
-        return KillOrder(
-            h.backend.target,
-            h.options,
-            str(store),
-            str(workspace),
-            target,
-            trial.session_id,
-            trial.seq,
-            True,
-            True,
-            0,
-        )
+        return _order(h, target, store, workspace, trial, 0)
 
     async def held(n: int) -> tuple[Path, Path, TrialSession, str | None, list[str]]:
         store, workspace, trial = await _fresh(h, files=True, conversation=True)

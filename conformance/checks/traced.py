@@ -43,23 +43,19 @@ from typing import Final
 
 from ...spec import ScratchFiles
 from ..engines.commanded import (
-    Append,
     Close,
-    Command,
-    Delete,
     Failed,
     Open,
     Opened,
-    Truncate,
     WorkerClient,
     WorkerExited,
     WorkerHung,
 )
-from ..engines.crashstates import CrashPlan, Image
+from ..engines.crashstates import CrashPlan, CrashSpec, Image
 from ..engines.disk import SimulatedDisk
 from ..engines.tracing import TracedRun, TraceError, parse_trace, tracer_argv, tracer_unavailable
 from ..engines.violations import RuleViolation
-from ._crash_states import Call, Round, Step, check_state, plan_workload
+from ._crash_states import Call, Round, Step, check_rounds, plan_workload
 from .base import check
 from .harness import CheckSkipped, Harness
 
@@ -70,14 +66,6 @@ _TRACED_ENV: Final = {"UV_USE_IO_URING": "0"}
 
 _REPLY_TIMEOUT: Final = 120.0
 """Seconds per reply: a traced worker is slower, and a busy machine slower still."""
-
-
-def _command(call: Call) -> Command:
-    if call.kind == "append":
-        return Append(call.session, call.texts)
-    if call.kind == "truncate":
-        return Truncate(call.session, call.to_seq)
-    return Delete(call.session)
 
 
 async def _scratch(h: Harness, store: Path) -> dict[str, str]:
@@ -106,7 +94,7 @@ async def _traced_run(
                     rule_id, f"the traced worker could not open the store: {opened}"
                 )
             for call in calls:
-                reply = await worker.call(_command(call))
+                reply = await worker.call(call.as_command())
                 if isinstance(reply, Failed):
                     raise RuleViolation(
                         rule_id,
@@ -173,6 +161,13 @@ async def _record(h: Harness, rng: random.Random, number: int, rule_id: str) -> 
     return Round(number, CrashPlan(base, run.ops), steps, sessions, ", traced")
 
 
+def _kill_states(rnd: Round, rng: random.Random, left: int) -> list[CrashSpec]:
+    points = list(rnd.plan.points)
+    if len(points) > left:
+        points = sorted(rng.sample(points, left))
+    return [rnd.plan.kill(point) for point in points]
+
+
 @check("DUR-002", "APPEND-003", "INTEG-001")
 async def killed_at_every_system_call(h: Harness) -> None:
     """DUR-002: a writer killed after any one of its system calls leaves every acknowledged write, whole.
@@ -181,20 +176,14 @@ async def killed_at_every_system_call(h: Harness) -> None:
     store operation it made, in the order made. Over ``profile.kill_states`` they
     are sampled with the seed.
     """
-    budget = h.profile.kill_states
-    rng = random.Random(h.seed)
-    checked, number, ops = 0, 0, 0
-    while checked < budget:
-        rnd = await _record(h, rng, number, "DUR-002")
-        ops += len(rnd.plan.ops)
-        points = list(rnd.plan.points)
-        if len(points) > budget - checked:
-            points = sorted(rng.sample(points, budget - checked))
-        for point in points:
-            await check_state(h, rnd, rnd.plan.kill(point), "DUR-002")
-            checked += 1
-        number += 1
-    h.measure(f"checked {checked} kill states of {number} traced rounds ({ops} store operations)")
+
+    async def record(rng: random.Random, number: int) -> Round:
+        return await _record(h, rng, number, "DUR-002")
+
+    checked, rounds, ops = await check_rounds(
+        h, h.profile.kill_states, record, _kill_states, "DUR-002"
+    )
+    h.measure(f"checked {checked} kill states of {rounds} traced rounds ({ops} store operations)")
 
 
 @check("DUR-003", "APPEND-003", "INTEG-001")
@@ -204,17 +193,14 @@ async def power_loss_after_every_system_call(h: Harness) -> None:
     The crash states of every operation the trace holds (durable image, prefixes,
     omissions, torn writes), sampled with the seed to ``profile.traced_states``.
     """
-    budget = h.profile.traced_states
-    rng = random.Random(h.seed)
-    checked, number, ops = 0, 0, 0
-    while checked < budget:
-        rnd = await _record(h, rng, number, "DUR-003")
-        ops += len(rnd.plan.ops)
-        for spec in rnd.plan.sample(budget - checked, rng):
-            await check_state(h, rnd, spec)
-            checked += 1
-        number += 1
-    h.measure(f"checked {checked} crash states of {number} traced rounds ({ops} store operations)")
+
+    async def record(rng: random.Random, number: int) -> Round:
+        return await _record(h, rng, number, "DUR-003")
+
+    checked, rounds, ops = await check_rounds(
+        h, h.profile.traced_states, record, lambda rnd, rng, left: rnd.plan.sample(left, rng)
+    )
+    h.measure(f"checked {checked} crash states of {rounds} traced rounds ({ops} store operations)")
 
 
 CHECKS = (killed_at_every_system_call, power_loss_after_every_system_call)

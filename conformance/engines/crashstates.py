@@ -49,6 +49,7 @@ __all__ = [
     "Image",
     "Op",
     "Tear",
+    "append_op",
     "tears",
 ]
 
@@ -98,6 +99,20 @@ class Op(NamedTuple):
         if self.kind in ("rename", "link"):
             return f"#{self.number} {self.kind} {where} -> {self.dst}"
         return f"#{self.number} {self.kind} {where}"
+
+
+def append_op(
+    ops: list[Op],
+    kind: str,
+    path: str,
+    *,
+    ino: int = 0,
+    dst: str = "",
+    offset: int = 0,
+    data: bytes = b"",
+) -> None:
+    """Add the next operation to a recording: it is numbered ``len(ops) + 1``."""
+    ops.append(Op(len(ops) + 1, kind, path, ino, dst, offset, data))
 
 
 class Image(NamedTuple):

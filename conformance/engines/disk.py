@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Final
 
 from ...spec import FileStat, FileSystem
-from .crashstates import CrashPlan, CrashSpec, CrashState, Image, Op, Tear, tears
+from .crashstates import CrashPlan, CrashSpec, CrashState, Image, Op, Tear, append_op, tears
 
 __all__ = [
     "CrashPlan",
@@ -145,18 +145,6 @@ class SimulatedDisk:
         data = {ino: bytes(buf) for ino, buf in self._data.items() if ino in self._names.values()}
         return Image(dict(self._names), data, frozenset(self._dirs))
 
-    def _record(
-        self,
-        kind: str,
-        path: str,
-        *,
-        ino: int = 0,
-        dst: str = "",
-        offset: int = 0,
-        data: bytes = b"",
-    ) -> None:
-        self._ops.append(Op(len(self._ops) + 1, kind, path, ino, dst, offset, data))
-
     def _new_ino(self) -> int:
         self._next_ino += 1
         return self._next_ino
@@ -209,10 +197,10 @@ class SimulatedDisk:
                 ino = self._new_ino()
                 self._names[rel] = ino
                 self._data[ino] = bytearray()
-                self._record("create", rel, ino=ino)
+                append_op(self._ops, "create", rel, ino=ino)
             elif truncate and self._data[ino]:
                 self._data[ino].clear()
-                self._record("truncate", rel, ino=ino, offset=0)
+                append_op(self._ops, "truncate", rel, ino=ino, offset=0)
             fd = self._next_fd
             self._next_fd += 1
             self._fds[fd] = _Description(ino, rel)
@@ -248,7 +236,9 @@ class SimulatedDisk:
             if offset > len(buf):
                 buf.extend(bytes(offset - len(buf)))
             buf[offset : offset + len(chunk)] = chunk
-            self._record("write", self._name_of(desc), ino=desc.ino, offset=offset, data=chunk)
+            append_op(
+                self._ops, "write", self._name_of(desc), ino=desc.ino, offset=offset, data=chunk
+            )
 
     def truncate(self, fd: int, size: int) -> None:
         with self._cond:
@@ -258,12 +248,12 @@ class SimulatedDisk:
                 del buf[size:]
             else:
                 buf.extend(bytes(size - len(buf)))
-            self._record("truncate", self._name_of(desc), ino=desc.ino, offset=size)
+            append_op(self._ops, "truncate", self._name_of(desc), ino=desc.ino, offset=size)
 
     def fsync(self, fd: int) -> None:
         with self._cond:
             desc = self._desc(fd)
-            self._record("fsync", self._name_of(desc), ino=desc.ino)
+            append_op(self._ops, "fsync", self._name_of(desc), ino=desc.ino)
 
     def fsync_dir(self, path: str) -> None:
         with self._cond:
@@ -272,7 +262,7 @@ class SimulatedDisk:
                 return  # above the root: nothing there ever changes
             if rel not in self._dirs:
                 raise _error(FileNotFoundError, errno.ENOENT, path)
-            self._record("fsync_dir", rel)
+            append_op(self._ops, "fsync_dir", rel)
 
     def rename(self, src: str, dst: str) -> None:
         with self._cond:
@@ -285,7 +275,7 @@ class SimulatedDisk:
                 return
             del self._names[old]
             self._names[new] = ino
-            self._record("rename", old, ino=ino, dst=new)
+            append_op(self._ops, "rename", old, ino=ino, dst=new)
 
     def unlink(self, path: str) -> None:
         with self._cond:
@@ -293,7 +283,7 @@ class SimulatedDisk:
             ino = self._names.pop(rel, None)
             if ino is None:
                 raise _error(FileNotFoundError, errno.ENOENT, path)
-            self._record("unlink", rel, ino=ino)
+            append_op(self._ops, "unlink", rel, ino=ino)
 
     def stat(self, path: str) -> FileStat | None:
         with self._cond:
@@ -330,7 +320,7 @@ class SimulatedDisk:
                 return
             self._parent(rel, path)
             self._dirs[rel] = self._new_ino()
-            self._record("mkdir", rel)
+            append_op(self._ops, "mkdir", rel)
 
     def lock(self, fd: int, *, blocking: bool) -> bool:
         with self._cond:

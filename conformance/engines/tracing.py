@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, NamedTuple
 
-from .crashstates import Image, Op
+from .crashstates import Image, Op, append_op
 
 __all__ = [
     "TRACED_CALLS",
@@ -310,24 +310,12 @@ class _Recorder:
         return entry, rel
 
     # -- recording -----------------------------------------------------------------------
-    def op(
-        self,
-        kind: str,
-        path: str,
-        *,
-        ino: int = 0,
-        dst: str = "",
-        offset: int = 0,
-        data: bytes = b"",
-    ) -> None:
-        self.run.ops.append(Op(len(self.run.ops) + 1, kind, path, ino, dst, offset, data))
-
     def write(self, entry: _Open, rel: str, offset: int, data: bytes) -> None:
-        self.op("write", rel, ino=entry.ino, offset=offset, data=data)
+        append_op(self.run.ops, "write", rel, ino=entry.ino, offset=offset, data=data)
         self.sizes[entry.ino] = max(self.sizes.get(entry.ino, 0), offset + len(data))
 
     def truncate(self, ino: int, rel: str, size: int) -> None:
-        self.op("truncate", rel, ino=ino, offset=size)
+        append_op(self.run.ops, "truncate", rel, ino=ino, offset=size)
         self.sizes[ino] = size
 
     def take(self, call: _Call) -> None:
@@ -369,7 +357,7 @@ class _Recorder:
             self.next_ino += 1
             self.names[rel] = ino
             self.sizes[ino] = 0
-            self.op("create", rel, ino=ino)
+            append_op(self.run.ops, "create", rel, ino=ino)
         elif "O_TRUNC" in found and self.sizes.get(ino, 0) > 0:
             self.truncate(ino, rel, 0)
         table[call.result] = _Open(ino, append="O_APPEND" in found)
@@ -483,20 +471,20 @@ class _Recorder:
             return
         self.run.calls += 1
         if rel in self.dirs:
-            self.op("fsync_dir", rel)
+            append_op(self.run.ops, "fsync_dir", rel)
             return
         entry, _ = self.opened(call, call.args[0])
         if entry is not None:
-            self.op("fsync", rel, ino=entry.ino)
+            append_op(self.run.ops, "fsync", rel, ino=entry.ino)
 
     on_fdatasync = on_fsync
 
     def on_sync(self, call: _Call) -> None:
         # Everything issued is durable: an fsync of every file and directory does that.
         for rel, ino in sorted(self.names.items()):
-            self.op("fsync", rel, ino=ino)
+            append_op(self.run.ops, "fsync", rel, ino=ino)
         for rel in sorted(self.dirs):
-            self.op("fsync_dir", rel)
+            append_op(self.run.ops, "fsync_dir", rel)
 
     on_syncfs = on_sync
 
@@ -518,7 +506,7 @@ class _Recorder:
                 raise TraceError(f"renaming directory {old!r} is not modelled")
             return
         self.names[new] = ino
-        self.op("rename", old, ino=ino, dst=new)
+        append_op(self.run.ops, "rename", old, ino=ino, dst=new)
 
     def on_rename(self, call: _Call) -> None:
         self._rename(self.resolve("AT_FDCWD", call.args[0]), self.resolve("AT_FDCWD", call.args[1]))
@@ -543,7 +531,7 @@ class _Recorder:
             raise TraceError(f"a link into the store from a file it does not hold: {new!r}")
         self.run.calls += 1
         self.names[new] = ino
-        self.op("link", old or "", ino=ino, dst=new)
+        append_op(self.run.ops, "link", old or "", ino=ino, dst=new)
 
     def on_link(self, call: _Call) -> None:
         self._link(self.resolve("AT_FDCWD", call.args[0]), self.resolve("AT_FDCWD", call.args[1]))
@@ -559,11 +547,11 @@ class _Recorder:
         self.run.calls += 1
         if directory:
             self.dirs.discard(rel)
-            self.op("rmdir", rel)
+            append_op(self.run.ops, "rmdir", rel)
             return
         ino = self.names.pop(rel, None)
         if ino is not None:
-            self.op("unlink", rel, ino=ino)
+            append_op(self.run.ops, "unlink", rel, ino=ino)
 
     def on_unlink(self, call: _Call) -> None:
         self._unlink(self.resolve("AT_FDCWD", call.args[0]), directory=False)
@@ -580,7 +568,7 @@ class _Recorder:
             return
         self.run.calls += 1
         self.dirs.add(rel)
-        self.op("mkdir", rel)
+        append_op(self.run.ops, "mkdir", rel)
 
     def on_mkdir(self, call: _Call) -> None:
         self._mkdir(self.resolve("AT_FDCWD", call.args[0]))

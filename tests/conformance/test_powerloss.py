@@ -23,7 +23,7 @@ from checkpointspec.backends.memory import MemoryCheckpointer, store_for
 from checkpointspec.conformance.api.registry import CHECKS_BY_NAME as CHECKS
 from checkpointspec.conformance.api.report import CheckResult
 from checkpointspec.conformance.api.runner import probe_backend, run_check
-from checkpointspec.conformance.checks import durability as powerloss_check
+from checkpointspec.conformance.checks import _crash_states as crash_states
 from checkpointspec.conformance.checks.profiles import PROFILES
 from checkpointspec.conformance.engines.crashstates import SECTOR, CrashPlan, CrashSpec, CrashState
 from checkpointspec.conformance.engines.disk import SimulatedDisk, tears
@@ -447,13 +447,13 @@ def test_DUR_003_checks_as_many_crash_states_as_the_profile_says(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     checked: list[CrashSpec] = []
-    check_state = powerloss_check.check_state
+    check_state = crash_states.check_state
 
-    async def counting(h: Any, rnd: Any, spec: CrashSpec) -> None:
+    async def counting(h: Any, rnd: Any, spec: CrashSpec, rule_id: str = "DUR-003") -> None:
         checked.append(spec)
-        await check_state(h, rnd, spec)
+        await check_state(h, rnd, spec, rule_id)
 
-    monkeypatch.setattr(powerloss_check, "check_state", counting)
+    monkeypatch.setattr(crash_states, "check_state", counting)
     backend = resolve_backend(f"{__name__}:make_ported")
     profile = msgspec.structs.replace(PROFILES["quick"], powerloss_states=300)
     result = run_check(POWERLOSS, backend, probe_backend(backend), profile, 3, tmp_path)
