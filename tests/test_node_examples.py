@@ -6,6 +6,9 @@
 - ``planted_bug.js`` is rejected with the same failed MUST rules as its Python
   twin ``IgnoresExpectedHead``, on the checks the meta-suite's case for that
   twin runs (tests/quality/cases.py); ``file_backend.js`` passes those checks.
+- ``torn_batches.js`` (a batch written one line and one fsync per event) is
+  rejected with APPEND-003 on every seed by the crash checks at system-call
+  precision, which need no fault point; ``file_backend.js`` passes them.
 - Every line of a short recorded conversation with ``file_backend.js`` matches
   the protocol's JSON Schema, as shipped in the package, checked with
   ``jsonschema`` directly (not through the kit's own validator).
@@ -117,6 +120,28 @@ def test_the_backend_without_the_bug_passes_those_checks() -> None:
     report = _node_run(BACKEND, TWIN.checks)
     assert report.exit_status == 0, describe(report)
     assert failed_rules(report) == set(), describe(report)
+
+
+TORN = EXAMPLE / "torn_batches.js"
+CRASH_CHECKS = ("DUR-002::killed_at_every_system_call", "KILL-001::killed_after_every_system_call")
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_batch_written_line_by_line_is_caught_without_fault_points(seed: int) -> None:
+    report = run_kit(
+        None, process=_command(TORN), profile="quick", seed=seed, only=list(CRASH_CHECKS)
+    )
+    assert report.exit_status == 1, describe(report)
+    assert failed_rules(report) == {"APPEND-003"}, describe(report)
+    assert [c.status for c in report.checks] == ["failed", "failed"], describe(report)
+
+
+def test_the_backend_without_the_crash_bug_passes_those_checks() -> None:
+    report = run_kit(
+        None, process=_command(BACKEND), profile="quick", seed=SEED, only=list(CRASH_CHECKS)
+    )
+    assert report.exit_status == 0, describe(report)
+    assert [c.status for c in report.checks] == ["passed", "passed"], describe(report)
 
 
 @pytest.mark.slow
