@@ -608,6 +608,12 @@ class StdioCheckpointer:
         if bytes(raw) != b"null":
             raise StdioProtocolError(f"the result of close must be null: {_quote(bytes(raw))}")
 
+    # -- ScratchFiles ---------------------------------------------------------------
+
+    def scratch_files(self) -> dict[str, str]:
+        """The store files the child declared it maps writable and rebuilds on open."""
+        return dict(self._hello.scratch_files)
+
     # -- FaultInjectable -----------------------------------------------------------
 
     @property

@@ -204,7 +204,9 @@ class HelloResult(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     """What the backend is: the protocol version it speaks, its capabilities (from
     `CAPABILITIES`), the fault points it reports, whether it answers the store hooks
     (`MarkNewerSchema`, `DamageStore`), whether after ``close`` it takes another
-    ``hello`` (``reusable``) instead of exiting, and a name for reports."""
+    ``hello`` (``reusable``) instead of exiting, a name for reports, and the store
+    files it maps writable but rebuilds on open (``scratch_files``: glob pattern to
+    reason, as `checkpointspec.spec.ScratchFiles` declares them)."""
 
     protocol: int
     capabilities: list[str]
@@ -212,6 +214,7 @@ class HelloResult(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     store_hooks: bool = False
     reusable: bool = False
     name: str | None = None
+    scratch_files: dict[str, str] = {}
 
 
 class ReadResult(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

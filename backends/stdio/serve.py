@@ -37,6 +37,7 @@ from ...spec import (
     InvalidArgumentError,
     MaintenanceLockable,
     SchemaVersionError,
+    ScratchFiles,
     SessionLockedError,
     StoreBusyError,
     StoreHooks,
@@ -185,6 +186,7 @@ class _Server:
         capabilities = sorted(c.value for c in self.cp.capabilities if c != Capability.CODEC)
         points = list(self.cp.fault_points) if isinstance(self.cp, FaultInjectable) else []
         hooks = isinstance(self.cp, StoreHooks)
+        scratch = self.cp.scratch_files() if isinstance(self.cp, ScratchFiles) else {}
         return HelloResult(
             PROTOCOL_VERSION,
             capabilities,
@@ -192,6 +194,7 @@ class _Server:
             hooks,
             reusable=self.reusable,
             name=f"serve {type(self.cp).__name__}",
+            scratch_files=dict(scratch),
         )
 
     async def store_hook(self, request: MarkNewerSchema | DamageStore) -> str | None:

@@ -10,6 +10,8 @@ loads them by ``crash_backends:CLASS.make`` in its worker processes
 
 from __future__ import annotations
 
+import mmap
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar, Self, cast
@@ -22,6 +24,8 @@ from checkpointspec.spec import BackendContext, Capability, FileSystem, SessionE
 
 __all__ = [
     "BatchInTwoUnsyncedPieces",
+    "MapsADeclaredIndex",
+    "MapsAnIndex",
     "NoDirectorySyncOnDisk",
     "RenamesBeforeSync",
     "SqliteEventPerCommit",
@@ -183,3 +187,38 @@ class SqliteEventPerCommit(SqliteCheckpointer):
         for event in events[1:]:
             head = await super().append(session_id, [event])
         return head
+
+
+class MapsAnIndex(_OnDisk):
+    """Not a bug, a blind spot: after each append it writes the head into ``index.map``
+    through a shared writable mapping, which no system-call trace sees. The traced
+    checks must say so (skip, naming the file) instead of passing it."""
+
+    violates = ""
+
+    async def append(
+        self,
+        session_id: str,
+        events: Sequence[SessionEvent],
+        expected_head: int | None = None,
+        *,
+        expected_generation: int | None = None,
+    ) -> int:
+        head = await super().append(
+            session_id, events, expected_head, expected_generation=expected_generation
+        )
+        fd = os.open(Path(self._root) / "index.map", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            os.ftruncate(fd, mmap.PAGESIZE)
+            with mmap.mmap(fd, mmap.PAGESIZE, mmap.MAP_SHARED, mmap.PROT_WRITE) as index:
+                index[:8] = head.to_bytes(8, "little")
+        finally:
+            os.close(fd)
+        return head
+
+
+class MapsADeclaredIndex(MapsAnIndex):
+    """`MapsAnIndex` declaring the mapped file with `ScratchFiles`: judged, and passing."""
+
+    def scratch_files(self) -> dict[str, str]:
+        return {"index.map": "a cache of the heads, never read after a crash"}

@@ -173,3 +173,14 @@ def test_a_restore_killed_at_a_system_call_shows_a_recovery_that_picks_the_wrong
     assert report.exit_status == 1, describe(report)
     (failed,) = failed_checks(report, "RESTORE-006")
     assert "killed right after system call" in failed.detail, describe(report)
+
+
+def test_a_store_file_mapped_writable_is_named_not_passed() -> None:
+    report = run_kit("crash_backends:MapsAnIndex.make", profile="quick", seed=0, only=TRACED)
+    for check in report.checks:
+        assert check.status == "skipped", describe(report)
+        assert "maps store files shared and writable (index.map)" in check.reason, describe(report)
+    declared = run_kit(
+        "crash_backends:MapsADeclaredIndex.make", profile="quick", seed=0, only=TRACED
+    )
+    assert [c.status for c in declared.checks] == ["passed", "passed"], describe(declared)
