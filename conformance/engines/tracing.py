@@ -213,8 +213,6 @@ class _Call(NamedTuple):
     name: str
     args: list[str]
     result: int
-    decoration: str
-    """What strace printed after a descriptor result (``3</path>``): the path, decoded."""
 
 
 def _calls(lines: Iterator[str]) -> Iterator[_Call]:
@@ -243,7 +241,7 @@ def _calls(lines: Iterator[str]) -> Iterator[_Call]:
         if value < 0:
             continue
         args = _split_args(call.group(2)[: result.start()])
-        yield _Call(tid, call.group(1), args, value, _unhex(result.group(2) or ""))
+        yield _Call(tid, call.group(1), args, value)
 
 
 # -- turning calls into operations ---------------------------------------------------------
@@ -263,9 +261,8 @@ class _Open:
 
 @dataclass
 class _Recorder:
-    root: str
-    """The store's directory, normalised; also under its real path (`roots`)."""
     roots: tuple[str, ...]
+    """The store's directory as given and as its real path (a symlink above it)."""
     names: dict[str, int]
     dirs: set[str]
     sizes: dict[int, int]
@@ -590,7 +587,6 @@ def parse_trace(lines: Sequence[str] | Iterator[str], root: Path | str, base: Im
     given = posixpath.normpath(os.path.abspath(os.fspath(root)))
     real = posixpath.normpath(os.path.realpath(given))
     recorder = _Recorder(
-        root=given,
         roots=tuple(dict.fromkeys((given, real))),
         names=dict(base.names),
         dirs=set(base.dirs),
