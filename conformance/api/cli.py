@@ -280,9 +280,10 @@ def _rules_table(report: KitReport) -> Table:
     return table
 
 
-def _print_failures(console: Console, report: KitReport, verbose: bool = False) -> None:
+def _print_findings(console: Console, report: KitReport, verbose: bool = False) -> None:
     """One panel per failed or errored check: the rule and the finding first, then the
-    failing steps and the replay command; the kit's traceback only if ``verbose``."""
+    failing steps and the replay command; the kit's traceback only if ``verbose``.
+    Then what passing checks say they covered (how many crash states), and warnings."""
     for result in report.checks:
         if result.status == "failed":
             title = f"[bold red]{escape(result.name)}[/] broke [bold]{result.violated_rule}[/]"
@@ -295,6 +296,9 @@ def _print_failures(console: Console, report: KitReport, verbose: bool = False) 
             continue
         console.rule(title)
         console.print(escape(panel_body(result, verbose=verbose)), highlight=False)
+    for result in report.checks:
+        if result.status == "passed" and result.detail:
+            console.print(f"[dim]covered[/] {escape(result.name)}: {escape(result.detail)}")
     for warning in report.warnings:
         console.print(f"[yellow]warning[/] {escape(warning)}")
 
@@ -413,7 +417,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     not_run = sum(r.status == "not_run" for r in report.rules)
     if not_run:
         console.print(f"[dim]{not_run} rules not run: no check selected by --only verifies them[/]")
-    _print_failures(console, report, args.verbose)
+    _print_findings(console, report, args.verbose)
     for result in report.checks:
         if result.status == "passed" and result.reason:  # a --reproduce that did not fail
             console.print(f"{escape(result.name)}: {escape(result.reason)}", highlight=False)

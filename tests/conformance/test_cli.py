@@ -58,6 +58,20 @@ def test_memory_passes_and_writes_reports(
     assert "PASS" in capsys.readouterr().out
 
 
+def test_what_a_passing_check_covered_is_printed_and_reported(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = tmp_path / "r.json"
+    only = "DUR-003::acknowledged_writes_survive_power_loss"
+    args = ["run", "file", "--profile", "quick", "--seed", "1", "--only", only, "-q"]
+    assert main([*args, "--report", str(report)]) == 0
+    (check,) = json.loads(report.read_bytes())["checks"]
+    assert check["status"] == "passed"
+    assert check["detail"].startswith("checked 200 crash states of ")
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"covered {only}: {check['detail']}" in out
+
+
 def test_unknown_backend_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["run", "no-such-backend", "-q"]) == 2
     assert "unknown backend" in capsys.readouterr().err
