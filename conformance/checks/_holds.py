@@ -62,6 +62,7 @@ __all__ = [
 ]
 
 REPLY_TIMEOUT: Final = 60.0
+"""Seconds a worker may take for any one reply."""
 READER_PATIENCE: Final = 2.0
 """Seconds a reader may take while the writer is held before it counts as waiting for it."""
 NEVER: Final = 1 << 30
@@ -92,6 +93,8 @@ class Held(NamedTuple):
 
 @contextlib.asynccontextmanager
 async def opened_worker(h: Harness, store: Path, rule_id: str) -> AsyncIterator[WorkerClient]:
+    """A worker process with a handle open on ``store``, killed when the block ends; a
+    backend that refuses the worker's `Open` fails ``rule_id``."""
     with tempfile.TemporaryFile() as stderr:
         worker = await WorkerClient.start(h.backend.target, stderr, REPLY_TIMEOUT)
         try:
@@ -117,6 +120,7 @@ async def prepared(h: Harness, calls: list[Call], upto: int, rule_id: str) -> Pa
 
 
 def copy_store(h: Harness, store: Path) -> Path:
+    """A new store of this check holding a copy of ``store``'s files."""
     target = h.new_store()
     shutil.rmtree(target)
     shutil.copytree(store, target)
