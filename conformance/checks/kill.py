@@ -9,6 +9,11 @@
   is SIGKILLed where it stands; the store, reopened, holds every acknowledged
   write and the killed one wholly or not at all, and a handle in this process
   can append to its session at once: the dead writer holds nothing.
+- `compaction_killed_after_every_system_call`: the session layer's ``compact``
+  runs in a child process (`checkpointspec.conformance.engines.restore_kill`),
+  held right after one of its store calls and killed there; the log holds the
+  summary wholly or not at all, and another compaction of the session runs at
+  once: the dead one holds no maintenance lock.
 """
 
 from __future__ import annotations
@@ -17,18 +22,32 @@ import asyncio
 import contextlib
 import random
 from pathlib import Path
+from typing import Final
 
-from ...spec import UserPrompt
+from ...spec import AssistantMessage, UserPrompt, encode_event
 from ..engines.commanded import WorkerExited, WorkerHung
 from ..engines.commanded_machine import WORKERS, CommandedEnv, CommandedMachine, worker_pool
+from ..engines.restore_kill import KillOrder, run_held_restore
+from ..engines.syscall_stop import StopperError
 from ..engines.violations import RuleViolation
 from ._crash_states import Call, Expected, Step, plan_workload, verdict_on
-from ._holds import REPLY_TIMEOUT, Held, copy_store, holds, needs_holding, opened_worker, send_held
+from ._holds import (
+    NEVER,
+    REPLY_TIMEOUT,
+    Held,
+    copy_store,
+    holds,
+    needs_holding,
+    opened_worker,
+    send_held,
+)
 from ._support import run_machine
 from .base import check
-from .harness import Harness
+from .harness import CheckSkipped, Harness, read_all
 
 __all__ = ["CHECKS"]
+
+_SESSION: Final = "compacted"
 
 
 @check(
@@ -114,4 +133,99 @@ async def _judge_killed(
             ) from None
 
 
-CHECKS = (commanded_workers, killed_after_every_system_call)
+_LONG: Final = " ".join(["and then the work went on as planned"] * 6)
+"""Text that makes each turn long enough for a summary to be smaller than the turns."""
+
+
+async def _compactable(h: Harness, store: Path) -> list[bytes]:
+    """Write a conversation a compaction reduces to ``store``; its events, encoded."""
+    async with h.opened(store) as cp:
+        for turn in range(8):
+            await cp.append(
+                _SESSION,
+                [UserPrompt(f"turn {turn}: {_LONG}"), AssistantMessage(f"done {turn}: {_LONG}")],
+            )
+        return [encode_event(s.event) for s in await read_all(cp, _SESSION)]
+
+
+@check(
+    "KILL-001",
+    "APPEND-003",
+    replay_note="the system call a compaction is killed after is exact; how many calls "
+    "it makes can vary between runs",
+)
+async def compaction_killed_after_every_system_call(h: Harness) -> None:
+    """KILL-001: a compaction SIGKILLed right after any one of its store system calls leaves its summary whole or absent, and the session free."""
+    needs_holding()
+    rng = random.Random(h.seed)
+    before = h.new_store()
+    pre = await _compactable(h, before)
+
+    async def compacted(n: int) -> tuple[Path, str | None, list[str]]:
+        store = copy_store(h, before)
+        order = KillOrder(
+            h.backend.target,
+            h.options,
+            str(store),
+            str(store),
+            h.session_target,
+            _SESSION,
+            0,
+            files=False,
+            conversation=True,
+            kill_at=0,
+            operation="compact",
+        )
+        try:
+            call, calls = await run_held_restore(order, [store], n)
+        except StopperError as exc:
+            raise CheckSkipped(f"cannot hold a process at a system call here: {exc}") from exc
+        return store, call, calls
+
+    done, _, calls = await compacted(NEVER)
+    async with h.opened(done) as cp:
+        post = [encode_event(s.event) for s in await read_all(cp, _SESSION)]
+    if len(post) != len(pre) + 1 or not calls:
+        raise CheckSkipped(
+            f"a compaction in a child process did not append one summary ({len(pre)} events "
+            f"before, {len(post)} after, {len(calls)} store calls): nothing to kill it in"
+        )
+    points = range(1, len(calls) + 1)
+    chosen = sorted(rng.sample(points, min(len(points), h.profile.held_writes)))
+    for n in chosen:
+        store, call, _ = await compacted(n)
+        if call is None:
+            continue  # this run made fewer calls than the counting run
+        await _judge_killed_compaction(h, store, pre, post, f"{call} (call {n} of {len(calls)})")
+    h.measure(f"killed compactions right after {len(chosen)} of their {len(calls)} system calls")
+
+
+async def _judge_killed_compaction(
+    h: Harness, store: Path, pre: list[bytes], post: list[bytes], where: str
+) -> None:
+    async with h.opened(store) as cp:
+        seen = [encode_event(s.event) for s in await read_all(cp, _SESSION)]
+        if seen not in (pre, post):
+            raise RuleViolation(
+                "KILL-001",
+                f"a compaction killed right after {where} left {len(seen)} events, neither the "
+                f"{len(pre)} before it nor the {len(post)} after it",
+            )
+        # The dead compaction must hold nothing: the session takes another one at once.
+        layer = h.session
+        try:
+            async for _ in layer.compact(cp, _SESSION, summarizer=layer.ExtractiveSummarizer()):
+                pass
+        except Exception as exc:  # compact raises what ended it in error
+            raise RuleViolation(
+                "KILL-001",
+                f"after a compaction was killed right after {where}, another compaction of "
+                f"the session raised {type(exc).__name__}: {exc}",
+            ) from exc
+
+
+CHECKS = (
+    commanded_workers,
+    killed_after_every_system_call,
+    compaction_killed_after_every_system_call,
+)

@@ -1,4 +1,4 @@
-"""A restore in its own process, SIGKILLed at the k-th fault point it reaches (RESTORE-006).
+"""A restore (or a compaction) in its own process, SIGKILLed at the k-th fault point it reaches (RESTORE-006).
 
 Run as ``python -m checkpointspec.conformance.engines.restore_kill ORDER`` where
 ORDER is a `KillOrder` as JSON; `run_restore_process` starts it and waits. The
@@ -59,6 +59,7 @@ from .commanded import worker_env
 from .groups import kill_group, wait_group_gone
 from .loading import BackendRef, open_checkpointer
 from .outcomes import read_all
+from .session_layer import load_session_layer
 from .syscall_stop import SyscallStopper
 
 __all__ = [
@@ -100,6 +101,10 @@ class KillOrder(msgspec.Struct, frozen=True):
     files: bool
     conversation: bool
     kill_at: int
+    operation: str = "restore"
+    """``restore`` (the fields above), or ``compact``: the layer's ``compact`` of
+    ``session_id`` with its ``ExtractiveSummarizer`` (workspace, seq, files and
+    conversation unused)."""
     wait_for_go: bool = False
     """Print ``ready`` once the backend is open, then wait for a line on stdin before
     restoring: time for the kit to attach `checkpointspec.conformance.engines.syscall_stop`."""
@@ -168,6 +173,8 @@ async def _child(order: KillOrder) -> KillReport:
         sys.stdout.buffer.write(b"ready\n")
         sys.stdout.flush()
         await asyncio.to_thread(sys.stdin.readline)
+    if order.operation == "compact":
+        return await _compact(cp, order, counter)
     try:
         await layer.restore(
             cp,
@@ -186,6 +193,22 @@ async def _child(order: KillOrder) -> KillReport:
         if injectable:
             cast(FaultInjectable, cp).set_fault_hook(None)
         fs.hook = None
+        await cp.close()
+    return KillReport(counter.points, outcome)
+
+
+async def _compact(cp: Checkpointer, order: KillOrder, counter: _Counter) -> KillReport:
+    layer = load_session_layer(order.session_layer)
+    outcome = "done"
+    try:
+        async for report in layer.compact(
+            cp, order.session_id, summarizer=layer.ExtractiveSummarizer()
+        ):
+            if report.phase in ("error", "cancelled"):
+                outcome = f"{report.phase}: {report.message}"
+    except Exception as exc:  # the session layer's or backend's: reported, not a crash here
+        outcome = f"{type(exc).__name__}: {exc}"
+    finally:
         await cp.close()
     return KillReport(counter.points, outcome)
 

@@ -184,3 +184,32 @@ def test_a_store_file_mapped_writable_is_named_not_passed() -> None:
         "crash_backends:MapsADeclaredIndex.make", profile="quick", seed=0, only=TRACED
     )
     assert [c.status for c in declared.checks] == ["passed", "passed"], describe(declared)
+
+
+HELD_COMPACTION = "KILL-001::compaction_killed_after_every_system_call"
+
+
+@needs_holding
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_compaction_killed_at_a_system_call_must_leave_the_session_free(seed: int) -> None:
+    """A backend whose maintenance lock outlives a dead holder: a compaction killed
+    while it holds the session leaves it held, and the next compaction is refused."""
+    report = run_kit(
+        "hard_backends:LockOutlivesHolder.make",
+        profile="quick",
+        seed=seed,
+        only=[HELD_COMPACTION],
+    )
+    assert report.exit_status == 1, describe(report)
+    (failed,) = failed_checks(report, "KILL-001")
+    assert "another compaction of the session raised SessionLockedError" in failed.detail
+
+
+@needs_holding
+@pytest.mark.parametrize("backend", ["sqlite", "file"])
+def test_the_reference_backends_survive_killed_compactions(backend: str) -> None:
+    report = run_kit(backend, profile="quick", seed=0, only=[HELD_COMPACTION])
+    assert report.exit_status == 0, describe(report)
+    (check,) = report.checks
+    assert check.status == "passed", describe(report)
+    assert check.detail.startswith("killed compactions right after "), describe(report)
