@@ -66,7 +66,7 @@ REPLY_TIMEOUT: Final = 60.0
 READER_PATIENCE: Final = 2.0
 """Seconds a reader may take while the writer is held before it counts as waiting for it."""
 NEVER: Final = 1 << 30
-"""A hold no write reaches: the helper only counts the write's calls."""
+"""A hold no write reaches: the stopper process only counts the write's calls."""
 PER_WRITE: Final = 4
 """Holds drawn per write (all of its calls when it makes fewer)."""
 LOCK_POLL: Final = 0.02
@@ -130,7 +130,7 @@ def copy_store(h: Harness, store: Path) -> Path:
 async def send_held(
     worker: WorkerClient, store: Path, call: Call, n: int
 ) -> tuple[SyscallStopper, asyncio.Task[Reply], Held]:
-    """Send ``call`` to ``worker`` with the helper holding it after its ``n``-th store call."""
+    """Send ``call`` to ``worker`` with the stopper process holding it after its ``n``-th store call."""
     try:
         stopper = await SyscallStopper.start(worker.process.pid, [store], n)
     except StopperError as exc:

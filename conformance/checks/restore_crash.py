@@ -57,7 +57,7 @@ __all__ = ["CHECKS"]
 _SID: Final = "restored"
 _QUICK_EXTRA: Final = 3
 _NEVER: Final = 1 << 30
-"""A hold no restore reaches: the helper only counts the restore's calls."""
+"""A hold no restore reaches: the stopper process only counts the restore's calls."""
 """Kill points the quick profile draws at random, beside the session layer's own."""
 _DEFAULT_LAYER: Final = "checkpointspec.reference"
 

@@ -15,7 +15,7 @@ call counts when it succeeds and changes a file under a ROOT: a write of any kin
 ``ftruncate``/``truncate``/``fallocate``, ``fsync``/``fdatasync``, an open that
 creates or truncates, ``rename``, ``link``, ``unlink``, ``mkdir``, ``rmdir``,
 ``sync``/``syncfs``. When the Nth has returned, every traced thread is stopped
-and the helper prints ``stopped N CALL``. Then:
+and the stopper process prints ``stopped N CALL``. Then:
 
 * ``resume`` on its stdin: it detaches from every thread and exits; the writer
   goes on as if nothing happened;
@@ -126,7 +126,7 @@ _CALLS: Final = {0xC000003E: _X86_64, 0xC00000B7: _AARCH64}
 
 
 class StopperError(Exception):
-    """The helper could not trace the process (permission, a kernel without the calls)."""
+    """The stopper process could not trace the process (permission, a kernel without the calls)."""
 
 
 def _libc() -> ctypes.CDLL:
@@ -149,7 +149,7 @@ def stopper_unavailable() -> str | None:
     return None
 
 
-# -- the helper process ---------------------------------------------------------------------
+# -- the stopper process ---------------------------------------------------------------------
 
 
 class _Tracer:
@@ -409,7 +409,7 @@ def _main(pid: int, target: int, roots: list[str]) -> int:
 
 
 class SyscallStopper:
-    """The helper for one process tree: `start`, then `outcome`, then `resume` or `kill`."""
+    """The stopper process for one process tree: `start`, then `outcome`, then `resume` or `kill`."""
 
     def __init__(self, process: asyncio.subprocess.Process) -> None:
         self.process = process
@@ -439,7 +439,7 @@ class SyscallStopper:
         line = await stopper._line()
         if line != "attached":
             await stopper.kill()
-            raise StopperError(line.removeprefix("error ") or "the helper exited")
+            raise StopperError(line.removeprefix("error ") or "the stopper process exited")
         stopper._outcome = asyncio.ensure_future(stopper._line())
         return stopper
 
@@ -450,13 +450,13 @@ class SyscallStopper:
     @property
     def outcome(self) -> asyncio.Future[str]:
         """Resolves to ``stopped N CALL`` once the target call returned and the tree is
-        held, or to ``count K`` once the helper ended first (see `finish`)."""
+        held, or to ``count K`` once the stopper process ended first (see `finish`)."""
         assert self._outcome is not None
         return self._outcome
 
     async def finish(self) -> list[str]:
         """The target call no longer matters (the operation ended first): the counted
-        calls the helper saw, described. Its exit kills the traced process."""
+        calls the stopper process saw, described. Its exit kills the traced process."""
         assert self.process.stdin is not None
         self.process.stdin.close()
         line = await self.outcome
@@ -474,7 +474,7 @@ class SyscallStopper:
         await self.process.wait()
 
     async def kill(self) -> None:
-        """Kill the held tree where it stands (the helper exits; ptrace's EXITKILL)."""
+        """Kill the held tree where it stands (the stopper process exits; ptrace's EXITKILL)."""
         if self.process.stdin is not None and not self.process.stdin.is_closing():
             self.process.stdin.close()
         await self.process.wait()

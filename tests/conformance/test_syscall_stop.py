@@ -2,7 +2,7 @@
 
 A small child process, on ``go``, creates a file in the store, writes three
 pieces (one from another thread) and fsyncs between them, writing to a file
-outside the store too; the helper must count only the store's calls, hold the
+outside the store too; the stopper process must count only the store's calls, hold the
 whole process after the Nth, and then kill it there or let it go on.
 """
 
