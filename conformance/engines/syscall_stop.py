@@ -322,11 +322,19 @@ class _Tracer:
                 self.stopped.add(tid)
 
     def detach_all(self) -> None:
+        """Let every traced thread go on, each from where it stands."""
         self.hold_all()
         for tid in list(self.stopped):
             with contextlib.suppress(OSError):
                 self.ptrace(_DETACH, tid)
             self.forget(tid)
+        # A thread or child started just before the hold is traced too and waits in
+        # its first stop: let it go as well, or this process's exit would kill it.
+        while (found := self.wait(block=False)) is not None:
+            tid, status = found
+            if os.WIFSTOPPED(status):
+                with contextlib.suppress(OSError):
+                    self.ptrace(_DETACH, tid)
 
 
 def _int(value: int) -> int:
