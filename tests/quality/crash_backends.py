@@ -30,6 +30,7 @@ __all__ = [
     "RenamesBeforeSync",
     "SqliteEventPerCommit",
     "SqliteNormalClaimsDurable",
+    "SqliteOffClaimsDurable",
 ]
 
 
@@ -149,13 +150,21 @@ class SqliteNormalClaimsDurable(SqliteCheckpointer):
     """
 
     violates: ClassVar[str] = "DUR-003"
+    synchronous: ClassVar[str] = "NORMAL"
 
     @classmethod
     async def make(cls, ctx: BackendContext) -> Self:
-        """The kit's factory: ``checkpoints.db`` in ``ctx.path`` with synchronous=NORMAL."""
-        handle = cls(Path(ctx.path) / DATABASE_NAME, codec=ctx.codec, synchronous="NORMAL")
+        """The kit's factory: ``checkpoints.db`` in ``ctx.path`` with the class's setting."""
+        handle = cls(Path(ctx.path) / DATABASE_NAME, codec=ctx.codec, synchronous=cls.synchronous)
         handle.capabilities = handle.capabilities | {Capability.DURABLE}
         return cast(Self, await handle.open())
+
+
+class SqliteOffClaimsDurable(SqliteNormalClaimsDurable):
+    """Bug: runs SQLite's WAL with ``synchronous=OFF`` and still declares DURABLE: no
+    commit is ever fsynced."""
+
+    synchronous: ClassVar[str] = "OFF"
 
 
 class SqliteEventPerCommit(SqliteCheckpointer):

@@ -28,6 +28,7 @@ from crash_backends import (
     NoDirectorySyncOnDisk,
     RenamesBeforeSync,
     SqliteNormalClaimsDurable,
+    SqliteOffClaimsDurable,
 )
 from kit_reports import describe, failed_checks, verdict
 
@@ -46,6 +47,7 @@ CASES = [
         RenamesBeforeSync,
         BatchInTwoUnsyncedPieces,
         SqliteNormalClaimsDurable,
+        SqliteOffClaimsDurable,
     )
 ] + [("hard_backends:EventAtATime.make", "APPEND-003")]
 
