@@ -32,29 +32,20 @@ import multiprocessing
 import multiprocessing.synchronize
 import os
 import secrets
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Final, TypeVar
+from typing import Final
 
 import psycopg
 from checkpointspec.backends.postgres import PostgresCheckpointer
 from checkpointspec.spec import CheckpointConflictError, StoreBusyError
 from log_measures import TEXT, best_read_rate, event, length_ratios
+from results import Row, flatness_rows, paired, print_rows, timed
 
-T = TypeVar("T")
 DSN_VARIABLE: Final = "CHECKPOINTSPEC_POSTGRES_DSN"
-
-
-class Row:
-    """One line of the result table."""
-
-    def __init__(self, name: str, value: str, ratio: float | None, target: str, ok: bool) -> None:
-        self.name, self.value, self.ratio, self.target, self.ok = name, value, ratio, target, ok
 
 
 def new_schema() -> str:
@@ -336,24 +327,6 @@ def langgraph_rate(dsn: str, venv: Path, count: int) -> tuple[float | None, str]
 # -- driver ---------------------------------------------------------------------------
 
 
-def timed(label: str, fn: Callable[[], T]) -> T:
-    print(f"  {label} ...", file=sys.stderr, flush=True)
-    return fn()
-
-
-def paired(
-    rounds: int, baseline: Callable[[int], float], measured: Callable[[int], float]
-) -> tuple[float, float, float]:
-    """Median baseline rate, median measured rate, median of the per-round ratios."""
-    base: list[float] = []
-    ours: list[float] = []
-    for r in range(rounds):
-        base.append(baseline(r))
-        ours.append(measured(r))
-    ratios = [m / b for b, m in zip(base, ours, strict=True)]
-    return statistics.median(base), statistics.median(ours), statistics.median(ratios)
-
-
 def benchmark(dsn: str, quick: bool, langgraph_venv: Path | None) -> int:
     durable_rounds = 3 if quick else 7
     n_durable = 300 if quick else 1000
@@ -413,24 +386,7 @@ def benchmark(dsn: str, quick: bool, langgraph_venv: Path | None) -> int:
     append_ratio, read_ratio = timed(
         "flatness", lambda: asyncio.run(flatness(dsn, flat_big, 5, 200))
     )
-    rows.append(
-        Row(
-            f"append cost, {flat_big:,} vs 10 events",
-            "",
-            append_ratio,
-            "<= 1.2x",
-            append_ratio <= 1.2,
-        )
-    )
-    rows.append(
-        Row(
-            f"read-since cost, {flat_big:,} vs 10 events",
-            "",
-            read_ratio,
-            "<= 1.2x",
-            read_ratio <= 1.2,
-        )
-    )
+    rows += flatness_rows(flat_big, append_ratio, read_ratio)
     name = "LangGraph AsyncPostgresSaver put, 1 thread"
     if langgraph_venv is None:
         rows.append(Row(name, "skipped", None, "info", True))
@@ -443,13 +399,7 @@ def benchmark(dsn: str, quick: bool, langgraph_venv: Path | None) -> int:
         else:
             rows.append(Row(name, f"{lg:,.0f}/s", lg / ours, "info", True))
 
-    width = max(len(row.name) for row in rows)
-    print(f"{'measurement':<{width}}  {'rate':>12}  {'ratio':>7}  {'target':<16} ok")
-    for row in rows:
-        ratio = f"{row.ratio:.2f}x" if row.ratio is not None else ""
-        verdict = "yes" if row.ok else "NO"
-        print(f"{row.name:<{width}}  {row.value:>12}  {ratio:>7}  {row.target:<16} {verdict}")
-    return 0 if all(row.ok for row in rows) else 1
+    return print_rows(rows)
 
 
 def main() -> int:

@@ -34,7 +34,7 @@ import tracemalloc
 from collections.abc import Awaitable, Callable, Iterator
 from functools import partial
 from pathlib import Path
-from typing import Final, TypeVar
+from typing import Final
 
 from checkpointspec.backends.file import FileCheckpointer
 from checkpointspec.backends.file.checkpointer import Durability
@@ -58,19 +58,12 @@ from checkpointspec.spec import (
     content_hash,
     fold_model,
 )
+from results import Row, print_rows, timed
 
-T = TypeVar("T")
 SID: Final = "bench"
 PATHS: Final = [f"src/pkg{n % 7}/module_{n}.py" for n in range(150)] + [
     f"assets/img{n}.png" for n in range(10)
 ]
-
-
-class Row:
-    """One line of the result table."""
-
-    def __init__(self, name: str, value: str, ratio: float | None, target: str, ok: bool) -> None:
-        self.name, self.value, self.ratio, self.target, self.ok = name, value, ratio, target, ok
 
 
 # -- the log --------------------------------------------------------------------------------
@@ -226,11 +219,6 @@ async def peak_memory(root: Path, count: int, prompts: int) -> tuple[int, int, i
 # -- driver ----------------------------------------------------------------------------------
 
 
-def timed(label: str, fn: Callable[[], T]) -> T:
-    print(f"  {label} ...", file=sys.stderr, flush=True)
-    return fn()
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true", help="fewer rounds")
@@ -282,13 +270,7 @@ def main() -> int:
                 )
             )
 
-    width = max(len(row.name) for row in rows)
-    print(f"{'measurement':<{width}}  {'rate':>12}  {'ratio':>7}  {'target':<13} ok")
-    for row in rows:
-        shown = f"{row.ratio:.2f}x" if row.ratio is not None else ""
-        verdict = "yes" if row.ok else "NO"
-        print(f"{row.name:<{width}}  {row.value:>12}  {shown:>7}  {row.target:<13} {verdict}")
-    return 0 if all(row.ok for row in rows) else 1
+    return print_rows(rows)
 
 
 if __name__ == "__main__":

@@ -28,24 +28,13 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import TypeVar
 
 from checkpointspec.backends.sqlite import SqliteCheckpointer
 from checkpointspec.spec import StoreBusyError
 from log_measures import TEXT, best_read_rate, event, length_ratios
-
-T = TypeVar("T")
-
-
-class Row:
-    """One line of the result table."""
-
-    def __init__(self, name: str, value: str, ratio: float | None, target: str, ok: bool) -> None:
-        self.name, self.value, self.ratio, self.target, self.ok = name, value, ratio, target, ok
-
+from results import Row, alternate, flatness_rows, paired, print_rows, timed
 
 # -- baselines ------------------------------------------------------------------------
 
@@ -192,33 +181,6 @@ async def langgraph_rate(path: Path, count: int) -> float | None:
 # -- driver ---------------------------------------------------------------------------
 
 
-def timed(label: str, fn: Callable[[], T]) -> T:
-    print(f"  {label} ...", file=sys.stderr, flush=True)
-    return fn()
-
-
-def alternate(rounds: int, *runs: Callable[[int], float]) -> list[list[float]]:
-    """Each run's results over ``rounds`` rounds, run in turn so drift hits all alike."""
-    results: list[list[float]] = [[] for _ in runs]
-    for r in range(rounds):
-        for run, out in zip(runs, results, strict=True):
-            out.append(run(r))
-    return results
-
-
-def paired(
-    rounds: int, baseline: Callable[[int], float], measured: Callable[[int], float]
-) -> tuple[float, float, float]:
-    """Median baseline rate, median measured rate, median of the per-round ratios.
-
-    Each round runs the two back to back, so a burst of load from elsewhere on
-    the machine hits both sides of that round's ratio.
-    """
-    base, ours = alternate(rounds, baseline, measured)
-    ratios = [m / b for b, m in zip(base, ours, strict=True)]
-    return statistics.median(base), statistics.median(ours), statistics.median(ratios)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--quick", action="store_true", help="fewer rounds, smaller counts")
@@ -305,24 +267,7 @@ def main() -> int:
         append_ratio, read_ratio = timed(
             "flatness", lambda: asyncio.run(flatness(root / "flat.db", flat_big, 7, 300))
         )
-        rows.append(
-            Row(
-                f"append cost, {flat_big:,} vs 10 events",
-                "",
-                append_ratio,
-                "<= 1.2x",
-                append_ratio <= 1.2,
-            )
-        )
-        rows.append(
-            Row(
-                f"read-since cost, {flat_big:,} vs 10 events",
-                "",
-                read_ratio,
-                "<= 1.2x",
-                read_ratio <= 1.2,
-            )
-        )
+        rows += flatness_rows(flat_big, append_ratio, read_ratio)
 
         lg = timed("langgraph", lambda: asyncio.run(langgraph_rate(root / "lg.db", n_durable // 2)))
         if lg is None:
@@ -332,13 +277,7 @@ def main() -> int:
                 Row("LangGraph AsyncSqliteSaver put", f"{lg:,.0f}/s", lg / ours, "info", True)
             )
 
-    width = max(len(row.name) for row in rows)
-    print(f"{'measurement':<{width}}  {'rate':>12}  {'ratio':>7}  {'target':<16} ok")
-    for row in rows:
-        ratio = f"{row.ratio:.2f}x" if row.ratio is not None else ""
-        verdict = "yes" if row.ok else "NO"
-        print(f"{row.name:<{width}}  {row.value:>12}  {ratio:>7}  {row.target:<16} {verdict}")
-    return 0 if all(row.ok for row in rows) else 1
+    return print_rows(rows)
 
 
 if __name__ == "__main__":
