@@ -11,7 +11,7 @@ This module only defines the types, beside the other opt-ins (`StoreHooks`,
 `FaultInjectable` in `checkpointspec.spec.protocol`). Implementations live
 elsewhere: the real POSIX file system is
 `checkpointspec.backends.fsport.OsFileSystem`, the kit's power-loss disk is
-`checkpointspec.conformance.engines.disk.SimulatedDisk`.
+`checkpointspec.conformance.engines.crash.disk.SimulatedDisk`.
 
 Paths are ``str`` and file descriptors are ``int``, but an implementation may
 hand out any ints it likes as descriptors, as long as it accepts them back.

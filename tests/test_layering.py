@@ -3,9 +3,11 @@
 ``spec ← backends ← reference ← conformance``: a package imports only itself and
 the packages to its left. ``spec``, the contract, imports nothing but the
 standard library and msgspec, and never imports dynamically. Inside the kit,
-``engines ← checks ← api``: engines import neither checks nor the API, checks do
-not import the API, and none of the three imports the package's own facade
-(``checkpointspec.conformance``, which re-exports the API).
+``engines ← checks ← running ← frontends``: engines import neither checks nor
+what runs them, checks import neither the runner nor the front ends (CLI, pytest
+plugin, badge, summary), the runner does not import the front ends, and none
+of them imports the package's own facade (``checkpointspec.conformance``, which
+re-exports the runner).
 
 The scanner reads every module of the four packages with `ast`: imports at any
 depth (inside functions and ``TYPE_CHECKING`` blocks too), relative ones
@@ -29,7 +31,7 @@ REPO = Path(__file__).resolve().parent.parent
 ROOT = "checkpointspec"
 PACKAGES = ("spec", "backends", "reference", "conformance")
 """The packages in dependency order: each may import those before it."""
-KIT_LAYERS = ("engines", "checks", "api")
+KIT_LAYERS = ("engines", "checks", "running", "frontends")
 """The kit's layers in dependency order; anything else in the kit is its facade, above all."""
 SPEC_MAY_IMPORT = frozenset({"msgspec"}) | sys.stdlib_module_names
 
@@ -115,7 +117,7 @@ def package_of(name: str) -> str | None:
 
 
 def kit_rank(name: str) -> int:
-    """0 engines, 1 checks, 2 api, 3 anything else in the kit (its facade)."""
+    """0 engines, 1 checks, 2 running, 3 frontends, 4 anything else in the kit (its facade)."""
     parts = name.split(".")
     if len(parts) > 2 and parts[2] in KIT_LAYERS:
         return KIT_LAYERS.index(parts[2])
@@ -191,7 +193,7 @@ def test_spec_imports_only_the_standard_library_and_msgspec() -> None:
 
 def test_the_kit_layers_import_only_downwards() -> None:
     layers = {kit_rank(m.name) for m in _of("conformance")}
-    assert layers == {0, 1, 2, 3}, "every layer has modules"
+    assert layers == set(range(len(KIT_LAYERS) + 1)), "every layer has modules"
     assert [v for m in _of("conformance") for v in kit_violations(m)] == []
 
 
@@ -233,14 +235,14 @@ def test_imports_against_the_direction_are_found() -> None:
         "import aiosqlite\n"
         "from ..spec import Capability\n"
         "from . import memory\n"
-        "from ..conformance.engines.disk import SimulatedDisk\n"
+        "from ..conformance.engines.crash.disk import SimulatedDisk\n"
         "def later():\n"
         "    import checkpointspec.reference.session\n"
         "    from .. import unknown_package\n"
     )
     module = scan(source, "checkpointspec.backends.fsport")
     assert direction_violations(module) == [
-        "checkpointspec.backends.fsport:5 imports checkpointspec.conformance.engines.disk",
+        "checkpointspec.backends.fsport:5 imports checkpointspec.conformance.engines.crash.disk",
         "checkpointspec.backends.fsport:7 imports checkpointspec.reference.session",
         "checkpointspec.backends.fsport:8 imports checkpointspec.unknown_package",
     ]
@@ -272,15 +274,39 @@ def test_foreign_and_dynamic_imports_in_spec_are_found() -> None:
 @pytest.mark.parametrize(
     ("name", "source", "bad"),
     [
-        ("checkpointspec.conformance.engines.machine", "from ..checks import harness\n", True),
-        ("checkpointspec.conformance.engines.machine", "from ..api.runner import run_kit\n", True),
-        ("checkpointspec.conformance.engines.machine", "from .. import run_kit\n", True),
-        ("checkpointspec.conformance.engines.machine", "from .disk import SimulatedDisk\n", False),
-        ("checkpointspec.conformance.checks.reading", "from ..api import registry\n", True),
+        ("checkpointspec.conformance.engines.outcomes", "from ..checks import base\n", True),
+        (
+            "checkpointspec.conformance.engines.outcomes",
+            "from ..running.runner import run_kit\n",
+            True,
+        ),
+        ("checkpointspec.conformance.engines.outcomes", "from .. import run_kit\n", True),
+        (
+            "checkpointspec.conformance.engines.outcomes",
+            "from .violations import RuleViolation\n",
+            False,
+        ),
+        (
+            "checkpointspec.conformance.engines.machines.storage",
+            "from ...checks import base\n",
+            True,
+        ),
+        (
+            "checkpointspec.conformance.engines.machines.storage",
+            "from ..crash.disk import SimulatedDisk\n",
+            False,
+        ),
+        ("checkpointspec.conformance.checks.reading", "from ..running import registry\n", True),
         ("checkpointspec.conformance.checks.reading", "from ..engines import outcomes\n", False),
-        ("checkpointspec.conformance.api.runner", "from ..checks.base import Check\n", False),
-        ("checkpointspec.conformance.api.runner", "import checkpointspec.conformance\n", True),
-        ("checkpointspec.conformance", "from .api.runner import run_kit\n", False),
+        ("checkpointspec.conformance.running.runner", "from ..checks.base import Check\n", False),
+        ("checkpointspec.conformance.running.runner", "from ..frontends import cli\n", True),
+        ("checkpointspec.conformance.running.runner", "import checkpointspec.conformance\n", True),
+        (
+            "checkpointspec.conformance.frontends.cli",
+            "from ..running.runner import run_kit\n",
+            False,
+        ),
+        ("checkpointspec.conformance", "from .running.runner import run_kit\n", False),
     ],
 )
 def test_imports_up_the_kit_layers_are_found(name: str, source: str, bad: bool) -> None:

@@ -36,8 +36,8 @@ from typing import Any
 
 import jsonschema
 import pytest
-from checkpointspec.conformance.api.report import KitReport
-from checkpointspec.conformance.api.runner import run_kit
+from checkpointspec.conformance.running.report import KitReport
+from checkpointspec.conformance.running.runner import run_kit
 from test_examples import marked_commands
 
 REPO = Path(__file__).resolve().parent.parent

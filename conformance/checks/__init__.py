@@ -2,12 +2,12 @@
 
 `sequence` holds the SEQ rules' checks, `truncation` the TRUNC rules', and so
 on; each module lists its checks in a ``CHECKS`` tuple. Nothing is registered
-by importing: `checkpointspec.conformance.api.registry` joins the tuples.
+by importing: `checkpointspec.conformance.running.registry` joins the tuples.
 """
 
+from ..engines.harness import CheckSkipped, Harness, read_all
+from ..engines.profiles import DEFAULT_PROFILE, PROFILES, Profile
 from .base import Check, CheckFunc, check
-from .harness import CheckSkipped, Harness, read_all
-from .profiles import DEFAULT_PROFILE, PROFILES, Profile
 
 __all__ = [
     "DEFAULT_PROFILE",

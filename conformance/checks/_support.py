@@ -16,9 +16,10 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
 from ...spec import Capability, Checkpointer, Codec, StoredEvent, StoreHooks
-from ..engines.commanded import Open, Opened, WorkerClient, started_workers
-from ..engines.machine import CheckpointerMachine, MachineEnv
+from ..engines.harness import Harness, read_all
+from ..engines.machines.storage import CheckpointerMachine, MachineEnv
 from ..engines.outcomes import Err, run_backend
+from ..engines.processes.client import Open, Opened, WorkerClient, started_workers
 from ..engines.replay import (
     REPORTING_PHASES,
     SEARCH_PHASES,
@@ -28,7 +29,6 @@ from ..engines.replay import (
     run_exactly,
 )
 from ..engines.violations import RuleViolation, expect
-from .harness import Harness, read_all
 
 __all__ = [
     "MODEL_OBSERVED",
@@ -106,7 +106,7 @@ def property_settings(h: Harness) -> settings:
     """Hypothesis settings for a property check under the run's profile (`kit_settings`).
 
     No explain phase: its advice is for the authors of a test, and a failure panel is
-    read by a backend's author (`checkpointspec.conformance.api.failures`).
+    read by a backend's author (`checkpointspec.conformance.running.failures`).
     """
     return kit_settings(max_examples=h.profile.property_examples, phases=REPORTING_PHASES)
 

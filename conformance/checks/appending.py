@@ -14,10 +14,10 @@ from ...spec import (
     ToolCall,
     UserPrompt,
 )
+from ..engines.harness import Harness, read_all
 from ..engines.outcomes import Err, Ok, run_backend
 from ._support import check_whole_batches, expect, expect_error, snapshot, unchanged
 from .base import check
-from .harness import Harness, read_all
 
 __all__ = ["CHECKS"]
 

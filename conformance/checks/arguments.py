@@ -6,10 +6,14 @@ from collections.abc import Awaitable, Callable
 from functools import partial
 
 from ...spec import Capability, Checkpointer, InvalidArgumentError
-from ..engines.strategies import invalid_events_arguments, invalid_seqs, invalid_session_ids
+from ..engines.harness import Harness, read_all
+from ..engines.machines.strategies import (
+    invalid_events_arguments,
+    invalid_seqs,
+    invalid_session_ids,
+)
 from ._support import expect, expect_error, run_property, snapshot, unchanged
 from .base import check
-from .harness import Harness, read_all
 
 __all__ = ["CHECKS"]
 

@@ -2,7 +2,7 @@
 
 The `check` decorator turns such a function into a `Check` value; it registers
 nothing. Each module of this package lists its checks in a `CHECKS` tuple, and
-`checkpointspec.conformance.api.registry` joins those tuples into the one the
+`checkpointspec.conformance.running.registry` joins those tuples into the one the
 kit runs, so the set of checks is plain data that a caller can filter or extend.
 """
 
@@ -16,7 +16,7 @@ import msgspec
 from ...spec import RULES_BY_ID, Capability
 
 if TYPE_CHECKING:
-    from .harness import Harness
+    from ..engines.harness import Harness
 
 __all__ = ["Check", "CheckFunc", "check"]
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from ...spec import Capability, UnsupportedOperationError
+from ..engines.harness import CheckSkipped, Harness
 from ._support import append_five, expect_error, snapshot, unchanged
 from .base import check
-from .harness import CheckSkipped, Harness
 
 __all__ = ["CHECKS"]
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from ...spec import Capability, CheckpointerClosedError
+from ..engines.harness import Harness, read_all
 from ._support import expect, expect_error
 from .base import check
-from .harness import Harness, read_all
 
 __all__ = ["CHECKS"]
 

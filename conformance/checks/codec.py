@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ...spec import Capability, CodecError
 from ..engines.fault_codecs import CorruptingCodec, FailingCodec, SealedCodec
+from ..engines.harness import Harness, read_all
 from ..engines.outcomes import Err, run_backend
 from ._support import (
     MODEL_OBSERVED,
@@ -19,7 +20,6 @@ from ._support import (
     unchanged,
 )
 from .base import check
-from .harness import Harness, read_all
 
 __all__ = ["CHECKS"]
 

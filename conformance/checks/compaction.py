@@ -34,10 +34,10 @@ from ...spec import (
     content_hash,
     fold_model,
 )
+from ..engines.harness import Harness, read_all
 from ..engines.violations import RuleViolation
 from ._session import Intercepted, append_log, events_of, same
 from .base import check
-from .harness import Harness, read_all
 
 __all__ = ["CHECKS"]
 

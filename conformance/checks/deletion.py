@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from ...spec import Capability
+from ..engines.harness import Harness, read_all
 from ._support import expect, snapshot, unchanged
 from .base import check
-from .harness import Harness, read_all
 
 __all__ = ["CHECKS"]
 

@@ -12,7 +12,7 @@ repeat until ``profile.powerloss_states`` crash states have been checked.
    truncate (TRUNCATE), a delete (DELETE), more appends, one of them re-creating
    the deleted session. Each call notes the disk's op count when it starts and when
    it returns, and `SpecModel` says what the store holds after it.
-3. For each crash state (`checkpointspec.conformance.engines.crashstates` says which are
+3. For each crash state (`checkpointspec.conformance.engines.crash.states` says which are
    built; over budget they are sampled with the seed), write it into a fresh
    directory and reopen that through the factory with the real file system. A
    call that returned at or before the crash point is acknowledged and must be in
@@ -32,13 +32,13 @@ from ...spec import (
     FileSystemPorted,
     UserPrompt,
 )
-from ..engines.commanded import Acked, AppendBatches, WorkerExited, WorkerHung
-from ..engines.disk import SimulatedDisk
+from ..engines.crash.disk import SimulatedDisk
+from ..engines.crash.verdicts import Round, Step, check_rounds, plan_workload
+from ..engines.harness import CheckSkipped, Harness, read_all
+from ..engines.processes.client import Acked, AppendBatches, WorkerExited, WorkerHung
 from ..engines.violations import RuleViolation
-from ._crash_states import Round, Step, check_rounds, plan_workload
 from ._support import check_whole_batches, expect, opened_workers, snapshot, spin
 from .base import check
-from .harness import CheckSkipped, Harness, read_all
 
 __all__ = ["CHECKS"]
 

@@ -12,10 +12,10 @@ from ...spec import (
     InvalidArgumentError,
     SessionEvent,
 )
-from ..engines.strategies import events
+from ..engines.harness import Harness, read_all
+from ..engines.machines.strategies import events
 from ._support import expect, expect_error, run_property, snapshot, unchanged
 from .base import check
-from .harness import Harness, read_all
 
 __all__ = ["CHECKS"]
 

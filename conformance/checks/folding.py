@@ -31,11 +31,11 @@ from ...spec import (
     UserPrompt,
     fold_model,
 )
+from ..engines.harness import Harness
 from ..engines.violations import RuleViolation
 from ._session import append_log, same, session_logs
 from ._support import run_property
 from .base import check
-from .harness import Harness
 
 __all__ = ["CHECKS"]
 

@@ -8,10 +8,10 @@ from ...spec import (
     Checkpointer,
     GenerationalCheckpointer,
 )
+from ..engines.harness import Harness
 from ..engines.violations import RuleViolation
 from ._support import append_five, expect, expect_error, snapshot, unchanged
 from .base import check
-from .harness import Harness
 
 __all__ = ["CHECKS"]
 

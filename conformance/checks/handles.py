@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from ...spec import CheckpointConflictError
+from ..engines.harness import Harness
 from ._support import expect, expect_error, snapshot
 from .base import check
-from .harness import Harness
 
 __all__ = ["CHECKS"]
 

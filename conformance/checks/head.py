@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from ...spec import Capability
+from ..engines.harness import Harness
 from ._support import expect
 from .base import check
-from .harness import Harness
 
 __all__ = ["CHECKS"]
 

@@ -8,10 +8,10 @@ from pathlib import Path
 from hypothesis import strategies as st
 
 from ...spec import Capability, Checkpointer
-from ..engines.strategies import CONFUSABLE_IDS, session_ids
+from ..engines.harness import Harness, read_all
+from ..engines.machines.strategies import CONFUSABLE_IDS, session_ids
 from ._support import expect, run_property
 from .base import check
-from .harness import Harness, read_all
 
 __all__ = ["CHECKS"]
 

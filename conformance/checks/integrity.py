@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from ...spec import Capability, CheckpointError
+from ..engines.harness import Harness, read_all
 from ..engines.outcomes import Err, run_backend
 from ._support import expect, hooks_of, snapshot
 from .base import check
-from .harness import Harness, read_all
 
 __all__ = ["CHECKS"]
 

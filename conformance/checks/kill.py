@@ -1,16 +1,16 @@
 """Checks of the KILL rules: writers killed inside their operations.
 
-- `commanded_workers`: the machine (`checkpointspec.conformance.engines.commanded_machine`)
+- `commanded_workers`: the machine (`checkpointspec.conformance.engines.machines.commanded`)
   drives three worker processes on one store, pauses writes at the backend's
   fault points, resumes them or kills their process, and compares everything
   with `SpecModel`.
 - `killed_after_every_system_call`: a worker held right after one of its
-  system calls that change the store (`checkpointspec.conformance.checks._holds`)
+  system calls that change the store (`checkpointspec.conformance.engines.crash.holds`)
   is SIGKILLed where it stands; the store, reopened, holds every acknowledged
   write and the killed one wholly or not at all, and a handle in this process
   can append to its session at once: the dead writer holds nothing.
 - `compaction_killed_after_every_system_call`: the session layer's ``compact``
-  runs in a child process (`checkpointspec.conformance.engines.restore_kill`),
+  runs in a child process (`checkpointspec.conformance.engines.crash.killed_restore`),
   held right after one of its store calls and killed there; the log holds the
   summary wholly or not at all, and another compaction of the session runs at
   once: the dead one holds no maintenance lock.
@@ -25,13 +25,7 @@ from pathlib import Path
 from typing import Final
 
 from ...spec import AssistantMessage, UserPrompt, encode_event
-from ..engines.commanded import WorkerExited, WorkerHung
-from ..engines.commanded_machine import WORKERS, CommandedEnv, CommandedMachine, worker_pool
-from ..engines.restore_kill import KillOrder, run_held_restore
-from ..engines.syscall_stop import StopperError
-from ..engines.violations import RuleViolation
-from ._crash_states import Call, Expected, Step, plan_workload, verdict_on
-from ._holds import (
+from ..engines.crash.holds import (
     NEVER,
     REPLY_TIMEOUT,
     Held,
@@ -41,9 +35,15 @@ from ._holds import (
     opened_worker,
     send_held,
 )
+from ..engines.crash.killed_restore import KillOrder, run_held_restore
+from ..engines.crash.stopper import StopperError
+from ..engines.crash.verdicts import Call, Expected, Step, plan_workload, verdict_on
+from ..engines.harness import CheckSkipped, Harness, read_all
+from ..engines.machines.commanded import WORKERS, CommandedEnv, CommandedMachine, worker_pool
+from ..engines.processes.client import WorkerExited, WorkerHung
+from ..engines.violations import RuleViolation
 from ._support import run_machine
 from .base import check
-from .harness import CheckSkipped, Harness, read_all
 
 __all__ = ["CHECKS"]
 

@@ -6,10 +6,10 @@ import itertools
 import time
 
 from ...spec import Capability
+from ..engines.harness import Harness
 from ..engines.outcomes import check_list_order
 from ._support import expect
 from .base import check
-from .harness import Harness
 
 __all__ = ["CHECKS"]
 

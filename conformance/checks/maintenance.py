@@ -3,7 +3,7 @@
 The in-process checks open several handles on one store: one holds a session
 (``acquire_maintenance``), the others try to write to it, read it, write
 elsewhere and acquire it too. The cross-process check (MAINT-004) uses the
-worker protocol (`checkpointspec.conformance.engines.commanded`): a worker
+worker protocol (`checkpointspec.conformance.engines.processes.client`): a worker
 process acquires a session and acknowledges it, the parent is refused, the
 worker is SIGKILLed, and the parent must then write and acquire.
 
@@ -24,12 +24,12 @@ from ...spec import (
     MaintenanceLockable,
     SessionLockedError,
 )
-from ..engines.commanded import Acquire, Append, Failed, Ok, Release, WorkerClient
+from ..engines.harness import Harness, read_all
 from ..engines.outcomes import Err, run_backend
+from ..engines.processes.client import Acquire, Append, Failed, Ok, Release, WorkerClient
 from ..engines.violations import RuleViolation, expect
 from ._support import append_five, opened_workers, snapshot, unchanged
 from .base import check
-from .harness import Harness, read_all
 
 __all__ = ["CHECKS"]
 

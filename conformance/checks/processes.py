@@ -1,7 +1,7 @@
 """Checks of the MP rules: writers in several processes share one log, raced with expected heads and free-running under a history checker.
 
 Both run worker processes of the worker protocol
-(`checkpointspec.conformance.engines.commanded`), each with its own handle.
+(`checkpointspec.conformance.engines.processes.client`), each with its own handle.
 
 The racing check opens three, then sends each an `AppendBatches` with expected
 heads at once: no two may be acknowledged at the same head, and every
@@ -9,7 +9,7 @@ acknowledged batch is stored once, whole, where it was acknowledged.
 
 The free-running stress check: many processes, random calls, one history to
 explain. Unlike the commanded machine, nobody chooses the interleaving here: the
-workers (`checkpointspec.conformance.engines.stress`) run as fast as the backend
+workers (`checkpointspec.conformance.engines.processes.stress`) run as fast as the backend
 lets them, one of them is killed part-way, and afterwards
 `checkpointspec.conformance.engines.history.check_history` decides whether some
 sequential execution of the contract explains everything they saw. That finds
@@ -23,7 +23,9 @@ import asyncio
 from collections import Counter
 
 from ...spec import Capability, errors
-from ..engines.commanded import (
+from ..engines.harness import Harness, read_all
+from ..engines.history import Raised, check_history
+from ..engines.processes.client import (
     Acked,
     AppendBatches,
     Ok,
@@ -31,12 +33,10 @@ from ..engines.commanded import (
     WorkerExited,
     WorkerHung,
 )
-from ..engines.history import Raised, check_history
-from ..engines.stress import StressHung, StressPlan, run_stress
+from ..engines.processes.stress import StressHung, StressPlan, run_stress
 from ..engines.violations import RuleViolation, expect
 from ._support import check_whole_batches, opened_workers
 from .base import check
-from .harness import Harness, read_all
 
 __all__ = ["CHECKS"]
 

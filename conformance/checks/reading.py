@@ -6,10 +6,7 @@ import asyncio
 import random
 
 from ...spec import Capability
-from ..engines.commanded import Failed, Ok, Read, WorkerClient
-from ..engines.violations import RuleViolation
-from ._crash_states import Expected, plan_workload
-from ._holds import (
+from ..engines.crash.holds import (
     LOCK_POLL,
     READER_PATIENCE,
     copy_store,
@@ -19,9 +16,12 @@ from ._holds import (
     send_held,
     waits_on_a_lock,
 )
+from ..engines.crash.verdicts import Expected, plan_workload
+from ..engines.harness import Harness, read_all
+from ..engines.processes.client import Failed, Ok, Read, WorkerClient
+from ..engines.violations import RuleViolation
 from ._support import expect
 from .base import check
-from .harness import Harness, read_all
 
 __all__ = ["CHECKS"]
 

@@ -13,7 +13,7 @@ Failures mid-restore are made without touching the layer: a `FullDisk` file
 system passed as ``fs`` runs out of space at one write; an `Intercepted` handle
 appends an event just before the layer's truncate (the log moves on); the
 cancel event is set from the progress callback after the first file.
-RESTORE-006 (a killed restore) is checked in ``restore_crash.py``.
+RESTORE-006 (a killed restore) is checked in ``restoring_killed.py``.
 """
 
 from __future__ import annotations
@@ -39,11 +39,11 @@ from ...spec import (
     content_hash,
     plan_restore,
 )
+from ..engines.harness import Harness, read_all
 from ..engines.session_layer import RestoreProgressView, RestoreResultView, SessionWorkspace
 from ..engines.violations import RuleViolation
 from ._session import FullDisk, Intercepted, events_of, files_under, same, write_files
 from .base import check
-from .harness import Harness, read_all
 
 __all__ = ["CHECKS"]
 

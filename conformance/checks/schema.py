@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from ...spec import SchemaVersionError
+from ..engines.harness import Harness
 from ..engines.outcomes import Err, run_backend
 from ._support import expect, fingerprint, hooks_of
 from .base import check
-from .harness import Harness
 
 __all__ = ["CHECKS"]
 

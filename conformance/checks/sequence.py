@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from ..engines.harness import Harness, read_all
 from ..engines.outcomes import check_ts
 from ._support import MODEL_OBSERVED, expect, run_model_based
 from .base import check
-from .harness import Harness, read_all
 
 __all__ = ["CHECKS"]
 

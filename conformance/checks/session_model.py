@@ -17,10 +17,10 @@ from __future__ import annotations
 from typing import cast
 
 from ...spec import Capability
-from ..engines.session_machine import SessionApi, SessionMachine, SessionMachineEnv
+from ..engines.harness import CheckSkipped, Harness
+from ..engines.machines.session import SessionApi, SessionMachine, SessionMachineEnv
 from ._support import run_machine
 from .base import check
-from .harness import CheckSkipped, Harness
 
 __all__ = ["CHECKS", "SESSION_MODEL_OBSERVED", "run_session_machine", "session_layer"]
 

@@ -28,10 +28,10 @@ from ...spec import (
     SessionLockedError,
     make_snapshot,
 )
+from ..engines.harness import Harness, read_all
 from ..engines.violations import RuleViolation
 from ._session import Intercepted, files_under, same, write_files
 from .base import check
-from .harness import Harness, read_all
 
 __all__ = ["CHECKS"]
 

@@ -9,9 +9,9 @@ from ...spec import (
     CheckpointConflictError,
     InvalidArgumentError,
 )
+from ..engines.harness import CheckSkipped, Harness, read_all
 from ._support import append_five, expect, expect_error, snapshot, unchanged
 from .base import check
-from .harness import CheckSkipped, Harness, read_all
 
 __all__ = ["CHECKS"]
 

@@ -36,7 +36,7 @@ from ...spec import (
     UnsupportedOperationError,
     UserPrompt,
 )
-from .ledger import Ledger
+from .machines.ledger import Ledger
 from .violations import RuleViolation, expect
 
 __all__ = [

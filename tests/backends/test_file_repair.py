@@ -21,7 +21,7 @@ from checkpointspec.backends.file import FileCheckpointer
 from checkpointspec.backends.file.checkpointer import SESSIONS_DIR
 from checkpointspec.backends.file.format import data_end, pack_frames
 from checkpointspec.backends.file.repair import RepairError, apply_repair, plan_repair
-from checkpointspec.conformance.api.cli import main
+from checkpointspec.conformance.frontends.cli import main
 from checkpointspec.spec import CorruptStoreError, UserPrompt, encode_event
 from hypothesis import given, settings
 from hypothesis import strategies as st

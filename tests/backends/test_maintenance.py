@@ -29,7 +29,7 @@ from checkpointspec.backends.fsport import OsFileSystem
 from checkpointspec.backends.memory import MemoryCheckpointer, MemoryStore
 from checkpointspec.backends.sqlite import DATABASE_NAME, SCHEMA_VERSION, SqliteCheckpointer
 from checkpointspec.backends.sqlite.maintenance import LOCKS_SUFFIX
-from checkpointspec.conformance.engines.disk import SimulatedDisk
+from checkpointspec.conformance.engines.crash.disk import SimulatedDisk
 from checkpointspec.spec import (
     Capability,
     CheckpointerClosedError,

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from checkpointspec.conformance.api.runner import run_kit
+from checkpointspec.conformance.running.runner import run_kit
 
 psycopg = pytest.importorskip("psycopg", reason="the postgres extra is not installed")
 
@@ -677,7 +677,7 @@ def test_a_malformed_dsn_is_a_bad_option(tmp_path: Path) -> None:
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "CHECKPOINTSPEC_POSTGRES_DSN"}
     return subprocess.run(
-        [sys.executable, "-m", "checkpointspec.conformance.api.cli", *args],
+        [sys.executable, "-m", "checkpointspec.conformance.frontends.cli", *args],
         capture_output=True,
         text=True,
         env=env,

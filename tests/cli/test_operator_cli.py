@@ -1,7 +1,7 @@
 """The operator commands end to end: ``checkpointspec sessions | checkpoints | restore | compact``.
 
 Each test builds a store with the backends' own API, runs the command in a
-subprocess (``python -m checkpointspec.conformance.api.cli``, the console
+subprocess (``python -m checkpointspec.conformance.frontends.cli``, the console
 script's module) and reads the store back the same way. Refusals must exit 2
 with one line on stderr and no traceback, and change nothing; Ctrl-C is a real
 SIGINT sent once the command says (through a test fixture on PYTHONPATH) that
@@ -173,7 +173,7 @@ def _env(**extra: str) -> dict[str, str]:
 
 
 def _command(*args: str | Path) -> list[str]:
-    return [sys.executable, "-m", "checkpointspec.conformance.api.cli", *map(str, args)]
+    return [sys.executable, "-m", "checkpointspec.conformance.frontends.cli", *map(str, args)]
 
 
 def run(*args: str | Path) -> subprocess.CompletedProcess[str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from checkpointspec.conformance.api import cli
+from checkpointspec.conformance.frontends import cli
 
 
 @pytest.fixture

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from checkpointspec.conformance.api.levels import judge_levels
-from checkpointspec.conformance.api.registry import rules_of_suite
-from checkpointspec.conformance.api.report import (
+from checkpointspec.conformance.running.levels import judge_levels
+from checkpointspec.conformance.running.registry import rules_of_suite
+from checkpointspec.conformance.running.report import (
     REPORT_SCHEMA_VERSION,
     CheckResult,
     KitReport,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from checkpointspec.conformance.api.badge import (
+from checkpointspec.conformance.frontends.badge import (
     GREEN,
     GREY,
     RED,
@@ -14,8 +14,8 @@ from checkpointspec.conformance.api.badge import (
     render_badge,
     text_width,
 )
-from checkpointspec.conformance.api.report import CheckResult
-from checkpointspec.conformance.api.summary import render_summary
+from checkpointspec.conformance.frontends.summary import render_summary
+from checkpointspec.conformance.running.report import CheckResult
 from kit_outputs import ALL_CAPABILITIES, errored, every_rule_passed, failed, report_of
 
 SVG = "{http://www.w3.org/2000/svg}"

@@ -8,15 +8,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from checkpointspec.conformance.api import cli, runner
-from checkpointspec.conformance.api.cli import main
-from checkpointspec.conformance.api.registry import CHECKS_BY_NAME
-from checkpointspec.conformance.api.report import CheckResult
-from checkpointspec.conformance.api.runner import run_kit
 from checkpointspec.conformance.checks.base import Check, check
-from checkpointspec.conformance.checks.harness import Harness
-from checkpointspec.conformance.checks.profiles import DEFAULT_PROFILE
+from checkpointspec.conformance.engines.harness import Harness
+from checkpointspec.conformance.engines.profiles import DEFAULT_PROFILE
 from checkpointspec.conformance.engines.violations import RuleViolation
+from checkpointspec.conformance.frontends import cli
+from checkpointspec.conformance.frontends.cli import main
+from checkpointspec.conformance.running import runner
+from checkpointspec.conformance.running.registry import CHECKS_BY_NAME
+from checkpointspec.conformance.running.report import CheckResult
+from checkpointspec.conformance.running.runner import run_kit
 
 
 def test_memory_passes_and_writes_reports(

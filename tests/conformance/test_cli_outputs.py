@@ -8,9 +8,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from checkpointspec.conformance.api.cli import main
-from checkpointspec.conformance.api.levels import level_of_rule
-from checkpointspec.conformance.api.registry import SUITES
+from checkpointspec.conformance.frontends.cli import main
+from checkpointspec.conformance.running.levels import level_of_rule
+from checkpointspec.conformance.running.registry import SUITES
 from checkpointspec.spec import CAPABILITY_REASONS, RULES, Capability
 
 QUALITY = str(Path(__file__).resolve().parents[1] / "quality")

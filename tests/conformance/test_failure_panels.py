@@ -14,17 +14,17 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from checkpointspec.conformance.api import runner
-from checkpointspec.conformance.api.cli import main
-from checkpointspec.conformance.api.failures import FLAKY_REPLAY, hypothesis_lines, panel
-from checkpointspec.conformance.api.report import CheckResult
-from checkpointspec.conformance.api.runner import BackendProbe, probe_backend, run_check
 from checkpointspec.conformance.checks._support import run_machine
 from checkpointspec.conformance.checks.base import Check, check
-from checkpointspec.conformance.checks.harness import Harness
-from checkpointspec.conformance.checks.profiles import PROFILES
+from checkpointspec.conformance.engines.harness import Harness
 from checkpointspec.conformance.engines.loading import BackendRef, resolve_backend
+from checkpointspec.conformance.engines.profiles import PROFILES
 from checkpointspec.conformance.engines.violations import RuleViolation
+from checkpointspec.conformance.frontends.cli import main
+from checkpointspec.conformance.running import runner
+from checkpointspec.conformance.running.failures import FLAKY_REPLAY, hypothesis_lines, panel
+from checkpointspec.conformance.running.report import CheckResult
+from checkpointspec.conformance.running.runner import BackendProbe, probe_backend, run_check
 from checkpointspec.spec import Capability
 from hypothesis import strategies as st
 from hypothesis.errors import FlakyFailure

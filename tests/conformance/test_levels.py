@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from checkpointspec.conformance.api.levels import (
+from checkpointspec.conformance.running.levels import (
     LEVELS,
     LEVELS_BY_NAME,
     attained,
@@ -10,9 +10,9 @@ from checkpointspec.conformance.api.levels import (
     judge_levels,
     level_of_rule,
 )
-from checkpointspec.conformance.api.registry import suite_of_rule
-from checkpointspec.conformance.api.report import CheckResult, LevelResult
-from checkpointspec.conformance.api.runner import run_kit
+from checkpointspec.conformance.running.registry import suite_of_rule
+from checkpointspec.conformance.running.report import CheckResult, LevelResult
+from checkpointspec.conformance.running.runner import run_kit
 from checkpointspec.spec import RULES, RULES_BY_ID, Capability, Strength
 from kit_outputs import ALL_CAPABILITIES, errored, every_rule_passed, failed, report_of
 

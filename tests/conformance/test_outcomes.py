@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from checkpointspec.conformance.engines.ledger import Ledger
+from checkpointspec.conformance.engines.machines.ledger import Ledger
 from checkpointspec.conformance.engines.outcomes import (
     Err,
     Ok,

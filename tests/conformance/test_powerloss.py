@@ -1,7 +1,7 @@
 """The power-loss simulation: `SimulatedDisk`, its crash states, and the DUR-003 check.
 
 The first half drives the disk by hand and checks each rule of crash-state
-generation (`checkpointspec.conformance.engines.crashstates`). The second half runs the
+generation (`checkpointspec.conformance.engines.crash.states`). The second half runs the
 check against the file backend, correct and with one durability bug each; the
 factories are module-level so that the kit can load them by ``module:function``.
 """
@@ -20,14 +20,14 @@ import msgspec
 import pytest
 from checkpointspec.backends.file import Durability, FileCheckpointer
 from checkpointspec.backends.memory import MemoryCheckpointer, store_for
-from checkpointspec.conformance.api.registry import CHECKS_BY_NAME as CHECKS
-from checkpointspec.conformance.api.report import CheckResult
-from checkpointspec.conformance.api.runner import probe_backend, run_check
-from checkpointspec.conformance.checks import _crash_states as crash_states
-from checkpointspec.conformance.checks.profiles import PROFILES
-from checkpointspec.conformance.engines.crashstates import SECTOR, CrashPlan, CrashSpec, CrashState
-from checkpointspec.conformance.engines.disk import SimulatedDisk, tears
+from checkpointspec.conformance.engines.crash import verdicts as crash_states
+from checkpointspec.conformance.engines.crash.disk import SimulatedDisk, tears
+from checkpointspec.conformance.engines.crash.states import SECTOR, CrashPlan, CrashSpec, CrashState
 from checkpointspec.conformance.engines.loading import resolve_backend
+from checkpointspec.conformance.engines.profiles import PROFILES
+from checkpointspec.conformance.running.registry import CHECKS_BY_NAME as CHECKS
+from checkpointspec.conformance.running.report import CheckResult
+from checkpointspec.conformance.running.runner import probe_backend, run_check
 from checkpointspec.spec import (
     BackendContext,
     Capability,

@@ -13,9 +13,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from checkpointspec.conformance.api.cli import main
-from checkpointspec.conformance.api.runner import run_kit
-from checkpointspec.conformance.engines.groups import group_members
+from checkpointspec.conformance.engines.processes.groups import group_members
+from checkpointspec.conformance.frontends.cli import main
+from checkpointspec.conformance.running.runner import run_kit
 
 SERVE = [sys.executable, "-m", "checkpointspec.backends.stdio.serve"]
 
@@ -82,7 +82,7 @@ def test_stdio_passes_what_needs_processes_kills_and_several_handles(tmp_path: P
 def test_a_killed_workers_child_is_dead_before_the_kit_looks(tmp_path: Path) -> None:
     import asyncio
 
-    from checkpointspec.conformance.engines.commanded import Open, Opened, WorkerClient
+    from checkpointspec.conformance.engines.processes.client import Open, Opened, WorkerClient
 
     async def body() -> None:
         with (tmp_path / "stderr").open("w+b") as stderr:

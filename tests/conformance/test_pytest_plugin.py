@@ -75,7 +75,7 @@ def test_the_kits_traceback_is_shown_with_vv(pytester: pytest.Pytester) -> None:
 
 
 KIT_BUG = """
-from checkpointspec.conformance.api import pytest_plugin
+from checkpointspec.conformance.frontends import pytest_plugin
 from checkpointspec.conformance.checks.base import check
 
 
@@ -208,7 +208,7 @@ def test_an_expected_failure_that_passes_fails_the_run(pytester: pytest.Pytester
 
 
 BREAKS_ANOTHER_RULE = """
-from checkpointspec.conformance.api import pytest_plugin
+from checkpointspec.conformance.frontends import pytest_plugin
 from checkpointspec.conformance.checks.base import check
 from checkpointspec.conformance.engines.violations import RuleViolation
 

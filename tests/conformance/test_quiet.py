@@ -11,7 +11,7 @@ import logging
 import threading
 
 import pytest
-from checkpointspec.conformance.checks._crash_states import quiet
+from checkpointspec.conformance.engines.crash.verdicts import quiet
 
 log = logging.getLogger("checkpointspec.tests.quiet")
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from checkpointspec.conformance.api.registry import (
+from checkpointspec.conformance.checks.base import check
+from checkpointspec.conformance.running.registry import (
     ALL_CHECKS,
     CHECKS_BY_NAME,
     SESSION_AREAS,
@@ -20,7 +21,6 @@ from checkpointspec.conformance.api.registry import (
     select_checks,
     suite_of_rule,
 )
-from checkpointspec.conformance.checks.base import check
 from checkpointspec.spec import RULES, RULES_BY_ID
 
 EVERY_CHECK = SUITES["all"]

@@ -20,21 +20,11 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from checkpointspec.conformance.api.cli import main
-from checkpointspec.conformance.api.failures import panel
-from checkpointspec.conformance.api.registry import CHECKS_BY_NAME
-from checkpointspec.conformance.api.report import REPORT_SCHEMA_VERSION
-from checkpointspec.conformance.api.runner import (
-    REPLAY_PASSED,
-    BackendProbe,
-    probe_backend,
-    run_check,
-)
 from checkpointspec.conformance.checks._support import run_property
 from checkpointspec.conformance.checks.base import check
-from checkpointspec.conformance.checks.harness import Harness
-from checkpointspec.conformance.checks.profiles import PROFILES
+from checkpointspec.conformance.engines.harness import Harness
 from checkpointspec.conformance.engines.loading import process_backend, resolve_backend
+from checkpointspec.conformance.engines.profiles import PROFILES
 from checkpointspec.conformance.engines.replay import (
     HYPOTHESIS_VERSION,
     ReproduceError,
@@ -42,6 +32,16 @@ from checkpointspec.conformance.engines.replay import (
     parse_reproduction,
 )
 from checkpointspec.conformance.engines.violations import RuleViolation
+from checkpointspec.conformance.frontends.cli import main
+from checkpointspec.conformance.running.failures import panel
+from checkpointspec.conformance.running.registry import CHECKS_BY_NAME
+from checkpointspec.conformance.running.report import REPORT_SCHEMA_VERSION
+from checkpointspec.conformance.running.runner import (
+    REPLAY_PASSED,
+    BackendProbe,
+    probe_backend,
+    run_check,
+)
 from checkpointspec.spec import Checkpointer
 from hypothesis import strategies as st
 
@@ -61,7 +61,7 @@ def _kit(argv: list[str], cwd: Path, hash_seed: str) -> subprocess.CompletedProc
         "COLUMNS": "400",
     }
     return subprocess.run(
-        [sys.executable, "-m", "checkpointspec.conformance.api.cli", *argv],
+        [sys.executable, "-m", "checkpointspec.conformance.frontends.cli", *argv],
         cwd=cwd,
         env=env,
         capture_output=True,

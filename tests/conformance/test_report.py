@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from checkpointspec.conformance.api.report import (
+from checkpointspec.conformance.running.report import (
     EXIT_FAILED,
     EXIT_KIT_ERROR,
     EXIT_PASSED,

@@ -13,15 +13,15 @@ from typing import Any
 import jsonschema
 import msgspec
 import pytest
-from checkpointspec.conformance.api import report_schema as schema_module
-from checkpointspec.conformance.api.report import REPORT_SCHEMA_VERSION, KitReport, to_json
-from checkpointspec.conformance.api.report_schema import (
+from checkpointspec.conformance.running import report_schema as schema_module
+from checkpointspec.conformance.running.report import REPORT_SCHEMA_VERSION, KitReport, to_json
+from checkpointspec.conformance.running.report_schema import (
     REPORT_SCHEMA_FILE,
     report_schema,
     schema_text,
     shipped_report_schema,
 )
-from checkpointspec.conformance.api.runner import run_kit
+from checkpointspec.conformance.running.runner import run_kit
 
 REPO = Path(__file__).resolve().parents[2]
 QUALITY = str(REPO / "tests" / "quality")
@@ -29,14 +29,14 @@ SHIPPED = Path(schema_module.__file__).with_name(REPORT_SCHEMA_FILE)
 
 
 def test_the_shipped_file_is_the_generated_schema() -> None:
-    # On failure: python -m checkpointspec.conformance.api.report_schema > conformance/api/report.schema.json
+    # On failure: python -m checkpointspec.conformance.running.report_schema > conformance/running/report.schema.json
     assert SHIPPED.read_text(encoding="utf-8") == schema_text()
     assert shipped_report_schema() == report_schema()
 
 
 def test_the_module_prints_the_schema() -> None:
     printed = subprocess.run(
-        [sys.executable, "-m", "checkpointspec.conformance.api.report_schema"],
+        [sys.executable, "-m", "checkpointspec.conformance.running.report_schema"],
         capture_output=True,
         text=True,
         check=True,
@@ -48,7 +48,7 @@ def test_the_module_prints_the_schema() -> None:
 def test_the_package_data_ships_it() -> None:
     pyproject = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
     data = pyproject["tool"]["setuptools"]["package-data"]
-    assert REPORT_SCHEMA_FILE in data["checkpointspec.conformance.api"]
+    assert REPORT_SCHEMA_FILE in data["checkpointspec.conformance.running"]
 
 
 def test_the_schema_is_valid_and_names_its_version() -> None:

@@ -14,15 +14,15 @@ from pathlib import Path
 
 import pytest
 from checkpointspec.backends.memory import MemoryCheckpointer, store_for
-from checkpointspec.conformance.api.failures import FLAKY_REPLAY
-from checkpointspec.conformance.api.registry import CHECKS_BY_NAME
-from checkpointspec.conformance.api.report import CheckResult
-from checkpointspec.conformance.api.runner import probe_backend, run_check
 from checkpointspec.conformance.checks.base import Check, check
-from checkpointspec.conformance.checks.harness import Harness
-from checkpointspec.conformance.checks.profiles import PROFILES
+from checkpointspec.conformance.engines.harness import Harness
 from checkpointspec.conformance.engines.loading import BackendRef, resolve_backend
+from checkpointspec.conformance.engines.profiles import PROFILES
 from checkpointspec.conformance.engines.violations import RuleViolation
+from checkpointspec.conformance.running.failures import FLAKY_REPLAY
+from checkpointspec.conformance.running.registry import CHECKS_BY_NAME
+from checkpointspec.conformance.running.report import CheckResult
+from checkpointspec.conformance.running.runner import probe_backend, run_check
 from checkpointspec.spec import BackendContext, Capability, UnsupportedOperationError
 from hypothesis.errors import FlakyFailure
 

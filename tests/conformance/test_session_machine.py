@@ -1,6 +1,6 @@
 """The session machine accepts a correct session layer and names the rule a broken one breaks.
 
-The machine (conformance/engines/session_machine.py) runs on the memory and file
+The machine (conformance/engines/machines/session.py) runs on the memory and file
 backends with the reference session layer, with a layer written straight from
 the spec's oracles (``session_standin``, which owes nothing to the reference),
 and with broken variants of the latter, each breaking one rule. A broken layer
@@ -23,20 +23,20 @@ import checkpointspec.reference
 import msgspec
 import pytest
 import session_standin
-from checkpointspec.conformance.checks.harness import CheckSkipped, Harness
-from checkpointspec.conformance.checks.profiles import PROFILES
 from checkpointspec.conformance.checks.session_model import (
     CHECKS,
     run_session_machine,
     session_model_based,
     session_model_without_restore,
 )
+from checkpointspec.conformance.engines.harness import CheckSkipped, Harness
 from checkpointspec.conformance.engines.loading import (
     BackendRef,
     open_checkpointer,
     resolve_backend,
 )
-from checkpointspec.conformance.engines.session_machine import SessionApi
+from checkpointspec.conformance.engines.machines.session import SessionApi
+from checkpointspec.conformance.engines.profiles import PROFILES
 from checkpointspec.conformance.engines.violations import RuleViolation
 from checkpointspec.spec import (
     BackendContext,

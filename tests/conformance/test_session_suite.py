@@ -15,20 +15,20 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from checkpointspec.conformance.api import cli
-from checkpointspec.conformance.api.cli import main
-from checkpointspec.conformance.api.registry import rules_of_suite
-from checkpointspec.conformance.api.runner import probe_backend, run_check, run_kit
 from checkpointspec.conformance.checks import folding
-from checkpointspec.conformance.checks.harness import Harness
-from checkpointspec.conformance.checks.profiles import PROFILES
+from checkpointspec.conformance.engines.harness import Harness
 from checkpointspec.conformance.engines.loading import BackendLoadError, resolve_backend
+from checkpointspec.conformance.engines.profiles import PROFILES
 from checkpointspec.conformance.engines.session_layer import (
     DEFAULT_SESSION_LAYER,
     SESSION_NAMES,
     SessionLayerError,
     load_session_layer,
 )
+from checkpointspec.conformance.frontends import cli
+from checkpointspec.conformance.frontends.cli import main
+from checkpointspec.conformance.running.registry import rules_of_suite
+from checkpointspec.conformance.running.runner import probe_backend, run_check, run_kit
 
 pytest_plugins = ["pytester"]
 

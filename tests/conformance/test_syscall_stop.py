@@ -16,7 +16,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
-from checkpointspec.conformance.engines.syscall_stop import SyscallStopper, stopper_unavailable
+from checkpointspec.conformance.engines.crash.stopper import SyscallStopper, stopper_unavailable
 
 pytestmark = pytest.mark.skipif(
     stopper_unavailable() is not None, reason=f"cannot hold processes: {stopper_unavailable()}"

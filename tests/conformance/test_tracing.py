@@ -20,14 +20,14 @@ from pathlib import Path
 
 import pytest
 from checkpointspec.backends.file import FileCheckpointer
-from checkpointspec.conformance.engines.crashstates import CrashPlan, Image, Op
-from checkpointspec.conformance.engines.disk import SimulatedDisk
-from checkpointspec.conformance.engines.tracing import (
+from checkpointspec.conformance.engines.crash.disk import SimulatedDisk
+from checkpointspec.conformance.engines.crash.recorder import (
     TraceError,
     parse_trace,
     tracer_argv,
     tracer_unavailable,
 )
+from checkpointspec.conformance.engines.crash.states import CrashPlan, Image, Op
 
 pytestmark = pytest.mark.skipif(
     tracer_unavailable() is not None, reason=f"cannot trace: {tracer_unavailable()}"

@@ -477,7 +477,7 @@ class NoStartReport(Layer):
 
 
 # RESTORE-006 (a killed restore) has its broken layer with the crash checks
-# (conformance/checks/restore_crash.py); see session_cases.PENDING_RULES.
+# (conformance/checks/restoring_killed.py); see session_cases.PENDING_RULES.
 
 
 # -- COMPACT -----------------------------------------------------------------------------

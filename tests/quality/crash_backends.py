@@ -2,7 +2,7 @@
 
 None of them offers the simulated disk (`FileSystemPorted`): their I/O goes to
 the operating system, as a third-party backend's does, and the traced checks
-(`checkpointspec.conformance.checks.traced`) must find the bug from the system
+(`checkpointspec.conformance.checks.durability_traced`) must find the bug from the system
 calls alone. ``violates`` names the rule each must be rejected with. The kit
 loads them by ``crash_backends:CLASS.make`` in its worker processes
 (``tests/quality/conftest.py`` puts this folder on the path).

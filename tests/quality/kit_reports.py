@@ -7,7 +7,7 @@ its detail and the replay command.
 
 from __future__ import annotations
 
-from checkpointspec.conformance.api.report import CheckResult, KitReport, RuleResult
+from checkpointspec.conformance.running.report import CheckResult, KitReport, RuleResult
 
 __all__ = ["MODEL_BASED", "describe", "failed_checks", "failed_rules", "verdict"]
 

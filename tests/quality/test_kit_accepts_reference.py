@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 from checkpointspec.backends.memory import MemoryCheckpointer
-from checkpointspec.conformance.api.report import KitReport
-from checkpointspec.conformance.api.runner import run_kit
+from checkpointspec.conformance.running.report import KitReport
+from checkpointspec.conformance.running.runner import run_kit
 from checkpointspec.spec import Capability
 from kit_reports import MODEL_BASED, describe
 

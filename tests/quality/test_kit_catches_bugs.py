@@ -23,9 +23,7 @@ from pathlib import Path
 
 import pytest
 from cases import MEMORY_CASES, SEED, Case
-from checkpointspec.conformance.api.report import KitReport
-from checkpointspec.conformance.api.runner import run_kit
-from checkpointspec.conformance.engines.commanded import (
+from checkpointspec.conformance.engines.processes.client import (
     Acked,
     AppendBatches,
     Ok,
@@ -36,6 +34,8 @@ from checkpointspec.conformance.engines.commanded import (
     worker_argv,
     worker_env,
 )
+from checkpointspec.conformance.running.report import KitReport
+from checkpointspec.conformance.running.runner import run_kit
 from kit_reports import MODEL_BASED, describe, failed_checks, failed_rules, verdict
 
 SLOW_SEEDS = range(100, 130)
@@ -214,7 +214,7 @@ def test_kit_rejects_in_spawned_check_processes() -> None:
 
 
 def test_worker_processes_import_broken_backends(tmp_path: Path) -> None:
-    # Every multi-process check starts `checkpointspec.conformance.engines.workers` with worker_env().
+    # Every multi-process check starts `checkpointspec.conformance.engines.processes.worker` with worker_env().
     commands = [Open(str(tmp_path)), AppendBatches("s", "w", batches=2, size=3)]
     done = subprocess.run(
         worker_argv(_target("InclusiveSinceSeq")),
@@ -235,7 +235,13 @@ def test_replay_command_reproduces_the_failure() -> None:
     (check,) = failed_checks(report, "READ-001")
     argv = shlex.split(check.replay)
     assert argv[:2] == ["checkpointspec", "run"], check.replay
-    command = [sys.executable, "-m", "checkpointspec.conformance.api.cli", *argv[1:], "--quiet"]
+    command = [
+        sys.executable,
+        "-m",
+        "checkpointspec.conformance.frontends.cli",
+        *argv[1:],
+        "--quiet",
+    ]
     env = {**worker_env(), "COLUMNS": "400"}
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 1, done.stdout + done.stderr

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from cases import HARD_CASES, MEMORY_CASES, SEED, Case
-from checkpointspec.conformance.api.runner import run_kit
+from checkpointspec.conformance.running.runner import run_kit
 from kit_reports import describe, failed_rules
 
 HERE = str(Path(__file__).resolve().parent)

@@ -2,10 +2,10 @@
 
 Each backend of `crash_backends` does its I/O on the real file system with one
 crash-safety bug, and none offers a simulated disk or fault points: the verdict
-must come from the system calls alone (`checkpointspec.conformance.checks.traced`).
+must come from the system calls alone (`checkpointspec.conformance.checks.durability_traced`).
 ``EventAtATime`` (a batch written one fsynced event at a time), which random
 kills catch only by luck, must be caught on every seed, directly and through
-the stdio protocol. The live holds (`checkpointspec.conformance.checks._holds`)
+the stdio protocol. The live holds (`checkpointspec.conformance.engines.crash.holds`)
 must catch a SQLite saver that commits a batch one event at a time, as a reader
 in another process (READ-003) and as a kill between two commits (KILL-001). The
 reference SQLite and file backends must pass the same checks, so each verdict is
@@ -19,10 +19,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from checkpointspec.conformance.api.report import KitReport
-from checkpointspec.conformance.api.runner import run_kit
-from checkpointspec.conformance.engines.syscall_stop import stopper_unavailable
-from checkpointspec.conformance.engines.tracing import tracer_unavailable
+from checkpointspec.conformance.engines.crash.recorder import tracer_unavailable
+from checkpointspec.conformance.engines.crash.stopper import stopper_unavailable
+from checkpointspec.conformance.running.report import KitReport
+from checkpointspec.conformance.running.runner import run_kit
 from crash_backends import (
     BatchInTwoUnsyncedPieces,
     NoDirectorySyncOnDisk,

@@ -12,8 +12,8 @@ cases (`session_cases.FAST`); the ``slow`` tests run them all.
 from __future__ import annotations
 
 import pytest
-from checkpointspec.conformance.api.report import KitReport
-from checkpointspec.conformance.api.runner import run_kit
+from checkpointspec.conformance.running.report import KitReport
+from checkpointspec.conformance.running.runner import run_kit
 from kit_reports import describe, failed_checks, verdict
 from session_cases import SESSION_CASES, SessionCase
 

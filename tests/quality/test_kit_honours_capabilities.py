@@ -12,8 +12,8 @@ directory of the check's own, and still catches a backend that escapes.
 from __future__ import annotations
 
 import pytest
-from checkpointspec.conformance.api.report import KitReport
-from checkpointspec.conformance.api.runner import run_kit
+from checkpointspec.conformance.running.report import KitReport
+from checkpointspec.conformance.running.runner import run_kit
 from kit_reports import MODEL_BASED, describe, failed_checks, failed_rules, verdict
 
 SEED = 1729

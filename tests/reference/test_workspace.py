@@ -22,7 +22,7 @@ import pytest
 from checkpointspec.backends.file import FileCheckpointer
 from checkpointspec.backends.fsport import HookedFileSystem, OsFileSystem
 from checkpointspec.backends.memory import MemoryCheckpointer
-from checkpointspec.conformance.engines.disk import SimulatedDisk
+from checkpointspec.conformance.engines.crash.disk import SimulatedDisk
 from checkpointspec.reference.workspace import RESERVED_DIR, Workspace
 from checkpointspec.spec import (
     ABSENT_HASH,

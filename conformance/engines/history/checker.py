@@ -1,7 +1,7 @@
 """Checking a recorded concurrent history of checkpointer calls against the contract.
 
 Everything here is pure: no I/O, no clock, no backend. The stress check
-(`checkpointspec.conformance.engines.stress`) records one `Operation` per call made by
+(`checkpointspec.conformance.engines.processes.stress`) records one `Operation` per call made by
 its worker processes — what was asked, when it was invoked and when it
 returned (on one monotonic clock shared by the processes), and the outcome —
 then reads every session in full once all processes are done. `check_history`
@@ -52,7 +52,7 @@ from typing import Literal
 import msgspec
 
 from ....spec import CheckpointConflictError
-from ..ledger import Fate, Ledger, markers_text
+from ..machines.ledger import Fate, Ledger, markers_text
 from .chain import AnomaliesFound, ChainUndecided, SessionChain
 from .linearize import LogCall, search_log
 from .records import (

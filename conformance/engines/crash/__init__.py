@@ -1,0 +1,12 @@
+"""Crashes: power losses and kills, simulated or rebuilt from a real process's system calls.
+
+| module | what |
+|---|---|
+| `states` | the crash states a power loss can leave, from a list of store operations |
+| `disk` | the simulated disk (`FileSystem` port) that records those operations |
+| `recorder` | any process's store writes recorded with strace, as the same operations |
+| `stopper` | a live process tree held with ptrace right after its Nth store-changing system call |
+| `verdicts` | what a store must show after a crash, and the verdict on one crash state (DUR-002, DUR-003, KILL-001) |
+| `holds` | writers held right after one of their system calls (KILL-001, READ-003) |
+| `killed_restore` | a restore or compaction in a child process killed at a fault point or system call (RESTORE-006, KILL-001) |
+"""

@@ -1,0 +1,494 @@
+"""Hold a running process tree right after its Nth system call that changes a store file.
+
+The kit uses it to kill a writer there (KILL-001) or to read the store while the
+writer is held there (READ-003): at every point of a write, not where a timer
+happens to land. It works on any process: a Python worker, or the child process
+of a stdio backend in any language.
+
+`SyscallStopper` (the kit's end) runs this file as a script, ``python
+stopper.py PID N ROOT...``, which attaches with
+``ptrace`` to every thread of PID and of its descendants (``PTRACE_SEIZE``, new
+threads and children followed, ``PTRACE_O_EXITKILL``), and reads each system
+call's number and arguments at entry and its result at exit
+(``PTRACE_GET_SYSCALL_INFO``: no register layouts, x86-64 and AArch64 alike). A
+call counts when it succeeds and changes a file under a ROOT: a write of any kind,
+``ftruncate``/``truncate``/``fallocate``, ``fsync``/``fdatasync``, an open that
+creates or truncates, ``rename``, ``link``, ``unlink``, ``mkdir``, ``rmdir``,
+``sync``/``syncfs``. When the Nth has returned, every traced thread is stopped
+and the stopper process prints ``stopped N CALL``. Then:
+
+* ``resume`` on its stdin: it detaches from every thread and exits; the writer
+  goes on as if nothing happened;
+* end of its stdin: it exits, and the kernel kills every traced thread where it
+  stands (``PTRACE_O_EXITKILL``): a SIGKILL right after the Nth call, with no
+  instruction run after it.
+
+Before the Nth call, end of stdin makes it print ``count K`` and the K calls it
+counted, one a line, and exit, which kills the traced process too. Lines to the kit: ``attached``
+once every thread is traced, then ``stopped ...`` or ``count ...``.
+
+`stopper_unavailable` says why this cannot run here (no ``ptrace``, no
+``PTRACE_GET_SYSCALL_INFO`` before Linux 5.3, an architecture it has no call
+numbers for).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import errno
+import functools
+import os
+import platform
+import select
+import signal
+import struct
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Final
+
+__all__ = ["StopperError", "SyscallStopper", "stopper_unavailable", "tree_threads"]
+
+_SEIZE: Final = 0x4206
+_INTERRUPT: Final = 0x4207
+_LISTEN: Final = 0x4208
+_SYSCALL: Final = 24
+_DETACH: Final = 17
+_GET_SYSCALL_INFO: Final = 0x420E
+_OPTIONS: Final = 0x1 | 0x2 | 0x4 | 0x8 | 0x10 | 0x100000
+"""TRACESYSGOOD, TRACEFORK, TRACEVFORK, TRACECLONE, TRACEEXEC, EXITKILL."""
+_EVENT_STOP: Final = 128
+_WALL: Final = 0x40000000
+_SYSCALL_STOP: Final = signal.SIGTRAP | 0x80
+_INFO_ENTRY: Final = 1
+_INFO_EXIT: Final = 2
+_AT_FDCWD: Final = -100
+_O_CREAT: Final = 0o100
+_O_TRUNC: Final = 0o1000
+_AT_REMOVEDIR: Final = 0x200
+
+# Call number -> (name, how to find the file): "fd" (argument 0 is a descriptor),
+# "path" (argument 0 is a path), "at" (arguments 0, 1: dirfd and path), "at2"
+# (arguments 2, 3: the destination of a rename or link), "open" / "openat"
+# (count only with O_CREAT or O_TRUNC), "all" (sync: every file).
+_X86_64: Final = {
+    1: ("write", "fd"),
+    18: ("pwrite64", "fd"),
+    20: ("writev", "fd"),
+    296: ("pwritev", "fd"),
+    328: ("pwritev2", "fd"),
+    77: ("ftruncate", "fd"),
+    285: ("fallocate", "fd"),
+    74: ("fsync", "fd"),
+    75: ("fdatasync", "fd"),
+    76: ("truncate", "path"),
+    2: ("open", "open"),
+    85: ("creat", "path"),
+    257: ("openat", "openat"),
+    82: ("rename", "path"),
+    264: ("renameat", "at"),
+    316: ("renameat2", "at"),
+    86: ("link", "path2"),
+    265: ("linkat", "at2"),
+    87: ("unlink", "path"),
+    263: ("unlinkat", "at"),
+    83: ("mkdir", "path"),
+    258: ("mkdirat", "at"),
+    84: ("rmdir", "path"),
+    162: ("sync", "all"),
+    306: ("syncfs", "fd"),
+}
+_AARCH64: Final = {
+    64: ("write", "fd"),
+    68: ("pwrite64", "fd"),
+    66: ("writev", "fd"),
+    70: ("pwritev", "fd"),
+    287: ("pwritev2", "fd"),
+    46: ("ftruncate", "fd"),
+    47: ("fallocate", "fd"),
+    82: ("fsync", "fd"),
+    83: ("fdatasync", "fd"),
+    45: ("truncate", "path"),
+    56: ("openat", "openat"),
+    38: ("renameat", "at"),
+    276: ("renameat2", "at"),
+    37: ("linkat", "at2"),
+    35: ("unlinkat", "at"),
+    34: ("mkdirat", "at"),
+    81: ("sync", "all"),
+    267: ("syncfs", "fd"),
+}
+_CALLS: Final = {0xC000003E: _X86_64, 0xC00000B7: _AARCH64}
+"""By AUDIT_ARCH value, as PTRACE_GET_SYSCALL_INFO reports it."""
+
+
+class StopperError(Exception):
+    """The stopper process could not trace the process (permission, a kernel without the calls)."""
+
+
+def _libc() -> ctypes.CDLL:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.ptrace.restype = ctypes.c_long
+    libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+    return libc
+
+
+@functools.cache
+def stopper_unavailable() -> str | None:
+    """Why processes cannot be held at a system call here, or None if they can."""
+    if sys.platform != "linux":
+        return f"ptrace is Linux's; this is {sys.platform}"
+    if platform.machine() not in ("x86_64", "aarch64"):
+        return f"no system call numbers for {platform.machine()}"
+    release = tuple(int(p) for p in platform.release().split(".")[:2] if p.isdigit())
+    if release < (5, 3):
+        return f"PTRACE_GET_SYSCALL_INFO needs Linux 5.3; this is {platform.release()}"
+    return None
+
+
+# -- the stopper process ---------------------------------------------------------------------
+
+
+class _Tracer:
+    def __init__(self, roots: list[str], target: int) -> None:
+        self.libc = _libc()
+        given = [os.path.normpath(os.path.abspath(root)) for root in roots]
+        self.roots = tuple(dict.fromkeys([*given, *(os.path.realpath(root) for root in given)]))
+        self.target = target
+        self.count = 0
+        self.calls: list[str] = []
+        """Every counted call, described (``pwrite64 /store/x.log``), in order."""
+        self.running: set[int] = set()
+        self.stopped: set[int] = set()
+        self.entered: dict[int, str | None] = {}
+        """Per thread: the counted call it is inside (None: a call that does not count)."""
+
+    def ptrace(self, request: int, tid: int, addr: int = 0, data: int = 0) -> int:
+        result = int(self.libc.ptrace(request, tid, addr, data))
+        if result == -1:
+            code = ctypes.get_errno()
+            raise OSError(code, os.strerror(code))
+        return result
+
+    # -- attaching -----------------------------------------------------------------------
+    def attach_tree(self, pid: int) -> None:
+        seen: set[int] = set()
+        while True:
+            tids = set(tree_threads(pid)) - seen
+            if not tids:
+                return
+            for tid in tids:
+                seen.add(tid)
+                try:
+                    self.ptrace(_SEIZE, tid, 0, _OPTIONS)
+                    self.ptrace(_INTERRUPT, tid)
+                except OSError as exc:
+                    if exc.errno == errno.ESRCH:
+                        continue  # it exited meanwhile
+                    raise StopperError(f"cannot trace thread {tid}: {exc.strerror}") from exc
+                self.running.add(tid)
+
+    # -- the loop ------------------------------------------------------------------------
+    def resume(self, tid: int, sig: int = 0) -> None:
+        try:
+            self.ptrace(_SYSCALL, tid, 0, sig)
+            self.stopped.discard(tid)
+            self.running.add(tid)
+        except OSError as exc:
+            if exc.errno != errno.ESRCH:
+                raise
+            self.forget(tid)
+
+    def forget(self, tid: int) -> None:
+        self.running.discard(tid)
+        self.stopped.discard(tid)
+        self.entered.pop(tid, None)
+
+    def wait(self, block: bool) -> tuple[int, int] | None:
+        try:
+            tid, status = os.waitpid(-1, _WALL | (0 if block else os.WNOHANG))
+        except ChildProcessError:
+            return None
+        return (tid, status) if tid else None
+
+    def handle(self, tid: int, status: int) -> bool:
+        """Deal with one stop; True when the Nth counted call has just returned."""
+        if os.WIFEXITED(status) or os.WIFSIGNALED(status):
+            self.forget(tid)
+            return False
+        if not os.WIFSTOPPED(status):
+            return False
+        self.running.discard(tid)
+        self.stopped.add(tid)
+        sig = os.WSTOPSIG(status)
+        event = status >> 16
+        if sig == _SYSCALL_STOP:
+            if self.on_syscall(tid):
+                return True
+            self.resume(tid)
+        elif event == _EVENT_STOP and sig in (
+            signal.SIGSTOP,
+            signal.SIGTSTP,
+            signal.SIGTTIN,
+            signal.SIGTTOU,
+        ):
+            self.ptrace(_LISTEN, tid)  # a group stop: stay stopped as job control says
+            self.stopped.discard(tid)
+            self.running.add(tid)
+        elif event or sig == signal.SIGTRAP:
+            self.resume(tid)  # clone, fork, exec, or the stop after attaching
+        else:
+            self.resume(tid, sig)  # a signal for the tracee: deliver it
+        return False
+
+    def on_syscall(self, tid: int) -> bool:
+        buf = ctypes.create_string_buffer(88)
+        self.ptrace(_GET_SYSCALL_INFO, tid, 88, ctypes.addressof(buf))
+        op, arch = buf.raw[0], struct.unpack_from("I", buf.raw, 4)[0]
+        if op == _INFO_ENTRY:
+            nr, *args = struct.unpack_from("7Q", buf.raw, 24)
+            self.entered[tid] = self.store_call(tid, _CALLS.get(arch, {}).get(nr), args)
+            return False
+        if op == _INFO_EXIT:
+            call = self.entered.pop(tid, None)
+            rval = struct.unpack_from("q", buf.raw, 24)[0]
+            if call is not None and rval >= 0:
+                self.count += 1
+                self.calls.append(call)
+                if self.count == self.target:
+                    self.last = call
+                    return True
+        return False
+
+    def store_call(self, tid: int, known: tuple[str, str] | None, args: list[int]) -> str | None:
+        """A description of the call if it changes a store file, else None."""
+        if known is None:
+            return None
+        name, kind = known
+        try:
+            if kind == "all":
+                return name
+            if kind == "fd":
+                path = os.readlink(f"/proc/{tid}/fd/{_int(args[0])}")
+            elif kind in ("path", "open"):
+                if kind == "open" and not args[1] & (_O_CREAT | _O_TRUNC):
+                    return None
+                path = self.resolve(tid, _AT_FDCWD, args[0])
+            elif kind == "path2":
+                path = self.resolve(tid, _AT_FDCWD, args[1])
+            elif kind == "openat":
+                if not args[2] & (_O_CREAT | _O_TRUNC):
+                    return None
+                path = self.resolve(tid, _int(args[0]), args[1])
+            elif kind == "at":
+                path = self.resolve(tid, _int(args[0]), args[1])
+            else:  # at2: where a link goes
+                path = self.resolve(tid, _int(args[2]), args[3])
+        except OSError:
+            return None
+        return f"{name} {path}" if self.in_store(path) else None
+
+    def resolve(self, tid: int, dirfd: int, address: int) -> str:
+        path = _read_string(tid, address)
+        if path.startswith("/"):
+            return path
+        base = f"/proc/{tid}/cwd" if dirfd == _AT_FDCWD else f"/proc/{tid}/fd/{dirfd}"
+        return os.path.join(os.readlink(base), path)
+
+    def in_store(self, path: str) -> bool:
+        path = os.path.normpath(path.removesuffix(" (deleted)"))
+        return any(path == root or path.startswith(root + "/") for root in self.roots)
+
+    # -- holding, detaching ------------------------------------------------------------
+    def hold_all(self) -> None:
+        """Stop every running thread (the one at the Nth call already is)."""
+        for tid in list(self.running):
+            try:
+                self.ptrace(_INTERRUPT, tid)
+            except OSError:
+                self.forget(tid)
+        while self.running:
+            found = self.wait(block=True)
+            if found is None:
+                return
+            tid, status = found
+            if os.WIFEXITED(status) or os.WIFSIGNALED(status):
+                self.forget(tid)
+            elif os.WIFSTOPPED(status):
+                self.running.discard(tid)
+                self.stopped.add(tid)
+
+    def detach_all(self) -> None:
+        """Let every traced thread go on, each from where it stands."""
+        self.hold_all()
+        for tid in list(self.stopped):
+            with contextlib.suppress(OSError):
+                self.ptrace(_DETACH, tid)
+            self.forget(tid)
+        # A thread or child started just before the hold is traced too and waits in
+        # its first stop: let it go as well, or this process's exit would kill it.
+        while (found := self.wait(block=False)) is not None:
+            tid, status = found
+            if os.WIFSTOPPED(status):
+                with contextlib.suppress(OSError):
+                    self.ptrace(_DETACH, tid)
+
+
+def _int(value: int) -> int:
+    """A descriptor argument as the kernel reads it: a signed 32-bit int."""
+    return ctypes.c_int32(value & 0xFFFFFFFF).value
+
+
+def _read_string(tid: int, address: int, limit: int = 4096) -> str:
+    """A NUL-terminated string from the tracee's memory, read page by page."""
+    fd = os.open(f"/proc/{tid}/mem", os.O_RDONLY)
+    try:
+        data = b""
+        while len(data) < limit:
+            chunk = os.pread(fd, 4096 - (address + len(data)) % 4096, address + len(data))
+            if not chunk:
+                break
+            end = chunk.find(b"\0")
+            if end >= 0:
+                return (data + chunk[:end]).decode("utf-8", "surrogateescape")
+            data += chunk
+        return data.decode("utf-8", "surrogateescape")
+    finally:
+        os.close(fd)
+
+
+def tree_threads(pid: int) -> list[int]:
+    """Every thread of ``pid`` and of its descendants."""
+    found: list[int] = []
+    pending = [pid]
+    while pending:
+        process = pending.pop()
+        try:
+            tids = [int(t) for t in os.listdir(f"/proc/{process}/task")]
+        except OSError:
+            continue
+        found += tids
+        for tid in tids:
+            try:
+                children = Path(f"/proc/{process}/task/{tid}/children").read_text().split()
+            except OSError:
+                continue
+            pending += [int(c) for c in children]
+    return found
+
+
+def _main(pid: int, target: int, roots: list[str]) -> int:
+    tracer = _Tracer(roots, target)
+    out = sys.stdout
+    try:
+        tracer.attach_tree(pid)
+    except StopperError as exc:
+        out.write(f"error {exc}\n")
+        out.flush()
+        return 1
+    out.write("attached\n")
+    out.flush()
+    stdin = sys.stdin.fileno()
+    while True:
+        found = tracer.wait(block=False)
+        if found is None:
+            gone = not tracer.running and not tracer.stopped  # every traced thread ended
+            if gone or (select.select([stdin], [], [], 0.001)[0] and not os.read(stdin, 64)):
+                # The kit is done with it (or nothing is left): exiting kills the tracees.
+                out.write("".join(f"{call}\n" for call in [f"count {tracer.count}", *tracer.calls]))
+                out.flush()
+                return 0
+            continue
+        if tracer.handle(*found):
+            break
+    tracer.hold_all()
+    out.write(f"stopped {tracer.count} {tracer.last}\n")
+    out.flush()
+    command = sys.stdin.readline().strip()
+    if command == "resume":
+        tracer.detach_all()
+    return 0
+
+
+# -- the kit's end -------------------------------------------------------------------------
+
+
+class SyscallStopper:
+    """The stopper process for one process tree: `start`, then `outcome`, then `resume` or `kill`."""
+
+    def __init__(self, process: asyncio.subprocess.Process) -> None:
+        self.process = process
+        self._outcome: asyncio.Future[str] | None = None
+
+    @classmethod
+    async def start(cls, pid: int, roots: Sequence[Path], target: int) -> SyscallStopper:
+        """Trace ``pid``'s tree, to hold it after its ``target``-th call that changes a
+        file under one of ``roots`` (a store, a workspace).
+
+        Returns once every thread is traced. Raises `StopperError` if it cannot be.
+        """
+        # Run as a plain script (it needs only the standard library): importing the
+        # kit's package for it would cost a quarter of a second per hold.
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-I",
+            "-S",
+            __file__,
+            str(pid),
+            str(target),
+            *(str(root) for root in roots),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
+        stopper = cls(process)
+        line = await stopper._line()
+        if line != "attached":
+            await stopper.kill()
+            raise StopperError(line.removeprefix("error ") or "the stopper process exited")
+        stopper._outcome = asyncio.ensure_future(stopper._line())
+        return stopper
+
+    async def _line(self) -> str:
+        assert self.process.stdout is not None
+        return (await self.process.stdout.readline()).decode().strip()
+
+    @property
+    def outcome(self) -> asyncio.Future[str]:
+        """Resolves to ``stopped N CALL`` once the target call returned and the tree is
+        held, or to ``count K`` once the stopper process ended first (see `finish`)."""
+        assert self._outcome is not None
+        return self._outcome
+
+    async def finish(self) -> list[str]:
+        """The target call no longer matters (the operation ended first): the counted
+        calls the stopper process saw, described. Its exit kills the traced process."""
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        line = await self.outcome
+        calls: list[str] = []
+        if line.startswith("count "):
+            calls = [(await self._line()) for _ in range(int(line.split()[1]))]
+        await self.process.wait()
+        return calls
+
+    async def resume(self) -> None:
+        """Let the held tree go on from where it stands."""
+        assert self.process.stdin is not None
+        self.process.stdin.write(b"resume\n")
+        await self.process.stdin.drain()
+        await self.process.wait()
+
+    async def kill(self) -> None:
+        """Kill the held tree where it stands (the stopper process exits; ptrace's EXITKILL)."""
+        if self.process.stdin is not None and not self.process.stdin.is_closing():
+            self.process.stdin.close()
+        await self.process.wait()
+        if self._outcome is not None and not self._outcome.done():
+            self._outcome.cancel()
+
+
+if __name__ == "__main__":
+    sys.exit(_main(int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]))

@@ -1,0 +1,393 @@
+"""What a store must show after a crash, and the verdict on one crash state.
+
+Shared by the power-loss and kill checks (DUR-002, DUR-003), whichever way
+their operations were recorded: through a simulated disk
+(`checkpointspec.conformance.checks.durability`) or by tracing a real process's
+system calls (`checkpointspec.conformance.checks.durability_traced`). A `Round` is one
+recorded workload: the `CrashPlan` of its operations, and for each call of the
+workload the op count at its start and at its return (`Step`) with what
+`SpecModel` says the store holds after it. `check_state` builds one crash state,
+reopens it through the factory and raises `RuleViolation` unless every
+acknowledged call is in effect and the one in flight wholly or not at all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import logging
+import random
+import shutil
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Final, NamedTuple
+
+from ....spec import Capability, CorruptStoreError, SpecModel, UserPrompt
+from ..harness import Harness, read_all
+from ..processes.client import Append, Command, Delete, Truncate
+from ..violations import RuleViolation
+from .states import CrashPlan, CrashSpec, CrashState
+
+__all__ = [
+    "SESSIONS",
+    "Call",
+    "Expected",
+    "Round",
+    "Seen",
+    "Step",
+    "at_point",
+    "check_rounds",
+    "check_state",
+    "event_text",
+    "expected_of",
+    "plan_workload",
+    "quiet",
+    "verdict_on",
+]
+
+
+SESSIONS: Final = ("alpha", "beta", "gamma")
+
+
+_SHOWN_OPS: Final = 12
+"""Pending ops listed in a failure message."""
+
+
+class Expected(NamedTuple):
+    """The store as the model has it: event texts per session, and the listed sessions."""
+
+    logs: dict[str, tuple[str, ...]]
+    listed: frozenset[str]
+
+
+class Step(NamedTuple):
+    """One call of the workload: the disk's op count at its start and at its return."""
+
+    label: str
+    start: int
+    end: int
+    after: Expected
+
+
+class Round(NamedTuple):
+    """One recorded workload: its operations' crash plan and its calls."""
+
+    number: int
+    plan: CrashPlan
+    steps: tuple[Step, ...]
+    sessions: tuple[str, ...]
+    source: str = ""
+    """How the ops were recorded, for failure messages (``", traced"``); empty for the simulated disk."""
+
+
+class Seen(NamedTuple):
+    """What a reopened store shows."""
+
+    logs: dict[str, tuple[str, ...]]
+    refused: dict[str, str]
+    """Sessions whose read raised CorruptStoreError, with the error."""
+    listed: frozenset[str] | None
+    """None for a backend without LIST."""
+    integrity_ok: bool
+    integrity: str
+    broken: list[str]
+    """Seqs, parent links, session ids or heads that are wrong, and errors other than damage."""
+
+
+class Call(NamedTuple):
+    """One write of a crash workload, and what the store holds once it returns."""
+
+    kind: str
+    """``append``, ``truncate`` or ``delete``."""
+    session: str
+    texts: tuple[str, ...]
+    """An append's event texts (one `UserPrompt` each)."""
+    to_seq: int
+    """A truncate's ``to_seq``."""
+    after: Expected
+
+    def as_command(self) -> Command:
+        """This write as a command to a worker process."""
+        if self.kind == "append":
+            return Append(self.session, self.texts)
+        if self.kind == "truncate":
+            return Truncate(self.session, self.to_seq)
+        return Delete(self.session)
+
+    @property
+    def label(self) -> str:
+        if self.kind == "append":
+            return f"append({self.session!r}, {len(self.texts)} events)"
+        if self.kind == "truncate":
+            return f"truncate({self.session!r}, {self.to_seq})"
+        return f"delete({self.session!r})"
+
+
+def plan_workload(
+    rng: random.Random, capabilities: frozenset[Capability], number: int
+) -> tuple[tuple[str, ...], list[Call]]:
+    """The sessions and writes of crash round ``number``, drawn with ``rng``.
+
+    Appends of 1-3 events to two or three new sessions, then of 2-3 events to
+    existing ones, a truncate (TRUNCATE), a delete (DELETE), then more appends, one
+    of them re-creating the deleted session.
+    """
+    model = SpecModel(capabilities)
+    calls: list[Call] = []
+
+    def append(sid: str) -> None:
+        n = len(calls)
+        # A batch added to a log that exists is never a single event: a backend that
+        # writes such a batch in pieces shows it only with two or more.
+        size = rng.randint(2, 3) if model.head(sid) else rng.randint(1, 3)
+        texts = tuple(f"r{number}.{n}.{i} {sid}" for i in range(size))
+        model.append(sid, [UserPrompt(t) for t in texts])
+        calls.append(Call("append", sid, texts, 0, expected_of(model)))
+
+    sessions = tuple(rng.sample(SESSIONS, rng.choice((2, 3))))
+    for sid in [*sessions, *rng.choices(sessions, k=2)]:
+        append(sid)
+    if Capability.TRUNCATE in capabilities:
+        sid = max(sessions, key=model.head)
+        to_seq = rng.randrange(model.head(sid))
+        model.truncate(sid, to_seq)
+        calls.append(Call("truncate", sid, (), to_seq, expected_of(model)))
+    victim = rng.choice(sessions)
+    if Capability.DELETE in capabilities:
+        model.delete(victim)
+        calls.append(Call("delete", victim, (), 0, expected_of(model)))
+    for sid in [victim, *rng.choices(sessions, k=2)]:
+        append(sid)
+    return sessions, calls
+
+
+def expected_of(model: SpecModel) -> Expected:
+    """What ``model`` holds now: every session's event texts, and its session ids."""
+    ids = model.session_ids()
+    logs = {sid: tuple(event_text(e.event) for e in model.log(sid)) for sid in ids}
+    return Expected(logs, frozenset(ids))
+
+
+def event_text(event: object) -> str:
+    """The text the workloads put in each event (their marker)."""
+    return str(getattr(event, "text", event))
+
+
+_QUIETED: contextvars.ContextVar[bool] = contextvars.ContextVar("quieted", default=False)
+
+
+class _DropWarnings(logging.Filter):
+    """Drops records below ERROR that are logged inside a `quiet` block."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.ERROR or not _QUIETED.get()
+
+
+@contextlib.contextmanager
+def quiet() -> Iterator[None]:
+    # Cutting off a torn tail is the expected outcome of many crash states, and
+    # backends rightly log a warning each time; thousands of them would bury the
+    # report. Only what is logged inside this block is dropped: the filter asks a
+    # context variable, which the block's task and the threads it starts with
+    # asyncio.to_thread see set, and nothing else does. Errors still get through,
+    # and the filter leaves every handler when the block ends.
+    token = _QUIETED.set(True)
+    drop = _DropWarnings()
+    loggers = [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]
+    handlers = {h for lg in loggers if isinstance(lg, logging.Logger) for h in lg.handlers}
+    if logging.lastResort is not None:
+        handlers.add(logging.lastResort)  # what prints when no handler is configured
+    for handler in handlers:
+        handler.addFilter(drop)
+    try:
+        yield
+    finally:
+        for handler in handlers:
+            handler.removeFilter(drop)
+        _QUIETED.reset(token)
+
+
+async def _reopen(h: Harness, target: Path, sessions: tuple[str, ...]) -> Seen:
+    with quiet():
+        return await _inspect(h, target, sessions)
+
+
+async def _inspect(h: Harness, target: Path, sessions: tuple[str, ...]) -> Seen:
+    async with h.opened(target) as cp:
+        report = await cp.check_integrity()
+        listed = None
+        if h.has(Capability.LIST):
+            listed = frozenset(info.id for info in await cp.list_sessions())
+        logs: dict[str, tuple[str, ...]] = {}
+        refused: dict[str, str] = {}
+        broken: list[str] = []
+        for sid in sorted({*sessions, *(listed or ())}):
+            try:
+                stored = await read_all(cp, sid)
+            except CorruptStoreError as exc:
+                refused[sid] = str(exc)
+                continue
+            logs[sid] = tuple(event_text(s.event) for s in stored)
+            broken += _structure(sid, [(s.seq, s.parent_seq, s.session_id) for s in stored])
+            head = await cp.head(sid)
+            if head != len(stored):
+                broken.append(f"head({sid!r}) is {head} but read returned {len(stored)} events")
+    return Seen(logs, refused, listed, report.ok, report.detail, broken)
+
+
+def _structure(sid: str, links: list[tuple[int, int | None, str]]) -> list[str]:
+    for n, (seq, parent, owner) in enumerate(links, start=1):
+        if (seq, parent, owner) != (n, n - 1 if n > 1 else None, sid):
+            return [
+                f"session {sid!r}: event {n} has seq {seq}, parent_seq {parent}, "
+                f"session_id {owner!r}; seqs must run 1, 2, ... with parent seq - 1"
+            ]
+    return []
+
+
+def at_point(rnd: Round, point: int) -> tuple[Expected, Step | None]:
+    """What is acknowledged after ``point`` ops, and the call in flight then (if any)."""
+    done = [s for s in rnd.steps if s.end <= point]
+    acked = done[-1].after if done else Expected({}, frozenset())
+    following = rnd.steps[len(done)] if len(done) < len(rnd.steps) else None
+    return acked, following if following is not None and following.start < point else None
+
+
+def _judge(
+    seen: Seen, acked: Expected, flight: Step | None, garbage: bool, rule_id: str
+) -> tuple[str, str] | None:
+    """The rule broken and how, or None when ``seen`` is a state the rule allows."""
+    if seen.broken:
+        return rule_id, "; ".join(seen.broken)
+    if not garbage and (seen.refused or not seen.integrity_ok):
+        damaged = "; ".join(f"read({sid!r}) raised {err}" for sid, err in seen.refused.items())
+        return rule_id, f"{damaged or 'reads work'}; check_integrity: {seen.integrity}"
+    if seen.refused and seen.integrity_ok:
+        return (
+            rule_id,
+            f"reads raise CorruptStoreError ({seen.refused}) but check_integrity is ok",
+        )
+    for want in [acked] if flight is None else [acked, flight.after]:
+        logs_match = all(got == want.logs.get(sid, ()) for sid, got in seen.logs.items())
+        listed_match = seen.listed is None or (
+            seen.listed - set(seen.refused) == want.listed - set(seen.refused)
+        )
+        if logs_match and listed_match:
+            return None
+    return _mismatch(seen, acked, flight, rule_id)
+
+
+def _mismatch(seen: Seen, acked: Expected, flight: Step | None, rule_id: str) -> tuple[str, str]:
+    other = flight.after if flight is not None else acked
+    interrupted = f" or, with the interrupted {flight.label}, " if flight is not None else " "
+    for sid, got in seen.logs.items():
+        want, alt = acked.logs.get(sid, ()), other.logs.get(sid, ())
+        if got in (want, alt):
+            continue
+        if len(want) < len(got) < len(alt) and alt[: len(got)] == got and got[: len(want)] == want:
+            assert flight is not None
+            return "APPEND-003", (
+                f"session {sid!r} shows {len(got) - len(want)} of the {len(alt) - len(want)} "
+                f"events of the interrupted {flight.label}: a partial batch"
+            )
+        lost = [t for t in want if t not in got]
+        back = [t for t in got if t not in want and t not in alt]
+        what = (f"acknowledged events lost: {lost}; " if lost else "") + (
+            f"events no acknowledged state holds: {back}; " if back else ""
+        )
+        expected = f"{list(want)}" + (f"{interrupted}{list(alt)}" if alt != want else "")
+        return rule_id, f"session {sid!r}: {what}expected {expected}, read {list(got)}"
+    wanted = (
+        sorted(acked.listed)
+        if flight is None
+        else f"{sorted(acked.listed)}{interrupted}{sorted(other.listed)}"
+    )
+    return rule_id, f"list_sessions shows {sorted(seen.listed or ())}, expected {wanted}"
+
+
+def _context(rnd: Round, spec: CrashSpec, state: CrashState, crash: str) -> str:
+    _, flight = at_point(rnd, spec.point)
+    done = [s.label for s in rnd.steps if s.end <= spec.point]
+    pending = [str(rnd.plan.ops[i - 1]) for i in rnd.plan.pending(spec.point)]
+    shown = pending[-_SHOWN_OPS:]
+    if len(pending) > len(shown):
+        shown.insert(0, f"... {len(pending) - len(shown)} earlier")
+    files = ", ".join(f"{path} ({len(data)} bytes)" for path, data in sorted(state.files.items()))
+    return (
+        f"\n  {crash}: {spec} (round {rnd.number}, {len(rnd.plan.ops)} ops recorded{rnd.source})"
+        f"\n  acknowledged calls: {', '.join(done) or 'none'}"
+        f"\n  in flight: {flight.label if flight is not None else 'nothing'}"
+        f"\n  pending ops at the crash: {'; '.join(shown) or 'none'}"
+        f"\n  files after the crash: {files or 'none'}"
+    )
+
+
+async def check_state(h: Harness, rnd: Round, spec: CrashSpec, rule_id: str = "DUR-003") -> None:
+    """Build crash state ``spec`` of ``rnd``, reopen it through the factory and judge it.
+
+    Raises `RuleViolation` (``rule_id``, or APPEND-003 for a partial batch) when a
+    call acknowledged before the crash point is not in effect, the call in flight
+    is in effect in part, or the store is damaged where nothing was torn.
+    """
+    crash = "crash state" if rule_id == "DUR-003" else "kill state"
+    state = rnd.plan.build(spec)
+    tear = rnd.plan.tear_of(spec)
+    target = h.new_store()
+    try:
+        state.materialise(target)
+        try:
+            seen = await _reopen(h, target, rnd.sessions)
+        except Exception as exc:
+            raise RuleViolation(
+                rule_id,
+                f"reopening and reading after a crash raised {type(exc).__name__}: {exc}"
+                + _context(rnd, spec, state, crash),
+            ) from exc
+    finally:
+        shutil.rmtree(target, ignore_errors=True)
+    acked, flight = at_point(rnd, spec.point)
+    garbage = tear is not None and tear.fill == "garbage"
+    verdict = _judge(seen, acked, flight, garbage, rule_id)
+    if verdict is not None:
+        broken, message = verdict
+        raise RuleViolation(broken, message + _context(rnd, spec, state, crash))
+
+
+async def check_rounds(
+    h: Harness,
+    budget: int,
+    record: Callable[[random.Random, int], Awaitable[Round]],
+    states: Callable[[Round, random.Random, int], list[CrashSpec]],
+    rule_id: str = "DUR-003",
+) -> tuple[int, int, int]:
+    """Record rounds and check their states until ``budget`` states are checked.
+
+    ``record(rng, number)`` records round ``number``; ``states(round, rng, left)``
+    picks at most ``left`` of its states. Returns the states checked, the rounds
+    recorded and the operations they held, for the check's `Harness.measure`.
+    """
+    rng = random.Random(h.seed)
+    checked, number, ops = 0, 0, 0
+    while checked < budget:
+        rnd = await record(rng, number)
+        ops += len(rnd.plan.ops)
+        for spec in states(rnd, rng, budget - checked):
+            await check_state(h, rnd, spec, rule_id)
+            checked += 1
+        number += 1
+    return checked, number, ops
+
+
+async def verdict_on(
+    h: Harness,
+    store: Path,
+    sessions: tuple[str, ...],
+    acked: Expected,
+    flight: Step | None,
+    rule_id: str,
+) -> tuple[str, str] | None:
+    """Reopen ``store`` through the factory and judge it as `check_state` judges a crash
+    state: the rule broken and how, or None when every call in ``acked`` is in effect
+    and ``flight`` (the call interrupted) wholly or not at all."""
+    seen = await _reopen(h, store, sessions)
+    return _judge(seen, acked, flight, False, rule_id)

@@ -1,0 +1,150 @@
+"""What a check gets: a fresh store directory, handles on it, and helpers.
+
+Each check runs against its own empty directory. `Harness.open` makes a handle
+through the backend's factory (the same path reopens the same store) and keeps
+track of it so that the runner can close whatever a failing check left open.
+Handles come as `checkpointspec.conformance.engines.provenance.BackendHandle`:
+every exception the backend raises through them is noted as the backend's, which
+is how the runner tells evidence against the backend from the kit's own errors.
+
+Session checks reach the session layer under test through `Harness.session`,
+loaded on first use from `Harness.session_target` (``--session-layer``; by
+default ``checkpointspec.reference``), never by importing it themselves.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from ...spec import (
+    BackendContext,
+    BackendFactory,
+    Capability,
+    Checkpointer,
+    Codec,
+    UserPrompt,
+)
+from .loading import BackendRef, open_checkpointer
+from .outcomes import read_all
+from .profiles import Profile
+from .replay import Replay
+from .session_layer import DEFAULT_SESSION_LAYER, SessionLayer, load_session_layer
+
+__all__ = ["CheckSkipped", "Harness", "read_all"]
+
+
+class CheckSkipped(Exception):
+    """Raised by a check that finds nothing to verify on this backend; the message says why."""
+
+
+class Harness:
+    """The environment of one check run."""
+
+    def __init__(
+        self,
+        backend: BackendRef,
+        factory: BackendFactory,
+        root: Path,
+        capabilities: frozenset[Capability],
+        profile: Profile,
+        seed: int,
+        options: dict[str, str] | None = None,
+        session_target: str = DEFAULT_SESSION_LAYER,
+        replay: Replay | None = None,
+    ) -> None:
+        self.backend = backend
+        self.factory = factory
+        self.root = root
+        self.capabilities = capabilities
+        self.profile = profile
+        self.seed = seed
+        self.options = dict(options or {})
+        self.session_target = session_target
+        """The session layer's name (``MODULE`` or ``MODULE:OBJECT``), for worker processes."""
+        self.replay = replay
+        """With ``--reproduce``: the recorded example the check's Hypothesis run replays
+        instead of searching (`checkpointspec.conformance.engines.replay`)."""
+        self._session: SessionLayer | None = None
+        self.warnings: list[str] = []
+        self.measured: list[str] = []
+        """What a passing check reports it covered (how many crash states); see `measure`."""
+        self._handles: list[Checkpointer] = []
+        self.specimen: Checkpointer | None = None
+        """The first handle the check opened (closed by the end): the kit calls the
+        backend's `ExternalStorage.drop_stores` on it."""
+        self._counter = itertools.count()
+        self.path = self.new_store()
+
+    def new_store(self) -> Path:
+        """A fresh, empty directory for one more store."""
+        path = self.root / f"store-{next(self._counter)}"
+        path.mkdir(parents=True)
+        return path
+
+    @property
+    def session(self) -> SessionLayer:
+        """The session layer under test, loaded on first use (a storage check never loads it).
+
+        Raises `checkpointspec.conformance.engines.session_layer.SessionLayerError`
+        when it cannot be loaded; the runner loads it once before any session check
+        runs, so a check meets that only if the layer changed in between.
+        """
+        if self._session is None:
+            self._session = load_session_layer(self.session_target)
+        return self._session
+
+    @session.setter
+    def session(self, layer: SessionLayer) -> None:
+        """Give the harness a session layer loaded elsewhere (a test driving one check)."""
+        self._session = layer
+
+    def context(self, path: Path | None = None, codec: Codec | None = None) -> BackendContext:
+        """The BackendContext for ``path`` (default: this check's store)."""
+        return BackendContext(path=path or self.path, codec=codec, options=self.options)
+
+    async def open(self, path: Path | None = None, codec: Codec | None = None) -> Checkpointer:
+        """Open one more handle on the store at ``path`` (default: this check's store)."""
+        cp = await open_checkpointer(self.factory, self.context(path, codec))
+        self._handles.append(cp)
+        if self.specimen is None:
+            self.specimen = cp
+        return cp
+
+    @contextlib.asynccontextmanager
+    async def opened(
+        self, path: Path | None = None, codec: Codec | None = None
+    ) -> AsyncIterator[Checkpointer]:
+        """A handle that is closed when the block ends."""
+        cp = await self.open(path, codec)
+        try:
+            yield cp
+        finally:
+            await cp.close()
+
+    def warn(self, rule_id: str, message: str) -> None:
+        """Record that a SHOULD rule is not met, without failing the check."""
+        line = f"[{rule_id}] {message}"
+        if line not in self.warnings:
+            self.warnings.append(line)
+
+    def measure(self, text: str) -> None:
+        """Say how much a check covered (``"checked 200 crash states"``): the detail of its pass."""
+        self.measured.append(text)
+
+    def has(self, capability: Capability) -> bool:
+        return capability in self.capabilities
+
+    async def close_all(self) -> None:
+        """Close every handle this harness opened (close is idempotent, CLOSE-001)."""
+        for cp in self._handles:
+            with contextlib.suppress(Exception):
+                await cp.close()
+        self._handles.clear()
+
+    @staticmethod
+    def prompt(text: str) -> UserPrompt:
+        """A small event; checks use unique texts so every event is recognisable."""
+        return UserPrompt(text)

@@ -1,0 +1,416 @@
+"""The commanded-workers machine: a state machine choosing how processes interleave.
+
+Three worker processes (the worker protocol, `checkpointspec.conformance.engines.processes.client`)
+hold their own handles on one store. The machine runs operations on any of them,
+pauses one inside a write at a fault point the backend names (holding its locks
+and open transaction), lets the others read meanwhile, then resumes it or kills
+it with SIGKILL and restarts it. Every result is compared with `SpecModel`.
+After a kill the write that was cut short must be wholly there or wholly absent
+(KILL-001) and must block no one; reads during a paused write see the log before
+or after it (READ-003). Backends without fault points get the same machine with
+kills at unplanned moments.
+
+Build it as ``run_state_machine_as_test(lambda: CommandedMachine(env))``; the
+`WorkerPool` in ``env`` keeps its processes across examples, so each example
+costs one ``Open`` per worker rather than three interpreter starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import shutil
+import tempfile
+from collections.abc import Callable, Coroutine, Iterator
+from pathlib import Path
+from typing import IO, Literal, TypeVar
+
+import msgspec
+from hypothesis import note
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from ....spec import Capability, CheckpointConflictError, SpecModel, UserPrompt
+from ..processes.client import (
+    Append,
+    Close,
+    Command,
+    Failed,
+    Ok,
+    Open,
+    Opened,
+    Paused,
+    Read,
+    Reply,
+    Resume,
+    Truncate,
+    WorkerClient,
+    WorkerExited,
+    WorkerHung,
+)
+from ..violations import RuleViolation, expect
+
+__all__ = ["WORKERS", "CommandedEnv", "CommandedMachine", "WorkerPool", "worker_pool"]
+
+WORKERS = 3
+
+
+SESSIONS = ("s", "t")
+
+
+T = TypeVar("T")
+
+
+class WorkerPool:
+    """Worker processes for a synchronous caller, on a private event loop (see `worker_pool`).
+
+    A worker that was killed, or has exited, is started again by its next `open`.
+    """
+
+    def __init__(
+        self,
+        backend: str,
+        options: dict[str, str],
+        loop: asyncio.AbstractEventLoop,
+        stderr: list[IO[bytes]],
+        reply_timeout: float,
+    ) -> None:
+        self.backend = backend
+        self.options = options
+        self.loop = loop
+        self.stderr = stderr
+        self.reply_timeout = reply_timeout
+        self.workers: list[WorkerClient | None] = [None] * len(stderr)
+
+    def _run(self, step: Coroutine[object, object, T]) -> T:
+        return self.loop.run_until_complete(step)
+
+    def _worker(self, k: int) -> WorkerClient:
+        worker = self.workers[k]
+        assert worker is not None, f"worker {k} is not running"
+        return worker
+
+    def alive(self, k: int) -> bool:
+        worker = self.workers[k]
+        return worker is not None and worker.running
+
+    def open(self, k: int, path: Path) -> Reply:
+        """Open worker ``k``'s handle on ``path``, starting the worker first if need be."""
+        if not self.alive(k):
+            start = WorkerClient.start(self.backend, self.stderr[k], self.reply_timeout)
+            self.workers[k] = self._run(start)
+        return self.call(k, Open(str(path), self.options))
+
+    def call(self, k: int, command: Command) -> Reply:
+        return self._run(self._worker(k).call(command))
+
+    def send(self, k: int, command: Command) -> None:
+        self._run(self._worker(k).send(command))
+
+    def receive(self, k: int) -> Reply:
+        return self._run(self._worker(k).receive())
+
+    def kill(self, k: int) -> None:
+        """SIGKILL worker ``k``; its next `open` starts a new one."""
+        self._run(self._worker(k).kill())
+        self.workers[k] = None
+
+
+@contextlib.contextmanager
+def worker_pool(
+    backend: str, options: dict[str, str], size: int, reply_timeout: float = 30.0
+) -> Iterator[WorkerPool]:
+    """``size`` places for workers of ``backend``; on leaving, every worker is ended."""
+    loop = asyncio.new_event_loop()
+    try:
+        with contextlib.ExitStack() as files:
+            # One stderr file per place, shared by the workers that take it in turn.
+            stderr: list[IO[bytes]] = []
+            for _ in range(size):
+                file = files.enter_context(tempfile.TemporaryFile())
+                stderr.append(file)
+            pool = WorkerPool(backend, options, loop, stderr, reply_timeout)
+            try:
+                yield pool
+            finally:
+                for worker in pool.workers:
+                    if worker is not None:
+                        loop.run_until_complete(worker.close())
+    finally:
+        loop.close()
+
+
+class CommandedEnv(msgspec.Struct):
+    """What a machine runs against: the workers, the declared capabilities, fresh stores."""
+
+    pool: WorkerPool
+    capabilities: frozenset[Capability]
+    new_store: Callable[[], Path]
+
+
+_worker = st.integers(min_value=0, max_value=WORKERS - 1)
+
+
+_session = st.sampled_from(SESSIONS)
+
+
+_expected = st.sampled_from(["none", "current", "stale"])
+
+
+Write = Append | Truncate
+
+
+Pairs = list[tuple[int, str]]
+
+
+class CommandedMachine(RuleBasedStateMachine):
+    """Drives worker processes and `SpecModel` with the same operations."""
+
+    def __init__(self, env: CommandedEnv) -> None:
+        super().__init__()
+        self.env = env
+        self.pool = env.pool
+        self.path = env.new_store()
+        self.model = SpecModel(env.capabilities)
+        self.markers = itertools.count(1)
+        self.paused: tuple[int, Write] | None = None
+        self.busy: dict[int, tuple[str, list[Pairs]]] = {}
+        self.fault_points: tuple[str, ...] = ()
+        for k in range(WORKERS):
+            self.fault_points = self.open_worker(k, "MP-001")
+
+    # -- plumbing ---------------------------------------------------------------------
+    def open_worker(self, k: int, rule_id: str) -> tuple[str, ...]:
+        """Open worker ``k``'s handle (restarting it if killed); ``rule_id`` is blamed if
+        the backend refuses. A worker that hangs is KILL-001, as for every call."""
+        try:
+            reply = self.pool.open(k, self.path)
+        except (WorkerHung, WorkerExited) as hung:
+            raise RuleViolation(
+                "KILL-001",
+                f"worker {k} hung opening the store: {hung}; "
+                "something a killed process held was not released",
+            ) from None
+        note(f"worker {k}: open -> {reply!r}")
+        if not isinstance(reply, Opened):
+            raise RuleViolation(rule_id, f"worker {k} could not open the store: {reply}")
+        return reply.fault_points
+
+    def call(self, k: int, command: Command) -> Reply:
+        try:
+            reply = self.pool.call(k, command)
+        except (WorkerHung, WorkerExited) as hung:
+            raise RuleViolation(
+                "KILL-001",
+                f"worker {k} hung on {command!r}: {hung}; "
+                "something a killed process held was not released",
+            ) from None
+        note(f"worker {k}: {command!r} -> {reply!r}")
+        return reply
+
+    def command(
+        self,
+        op: Literal["append", "truncate"],
+        session: str,
+        expected: str,
+        size: int = 0,
+        to_seq: int = 0,
+    ) -> Write:
+        head = self.model.head(session)
+        want = {"none": None, "current": head, "stale": head + 1}[expected]
+        markers = tuple(f"m{next(self.markers)}" for _ in range(size))
+        if op == "append":
+            return Append(session, markers, want)
+        return Truncate(session, to_seq, want)
+
+    def apply(self, command: Write) -> int | None:
+        """The model's answer to a write: its new head, or None for a conflict."""
+        try:
+            if isinstance(command, Append):
+                events = [UserPrompt(m) for m in command.markers]
+                return self.model.append(command.session, events, command.expected_head)
+            return self.model.truncate(command.session, command.to_seq, command.expected_head)
+        except CheckpointConflictError:
+            return None
+
+    def check_write(self, k: int, command: Write, reply: Reply, expected: int | None) -> None:
+        op = "append" if isinstance(command, Append) else "truncate"
+        call = f"worker {k}: {op}({command.session!r}, expected_head={command.expected_head})"
+        if expected is None:
+            expect(
+                isinstance(reply, Failed) and reply.error == "CheckpointConflictError",
+                "MP-001",
+                f"{call} gave {reply}; expected a conflict",
+            )
+        else:
+            expect(
+                isinstance(reply, Ok) and reply.value == expected,
+                "MP-001",
+                f"{call} gave {reply}; expected head {expected}",
+            )
+
+    def log(self, session: str) -> Pairs:
+        return [(e.seq, getattr(e.event, "text", "")) for e in self.model.log(session)]
+
+    # -- rules --------------------------------------------------------------------------
+    @rule(k=_worker, session=_session, size=st.integers(1, 3), expected=_expected)
+    @precondition(lambda self: self.paused is None)
+    def append(self, k: int, session: str, size: int, expected: str) -> None:
+        command = self.command("append", session, expected, size)
+        self.check_write(k, command, self.call(k, command), self.apply(command))
+
+    @rule(k=_worker, session=_session, cut=st.integers(0, 3), expected=_expected)
+    @precondition(lambda self: self.paused is None and Capability.TRUNCATE in self.env.capabilities)
+    def truncate(self, k: int, session: str, cut: int, expected: str) -> None:
+        to_seq = max(self.model.head(session) - cut, 0)
+        command = self.command("truncate", session, expected, to_seq=to_seq)
+        self.check_write(k, command, self.call(k, command), self.apply(command))
+
+    @rule(k=_worker, session=_session)
+    def read(self, k: int, session: str) -> None:
+        """READ-003: a read sees the log before or after a write paused in another process.
+
+        While a write is paused the read is only started: a backend may make readers
+        wait for the writer's lock. Its answer is collected when the pause ends.
+        """
+        if k in self.busy or (self.paused is not None and self.paused[0] == k):
+            return
+        allowed = [self.log(session)]
+        if self.paused is not None:
+            saved = self.model
+            self.model = saved.copy()
+            self.apply(self.paused[1])
+            allowed.append(self.log(session))
+            self.model = saved
+            self.pool.send(k, Read(session))
+            self.busy[k] = (session, allowed)
+            return
+        self.check_read(k, session, self.call(k, Read(session)), allowed)
+
+    def check_read(self, k: int, session: str, reply: Reply, allowed: list[Pairs]) -> None:
+        got = _pairs(reply)
+        expect(
+            got in allowed,
+            "READ-003",
+            f"worker {k} read {session!r} as {got}; the log is {' or '.join(map(str, allowed))}",
+        )
+
+    def drain(self) -> None:
+        """Collect the reads started during a pause that has just ended."""
+        for k, (session, allowed) in sorted(self.busy.items()):
+            self.check_read(k, session, self.call_receive(k), allowed)
+        self.busy.clear()
+
+    @rule(
+        k=_worker,
+        session=_session,
+        size=st.integers(1, 4),
+        point=st.integers(0, 20),
+        arrival=st.integers(1, 3),
+    )
+    @precondition(lambda self: self.paused is None and bool(self.fault_points))
+    def pause_inside_append(
+        self, k: int, session: str, size: int, point: int, arrival: int
+    ) -> None:
+        # Any point may be reached by an append; one it never reaches just lets it finish.
+        candidates = self.fault_points
+        command = msgspec.structs.replace(
+            self.command("append", session, "current", size),
+            pause_at=candidates[point % len(candidates)],
+            pause_on=arrival,
+        )
+        reply = self.call(k, command)
+        if isinstance(reply, Paused):
+            self.paused = (k, command)
+        else:
+            self.check_write(k, command, reply, self.apply(command))
+
+    @rule()
+    @precondition(lambda self: self.paused is not None)
+    def resume(self) -> None:
+        assert self.paused is not None
+        k, command = self.paused
+        self.paused = None
+        self.pool.send(k, Resume())
+        reply = self.call_receive(k)
+        self.check_write(k, command, reply, self.apply(command))
+        self.drain()
+
+    def call_receive(self, k: int) -> Reply:
+        try:
+            return self.pool.receive(k)
+        except (WorkerHung, WorkerExited) as hung:
+            raise RuleViolation(
+                "KILL-001", f"worker {k} hung finishing its write: {hung}"
+            ) from None
+
+    @rule(k=_worker, session=_session, size=st.integers(1, 3))
+    @precondition(lambda self: self.paused is None and not self.fault_points)
+    def kill_during_append(self, k: int, session: str, size: int) -> None:
+        """Without fault points: send a write and kill the worker at once."""
+        command = self.command("append", session, "none", size)
+        self.pool.send(k, command)
+        self.paused = (k, command)
+        self.kill(k)
+
+    @rule()
+    @precondition(lambda self: self.paused is not None)
+    def kill_paused(self) -> None:
+        """KILL-001: kill the paused writer, as likely as resuming it (`kill` picks any worker)."""
+        assert self.paused is not None
+        self.kill(self.paused[0])
+
+    @rule(k=_worker)
+    def kill(self, k: int) -> None:
+        """KILL-001: SIGKILL a worker (paused or idle), restart it, and settle its cut write."""
+        self.pool.kill(k)
+        self.busy.pop(k, None)
+        cut = self.paused if self.paused is not None and self.paused[0] == k else None
+        if cut is not None:
+            self.paused = None
+            session = cut[1].session
+            # Readers waiting on the dead writer must now get their answers (KILL-001).
+            self.drain()
+            observer = (k + 1) % WORKERS
+            got = _pairs(self.call(observer, Read(session)))
+            before = self.log(session)
+            saved = self.model.copy()
+            self.apply(cut[1])
+            after = self.log(session)
+            if got == before:
+                self.model = saved
+            op = "append" if isinstance(cut[1], Append) else "truncate"
+            expect(
+                got in (before, after),
+                "KILL-001",
+                f"after killing worker {k} mid-{op}, {session!r} reads {got}; it must be {before} or {after}",
+            )
+        self.open_worker(k, "KILL-001")
+
+    @invariant()
+    def logs_match(self) -> None:
+        if self.paused is not None:
+            return
+        for session in SESSIONS:
+            got = _pairs(self.call(0, Read(session)))
+            expect(
+                got == self.log(session),
+                "MP-001",
+                f"worker 0 reads {session!r} as {got}; the model has {self.log(session)}",
+            )
+
+    def teardown(self) -> None:
+        if self.paused is not None:
+            self.kill(self.paused[0])
+        for k in range(WORKERS):
+            if self.pool.alive(k):
+                self.call(k, Close())
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+def _pairs(reply: Reply) -> Pairs | Reply:
+    """A read's (seq, marker) pairs; the reply itself when the read failed (shown in messages)."""
+    if isinstance(reply, Ok) and isinstance(reply.value, list):
+        return [(seq, marker) for seq, marker in reply.value]
+    return reply

@@ -1,0 +1,251 @@
+"""What the model-based machine stands on: one store driven beside `SpecModel`.
+
+`MachineBase` owns the event loop every backend call runs on (Hypothesis'
+stateful testing is synchronous), the handles on the store and their
+counterparts on the model, and the ledger of every event appended. It runs one
+operation on both sides and compares the outcomes, and when a read or a returned
+head differs from the model's, it asks the ledger which rule the difference
+proves broken. The operations themselves, and what each must satisfy, are
+`checkpointspec.conformance.engines.machines.storage.CheckpointerMachine`'s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import shutil
+import tempfile
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from functools import partial
+from pathlib import Path
+from typing import TypeVar
+
+import msgspec
+from hypothesis import note
+from hypothesis.stateful import RuleBasedStateMachine
+
+from ....spec import (
+    BackendContext,
+    Capability,
+    Checkpointer,
+    Codec,
+    ModelEvent,
+    ModelHandle,
+    SessionEvent,
+    SessionInfo,
+    SpecModel,
+    StoredEvent,
+)
+from ..loading import BackendRef, open_checkpointer
+from ..outcomes import (
+    Err,
+    Ok,
+    check_list_order,
+    compare_log,
+    compare_outcomes,
+    make_event,
+    marker_of,
+    markers_of,
+    read_all,
+    run_backend,
+    run_model,
+)
+from ..violations import RuleViolation, expect
+from .ledger import Ledger
+
+__all__ = ["CURRENT", "MachineBase", "MachineEnv"]
+
+T = TypeVar("T")
+A = TypeVar("A")
+M = TypeVar("M")
+
+CURRENT = "current"
+"""An expected head or generation drawn as "whatever the model says it is now"."""
+
+
+class MachineEnv(msgspec.Struct):
+    """What every machine of one run is given: the backend and where to put stores.
+
+    ``warnings`` collects SHOULD-rule findings (LIST-003) for the report.
+    """
+
+    backend: BackendRef
+    capabilities: frozenset[Capability]
+    root: Path
+    codec_factory: Callable[[], Codec | None] | None = None
+    options: dict[str, str] = msgspec.field(default_factory=dict)
+    warnings: list[str] = msgspec.field(default_factory=list)
+
+
+class MachineBase(RuleBasedStateMachine):
+    """A fresh store under ``env.root`` with one handle, beside a fresh `SpecModel`."""
+
+    def __init__(self, env: MachineEnv) -> None:
+        super().__init__()
+        self.env = env
+        self.loop = asyncio.new_event_loop()
+        self.factory = env.backend.load()
+        self.path = Path(tempfile.mkdtemp(prefix="machine-", dir=env.root))
+        self.codec = env.codec_factory() if env.codec_factory else None
+        self.model = SpecModel(env.capabilities)
+        self.handles: list[Checkpointer] = []
+        self.model_handles: list[ModelHandle] = []
+        # Every event appended, by marker: the handle that appended it, and its fate.
+        self.ledger: Ledger[Checkpointer] = Ledger()
+        self.markers = itertools.count(1)
+        self.open_handle_pair()
+
+    # -- running ---------------------------------------------------------------------
+    def run(self, coro: Coroutine[object, object, T]) -> T:
+        return self.loop.run_until_complete(coro)
+
+    def open_handle_pair(self) -> None:
+        """One more handle on the store, and its counterpart on the model."""
+        ctx = BackendContext(path=self.path, codec=self.codec, options=self.env.options)
+        self.handles.append(self.run(open_checkpointer(self.factory, ctx)))
+        self.model_handles.append(self.model.handle())
+
+    def pick(self, index: int) -> tuple[int, Checkpointer, ModelHandle]:
+        i = index % len(self.handles)
+        return i, self.handles[i], self.model_handles[i]
+
+    def compare(
+        self, operation: str, call: str, backend: Callable[[], Awaitable[A]], model: Callable[[], M]
+    ) -> tuple[Ok[A] | Err, Ok[M] | Err]:
+        """Run ``call`` on both sides; errors must match (`compare_outcomes`), values
+        are the caller's to compare."""
+        expected = run_model(model)
+        actual = self.run(run_backend(backend))
+        note(
+            f"{call} -> {'error ' + type(actual.error).__name__ if isinstance(actual, Err) else actual.value!r}"
+        )
+        compare_outcomes(operation, actual, expected, call)
+        return actual, expected
+
+    def teardown(self) -> None:
+        try:
+            for cp in self.handles:
+                self.run(run_backend(cp.close))
+        finally:
+            self.loop.close()
+            shutil.rmtree(self.path, ignore_errors=True)
+
+    # -- drawn arguments -------------------------------------------------------------
+    def new_batch(self, kinds: list[str]) -> list[SessionEvent]:
+        """Events of these kinds, each with a marker no other event has."""
+        return [make_event(kind, f"e{next(self.markers)}") for kind in kinds]
+
+    def resolve(
+        self, expected: int | str | None, session_id: str, generation: bool = False
+    ) -> int | None:
+        """A drawn expected head (or generation): `CURRENT` is the model's."""
+        if expected != CURRENT:
+            return expected if not isinstance(expected, str) else None
+        if generation:
+            return self.model.generation(session_id)
+        return self.model.head(session_id)
+
+    def seq_at(self, session_id: str, position: tuple[str, int]) -> int:
+        """Resolve a drawn position: ``("back", n)`` is head - n (at least 0), ``("at", n)`` is n."""
+        how, n = position
+        return max(self.model.head(session_id) - n, 0) if how == "back" else n
+
+    # -- judging -----------------------------------------------------------------------
+    def settle_append(
+        self,
+        i: int,
+        session_id: str,
+        batch: Sequence[object],
+        outcomes: tuple[Ok[int] | Err, Ok[int] | Err],
+        call: str,
+    ) -> None:
+        """After an append through handle ``i`` matched the model's outcome: enter its
+        events in the ledger, and check the head it returned (SEQ-003)."""
+        actual, model = outcomes
+        if isinstance(model, Err):
+            self.ledger.refuse(session_id, markers_of(batch), self.handles[i], model.error)
+            return
+        self.ledger.append(session_id, markers_of(batch), self.handles[i])
+        if isinstance(actual, Ok) and actual.value != model.value:
+            raise self.wrong_head(
+                self.handles[i],
+                session_id,
+                "SEQ-003",
+                f"{call} returned {actual.value}; the new head is {model.value}",
+            )
+
+    def wrong_head(
+        self, cp: Checkpointer, session_id: str, rule_id: str, message: str
+    ) -> RuleViolation:
+        """The violation for an append that returned the wrong head: ``rule_id``, unless
+        the log holds an event that must not be there (deleted, truncated away, refused,
+        another session's), which explains the head and names the rule it breaks."""
+        got = self.run(run_backend(partial(read_all, cp, session_id)))
+        if isinstance(got, Ok):
+            found = self.ledger.first_intrusion(markers_of(s.event for s in got.value), session_id)
+            if found is not None:
+                return RuleViolation(
+                    found.rule_id,
+                    f"{message}: the log holds event {found.marker!r}, {found.reason}",
+                )
+        return RuleViolation(rule_id, message)
+
+    def compare_read(
+        self,
+        i: int,
+        got: Sequence[StoredEvent],
+        expected: Sequence[ModelEvent],
+        read: tuple[str, int],
+        call: str,
+    ) -> None:
+        """`compare_log` for ``read`` (session id, since_seq) through handle ``i``, blaming
+        HANDLE-001 when an event it misses is there when read through the open handle
+        that appended it."""
+        session_id, since = read
+        try:
+            compare_log(got, expected, session_id, call, self.ledger)
+        except RuleViolation:
+            seen = {marker_of(s.event) for s in got if isinstance(s, StoredEvent)}
+            want = [marker_of(e.event) for e in expected]
+            for event, marker in zip(expected, want, strict=True):
+                entry = self.ledger.get(marker)
+                if marker in seen or entry is None:
+                    continue
+                # The writer's handle, unless closing everything for a reopen dropped it.
+                writer = next((n for n, cp in enumerate(self.handles) if cp is entry.writer), i)
+                if writer == i or self.model_handles[writer].closed:
+                    continue
+                again = self.run(run_backend(partial(read_all, entry.writer, session_id, since)))
+                if isinstance(again, Ok) and [marker_of(s.event) for s in again.value] == want:
+                    raise RuleViolation(
+                        "HANDLE-001",
+                        f"{call} misses event {marker!r} (seq {event.seq}), which handle "
+                        f"{writer} appended and still reads",
+                    ) from None
+            raise
+
+    def check_listing(self, infos: Sequence[object], expected: list[str], call: str) -> None:
+        """LIST-001 and LIST-002 for a listing; a LIST-003 finding becomes a warning."""
+        for info in infos:
+            if not isinstance(info, SessionInfo):
+                raise RuleViolation("LIST-001", f"{call} returned {info!r}, not a SessionInfo")
+        typed = [info for info in infos if isinstance(info, SessionInfo)]
+        listed = sorted(info.id for info in typed)
+        expect(
+            listed == sorted(expected),
+            "LIST-001",
+            f"{call} listed {listed}; the existing sessions are {sorted(expected)}",
+        )
+        check_list_order(typed, call)
+        by_id = {info.id: info.mtime for info in typed}
+        for a, b in itertools.combinations(expected, 2):
+            later, earlier = (
+                (a, b) if self.model.modified_at(a) > self.model.modified_at(b) else (b, a)
+            )
+            if by_id[later] < by_id[earlier]:
+                line = (
+                    f"[LIST-003] {call}: {later!r} was modified after {earlier!r} but has an "
+                    f"earlier mtime ({by_id[later]} < {by_id[earlier]})"
+                )
+                if line not in self.env.warnings:
+                    self.env.warnings.append(line)

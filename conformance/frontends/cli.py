@@ -1,0 +1,483 @@
+"""The ``checkpointspec`` command.
+
+``checkpointspec run BACKEND`` runs the kit and exits 0 when every applicable
+MUST rule passed, 1 when one failed (whatever else happened), 2 on a usage error,
+and 3 when no rule failed but a check stopped on an error of the kit itself,
+which proves nothing about the backend. ``checkpointspec rules`` prints the catalog,
+``checkpointspec explain RULE`` one rule: its text, capability, level and checks.
+
+A usage error is one line on stderr and exit 2, before any check runs: an
+unknown backend; a backend module that does not import (its file, line and
+error); a factory that raises or returns something that is not a Checkpointer
+(the members it lacks); an unknown ``--xfail`` rule or ``--only`` selection; a
+``-n`` below 1; a ``--report``/``--junit``/``--badge``/``--summary`` path that
+cannot be written; with
+``--suite session`` or ``all``, a ``--session-layer`` module that does not
+import or lacks one of the session layer's names.
+
+``--suite`` picks what is checked: ``storage`` (the default) the checkpointer
+against the storage contract, ``session`` the session layer (``--session-layer``,
+default ``checkpointspec.reference``) running on it, ``all`` both. The table
+lists the rules of the suite run.
+
+The progress bar and the summary count the same things: the selected checks,
+each of which ends once (skipped ones included); one check may verify several
+rules. The bar names the check(s) running now.
+
+A failure panel leads with the check, the rule it broke and the finding, then
+the failing steps and the replay command; the full traceback, the kit's own
+frames included, only with ``--verbose``. The replay command of a failure found
+by Hypothesis carries ``--reproduce BLOB``, which reruns exactly the failing
+example; a blob that does not decode, was recorded by another Hypothesis
+version, or comes without ``--only`` naming one check is a usage error.
+
+Under the summary line, the conformance levels the run attained
+(`checkpointspec.conformance.running.levels`). ``--badge FILE.svg`` writes a status
+badge (`badge`), ``--summary FILE.md`` a Markdown summary for a CI job's page
+(`summary`). ``--xfail RULE=REASON`` lists a rule expected to fail and why; the
+reason is shown in the table and recorded in the report (``RULE`` alone works too).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NoReturn
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.table import Table
+
+from ...reference import cli as operator
+from ...spec import RULES
+from ..checks.base import Check
+from ..engines.loading import BackendLoadError, parse_options
+from ..engines.profiles import DEFAULT_PROFILE, PROFILES
+from ..engines.replay import ReproduceError, parse_reproduction
+from ..engines.session_layer import DEFAULT_SESSION_LAYER
+from ..running.failures import panel_body
+from ..running.levels import describe_levels, level_of_rule
+from ..running.registry import DEFAULT_SUITE, SUITES, UnknownRuleError, check_rule_id
+from ..running.report import (
+    EXIT_FAILED,
+    EXIT_KIT_ERROR,
+    EXIT_PASSED,
+    EXIT_USAGE,
+    CheckResult,
+    KitReport,
+    to_json,
+    to_junit,
+    unwritable,
+)
+from ..running.runner import run_kit
+from .badge import badge_for, render_badge
+from .explain import explain_rule
+from .summary import render_summary
+
+__all__ = ["main"]
+
+_STYLE = {
+    "passed": "green",
+    "failed": "bold red",
+    "warning": "yellow",
+    "skipped": "dim",
+    "xfailed": "cyan",
+    "xpassed": "bold magenta",
+    "not_checked": "dim yellow",
+    "not_run": "dim",
+    "error": "bold white on red",
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one line (``checkpointspec run: error: ...``), exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _rule_id(text: str) -> str:
+    try:
+        return check_rule_id(text)
+    except UnknownRuleError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _expected_failure(text: str) -> tuple[str, str]:
+    """``RULE=REASON`` or ``RULE`` as (rule, reason), the rule checked like ``--only``'s."""
+    rule, _, reason = text.partition("=")
+    return _rule_id(rule.strip()), reason.strip()
+
+
+def _workers(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of processes") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{n} processes: use 1 or more")
+    return n
+
+
+def _reproduction(text: str) -> str:
+    """A reproduce blob as a failure's replay command gives it, checked before the run."""
+    try:
+        return str(parse_reproduction(text))
+    except ReproduceError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _output_file(text: str) -> Path:
+    """A file the report can be written to, checked before the kit runs for minutes."""
+    problem = unwritable(text)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
+    return Path(text)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="checkpointspec",
+        description=(
+            "Conformance kit for checkpointers, and operator commands for their sessions."
+        ),
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("run", help="run the kit against a backend")
+    run.add_argument(
+        "backend",
+        nargs="?",
+        help="memory, file, sqlite, or module:function returning a Checkpointer "
+        "(or --process instead)",
+    )
+    run.add_argument(
+        "--process",
+        metavar="COMMAND",
+        help="a backend in another process speaking the stdio protocol, one process per "
+        "handle, e.g. --process 'node my-backend.js' (docs/stdio-protocol.md)",
+    )
+    run.add_argument(
+        "--validate-protocol",
+        action="store_true",
+        help="with --process: check every message, both ways, against the protocol's JSON "
+        "Schema and name the first that breaks it",
+    )
+    run.add_argument(
+        "--profile",
+        choices=sorted(PROFILES),
+        default=DEFAULT_PROFILE,
+        help="how hard to try (default: default)",
+    )
+    run.add_argument(
+        "--suite",
+        choices=list(SUITES),
+        default=DEFAULT_SUITE,
+        help="storage: the checkpointer; session: the session layer on it; all: both "
+        f"(default: {DEFAULT_SUITE})",
+    )
+    run.add_argument(
+        "--session-layer",
+        default=DEFAULT_SESSION_LAYER,
+        metavar="MODULE",
+        help="the session layer the session suite checks: a module (or MODULE:OBJECT) "
+        f"exposing the names of {DEFAULT_SESSION_LAYER} (default: {DEFAULT_SESSION_LAYER})",
+    )
+    run.add_argument(
+        "--seed", type=int, help="seed for every random choice; printed with each failure"
+    )
+    run.add_argument(
+        "--reproduce",
+        type=_reproduction,
+        metavar="BLOB",
+        help="replay exactly this failing example of the one --only check (from a "
+        "failure's replay command): no search, no shrinking",
+    )
+    run.add_argument(
+        "-n", "--workers", type=_workers, default=1, help="run checks in this many processes (1+)"
+    )
+    run.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="CHECK_OR_RULE",
+        help="run only checks whose name starts with this or that verify this rule (repeatable)",
+    )
+    run.add_argument(
+        "--xfail",
+        action="append",
+        default=[],
+        type=_expected_failure,
+        metavar="RULE[=REASON]",
+        help="a rule expected to fail, and why; it is an error if it passes (repeatable)",
+    )
+    run.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="backend option passed in BackendContext.options (repeatable)",
+    )
+    run.add_argument(
+        "--report", type=_output_file, metavar="FILE.json", help="write the machine-readable report"
+    )
+    run.add_argument(
+        "--junit", type=_output_file, metavar="FILE.xml", help="write a JUnit XML report"
+    )
+    run.add_argument(
+        "--badge", type=_output_file, metavar="FILE.svg", help="write an SVG status badge"
+    )
+    run.add_argument(
+        "--summary",
+        type=_output_file,
+        metavar="FILE.md",
+        help="write a Markdown summary (e.g. to $GITHUB_STEP_SUMMARY)",
+    )
+    run.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    run.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="print each failure's full traceback, the kit's own frames included",
+    )
+    commands.add_parser("rules", help="print the rule catalog")
+    explain = commands.add_parser(
+        "explain", help="print one rule: its text, capability, level and checks"
+    )
+    explain.add_argument("rule", type=_rule_id, help="a rule id, e.g. APPEND-002")
+    operator.add_commands(commands)  # sessions, checkpoints, restore, compact
+    return parser
+
+
+def _rules_table(report: KitReport) -> Table:
+    suite = "" if report.suite == "storage" else f" · suite {report.suite}"
+    if report.session_layer is not None and report.session_layer != DEFAULT_SESSION_LAYER:
+        suite += f" ({report.session_layer})"
+    table = Table(
+        title=f"checkpointspec · {report.backend}{suite} · profile {report.profile} "
+        f"· seed {report.seed}"
+    )
+    table.add_column("rule", no_wrap=True)
+    table.add_column("", no_wrap=True)
+    table.add_column("status", no_wrap=True)
+    table.add_column("title / reason")
+    for r in report.rules:
+        if r.status == "not_run":
+            continue
+        note = r.title if r.status == "passed" else f"{r.title} — {r.reason}"
+        if r.first_failure:
+            note += f"\n{r.first_failure.splitlines()[0]}"
+        table.add_row(r.id, r.strength.value, f"[{_STYLE[r.status]}]{r.status}[/]", escape(note))
+    return table
+
+
+def _print_findings(console: Console, report: KitReport, verbose: bool = False) -> None:
+    """One panel per failed or errored check: the rule and the finding first, then the
+    failing steps and the replay command; the kit's traceback only if ``verbose``.
+    Then what passing checks say they covered (how many crash states), and warnings."""
+    for result in report.checks:
+        if result.status == "failed":
+            title = f"[bold red]{escape(result.name)}[/] broke [bold]{result.violated_rule}[/]"
+        elif result.status == "error":
+            title = (
+                f"[bold]{escape(result.name)}[/] stopped on a [bold red]kit error[/]"
+                " (no verdict on the backend)"
+            )
+        else:
+            continue
+        console.rule(title)
+        console.print(escape(panel_body(result, verbose=verbose)), highlight=False)
+    for result in report.checks:
+        if result.status == "passed" and result.detail:
+            console.print(f"[dim]covered[/] {escape(result.name)}: {escape(result.detail)}")
+    for warning in report.warnings:
+        console.print(f"[yellow]warning[/] {escape(warning)}")
+
+
+_CHECK_STATUSES = ("passed", "failed", "error", "not_checked", "skipped")
+
+
+def _summary(report: KitReport) -> str:
+    """Rules by status, then the checks (what the progress bar counted) by status."""
+    counts: dict[str, int] = {}
+    for r in report.rules:
+        counts[r.status] = counts.get(r.status, 0) + 1
+    parts = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+    check_counts = {
+        status: sum(c.status == status for c in report.checks) for status in _CHECK_STATUSES
+    }
+    checks = ", ".join(
+        f"{n} {status}" for status, n in check_counts.items() if n or status in ("passed", "failed")
+    )
+    return f"rules: {parts} · {len(report.checks)} checks: {checks} · {report.duration:.1f}s"
+
+
+_VERDICTS = {
+    EXIT_PASSED: "[bold green]PASS[/]",
+    EXIT_FAILED: "[bold red]FAIL[/]",
+    EXIT_KIT_ERROR: "[bold white on red]KIT ERROR[/] no rule failed, but the kit broke off checks:",
+}
+
+
+class _Live:
+    """The progress bar: how many of the selected checks ended, and which run now."""
+
+    def __init__(self, progress: Progress, backend: str) -> None:
+        self.progress = progress
+        self.idle = f"checking {escape(backend)}"
+        self.task: TaskID = progress.add_task(self.idle, total=None)
+        self.running: list[str] = []
+
+    def selected(self, checks: list[Check]) -> None:
+        self.progress.update(self.task, total=len(checks))
+
+    def started(self, check: Check) -> None:
+        self.running.append(check.name)
+        self._describe()
+
+    def finished(self, result: CheckResult) -> None:
+        if result.name in self.running:
+            self.running.remove(result.name)
+        self.progress.update(self.task, advance=1)
+        self._describe()
+
+    def _describe(self) -> None:
+        names = ", ".join(escape(n) for n in self.running)
+        if not self.running:
+            description = self.idle
+        elif len(self.running) == 1:
+            description = names
+        else:
+            description = f"{len(self.running)} running: {names}"
+        self.progress.update(self.task, description=description)
+
+
+def _badge_svg(report: KitReport) -> bytes:
+    return render_badge(badge_for(report)).encode()
+
+
+def _summary_md(report: KitReport) -> bytes:
+    return render_summary(report).encode()
+
+
+def _write(path: Path, data: bytes) -> str | None:
+    try:
+        path.write_bytes(data)
+    except OSError as exc:
+        return f"cannot write {path}: {exc.strerror or exc}"
+    return None
+
+
+def _run(args: argparse.Namespace, console: Console) -> int:
+    if (args.backend is None) == (args.process is None):
+        raise BackendLoadError("name a backend or give --process COMMAND (one of them)")
+    if args.validate_protocol and args.process is None:
+        raise BackendLoadError("--validate-protocol checks a --process backend's messages")
+    options = parse_options(args.option)
+    xfail: dict[str, str] = {}
+    for rule_id, reason in args.xfail:
+        xfail[rule_id] = "; ".join(r for r in (xfail.get(rule_id, ""), reason) if r)
+    progress = Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        disable=args.quiet or not console.is_terminal,
+    )
+    live = _Live(progress, args.backend or args.process)
+    with progress:
+        report = run_kit(
+            args.backend,
+            process=args.process,
+            validate_protocol=args.validate_protocol,
+            profile=args.profile,
+            seed=args.seed,
+            workers=args.workers,
+            only=args.only,
+            expected_failures=xfail,
+            options=options,
+            suite=args.suite,
+            session_layer=args.session_layer,
+            on_result=live.finished,
+            on_start=live.selected,
+            on_check_start=live.started,
+            reproduce=args.reproduce,
+        )
+    console.print(_rules_table(report))
+    not_run = sum(r.status == "not_run" for r in report.rules)
+    if not_run:
+        console.print(f"[dim]{not_run} rules not run: no check selected by --only verifies them[/]")
+    _print_findings(console, report, args.verbose)
+    for result in report.checks:
+        if result.status == "passed" and result.reason:  # a --reproduce that did not fail
+            console.print(f"{escape(result.name)}: {escape(result.reason)}", highlight=False)
+    status = report.exit_status
+    outputs = (
+        (args.report, to_json),
+        (args.junit, to_junit),
+        (args.badge, _badge_svg),
+        (args.summary, _summary_md),
+    )
+    for path, data in outputs:
+        problem = _write(path, data(report)) if path else None
+        if problem:
+            _error(problem)
+            # A verdict (1, 3) stands; a pass whose report was lost is not a pass to CI.
+            status = EXIT_USAGE if status == EXIT_PASSED else status
+    console.print(f"{_VERDICTS[report.exit_status]} {_summary(report)}")
+    console.print(escape(describe_levels(report.levels)), highlight=False)
+    return status
+
+
+def _error(message: str) -> None:
+    Console(stderr=True, soft_wrap=True).print(
+        f"[bold red]checkpointspec: error:[/] {escape(message)}", highlight=False
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``checkpointspec`` console script; returns the exit status."""
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit as exc:  # argparse: --help (0) or a usage error (2, already printed)
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    console = Console()
+    if args.command in operator.COMMANDS:
+        return operator.run_command(args, console)
+    if args.command == "rules":
+        table = Table(title="checkpointspec rule catalog")
+        for column in ("rule", "", "needs", "level", "title"):
+            table.add_column(column)
+        for r in RULES:
+            level = level_of_rule(r.id)
+            table.add_row(
+                r.id,
+                r.strength.value,
+                r.capability.value if r.capability else "",
+                level.name if level else "",
+                r.title,
+            )
+        console.print(table)
+        return 0
+    if args.command == "explain":
+        console.print(escape(explain_rule(args.rule)), highlight=False, end="", soft_wrap=True)
+        return 0
+    try:
+        return _run(args, console)
+    except BackendLoadError as exc:
+        _error(str(exc))
+        return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,54 @@
+"""``checkpointspec explain RULE``: one rule of the catalog, and how the kit checks it.
+
+Everything comes from data the kit runs on: the rule from `checkpointspec.spec.RULES`,
+the capability's promise from `CAPABILITY_REASONS`, the suite and the level from
+`registry` and `levels`, the checks from both suites' registries. A check listed
+here names the rule among the rules it verifies; a model-based check may also
+report a rule it does not list when it meets a violation of it.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+from ...spec import CAPABILITY_REASONS, RULES_BY_ID
+from ..running.levels import level_of_rule
+from ..running.registry import SUITES, check_rule_id, suite_of_rule
+
+__all__ = ["explain_rule"]
+
+_WIDTH = 78
+
+
+def explain_rule(rule_id: str) -> str:
+    """The text ``checkpointspec explain`` prints for ``rule_id``.
+
+    Raises `UnknownRuleError` (one line, naming the id) for an id the catalog lacks.
+    """
+    rule = RULES_BY_ID[check_rule_id(rule_id)]
+    if rule.capability is None:
+        needs = "no capability: every backend"
+    else:
+        needs = f"{rule.capability.value}: {CAPABILITY_REASONS[rule.capability]}"
+    level = level_of_rule(rule.id)
+    suite = suite_of_rule(rule.id)
+    checks = [c for c in SUITES["all"] if rule.id in c.rules]
+    lines = [
+        f"{rule.id} ({rule.strength.value}) {rule.title}",
+        "",
+        *textwrap.wrap(
+            rule.statement,
+            _WIDTH,
+            initial_indent="  ",
+            subsequent_indent="  ",
+            break_on_hyphens=False,
+        ),
+        "",
+        f"needs:  {needs}",
+        f"level:  {level.name if level else 'none (a SHOULD rule decides no verdict)'}",
+        f"suite:  {suite}" + ("" if suite == "storage" else " (--suite session)"),
+        f"since:  {rule.since}",
+        f"checks: {len(checks)}",
+        *(f"  {c.name}  {c.summary.removeprefix(f'{c.rule_id}: ')}" for c in checks),
+    ]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,142 @@
+"""A run as Markdown (``--summary FILE.md``), for a CI job's summary page.
+
+Written for GitHub Actions' step summary (``--summary "$GITHUB_STEP_SUMMARY"``),
+readable anywhere Markdown is: a verdict line, the conformance levels, one
+table row per rule that did not pass (failed, xpassed, error, not checked,
+warning, xfailed, skipped) with its finding and the command that replays it,
+and the counts the CLI's summary line prints. Rules outside an ``--only``
+selection (``not_run``) are counted, not listed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Final
+
+from ..running.levels import attained
+from ..running.report import (
+    EXIT_FAILED,
+    EXIT_PASSED,
+    CheckResult,
+    KitReport,
+    RuleResult,
+    RuleStatus,
+)
+
+__all__ = ["render_summary"]
+
+_LISTED: Final[tuple[RuleStatus, ...]] = (
+    "failed",
+    "xpassed",
+    "error",
+    "not_checked",
+    "warning",
+    "xfailed",
+    "skipped",
+)
+"""The rule statuses that get a row, most urgent first."""
+
+_FINDING_CHARS: Final = 300
+"""A finding longer than this is cut: the JSON report and the replay have the rest."""
+
+
+def _cell(text: str, limit: int = _FINDING_CHARS) -> str:
+    """``text`` fit for one table cell: one line, pipes escaped, cut at ``limit``."""
+    line = " ".join(text.split())
+    if len(line) > limit:
+        line = line[: limit - 1] + "…"
+    return line.replace("\\", "\\\\").replace("|", "\\|")
+
+
+def _code(text: str) -> str:
+    if not text:
+        return ""
+    fence = "``" if "`" in text else "`"
+    return f"{fence}{_cell(text, 10_000)}{fence}"
+
+
+def _replay(rule: RuleResult, checks: dict[str, CheckResult]) -> str:
+    """The replay command of the check that decided the rule's verdict, if it has one."""
+    for name in rule.checks:
+        check = checks.get(name)
+        if check is None or not check.replay:
+            continue
+        if check.status == "failed" and check.violated_rule == rule.id:
+            return check.replay
+        if rule.status == "error" and check.status == "error":
+            return check.replay
+    # A failure found by a check that does not list the rule (the model-based check).
+    for check in checks.values():
+        if check.status == "failed" and check.violated_rule == rule.id and check.replay:
+            return check.replay
+    return ""
+
+
+def _finding(rule: RuleResult, expected: dict[str, str]) -> str:
+    if rule.status in ("failed", "xfailed", "warning", "error") and rule.first_failure:
+        first = rule.first_failure.splitlines()[0]
+        why = expected.get(rule.id, "")
+        return f"{first} (expected: {why})" if rule.status == "xfailed" and why else first
+    return rule.reason
+
+
+def _counts(statuses: Iterable[str]) -> str:
+    counts: dict[str, int] = {}
+    for status in statuses:
+        counts[status] = counts.get(status, 0) + 1
+    return ", ".join(f"{n} {status}" for status, n in sorted(counts.items())) or "none"
+
+
+def render_summary(report: KitReport) -> str:
+    """The Markdown summary of ``report``."""
+    if report.exit_status == EXIT_PASSED:
+        verdict = "✅ **PASS**: every applicable MUST rule passed"
+    elif report.exit_status == EXIT_FAILED:
+        failing = sum(r.status in ("failed", "xpassed") for r in report.rules)
+        verdict = f"❌ **FAIL**: {failing} rule{'' if failing == 1 else 's'} failing"
+    else:
+        verdict = "⚠️ **KIT ERROR**: no rule failed, but the kit broke off checks"
+    suite = "" if report.suite == "storage" else f", suite {report.suite}"
+    lines = [
+        f"## checkpointspec · {_cell(report.backend)}",
+        "",
+        f"{verdict} (profile {report.profile}{suite}, seed {report.seed}, "
+        f"{report.duration:.1f}s, exit status {report.exit_status})",
+        "",
+        f"**Levels attained:** {', '.join(attained(report.levels)) or 'none'}",
+        "",
+        "| level | status | why not |",
+        "|---|---|---|",
+        *(
+            f"| {level.name} | {level.status.replace('_', ' ')} | {_cell(level.reason)} |"
+            for level in report.levels
+        ),
+    ]
+    listed = sorted(
+        (r for r in report.rules if r.status in _LISTED),
+        key=lambda r: _LISTED.index(r.status),
+    )
+    if listed:
+        checks = {c.name: c for c in report.checks}
+        lines += [
+            "",
+            "### Rules that did not pass",
+            "",
+            "| rule | strength | status | finding | replay |",
+            "|---|---|---|---|---|",
+            *(
+                f"| {r.id} | {r.strength.value} | {r.status} | {_cell(_finding(r, report.expected_failures))} "
+                f"| {_code(_replay(r, checks))} |"
+                for r in listed
+            ),
+        ]
+    not_run = sum(r.status == "not_run" for r in report.rules)
+    lines += [
+        "",
+        f"**Rules:** {_counts(r.status for r in report.rules)}"
+        + (f" ({not_run} outside the --only selection)" if not_run else ""),
+        "",
+        f"**Checks:** {len(report.checks)} run: {_counts(c.status for c in report.checks)}",
+        "",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,387 @@
+"""The kit's results as data: per check, per rule, per run; JSON and JUnit output.
+
+The JSON report (``--report FILE``) is `KitReport` encoded by msgspec; its
+``schema_version`` changes only when a field is removed or changes meaning.
+docs/report-schema.md documents every field.
+
+A check ends in one of five statuses. ``failed`` is evidence against the
+backend: a rule violation, or an exception the backend raised. ``error`` is the
+kit's own failure (a bug in a check, a worker that cannot start): it says
+nothing about the backend, fails no rule and makes the run exit 3.
+``not_checked`` means the check could not run to the end because the backend
+refuses an operation it needs and does not declare; ``skipped`` that the check
+does not apply (an undeclared capability, no `StoreHooks`).
+
+A rule has one more status: ``not_run``, for a rule no selected check verifies
+when the run was narrowed (``--only``): the user chose not to run it, which
+says nothing about the backend. ``not_checked`` keeps its meaning: a check that
+ran could not reach a verdict on the rule.
+
+A run checks one suite (``storage``, ``session`` or ``all``; see
+`checkpointspec.conformance.running.registry`), and its report holds a verdict on
+that suite's rules only: a storage run says nothing about the session rules,
+so it does not list them (neither ``not_run`` nor ``not_checked``). ``suite``
+and ``session_layer`` say what was checked.
+
+``levels`` says which conformance levels the run attained (see
+`checkpointspec.conformance.running.levels`): a level is a set of MUST rules, and
+it is attained only when every one of them passed.
+
+The report's JSON Schema is generated from these Structs and shipped in the
+package as ``report.schema.json`` (`checkpointspec.conformance.running.report_schema`).
+"""
+
+from __future__ import annotations
+
+import os
+import xml.etree.ElementTree as ET
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Literal
+
+import msgspec
+
+from ...spec import RULES, Rule, Strength
+
+__all__ = [
+    "EXIT_FAILED",
+    "EXIT_KIT_ERROR",
+    "EXIT_PASSED",
+    "EXIT_USAGE",
+    "REPORT_SCHEMA_VERSION",
+    "CheckResult",
+    "CheckStatus",
+    "KitReport",
+    "LevelResult",
+    "LevelStatus",
+    "RuleResult",
+    "RuleStatus",
+    "summarise_rules",
+    "to_json",
+    "to_junit",
+    "unwritable",
+]
+
+REPORT_SCHEMA_VERSION = 7
+"""2: check status ``error`` and ``not_checked``, rule status ``error``, exit status 3.
+3: rule status ``not_run`` for rules outside an ``--only`` selection, which were
+``not_checked`` before.
+4: ``suite`` and ``session_layer``; ``rules`` holds the run's suite's rules only.
+5: a check's ``traceback``; ``detail`` is the failure panel, without the kit's traceback.
+6: ``levels`` (the conformance levels and whether each was attained) and
+``expected_failures`` (the ``--xfail`` rules and their reasons); the ``reason`` of an
+``xfailed`` or ``xpassed`` rule carries the ``--xfail`` reason.
+7: a check's ``reproduce`` (the failing example's blob, also in ``replay`` as
+``--reproduce``) and ``replay_note``; ``replay`` carries the run's ``--option``s."""
+
+CheckStatus = Literal["passed", "failed", "skipped", "not_checked", "error"]
+RuleStatus = Literal[
+    "passed",
+    "failed",
+    "warning",
+    "skipped",
+    "xfailed",
+    "xpassed",
+    "not_checked",
+    "not_run",
+    "error",
+]
+LevelStatus = Literal["attained", "failed", "not_declared", "unverified", "not_run"]
+
+EXIT_PASSED = 0
+"""No MUST rule failed and the kit ran every selected check to a verdict."""
+EXIT_FAILED = 1
+"""A MUST rule failed, or a rule listed as an expected failure passed."""
+EXIT_USAGE = 2
+"""Usage error: unknown backend, a factory that cannot be imported or raises, a bad option."""
+EXIT_KIT_ERROR = 3
+"""No MUST rule failed, but a check ended in a kit error, so the run proves nothing either way."""
+
+
+class CheckResult(msgspec.Struct, frozen=True):
+    """The outcome of one check.
+
+    ``violated_rule`` is the rule a failure proves broken (a check may verify
+    several); ``detail`` is the failure message and, for model-based checks, the
+    minimal failing sequence of steps, or for a kit error its traceback, and for a
+    pass what the check covered where it says (how many crash states it checked);
+    ``reason`` says why a check was skipped, not checked or errored; ``replay``
+    is a command that reruns it.
+    """
+
+    name: str
+    rules: tuple[str, ...]
+    status: CheckStatus
+    duration: float
+    reason: str = ""
+    violated_rule: str | None = None
+    detail: str = ""
+    replay: str = ""
+    warnings: tuple[str, ...] = ()
+    """SHOULD-rule findings, each starting with ``[RULE-ID]``; they do not fail the check."""
+    traceback: str = ""
+    """The full traceback of a failure or kit error, the kit's frames included."""
+    reproduce: str | None = None
+    """The failing example of the check's Hypothesis run (``HYPOTHESIS_VERSION:BASE64``),
+    which ``replay`` passes as ``--reproduce`` to rerun exactly it; None for a check
+    whose failure came from no Hypothesis run (it replays from the seed)."""
+    replay_note: str = ""
+    """Why ``replay`` may not reproduce the failure exactly (a kill or a race timed by
+    the operating system, not by the seed); empty when it does."""
+
+
+class RuleResult(msgspec.Struct, frozen=True):
+    """One rule's verdict over all checks that verify it."""
+
+    id: str
+    strength: Strength
+    capability: str | None
+    title: str
+    status: RuleStatus
+    checks: tuple[str, ...]
+    reason: str = ""
+    first_failure: str = ""
+
+
+class LevelResult(msgspec.Struct, frozen=True):
+    """Whether a run attained one conformance level.
+
+    ``status`` is ``attained`` when every MUST rule of the level passed; otherwise
+    it says why not, the strongest reason first: ``failed`` (a rule of the level
+    failed, was xfailed or xpassed), ``not_declared`` (the backend does not declare
+    the level's capability), ``unverified`` (a rule of the level was skipped for
+    another reason, not checked or stopped on a kit error), ``not_run`` (the run
+    did not check every rule of the level: ``--only``, or another suite).
+    ``reason`` names the first rule that kept the level from being attained.
+    """
+
+    name: str
+    capability: str | None
+    status: LevelStatus
+    rules: tuple[str, ...]
+    reason: str = ""
+
+
+class KitReport(msgspec.Struct, frozen=True):
+    """Everything one run found. ``exit_status`` is what the CLI exits with.
+
+    ``suite`` is the suite run; ``session_layer`` the session layer checked on the
+    backend (``MODULE`` or ``MODULE:OBJECT``), None when the run had no session check.
+    ``rules`` are the suite's rules, in catalog order. ``levels`` are every
+    conformance level, in order, attained or not; ``expected_failures`` the rules
+    listed with ``--xfail`` and the reason given for each (empty when none was).
+    """
+
+    schema_version: int
+    backend: str
+    target: str
+    suite: str
+    session_layer: str | None
+    profile: str
+    seed: int
+    capabilities: tuple[str, ...]
+    duration: float
+    checks: tuple[CheckResult, ...]
+    rules: tuple[RuleResult, ...]
+    warnings: tuple[str, ...]
+    exit_status: int
+    levels: tuple[LevelResult, ...]
+    expected_failures: dict[str, str]
+
+
+def _rule_verdict(
+    rule: Rule,
+    results: list[CheckResult],
+    expected_failures: Mapping[str, str],
+    capabilities: frozenset[str],
+    narrowed: bool,
+) -> RuleResult:
+    names = tuple(r.name for r in results)
+    failures = [r for r in results if r.status == "failed" and r.violated_rule == rule.id]
+    completed = [r for r in results if r.status == "passed"]
+    capability = rule.capability.value if rule.capability else None
+
+    def verdict(status: RuleStatus, reason: str = "", first_failure: str = "") -> RuleResult:
+        return RuleResult(
+            rule.id, rule.strength, capability, rule.title, status, names, reason, first_failure
+        )
+
+    if capability is not None and capability not in capabilities:
+        return verdict("skipped", f"the backend does not declare {capability}")
+    if failures:
+        first = failures[0]
+        if rule.id in expected_failures:
+            return verdict(
+                "xfailed", _expected(f"{first.name}", expected_failures[rule.id]), first.detail
+            )
+        status: RuleStatus = "failed" if rule.strength is Strength.MUST else "warning"
+        return verdict(status, f"{first.name}", first.detail)
+    errors = [r for r in results if r.status == "error"]
+    if errors:
+        # A check that broke off on the kit's own error may have been about to
+        # find a violation: neither passed nor failed.
+        return verdict("error", f"{errors[0].name}: {errors[0].reason}", errors[0].detail)
+    warned = [w for r in results for w in r.warnings if w.startswith(f"[{rule.id}]")]
+    if warned:
+        return verdict("warning", "SHOULD rule not met", warned[0])
+    if completed:
+        if rule.id in expected_failures:
+            return verdict(
+                "xpassed",
+                _expected(
+                    "listed as an expected failure, but it passed", expected_failures[rule.id]
+                ),
+            )
+        return verdict("passed")
+    skipped = [r for r in results if r.status == "skipped"]
+    if skipped and len(skipped) == len(results):
+        return verdict("skipped", skipped[0].reason)
+    if not results and narrowed:
+        return verdict("not_run", "no selected check verifies it (--only)")
+    if not results:
+        return verdict("not_checked", "no check of the kit verifies it")
+    refused = [r for r in results if r.status == "not_checked"]
+    if refused:
+        return verdict("not_checked", f"{refused[0].name}: {refused[0].reason}")
+    other = next(r for r in results if r.status == "failed")
+    return verdict(
+        "not_checked",
+        f"{other.name} stopped on {other.violated_rule} before reaching this rule",
+    )
+
+
+def _expected(reason: str, why: str) -> str:
+    return f"{reason} (--xfail: {why})" if why else reason
+
+
+def summarise_rules(
+    results: Iterable[CheckResult],
+    capabilities: Iterable[str],
+    expected_failures: Iterable[str] | Mapping[str, str] = frozenset(),
+    *,
+    narrowed: bool = False,
+    rule_ids: Iterable[str] | None = None,
+) -> tuple[RuleResult, ...]:
+    """Fold check results into one verdict per rule, in catalog order.
+
+    ``narrowed``: the results are from a selection of the suite's checks (``--only``),
+    so a rule none of them reached is ``not_run`` rather than ``not_checked``.
+    ``rule_ids``: the rules to report (the run's suite's); all of the catalog when None.
+    ``expected_failures``: the ``--xfail`` rules, or a mapping of each to its reason.
+    """
+    reasons = (
+        dict(expected_failures)
+        if isinstance(expected_failures, Mapping)
+        else dict.fromkeys(expected_failures, "")
+    )
+    by_rule: dict[str, list[CheckResult]] = {r.id: [] for r in RULES}
+    for result in results:
+        for rule_id in result.rules:
+            by_rule[rule_id].append(result)
+        for warning in result.warnings:
+            rule_id = warning[1 : warning.index("]")]
+            if rule_id in by_rule and rule_id not in result.rules:
+                by_rule[rule_id].append(result)
+        if result.violated_rule is not None and result.violated_rule not in result.rules:
+            by_rule[result.violated_rule].append(result)
+    declared = frozenset(capabilities)
+    wanted = None if rule_ids is None else frozenset(rule_ids)
+    return tuple(
+        _rule_verdict(rule, by_rule[rule.id], reasons, declared, narrowed)
+        for rule in RULES
+        if wanted is None or rule.id in wanted
+    )
+
+
+def exit_status_for(rules: Iterable[RuleResult], checks: Iterable[CheckResult] = ()) -> int:
+    """`EXIT_FAILED` if a MUST rule failed (or an expected failure passed), else
+    `EXIT_KIT_ERROR` if a check errored, else `EXIT_PASSED`.
+
+    A proven violation outranks a kit error: the evidence stands whatever else
+    went wrong. A kit error outranks a pass: a run that could not finish a check
+    has not shown the backend conforms.
+    """
+    if any(r.status in ("failed", "xpassed") for r in rules):
+        return EXIT_FAILED
+    if any(c.status == "error" for c in checks):
+        return EXIT_KIT_ERROR
+    return EXIT_PASSED
+
+
+def unwritable(text: str) -> str | None:
+    """Why an output file (``--report``, ``--junit``, ``--badge``, ``--summary``) named
+    ``text`` cannot be written, in one line; None if it can. Checked before a run, so
+    that a bad path is a usage error and not a report lost after minutes of checks."""
+    path = Path(text)
+    parent = path.parent
+    if path.is_dir():
+        return f"cannot write {text}: it is a directory"
+    if not parent.exists():
+        return f"cannot write {text}: {parent} does not exist"
+    if not parent.is_dir():
+        return f"cannot write {text}: {parent} is not a directory"
+    if not os.access(parent, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        return f"cannot write {text}: permission denied"
+    return None
+
+
+def to_json(report: KitReport) -> bytes:
+    """The report as indented JSON."""
+    formatted: bytes = msgspec.json.format(msgspec.json.encode(report), indent=2)
+    return formatted
+
+
+def to_junit(report: KitReport) -> bytes:
+    """The report as JUnit XML: one testcase per check, classed by its rule id.
+
+    A failed check is a ``failure``; a kit error an ``error`` (JUnit's word for a
+    test that broke rather than found a fault); skipped and not checked ones are
+    ``skipped`` with the reason. Rules outside an ``--only`` selection (``not_run``)
+    are listed in the suite's ``rules_not_run`` property.
+    """
+    failed = sum(c.status == "failed" for c in report.checks)
+    errors = sum(c.status == "error" for c in report.checks)
+    skipped = sum(c.status in ("skipped", "not_checked") for c in report.checks)
+    suite = ET.Element(
+        "testsuite",
+        name=f"checkpointspec[{report.backend}]"
+        + ("" if report.suite == "storage" else f"[{report.suite}]"),
+        tests=str(len(report.checks)),
+        failures=str(failed),
+        errors=str(errors),
+        skipped=str(skipped),
+        time=f"{report.duration:.3f}",
+    )
+    for result in report.checks:
+        case = ET.SubElement(
+            suite,
+            "testcase",
+            classname=result.rules[0],
+            name=result.name,
+            time=f"{result.duration:.3f}",
+        )
+        if result.status == "failed":
+            failure = ET.SubElement(
+                case,
+                "failure",
+                message=f"[{result.violated_rule}] {result.detail.splitlines()[0] if result.detail else ''}",
+            )
+            failure.text = f"{result.detail}\n\nreplay: {result.replay}"
+        elif result.status == "error":
+            error = ET.SubElement(case, "error", message=f"kit error: {result.reason}")
+            error.text = f"{result.detail}\n\nreplay: {result.replay}"
+        elif result.status == "not_checked":
+            ET.SubElement(case, "skipped", message=f"not checked: {result.reason}")
+        elif result.status == "skipped":
+            ET.SubElement(case, "skipped", message=result.reason)
+    not_run = [r.id for r in report.rules if r.status == "not_run"]
+    if not_run:
+        # JUnit has one testcase per check run; rules outside the selection have none,
+        # so the suite says which they are rather than passing them off as skipped.
+        properties = ET.Element("properties")
+        ET.SubElement(properties, "property", name="rules_not_run", value=" ".join(not_run))
+        suite.insert(0, properties)
+    suites = ET.Element("testsuites")
+    suites.append(suite)
+    xml: bytes = ET.tostring(suites, encoding="utf-8", xml_declaration=True)
+    return xml
