@@ -82,7 +82,7 @@ from .protocol import (
 )
 from .records import IntegrityReport, SessionInfo, StoredEvent
 from .restoration import FileRestore, RestorePlan, apply_plan, plan_restore
-from .rules import RULES, RULES_BY_ID, Rule, Strength, rule
+from .rules import LEVEL_MEANINGS, RULES, RULES_BY_ID, Level, Rule, Strength, Suite, rule
 from .snapshots import (
     ABSENT_HASH,
     DEFAULT_SNAPSHOT_LIMIT,
@@ -113,6 +113,7 @@ __all__ = [
     "CAPABILITY_REASONS",
     "DEFAULT_SNAPSHOT_LIMIT",
     "EVENT_TYPES",
+    "LEVEL_MEANINGS",
     "MAX_SESSION_ID_LENGTH",
     "RESERVED_DIR",
     "RULES",
@@ -149,6 +150,7 @@ __all__ = [
     "GenerationalCheckpointer",
     "IntegrityReport",
     "InvalidArgumentError",
+    "Level",
     "MaintenanceLockable",
     "Message",
     "MessageOrigin",
@@ -172,6 +174,7 @@ __all__ = [
     "StoreHooks",
     "StoredEvent",
     "Strength",
+    "Suite",
     "Summarizer",
     "Summary",
     "TextBlock",

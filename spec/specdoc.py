@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from .capabilities import CAPABILITY_REASONS
 from .errors import ReasonCode
-from .rules import RULES
+from .rules import LEVEL_MEANINGS, RULES
 from .validation import MAX_SESSION_ID_LENGTH
 
 __all__ = ["render_spec"]
@@ -80,21 +80,44 @@ events and every delete, never goes back, and writers pass
 
 """
 
+_LEVELS_INTRO = """
+## Conformance levels
+
+A run does not only pass or fail: it attains levels. Each MUST rule counts towards
+exactly one level, and a level is attained when the kit saw every one of its rules
+hold; a rule that also needs a capability the backend does not declare does not
+keep a level back. SHOULD rules count towards none. The levels, in report order:
+
+"""
+
+_RULES_INTRO = """
+## Rules
+
+Each area of rules is checked by one suite of the kit: `storage` judges the
+checkpointer itself, `session` the session layer running on it (`--suite session`).
+"""
+
 
 def render_spec() -> str:
     """The full text of SPEC.md for the current catalog."""
     lines = [_INTRO]
     for capability, reason in CAPABILITY_REASONS.items():
         lines.append(f"- **{capability.name}** (`{capability.value}`): {reason}.\n")
-    lines.append("\n## Rules\n")
+    lines.append(_LEVELS_INTRO)
+    for level, meaning in LEVEL_MEANINGS.items():
+        lines.append(f"- `{level.value}`: {meaning}.\n")
+    lines.append(_RULES_INTRO)
     area = ""
     for r in RULES:
         this_area = r.id.split("-")[0]
         if this_area != area:
             area = this_area
-            lines.append(f"\n### {area}\n")
+            lines.append(f"\n### {area} ({r.suite.value} suite)\n")
+        counts = f", level `{r.level.value}`" if r.level else ""
         needs = f" — needs {r.capability.name}" if r.capability else ""
-        lines.append(f"\n**{r.id}** ({r.strength.value}{needs}) — *{r.title}*.  \n{r.statement}\n")
+        lines.append(
+            f"\n**{r.id}** ({r.strength.value}{counts}{needs}) — *{r.title}*.  \n{r.statement}\n"
+        )
     return "".join(lines)
 
 

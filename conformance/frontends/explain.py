@@ -1,8 +1,8 @@
 """``checkpointspec explain RULE``: one rule of the catalog, and how the kit checks it.
 
-Everything comes from data the kit runs on: the rule from `checkpointspec.spec.RULES`,
-the capability's promise from `CAPABILITY_REASONS`, the suite and the level from
-`registry` and `levels`, the checks from both suites' registries. A check listed
+Everything comes from data the kit runs on: the rule, with its suite and its level,
+from `checkpointspec.spec.RULES`, the capability's promise from `CAPABILITY_REASONS`,
+the checks from both suites' registries. A check listed
 here names the rule among the rules it verifies; a model-based check may also
 report a rule it does not list when it meets a violation of it.
 """
@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import textwrap
 
-from ...spec import CAPABILITY_REASONS, RULES_BY_ID
-from ..running.levels import level_of_rule
-from ..running.registry import SUITES, check_rule_id, suite_of_rule
+from ...spec import CAPABILITY_REASONS, RULES_BY_ID, Suite
+from ..running.registry import SUITES, check_rule_id
 
 __all__ = ["explain_rule"]
 
@@ -30,8 +29,6 @@ def explain_rule(rule_id: str) -> str:
         needs = "no capability: every backend"
     else:
         needs = f"{rule.capability.value}: {CAPABILITY_REASONS[rule.capability]}"
-    level = level_of_rule(rule.id)
-    suite = suite_of_rule(rule.id)
     checks = [c for c in SUITES["all"] if rule.id in c.rules]
     lines = [
         f"{rule.id} ({rule.strength.value}) {rule.title}",
@@ -45,8 +42,9 @@ def explain_rule(rule_id: str) -> str:
         ),
         "",
         f"needs:  {needs}",
-        f"level:  {level.name if level else 'none (a SHOULD rule decides no verdict)'}",
-        f"suite:  {suite}" + ("" if suite == "storage" else " (--suite session)"),
+        f"level:  {rule.level.value if rule.level else 'none (a SHOULD rule decides no verdict)'}",
+        f"suite:  {rule.suite.value}"
+        + ("" if rule.suite is Suite.STORAGE else f" (--suite {rule.suite.value})"),
         f"since:  {rule.since}",
         f"checks: {len(checks)}",
         *(f"  {c.name}  {c.summary.removeprefix(f'{c.rule_id}: ')}" for c in checks),

@@ -1,16 +1,17 @@
 """Conformance levels: named sets of MUST rules a run attains or not.
 
 A backend that declares fewer capabilities is not a worse backend, so one
-pass/fail verdict undersells it; the levels say what it was shown to do. Each
-MUST rule of the catalog lies in exactly one level:
+pass/fail verdict undersells it; the levels say what it was shown to do. Which
+level a rule counts towards is a fact of the catalog (``Rule.level``, a
+`checkpointspec.spec.Level`); `LEVELS` is a query over it, so each MUST rule
+lies in exactly one level:
 
 - ``base``: every storage MUST rule that needs no capability and no opt-in;
 - one level per capability (``delete``, ``list``, ``truncate``, ``generation``,
   ``durable``, ``multi_process``, ``maintenance``, ``codec``): the storage MUST
-  rules that need it (a rule's capability is ``Rule.capability`` in
-  `checkpointspec.spec.rules`);
-- ``session``: the MUST rules of the session suite (`registry.SESSION_AREAS`),
-  whatever capability they need, since they judge the session layer on the backend;
+  rules that need it (``Rule.capability``);
+- ``session``: the MUST rules of the session suite (``Rule.suite``), whatever
+  capability they need, since they judge the session layer on the backend;
 - ``store_hooks``: the rules only checked through the `StoreHooks` opt-in
   (SCHEMA-001, INTEG-002: the kit must age or damage a closed store), kept out
   of ``base`` so that a backend which cannot offer the opt-in (one in another
@@ -38,8 +39,9 @@ from typing import Final
 
 import msgspec
 
-from ...spec import CAPABILITY_REASONS, RULES, Capability, Strength
-from .registry import ALL_CHECKS, SESSION_CHECKS, suite_of_rule
+from ...spec import LEVEL_MEANINGS, RULES, Capability
+from ...spec import Level as CatalogLevel
+from .registry import ALL_CHECKS, SESSION_CHECKS
 from .report import LevelResult, LevelStatus, RuleResult
 
 __all__ = [
@@ -55,7 +57,8 @@ __all__ = [
 
 class Level(msgspec.Struct, frozen=True):
     """One conformance level: its name, the capability its rules need (None for
-    ``base`` and ``session``), what attaining it shows, and its rules in catalog order."""
+    ``base``, ``store_hooks`` and ``session``), what attaining it shows, and its
+    rules in catalog order."""
 
     name: str
     capability: Capability | None
@@ -63,52 +66,16 @@ class Level(msgspec.Struct, frozen=True):
     rules: tuple[str, ...]
 
 
-def _must(rule_ids: Iterable[str]) -> tuple[str, ...]:
-    wanted = frozenset(rule_ids)
-    return tuple(r.id for r in RULES if r.id in wanted and r.strength is Strength.MUST)
-
-
-_HOOKED: Final = frozenset(c.rule_id for c in ALL_CHECKS if c.hooks)
-"""Rules checked only through `StoreHooks`: the ``store_hooks`` level."""
-
-
-def _storage(capability: Capability | None) -> tuple[str, ...]:
-    return _must(
-        r.id
-        for r in RULES
-        if r.capability is capability and suite_of_rule(r.id) == "storage" and r.id not in _HOOKED
+LEVELS: Final[tuple[Level, ...]] = tuple(
+    Level(
+        level.value,
+        level.capability,
+        LEVEL_MEANINGS[level],
+        tuple(r.id for r in RULES if r.level is level),
     )
-
-
-_CAPABILITY_ORDER: Final = (
-    Capability.DELETE,
-    Capability.LIST,
-    Capability.TRUNCATE,
-    Capability.GENERATION,
-    Capability.DURABLE,
-    Capability.MULTI_PROCESS,
-    Capability.MAINTENANCE,
-    Capability.CODEC,
+    for level in CatalogLevel
 )
-
-LEVELS: Final[tuple[Level, ...]] = (
-    Level("base", None, "the core storage contract every backend meets", _storage(None)),
-    *(Level(c.value, c, CAPABILITY_REASONS[c], _storage(c)) for c in _CAPABILITY_ORDER),
-    Level(
-        "store_hooks",
-        None,
-        "a newer format and damaged data are refused, not repaired (needs StoreHooks)",
-        _must(_HOOKED),
-    ),
-    Level(
-        "session",
-        None,
-        "the session layer (fold, checkpoints, workspace, restore, compaction) works on it",
-        _must(r.id for r in RULES if suite_of_rule(r.id) == "session"),
-    ),
-)
-"""Every level, in the order reports list them."""
-assert set(_CAPABILITY_ORDER) == set(Capability), "every capability needs its level"
+"""Every level of the catalog, in the order reports list them."""
 
 LEVELS_BY_NAME: Final[dict[str, Level]] = {level.name: level for level in LEVELS}
 

@@ -4,8 +4,9 @@
 contract. ``session`` (`SESSION_CHECKS`) checks the session layer (fold,
 checkpoints, the workspace, restore, compaction) running on that checkpointer:
 the FOLD, CKPT, SNAP, RESTORE and COMPACT rules (`SESSION_AREAS`). ``all`` is
-both. A rule belongs to the suite of its area (`suite_of_rule`); a run reports
-the rules of its suite only.
+both. Which suite a rule belongs to is a fact of the catalog (``Rule.suite`` in
+`checkpointspec.spec.rules`; `suite_of_rule` reads it); a run reports the rules
+of its suite only.
 
 The tuples are written out here, module by module, so that what runs is visible
 in one place and a caller can pass any other selection to the runner.
@@ -16,7 +17,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Final, Literal, TypeAlias, get_args
 
-from ...spec import RULES
+from ...spec import RULES, RULES_BY_ID
+from ...spec import Suite as RuleSuite
 from ..checks import (
     Check,
     appending,
@@ -117,8 +119,10 @@ SUITES: dict[Suite, tuple[Check, ...]] = {
 """The checks of each suite."""
 assert set(SUITES) == set(get_args(Suite))
 
-SESSION_AREAS: frozenset[str] = frozenset({"FOLD", "CKPT", "SNAP", "RESTORE", "COMPACT"})
-"""The rule areas of the session suite; every other area is the storage suite's."""
+SESSION_AREAS: frozenset[str] = frozenset(
+    r.id.split("-")[0] for r in RULES if r.suite is RuleSuite.SESSION
+)
+"""The rule areas of the session suite's rules (FOLD, CKPT, SNAP, RESTORE, COMPACT)."""
 
 CHECKS_BY_NAME: dict[str, Check] = {c.name: c for c in SUITES["all"]}
 """Every check of both suites by check name (``RULE-ID::function_name``)."""
@@ -132,13 +136,18 @@ def is_session_check(check: Check) -> bool:
 
 
 def suite_of_rule(rule_id: str) -> Suite:
-    """``session`` for a rule of `SESSION_AREAS`, ``storage`` for any other."""
-    return "session" if rule_id.split("-")[0] in SESSION_AREAS else "storage"
+    """The suite that checks the catalog's rule ``rule_id`` (its ``Rule.suite``).
+
+    Raises `UnknownRuleError` (one line, naming the id) for an id the catalog lacks.
+    """
+    return (
+        "session" if RULES_BY_ID[check_rule_id(rule_id)].suite is RuleSuite.SESSION else "storage"
+    )
 
 
 def rules_of_suite(suite: Suite) -> frozenset[str]:
     """The ids of the catalog's rules a run of ``suite`` reports on."""
-    return frozenset(r.id for r in RULES if suite == "all" or suite_of_rule(r.id) == suite)
+    return frozenset(r.id for r in RULES if suite in ("all", r.suite))
 
 
 class UnknownCheckError(LookupError):

@@ -10,10 +10,11 @@ from checkpointspec.conformance.running.levels import (
     judge_levels,
     level_of_rule,
 )
-from checkpointspec.conformance.running.registry import suite_of_rule
+from checkpointspec.conformance.running.registry import ALL_CHECKS, suite_of_rule
 from checkpointspec.conformance.running.report import CheckResult, LevelResult
 from checkpointspec.conformance.running.runner import run_kit
-from checkpointspec.spec import RULES, RULES_BY_ID, Capability, Strength
+from checkpointspec.spec import LEVEL_MEANINGS, RULES, RULES_BY_ID, Capability, Strength
+from checkpointspec.spec import Level as CatalogLevel
 from kit_outputs import ALL_CAPABILITIES, errored, every_rule_passed, failed, report_of
 
 NAMES = (
@@ -63,6 +64,18 @@ def test_a_storage_level_holds_the_rules_of_its_capability() -> None:
             assert RULES_BY_ID[rule_id].capability is level.capability, rule_id
             assert suite_of_rule(rule_id) == "storage", rule_id
         assert level.rules, f"level {level.name} has no rule"
+
+
+def test_the_levels_are_the_catalogs() -> None:
+    for level in LEVELS:
+        assert level.rules == tuple(r.id for r in RULES if r.level == level.name), level.name
+        assert level.meaning == LEVEL_MEANINGS[CatalogLevel(level.name)]
+
+
+def test_the_store_hooks_level_is_what_the_kit_checks_only_through_store_hooks() -> None:
+    # The catalog says which rules need the opt-in; the checks must agree with it.
+    hooked = {c.rule_id for c in ALL_CHECKS if c.hooks}
+    assert set(LEVELS_BY_NAME["store_hooks"].rules) == hooked
 
 
 def test_the_session_level_is_the_session_suites_must_rules() -> None:

@@ -16,6 +16,7 @@ from checkpointspec.conformance.running.registry import (
     SESSION_CHECKS,
     SUITES,
     UnknownCheckError,
+    UnknownRuleError,
     is_session_check,
     rules_of_suite,
     select_checks,
@@ -99,6 +100,13 @@ def test_the_suites_split_the_checks_by_area() -> None:
     for c in SESSION_CHECKS:
         assert c.rule_id.split("-")[0] in SESSION_AREAS, c.name
         assert is_session_check(c), c.name
+
+
+def test_a_rules_suite_is_the_catalogs() -> None:
+    for r in RULES:
+        assert suite_of_rule(r.id) == r.suite.value, r.id
+    with pytest.raises(UnknownRuleError, match="NOPE-999"):
+        suite_of_rule("NOPE-999")
 
 
 def test_every_rule_belongs_to_one_suite() -> None:

@@ -16,11 +16,14 @@ import checkpointspec.spec
 import pytest
 from checkpointspec.spec import (
     CAPABILITY_REASONS,
+    LEVEL_MEANINGS,
     RULES,
     RULES_BY_ID,
     Capability,
+    Level,
     Rule,
     Strength,
+    Suite,
     rule,
 )
 from checkpointspec.spec.specdoc import render_spec
@@ -63,6 +66,45 @@ def test_every_rule_has_a_strength_and_a_real_capability_or_none(r: Rule) -> Non
     assert isinstance(r.strength, Strength)
     assert r.capability is None or isinstance(r.capability, Capability)
     assert r.capability is None or r.capability in set(Capability)
+
+
+@pytest.mark.parametrize("r", RULES, ids=lambda r: r.id)
+def test_every_rule_has_a_suite_and_a_level_that_fit_it(r: Rule) -> None:
+    assert isinstance(r.suite, Suite)
+    if r.strength is Strength.SHOULD:
+        assert r.level is None, f"{r.id}: a SHOULD rule decides no verdict, so has no level"
+        return
+    assert isinstance(r.level, Level)
+    if r.suite is Suite.SESSION:
+        assert r.level is Level.SESSION, r.id
+    elif r.level is not Level.STORE_HOOKS:
+        # A storage rule counts towards the level of the capability it needs, or base.
+        assert r.level.capability is r.capability, r.id
+        assert r.level is not Level.SESSION, r.id
+
+
+def test_a_rule_cannot_be_made_with_a_level_that_contradicts_its_strength() -> None:
+    with pytest.raises(ValueError, match="NEW-001"):
+        Rule("NEW-001", Strength.SHOULD, None, Suite.STORAGE, Level.BASE, "t", "s.")
+    with pytest.raises(ValueError, match="NEW-002"):
+        Rule("NEW-002", Strength.MUST, None, Suite.STORAGE, None, "t", "s.")
+    with pytest.raises(ValueError, match="NEW-003"):
+        Rule("NEW-003", Strength.MUST, None, Suite.SESSION, Level.BASE, "t", "s.")
+
+
+def test_every_rule_of_an_area_is_in_the_same_suite() -> None:
+    # SPEC.md names the suite in each area's heading.
+    suites: dict[str, set[Suite]] = {}
+    for r in RULES:
+        suites.setdefault(r.id.split("-")[0], set()).add(r.suite)
+    assert {area: s for area, s in suites.items() if len(s) > 1} == {}
+
+
+def test_every_level_has_a_meaning_and_a_must_rule() -> None:
+    assert list(LEVEL_MEANINGS) == list(Level)
+    assert all(meaning.strip() for meaning in LEVEL_MEANINGS.values())
+    assert {r.level for r in RULES if r.level is not None} == set(Level)
+    assert {level.capability for level in Level} - {None} == set(Capability)
 
 
 def test_every_capability_is_needed_by_some_rule() -> None:
@@ -125,3 +167,5 @@ def test_rendered_spec_states_every_rule() -> None:
         assert r.statement in rendered
     for capability in Capability:
         assert f"**{capability.name}**" in rendered
+    for level, meaning in LEVEL_MEANINGS.items():
+        assert f"- `{level.value}`: {meaning}." in rendered
