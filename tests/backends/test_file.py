@@ -26,7 +26,7 @@ import threading
 import unicodedata
 from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 from checkpointspec.backends.file import Durability, FileCheckpointer, make
@@ -47,20 +47,7 @@ from checkpointspec.spec import (
     StoredEvent,
     UserPrompt,
 )
-
-T = TypeVar("T")
-
-
-def run(coro: Coroutine[Any, Any, T]) -> T:
-    return asyncio.run(coro)
-
-
-def ev(n: int | str) -> UserPrompt:
-    return UserPrompt(f"event {n}")
-
-
-async def read_all(cp: FileCheckpointer, sid: str, since: int = 0) -> list[StoredEvent]:
-    return [stored async for stored in cp.read(sid, since)]
+from helpers import ev, read_all, run
 
 
 def texts(stored: list[StoredEvent]) -> list[str]:

@@ -10,7 +10,6 @@ migrated when opened. Test names start with the rule id they are about.
 
 from __future__ import annotations
 
-import asyncio
 import fcntl
 import hashlib
 import os
@@ -18,9 +17,9 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 from checkpointspec.backends.file import Durability, FileCheckpointer
@@ -35,26 +34,11 @@ from checkpointspec.spec import (
     CheckpointerClosedError,
     MaintenanceLockable,
     SessionLockedError,
-    StoredEvent,
     UnsupportedOperationError,
-    UserPrompt,
 )
-
-T = TypeVar("T")
+from helpers import ev, read_all, run
 
 BACKENDS = ("memory", "file", "sqlite")
-
-
-def run(coro: Coroutine[Any, Any, T]) -> T:
-    return asyncio.run(coro)
-
-
-def ev(n: int | str) -> UserPrompt:
-    return UserPrompt(f"event {n}")
-
-
-async def read_all(cp: MaintenanceLockable, sid: str) -> list[StoredEvent]:
-    return [stored async for stored in cp.read(sid)]
 
 
 Opener = Callable[[], Awaitable[MaintenanceLockable]]

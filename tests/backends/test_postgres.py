@@ -16,9 +16,8 @@ import asyncio
 import os
 import subprocess
 import sys
-from collections.abc import Coroutine
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 from checkpointspec.conformance.running.runner import run_kit
@@ -41,18 +40,8 @@ from checkpointspec.spec import (  # noqa: E402
     InvalidArgumentError,
     SchemaVersionError,
     SessionLockedError,
-    UserPrompt,
 )
-
-T = TypeVar("T")
-
-
-def run(coro: Coroutine[Any, Any, T]) -> T:
-    return asyncio.run(coro)
-
-
-def ev(n: int | str) -> UserPrompt:
-    return UserPrompt(f"event {n}")
+from helpers import ev, run  # noqa: E402
 
 
 async def open_store(dsn: str, path: Path) -> PostgresCheckpointer:

@@ -18,9 +18,9 @@ import subprocess
 import sys
 import threading
 import zlib
-from collections.abc import Awaitable, Coroutine
+from collections.abc import Awaitable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 from checkpointspec.backends.sqlite import (
@@ -41,24 +41,10 @@ from checkpointspec.spec import (
     ReasonCode,
     SchemaVersionError,
     StoreBusyError,
-    StoredEvent,
     ToolCall,
     UserPrompt,
 )
-
-T = TypeVar("T")
-
-
-def run(coro: Coroutine[Any, Any, T]) -> T:
-    return asyncio.run(coro)
-
-
-def ev(n: int | str) -> UserPrompt:
-    return UserPrompt(f"event {n}")
-
-
-async def read_all(cp: SqliteCheckpointer, sid: str, since: int = 0) -> list[StoredEvent]:
-    return [stored async for stored in cp.read(sid, since)]
+from helpers import ev, read_all, run
 
 
 async def opened(store: Path, **kwargs: Any) -> SqliteCheckpointer:

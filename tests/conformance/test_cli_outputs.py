@@ -13,7 +13,6 @@ from checkpointspec.conformance.running.levels import level_of_rule
 from checkpointspec.conformance.running.registry import SUITES
 from checkpointspec.spec import CAPABILITY_REASONS, RULES, Capability
 
-QUALITY = str(Path(__file__).resolve().parents[1] / "quality")
 BROKEN = "broken_backends:IgnoresExpectedHead.make"
 """A backend whose append ignores expected_head: APPEND-002 fails."""
 
@@ -33,10 +32,10 @@ def test_a_pass_writes_a_green_badge_a_summary_and_prints_the_levels(
     assert "levels: attained truncate · not declared durable, multi_process, codec" in out
 
 
+@pytest.mark.usefixtures("broken_backends_importable")
 def test_xfail_with_a_reason_is_shown_and_recorded(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.syspath_prepend(QUALITY)
     monkeypatch.setenv("COLUMNS", "400")  # one table row per line
     report, badge, summary = tmp_path / "r.json", tmp_path / "b.svg", tmp_path / "s.md"
     reason = "append ignores expected_head (issue 12)"
@@ -74,10 +73,8 @@ def test_xfail_with_a_reason_is_shown_and_recorded(
     assert f"(expected: {reason})" in summary.read_text(encoding="utf-8")
 
 
-def test_a_failure_writes_a_red_badge_and_a_summary_with_the_replay(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.syspath_prepend(QUALITY)
+@pytest.mark.usefixtures("broken_backends_importable")
+def test_a_failure_writes_a_red_badge_and_a_summary_with_the_replay(tmp_path: Path) -> None:
     badge, summary = tmp_path / "b.svg", tmp_path / "s.md"
     argv = ["run", BROKEN, "--profile", "quick", "--seed", "1", "--only", "APPEND-002::", "-q"]
     assert main([*argv, "--badge", str(badge), "--summary", str(summary)]) == 1

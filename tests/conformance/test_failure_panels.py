@@ -30,8 +30,6 @@ from hypothesis import strategies as st
 from hypothesis.errors import FlakyFailure
 from hypothesis.stateful import RuleBasedStateMachine, rule
 
-QUALITY = str(Path(__file__).resolve().parents[1] / "quality")
-
 FINDING = "a killed append left 2 of 3 events of its batch"
 
 CHATTER = ("@reproduce_failure", "reproduce_failure(", "always and only run by failing test cases")
@@ -217,10 +215,10 @@ def test_steps_of_a_steady_failure_are_kept_without_hypothesis_advice(
     assert "Traceback" not in text
 
 
+@pytest.mark.usefixtures("broken_backends_importable")
 def test_a_broken_backend_gets_a_panel_without_hypothesis_advice(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.syspath_prepend(QUALITY)
     backend = "broken_backends:IgnoresExpectedHead.make"
     argv = ["run", backend, "--only", "SEQ-001::model_based", "--profile", "quick"]
     status, lines = _cli(monkeypatch, capsys, [*argv, "--seed", "1", "-q"])

@@ -221,12 +221,12 @@ def test_a_check_without_hypothesis_takes_no_blob(capsys: pytest.CaptureFixture[
     assert "--seed alone" in line
 
 
+@pytest.mark.usefixtures("broken_backends_importable")
 def test_a_replayed_example_that_no_longer_fails_passes_and_says_so(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The blob of the broken backend's failure, replayed on the reference backend."""
     monkeypatch.setenv("COLUMNS", "400")  # no wrapping: one line of text is one line
-    monkeypatch.syspath_prepend(str(QUALITY))
     report = tmp_path / "broken.json"
     argv = ["run", BROKEN, "--only", MODEL_BASED, "--profile", "quick", "--seed", "1", "-q"]
     assert main([*argv, "--report", str(report)]) == 1
@@ -310,10 +310,8 @@ def test_a_process_backends_replay_names_it_as_the_command_line_did(tmp_path: Pa
 # -- the pytest plugin ----------------------------------------------------------------
 
 
-def test_the_plugin_prints_both_replays_and_takes_the_blob(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(QUALITY), *sys.path]))
+@pytest.mark.usefixtures("broken_backends_importable")
+def test_the_plugin_prints_both_replays_and_takes_the_blob(pytester: pytest.Pytester) -> None:
     common = ["-p", "no:cacheprovider", "--checkpointer", BROKEN]
     common += ["--checkpointer-only", MODEL_BASED, "--checkpointer-profile", "quick"]
     result = pytester.runpytest_subprocess(*common, "--checkpointer-seed", "1")

@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import shlex
 import sys
-from pathlib import Path
 
 import pytest
 from cases import HARD_CASES, MEMORY_CASES, SEED, Case
 from checkpointspec.conformance.running.runner import run_kit
 from kit_reports import describe, failed_rules
 
-HERE = str(Path(__file__).resolve().parent)
+pytestmark = pytest.mark.usefixtures("broken_backends_importable")
 CASES = {case.name: case for case in MEMORY_CASES + HARD_CASES}
 ONE_HANDLE = (
     "IgnoresExpectedHead",
@@ -41,11 +40,6 @@ through stdio, the store hooks (SCHEMA-001) and killed holders (MAINT-004) inclu
 
 def _served(target: str) -> str:
     return shlex.join([sys.executable, "-m", "checkpointspec.backends.stdio.serve", target])
-
-
-@pytest.fixture(autouse=True)
-def children_import_the_broken_backends(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PYTHONPATH", HERE)
 
 
 def test_the_reference_passes_these_checks_through_stdio() -> None:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import shlex
 import sys
-from pathlib import Path
 
 import pytest
 from checkpointspec.conformance.engines.crash.recorder import tracer_unavailable
@@ -81,8 +80,8 @@ def test_a_crash_bug_is_caught_from_the_trace(target: str, rule_id: str, seed: i
     assert_caught(run_kit(target, profile="quick", seed=seed, only=TRACED), rule_id)
 
 
-def test_a_batch_written_in_pieces_is_caught_through_stdio(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parent))
+@pytest.mark.usefixtures("broken_backends_importable")
+def test_a_batch_written_in_pieces_is_caught_through_stdio() -> None:
     served = "hard_backends:EventAtATime.make"
     serve = shlex.join([sys.executable, "-m", "checkpointspec.backends.stdio.serve", served])
     report = run_kit(None, process=serve, profile="quick", seed=0, only=[KILLS])
@@ -134,11 +133,9 @@ def test_a_writer_held_at_a_system_call_shows_the_bug(
     assert "right after" in failed.detail, text
 
 
+@pytest.mark.usefixtures("broken_backends_importable")
 @needs_holding
-def test_a_reader_sees_a_half_committed_batch_through_stdio(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parent))
+def test_a_reader_sees_a_half_committed_batch_through_stdio() -> None:
     served = "crash_backends:SqliteEventPerCommit.make"
     serve = shlex.join([sys.executable, "-m", "checkpointspec.backends.stdio.serve", served])
     report = run_kit(None, process=serve, profile="quick", seed=0, only=[HELD_READ])

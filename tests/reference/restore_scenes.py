@@ -28,6 +28,7 @@ from checkpointspec.spec import (
     make_snapshot,
 )
 from checkpointspec.spec.restoration import RestorePlan, apply_plan, plan_restore
+from helpers import read_all
 
 SID = "session-1"
 
@@ -50,12 +51,8 @@ def workspace_files(root: Path) -> dict[str, bytes]:
     return found
 
 
-async def read_log(cp: Checkpointer, sid: str = SID) -> list[StoredEvent]:
-    return [stored async for stored in cp.read(sid)]
-
-
 async def state_of(cp: Checkpointer, root: Path, sid: str = SID) -> State:
-    log = await read_log(cp, sid)
+    log = await read_all(cp, sid)
     return workspace_files(root), tuple(encode_event(s.event) for s in log)
 
 
@@ -111,7 +108,7 @@ class Scene:
 
     async def plan(self, seq: int, *, files: bool = True, conversation: bool = True) -> RestorePlan:
         """The oracle's plan for restoring to ``seq`` now."""
-        log = await read_log(self.cp, self.sid)
+        log = await read_all(self.cp, self.sid)
         return plan_restore(
             self.sid, log, seq, self.current(log), files=files, conversation=conversation
         )

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import pickle
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 from checkpointspec.backends.file import Durability, FileCheckpointer
@@ -53,17 +53,13 @@ from checkpointspec.spec import (
     estimate_tokens,
     fold_model,
 )
+from helpers import read_all, run
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-T = TypeVar("T")
 SID = "session"
 Opener = Callable[[], Awaitable[Checkpointer]]
 """Opens one more handle on the test's store."""
-
-
-def run(coro: Coroutine[Any, Any, T]) -> T:
-    return asyncio.run(coro)
 
 
 # -- stores, logs and summarizers ---------------------------------------------------------
@@ -112,10 +108,6 @@ OPEN_CALL: list[SessionEvent] = [
 """A tail whose tool call is still running: compaction stops before it."""
 
 
-async def full_read(cp: Checkpointer, sid: str = SID) -> list[StoredEvent]:
-    return [stored async for stored in cp.read(sid)]
-
-
 async def collect(
     reports: AsyncIterator[CompactionProgress],
     on_report: Callable[[CompactionProgress], None] | None = None,
@@ -161,7 +153,7 @@ async def seeded(
 ) -> tuple[Checkpointer, list[StoredEvent]]:
     cp = await opener()
     await cp.append(SID, list(events))
-    return cp, await full_read(cp)
+    return cp, await read_all(cp, SID)
 
 
 def phases(reports: Sequence[CompactionProgress]) -> list[str]:
@@ -185,7 +177,7 @@ def test_compact_001_appends_one_summary_through_the_boundary(opener: Opener) ->
     async def scenario() -> None:
         cp, before = await seeded(opener, conversation(5) + OPEN_CALL)
         reports, error = await collect(compact(cp, SID, summarizer=ExtractiveSummarizer()))
-        after = await full_read(cp)
+        after = await read_all(cp, SID)
         assert error is None
         assert after[:-1] == before
         summary = after[-1].event
@@ -243,7 +235,7 @@ def test_compact_001_the_projection_is_the_fold_of_the_new_log(opener: Opener) -
         cp, before = await seeded(opener, conversation(4) + OPEN_CALL)
         summarizer = Counting()
         reports, _ = await collect(compact(cp, SID, summarizer=summarizer))
-        after = await full_read(cp)
+        after = await read_all(cp, SID)
         # Counted: the conversation before, then the conversation as it will be.
         assert summarizer.counted == [fold_model(before), fold_model(after)]
         summary = after[-1].event
@@ -268,10 +260,10 @@ def test_compact_001_compacting_twice_summarises_the_summary_and_what_followed(
         cp, _ = await seeded(opener, conversation(4))
         await collect(compact(cp, SID, summarizer=ExtractiveSummarizer()))
         await cp.append(SID, conversation(4, start=4))
-        middle = await full_read(cp)
+        middle = await read_all(cp, SID)
         summarizer = Recording("second summary")
         reports, error = await collect(compact(cp, SID, summarizer=summarizer))
-        after = await full_read(cp)
+        after = await read_all(cp, SID)
         assert error is None
         assert reports[-1].reduced is True
         assert after[:-1] == middle
@@ -322,7 +314,7 @@ def test_compact_002_token_counts_are_estimated_without_a_counter(opener: Opener
     async def scenario() -> None:
         cp, before = await seeded(opener, conversation(3))
         reports, _ = await collect(compact(cp, SID, summarizer=ExtractiveSummarizer()))
-        after = await full_read(cp)
+        after = await read_all(cp, SID)
         done = reports[-1]
         assert done.token_count == "estimated"
         assert done.tokens_before == estimate_tokens(fold_model(before))
@@ -377,7 +369,7 @@ def test_compact_003_nothing_to_summarise_writes_nothing(
             None,
         )
         assert summarizer.calls == []
-        assert await full_read(cp) == before
+        assert await read_all(cp, SID) == before
         await cp.close()
 
     run(scenario())
@@ -387,10 +379,10 @@ def test_compact_003_a_second_compaction_in_a_row_is_a_no_op(opener: Opener) -> 
     async def scenario() -> None:
         cp, _ = await seeded(opener, conversation(3))
         first, _ = await collect(compact(cp, SID, summarizer=ExtractiveSummarizer()))
-        compacted = await full_read(cp)
+        compacted = await read_all(cp, SID)
         second, error = await collect(compact(cp, SID, summarizer=ExtractiveSummarizer()))
         assert (first[-1].reduced, second[-1].reduced, error) == (True, False, None)
-        assert await full_read(cp) == compacted
+        assert await read_all(cp, SID) == compacted
         await cp.close()
 
     run(scenario())
@@ -408,7 +400,7 @@ def test_compact_003_a_summary_that_would_not_reduce_is_not_written(opener: Open
         assert done.tokens_after >= done.tokens_before
         assert "would not reduce" in done.message
         assert "persistence" not in {r.stage for r in reports}
-        assert await full_read(cp) == before
+        assert await read_all(cp, SID) == before
         await cp.close()
 
     run(scenario())
@@ -467,7 +459,7 @@ def test_arguments_of_the_wrong_kind_are_a_type_error(
         assert phases(reports) == ["start", "error"]
         assert isinstance(error, TypeError)
         assert problem in str(error)
-        assert await full_read(cp) == before
+        assert await read_all(cp, SID) == before
         await cp.close()
 
     run(scenario())
@@ -484,7 +476,7 @@ def test_a_summary_that_is_not_text_is_an_error(opener: Opener) -> None:
         assert_well_formed(reports, "error")
         assert isinstance(error, CompactionError)
         assert error.reason_code is CompactionReason.BAD_SUMMARY
-        assert await full_read(cp) == before
+        assert await read_all(cp, SID) == before
         await cp.close()
 
     run(scenario())
@@ -506,7 +498,7 @@ def test_a_failing_summarizer_is_an_error_and_its_exception_goes_through(
         assert error is failure
         assert reports[-1].stage == "summarization"
         assert reports[-1].error == "RuntimeError: model unavailable retry later"
-        assert await full_read(cp) == before
+        assert await read_all(cp, SID) == before
         # The session was released: the next compaction runs.
         again, _ = await collect(compact(cp, SID, summarizer=ExtractiveSummarizer()))
         assert again[-1].reduced is True
@@ -537,7 +529,7 @@ def test_compact_004_cancel_at_each_stage_leaves_the_log_unchanged(
         assert error is None
         assert_well_formed(reports, "cancelled")
         assert reports[-1].stage == (None if stage == "start" else stage)
-        assert await full_read(cp) == before
+        assert await read_all(cp, SID) == before
         assert len(summarizer.calls) == (1 if STAGES.index("summarization") < _index(stage) else 0)
         await cp.close()
 
@@ -564,7 +556,7 @@ def test_compact_004_cancel_in_the_middle_of_archiving(opener: Opener) -> None:
         assert reports[-1].phase == "cancelled"
         assert archived[-1] is not None
         assert 0 < archived[-1] < len(before)
-        assert await full_read(cp) == before
+        assert await read_all(cp, SID) == before
         await cp.close()
 
     run(scenario())
@@ -600,7 +592,7 @@ def test_compact_004_cancel_while_summarising_cancels_the_summarizer(opener: Ope
         assert reports[-1].phase == "cancelled"
         assert reports[-1].stage == "summarization"
         assert summarizer.cancelled
-        assert await full_read(cp) == before
+        assert await read_all(cp, SID) == before
         await cp.close()
 
     run(scenario())
@@ -620,7 +612,7 @@ def test_compact_004_cancelling_the_task_cancels_the_summarizer_and_releases(
             await task
         assert summarizer.cancelled
         assert seen[-1].stage == "summarization"  # no last report: the task was cancelled
-        assert await full_read(cp) == before
+        assert await read_all(cp, SID) == before
         again, _ = await collect(compact(cp, SID, summarizer=ExtractiveSummarizer()))
         assert again[-1].reduced is True
         await cp.close()
@@ -639,7 +631,7 @@ def test_compact_004_closing_the_generator_at_each_stage_leaves_the_log_and_rele
             if report.stage == stage:
                 break
         await reports.aclose()
-        assert await full_read(cp) == before
+        assert await read_all(cp, SID) == before
         again, _ = await collect(compact(cp, SID, summarizer=ExtractiveSummarizer()))
         assert again[-1].reduced is True
         await cp.close()
@@ -667,7 +659,7 @@ def test_compact_005_a_writer_during_summarization_is_kept(opener: Opener) -> No
                 return "summary"
 
         reports, error = await collect(compact(cp, SID, summarizer=Interrupted()))
-        after = await full_read(cp)
+        after = await read_all(cp, SID)
         if locked_out:
             assert Capability.MAINTENANCE in cp.capabilities
             assert reports[-1].reduced is True
@@ -704,7 +696,7 @@ def test_compact_005_a_writer_just_before_persistence_is_kept(opener: Opener) ->
                         locked = True
         except CheckpointConflictError as exc:
             error = exc
-        after = await full_read(cp)
+        after = await read_all(cp, SID)
         if locked:
             assert seen[-1].reduced is True
         else:
@@ -772,7 +764,7 @@ def test_compact_001_never_splits_a_tool_results_turn(opener: Opener) -> None:
     async def scenario() -> None:
         cp, _ = await seeded(opener, SPLIT_TURN)
         await collect(compact(cp, SID, summarizer=Recording("")))
-        after = await full_read(cp)
+        after = await read_all(cp, SID)
         summary = after[-1].event
         assert isinstance(summary, Summary)
         assert summary.through_seq == 1
@@ -789,9 +781,9 @@ def test_compact_001_003_the_summary_goes_where_the_oracle_says(events: list[Ses
     async def scenario() -> None:
         cp = MemoryCheckpointer()
         await cp.append(SID, events)
-        before = await full_read(cp)
+        before = await read_all(cp, SID)
         reports, error = await collect(compact(cp, SID, summarizer=Recording("")))
-        after = await full_read(cp)
+        after = await read_all(cp, SID)
         assert error is None
         through = compaction_boundary(before)
         if reports[-1].reduced:
@@ -835,9 +827,9 @@ def test_compact_on_sqlite(tmp_path: Path) -> None:
     async def scenario() -> None:
         async with SqliteCheckpointer(tmp_path / "s.db", synchronous="OFF") as cp:
             await cp.append(SID, conversation(5) + OPEN_CALL)
-            before = await full_read(cp)
+            before = await read_all(cp, SID)
             reports, error = await collect(compact(cp, SID, summarizer=ExtractiveSummarizer()))
-            after = await full_read(cp)
+            after = await read_all(cp, SID)
         assert error is None
         assert_well_formed(reports, "done")
         assert after[:-1] == before

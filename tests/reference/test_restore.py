@@ -7,11 +7,8 @@ exactly as they were.
 
 from __future__ import annotations
 
-import asyncio
 import os
-from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TypeVar
 
 import pytest
 from checkpointspec.backends.memory import MemoryCheckpointer
@@ -38,17 +35,8 @@ from checkpointspec.spec import (
     UserPrompt,
     make_snapshot,
 )
+from helpers import run
 from restore_scenes import Scene, standard_scene
-
-T = TypeVar("T")
-
-
-def run(make: Callable[[], Awaitable[T]]) -> T:
-    async def main() -> T:
-        return await make()
-
-    return asyncio.run(main())
-
 
 # -- RESTORE-001: files and log go back to just before the prompt --------------------------
 
@@ -62,7 +50,7 @@ def test_restore_puts_files_and_log_back_as_the_oracle_says(tmp_path: Path) -> N
         assert result == RestoreResult(("a.txt", "b.bin", "c.txt", "e.bin", "sub/d.txt"), True, ())
         assert not os.path.exists(journal_path(str(tmp_path), scene.sid))
 
-    run(go)
+    run(go())
 
 
 def test_restore_to_the_first_prompt_empties_the_log_and_deletes_created_files(
@@ -74,7 +62,7 @@ def test_restore_to_the_first_prompt_empties_the_log_and_deletes_created_files(
         files, log = await scene.state()
         assert (files, log) == ({}, ())
 
-    run(go)
+    run(go())
 
 
 def test_a_session_written_through_workspace_is_restored(tmp_path: Path) -> None:
@@ -94,7 +82,7 @@ def test_a_session_written_through_workspace_is_restored(tmp_path: Path) -> None
         assert result.restored_files == ("deep/new.txt", "gone.bin", "keep.txt")
         assert await scene.state() == want
 
-    run(go)
+    run(go())
 
 
 def test_a_symlink_inside_the_root_is_followed_and_kept(tmp_path: Path) -> None:
@@ -108,7 +96,7 @@ def test_a_symlink_inside_the_root_is_followed_and_kept(tmp_path: Path) -> None:
         assert (tmp_path / "link").is_symlink()
         assert not (tmp_path / "real" / "f.txt").exists()
 
-    run(go)
+    run(go())
 
 
 def test_a_file_the_tool_never_wrote_is_restored(tmp_path: Path) -> None:
@@ -126,7 +114,7 @@ def test_a_file_the_tool_never_wrote_is_restored(tmp_path: Path) -> None:
         assert result.restored_files == ("a.txt", "fresh.txt")
         assert await scene.state() == want
 
-    run(go)
+    run(go())
 
 
 def test_files_without_hash_are_restored_and_reported_unchecked(tmp_path: Path) -> None:
@@ -144,7 +132,7 @@ def test_files_without_hash_are_restored_and_reported_unchecked(tmp_path: Path) 
         assert result.restored_files == ("new.txt", "old.txt")
         assert await scene.state() == want
 
-    run(go)
+    run(go())
 
 
 # -- RESTORE-002, RESTORE-003: refusals change nothing ------------------------------------
@@ -179,7 +167,7 @@ def test_unknown_session_is_refused(tmp_path: Path) -> None:
         scene = Scene(tmp_path, sid="nobody")
         await _refused(scene, 1, RestoreReason.UNKNOWN_SESSION, None)
 
-    run(go)
+    run(go())
 
 
 @pytest.mark.parametrize("seq", [0, 2, 3, 99, -1])
@@ -191,7 +179,7 @@ def test_a_seq_that_is_not_a_prompt_is_refused(tmp_path: Path, seq: int) -> None
         await scene.tool_turn("t")
         await _refused(scene, seq, RestoreReason.NOT_A_CHECKPOINT, None)
 
-    run(go)
+    run(go())
 
 
 def test_an_unfinished_tool_call_before_the_prompt_is_refused(tmp_path: Path) -> None:
@@ -206,7 +194,7 @@ def test_an_unfinished_tool_call_before_the_prompt_is_refused(tmp_path: Path) ->
         await restore(scene.cp, scene.sid, seq, workspace=tmp_path, conversation=False)
         assert scene.read("a.txt") is None
 
-    run(go)
+    run(go())
 
 
 def test_files_to_restore_without_a_workspace_are_refused(tmp_path: Path) -> None:
@@ -214,7 +202,7 @@ def test_files_to_restore_without_a_workspace_are_refused(tmp_path: Path) -> Non
         scene, seq = await standard_scene(tmp_path)
         await _refused(scene, seq, RestoreReason.WORKSPACE_REQUIRED, "a.txt", workspace=None)
 
-    run(go)
+    run(go())
 
 
 @pytest.mark.parametrize("bad", ["../outside.txt", "/etc/passwd", "a/../../x"])
@@ -224,7 +212,7 @@ def test_a_snapshot_path_that_climbs_out_is_refused(tmp_path: Path, bad: str) ->
         await scene.append(FileSnapshot(bad, "x", hash_after="absent"))
         await _refused(scene, seq, RestoreReason.UNSAFE_PATH, bad)
 
-    run(go)
+    run(go())
 
 
 def test_a_path_through_a_symlink_leaving_the_root_is_refused(tmp_path: Path) -> None:
@@ -238,7 +226,7 @@ def test_a_path_through_a_symlink_leaving_the_root_is_refused(tmp_path: Path) ->
         await _refused(scene, seq, RestoreReason.UNSAFE_PATH, "esc/f.txt")
         assert (outside / "f.txt").read_bytes() == b"precious"
 
-    run(go)
+    run(go())
 
 
 def test_a_snapshot_of_the_reserved_folder_is_refused(tmp_path: Path) -> None:
@@ -247,7 +235,7 @@ def test_a_snapshot_of_the_reserved_folder_is_refused(tmp_path: Path) -> None:
         await scene.append(make_snapshot(f"{RESERVED_DIR}/x", None, None))
         await _refused(scene, seq, RestoreReason.UNSAFE_PATH, f"{RESERVED_DIR}/x")
 
-    run(go)
+    run(go())
 
 
 def test_the_first_problem_in_path_order_is_reported(tmp_path: Path) -> None:
@@ -264,7 +252,7 @@ def test_the_first_problem_in_path_order_is_reported(tmp_path: Path) -> None:
         await scene.append(FileSnapshot("b0.txt", "", truncated=True, hash_after="absent"))
         await _refused(scene, seq, RestoreReason.SNAPSHOT_TRUNCATED, "b0.txt")
 
-    run(go)
+    run(go())
 
 
 def test_a_truncated_snapshot_is_refused(tmp_path: Path) -> None:
@@ -276,7 +264,7 @@ def test_a_truncated_snapshot_is_refused(tmp_path: Path) -> None:
         scene.put("big.txt", b"small")
         await _refused(scene, seq, RestoreReason.SNAPSHOT_TRUNCATED, "big.txt")
 
-    run(go)
+    run(go())
 
 
 def test_an_undecodable_snapshot_is_refused(tmp_path: Path) -> None:
@@ -285,7 +273,7 @@ def test_an_undecodable_snapshot_is_refused(tmp_path: Path) -> None:
         await scene.append(FileSnapshot("bad.bin", "@@not base64@@", encoding="base64"))
         await _refused(scene, seq, RestoreReason.SNAPSHOT_UNDECODABLE, "bad.bin")
 
-    run(go)
+    run(go())
 
 
 @pytest.mark.parametrize(
@@ -298,7 +286,7 @@ def test_an_out_of_band_change_is_refused(tmp_path: Path, path: str, content: by
         scene.put(path, content)
         await _refused(scene, seq, RestoreReason.OUT_OF_BAND_CHANGE, path)
 
-    run(go)
+    run(go())
 
 
 def test_a_directory_where_a_file_was_is_an_out_of_band_change(tmp_path: Path) -> None:
@@ -307,7 +295,7 @@ def test_a_directory_where_a_file_was_is_an_out_of_band_change(tmp_path: Path) -
         (tmp_path / "c.txt").mkdir()
         await _refused(scene, seq, RestoreReason.OUT_OF_BAND_CHANGE, "c.txt")
 
-    run(go)
+    run(go())
 
 
 def test_the_reference_refuses_exactly_what_the_oracle_refuses(tmp_path: Path) -> None:
@@ -320,7 +308,7 @@ def test_the_reference_refuses_exactly_what_the_oracle_refuses(tmp_path: Path) -
         error = await _refused(scene, seq, oracle.value.reason_code, oracle.value.path)
         assert error.path == "a.txt"
 
-    run(go)
+    run(go())
 
 
 def test_a_conversation_restore_needs_truncate(tmp_path: Path) -> None:
@@ -337,7 +325,7 @@ def test_a_conversation_restore_needs_truncate(tmp_path: Path) -> None:
         await restore(scene.cp, scene.sid, seq, workspace=tmp_path, conversation=False)
         assert await scene.state() == want
 
-    run(go)
+    run(go())
 
 
 def test_a_held_session_is_refused(tmp_path: Path) -> None:
@@ -349,7 +337,7 @@ def test_a_held_session_is_refused(tmp_path: Path) -> None:
                 await restore(scene.cp, scene.sid, seq, workspace=tmp_path)
         assert await scene.state() == before
 
-    run(go)
+    run(go())
 
 
 # -- RESTORE-004: the flags ------------------------------------------------------------------
@@ -371,7 +359,7 @@ def test_the_flags_restore_exactly_what_they_say(
         assert result.conversation_restored is conversation
         assert bool(result.restored_files) is files
 
-    run(go)
+    run(go())
 
 
 def test_files_false_needs_no_workspace_and_ignores_file_problems(tmp_path: Path) -> None:
@@ -384,7 +372,7 @@ def test_files_false_needs_no_workspace_and_ignores_file_problems(tmp_path: Path
         assert result == RestoreResult((), True, ())
         assert await scene.state() == want
 
-    run(go)
+    run(go())
 
 
 # -- RESTORE-007: progress -----------------------------------------------------------------
@@ -405,7 +393,7 @@ def test_progress_reports_start_each_file_and_done(tmp_path: Path) -> None:
         ]
         assert reports[-1] == RestoreProgress("done", n, n)
 
-    run(go)
+    run(go())
 
 
 def test_progress_of_a_conversation_only_restore_has_no_files(tmp_path: Path) -> None:
@@ -415,7 +403,7 @@ def test_progress_of_a_conversation_only_restore_has_no_files(tmp_path: Path) ->
         await restore(scene.cp, scene.sid, seq, files=False, progress=reports.append)
         assert [r.phase for r in reports] == ["start", "done"]
 
-    run(go)
+    run(go())
 
 
 # -- recover with nothing to do --------------------------------------------------------------
@@ -429,7 +417,7 @@ def test_recover_without_a_journal_does_nothing(tmp_path: Path) -> None:
         assert await recover(scene.cp, scene.sid, str(tmp_path)) == "nothing"
         assert await scene.state() == before
 
-    run(go)
+    run(go())
 
 
 def test_the_reserved_folder_is_refused_whatever_its_case(tmp_path: Path) -> None:
@@ -438,4 +426,4 @@ def test_the_reserved_folder_is_refused_whatever_its_case(tmp_path: Path) -> Non
         await scene.append(make_snapshot(".CheckpointSpec/x", None, None))
         await _refused(scene, seq, RestoreReason.UNSAFE_PATH, ".CheckpointSpec/x")
 
-    run(go)
+    run(go())

@@ -15,9 +15,8 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TypeVar
 
 import pytest
 from checkpointspec.backends.fsport import HookedFileSystem, OsFileSystem
@@ -38,19 +37,11 @@ from checkpointspec.spec import (
     UserPrompt,
     encode_event,
 )
-from restore_scenes import Scene, State, read_log, standard_scene
-
-T = TypeVar("T")
+from helpers import read_all, run
+from restore_scenes import Scene, State, standard_scene
 
 _FAILING = ("write.before", "rename.before", "fsync.before")
 """Where an injected OSError is raised: a write, rename or fsync that fails."""
-
-
-def run(make: Callable[[], Awaitable[T]]) -> T:
-    async def main() -> T:
-        return await make()
-
-    return asyncio.run(main())
 
 
 class _Died(BaseException):
@@ -146,7 +137,7 @@ def test_a_failing_write_at_every_point_puts_everything_back(tmp_path: Path, cod
             assert reports[0].phase == "start"
             assert reports[-1].phase == "error"
 
-    run(go)
+    run(go())
 
 
 def test_when_undoing_fails_too_the_journal_is_kept_for_recover(tmp_path: Path) -> None:
@@ -170,7 +161,7 @@ def test_when_undoing_fails_too_the_journal_is_kept_for_recover(tmp_path: Path) 
         assert await recover(scene.cp, scene.sid, scene.root) is RecoveryOutcome.ROLLED_BACK
         assert await scene.state() == pre
 
-    run(go)
+    run(go())
 
 
 # -- RESTORE-005: the log moved on -------------------------------------------------------------
@@ -226,7 +217,7 @@ def test_a_truncate_conflict_puts_every_file_back(
             assert log == pre[1]
         assert _no_journal(scene)
 
-    run(go)
+    run(go())
 
 
 class _FailsAfter(MemoryCheckpointer):
@@ -258,7 +249,7 @@ def test_a_truncate_of_unknown_outcome_is_judged_by_the_log(tmp_path: Path) -> N
         assert await scene.state() == pre
         assert _no_journal(scene)
 
-    run(go)
+    run(go())
 
 
 # -- RESTORE-005: cancellation -----------------------------------------------------------------
@@ -283,7 +274,7 @@ def test_cancelled_before_it_starts_nothing_is_touched(tmp_path: Path) -> None:
         assert await scene.state() == pre
         assert [r.phase for r in reports] == ["start", "error"]
 
-    run(go)
+    run(go())
 
 
 def _cancel_counts(reached: Sequence[str], k: int, conversation: bool) -> bool:
@@ -331,7 +322,7 @@ def test_cancelled_at_every_point_it_is_all_or_nothing(tmp_path: Path, conversat
             assert _no_journal(scene)
         assert outcomes == {"cancelled", "done"}
 
-    run(go)
+    run(go())
 
 
 # -- RESTORE-006: death at every point, then recover -------------------------------------------
@@ -390,7 +381,7 @@ def test_death_at_every_point_recovers_to_pre_or_post(tmp_path: Path, conversati
         if conversation:
             assert ("post", RecoveryOutcome.ROLLED_FORWARD) in seen
 
-    run(go)
+    run(go())
 
 
 def test_restore_runs_recover_first(tmp_path: Path) -> None:
@@ -411,7 +402,7 @@ def test_restore_runs_recover_first(tmp_path: Path) -> None:
         assert await scene.state() == post
         assert _no_journal(scene)
 
-    run(go)
+    run(go())
 
 
 def test_a_prompt_appended_at_the_same_seq_after_the_commit_is_not_mistaken_for_it(
@@ -419,7 +410,7 @@ def test_a_prompt_appended_at_the_same_seq_after_the_commit_is_not_mistaken_for_
 ) -> None:
     async def go() -> None:
         scene, seq, _, post = await _scene(tmp_path)
-        log = await read_log(scene.cp, scene.sid)
+        log = await read_all(scene.cp, scene.sid)
         target = log[seq - 1].event
 
         def die(point: str) -> None:
@@ -435,7 +426,7 @@ def test_a_prompt_appended_at_the_same_seq_after_the_commit_is_not_mistaken_for_
         assert files == post[0]
         assert log_now == (*post[1], encode_event(target))
 
-    run(go)
+    run(go())
 
 
 def test_another_task_can_cancel_between_files(tmp_path: Path) -> None:
@@ -461,4 +452,4 @@ def test_another_task_can_cancel_between_files(tmp_path: Path) -> None:
         assert failed.value.reason_code is RestoreReason.CANCELLED
         assert await scene.state() == pre
 
-    run(go)
+    run(go())

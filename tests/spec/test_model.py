@@ -27,6 +27,7 @@ from checkpointspec.spec import (
     UnsupportedOperationError,
     UserPrompt,
 )
+from helpers import ev
 
 ALL = frozenset(Capability)
 NO_TRUNCATE = ALL - {Capability.TRUNCATE}
@@ -35,10 +36,6 @@ NO_DELETE = ALL - {Capability.DELETE}
 NO_LIST = ALL - {Capability.LIST}
 IDS = ("a", "b", "c", "ghost")
 """Every session id the snapshot looks at; "ghost" is never written."""
-
-
-def ev(n: int) -> UserPrompt:
-    return UserPrompt(f"event {n}")
 
 
 def populated(capabilities: frozenset[Capability] = ALL) -> SpecModel:

@@ -1,0 +1,41 @@
+"""What the project's tests in several folders share: running a coroutine, making
+events and reading a whole log.
+
+Importable as ``helpers`` from any test module: ``pyproject.toml`` puts ``tests/``
+on the path (``pythonpath`` in ``[tool.pytest.ini_options]``), for pytest run from
+the repository root, its xdist workers and tox alike. Fixtures live in
+``tests/conftest.py``; modules a single folder shares stay in that folder.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Coroutine
+from typing import Any, Protocol, TypeVar
+
+from checkpointspec.spec import StoredEvent, UserPrompt
+
+__all__ = ["Readable", "ev", "read_all", "run"]
+
+T = TypeVar("T")
+
+
+def run(coro: Coroutine[Any, Any, T]) -> T:
+    """The result of ``coro``, run to the end on an event loop of its own."""
+    return asyncio.run(coro)
+
+
+def ev(n: int | str) -> UserPrompt:
+    """A small storable event told apart by ``n``: the prompt ``event {n}``."""
+    return UserPrompt(f"event {n}")
+
+
+class Readable(Protocol):
+    """Anything with a checkpointer's ``read``: every backend, and the opt-in protocols."""
+
+    def read(self, session_id: str, since_seq: int = 0) -> AsyncIterator[StoredEvent]: ...
+
+
+async def read_all(cp: Readable, session_id: str, since_seq: int = 0) -> list[StoredEvent]:
+    """Every stored event of ``session_id`` after ``since_seq``, in order, as one list."""
+    return [stored async for stored in cp.read(session_id, since_seq)]
