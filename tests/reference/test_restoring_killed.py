@@ -19,7 +19,7 @@ from checkpointspec.conformance.engines.profiles import PROFILES
 from checkpointspec.conformance.engines.violations import RuleViolation
 from checkpointspec.spec import Capability
 
-REFERENCE = "checkpointspec.reference.restore"
+REFERENCE = "checkpointspec.reference"
 
 
 def _run(check: Check, tmp_path: Path, layer: str, backend: str = "file") -> None:
