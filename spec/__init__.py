@@ -1,5 +1,9 @@
 """The checkpointer contract as code: types, errors, protocols, rules and model.
 
+The protocols are the checkpointer's (`Checkpointer` and its opt-ins) and the
+session layer's (`SessionLayer`, the interface ``checkpointspec.reference``
+implements and the kit's session suite checks).
+
 Pure: imports only the standard library and msgspec, performs no I/O.
 """
 
