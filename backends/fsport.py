@@ -9,7 +9,8 @@ never relies on a file's identity, and never stats a log in the steady state
 
 `OsFileSystem` is the default: the real POSIX file system. `HookedFileSystem`
 wraps any `FileSystem` and reports each mutating call to a fault hook, at the
-points named in `FAULT_POINTS`.
+points named in `FAULT_POINTS`. `on_real_disk` tells the real disk, hooked or
+not, from any other port (only there do symlinks exist).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from collections.abc import Callable
 
 from ..spec import FileStat, FileSystem
 
-__all__ = ["FAULT_POINTS", "HookedFileSystem", "OsFileSystem"]
+__all__ = ["FAULT_POINTS", "HookedFileSystem", "OsFileSystem", "on_real_disk"]
 
 
 class OsFileSystem:
@@ -219,3 +220,11 @@ class HookedFileSystem:
 
     def unlock(self, fd: int) -> None:
         self.inner.unlock(fd)
+
+
+def on_real_disk(fs: FileSystem) -> bool:
+    """Whether ``fs`` is the operating system's file system, through any `HookedFileSystem`:
+    the one port where symlinks exist and paths may be resolved through them."""
+    while isinstance(fs, HookedFileSystem):
+        fs = fs.inner
+    return isinstance(fs, OsFileSystem)

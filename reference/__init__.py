@@ -6,14 +6,22 @@ can go back to (`list_checkpoints`), file edits made undoable (`Workspace`),
 time travel that survives a crash (`restore`, `recover`) and compaction
 (`compact`). The rules are FOLD, CKPT, SNAP, RESTORE and COMPACT in
 ``spec/SPEC.md``; the pure models in ``checkpointspec.spec`` are their oracle.
-This package imports ``spec`` and ``backends`` only.
+
+These names are the session layer's interface, `checkpointspec.spec.SessionLayer`
+(mypy checks below that this package satisfies it); the values they return
+(`RestoreResult`, `RestoreProgress`, `RecoveryOutcome`) are the contract's,
+re-exported here. This package imports ``spec`` and ``backends`` only.
 """
 
+from typing import TYPE_CHECKING
+
+from ..spec import RecoveryOutcome, RestoreProgress, RestoreResult
 from .checkpoints import list_checkpoints
 from .compaction import compact
 from .fold import fold
+from .journal import recover
 from .maintenance import maintenance
-from .restore import RecoveryOutcome, RestoreProgress, RestoreResult, recover, restore
+from .restore import restore
 from .summarizers import ExtractiveSummarizer
 from .workspace import RESERVED_DIR, Workspace
 
@@ -31,3 +39,11 @@ __all__ = [
     "recover",
     "restore",
 ]
+
+if TYPE_CHECKING:
+    # The reference is a session layer: mypy --strict fails here when a signature
+    # drifts from the interface in the contract.
+    from .. import reference as _this_package
+    from ..spec import SessionLayer
+
+    _satisfies: SessionLayer = _this_package

@@ -58,14 +58,16 @@ from ..spec import (
     CompactionProgress,
     InvalidArgumentError,
     RestoreError,
+    RestoreProgress,
     RestoreReason,
+    RestoreResult,
     SessionLockedError,
     Summarizer,
     UnsupportedOperationError,
 )
 from .checkpoints import list_checkpoints
 from .compaction import compact
-from .restore import RestoreProgress, RestoreResult, restore
+from .restore import restore
 from .stores import StoreError, import_object, open_store, parse_store
 from .summarizers import ExtractiveSummarizer
 

@@ -23,20 +23,41 @@ a SHA-256 of its body all the same: a journal that fails it was damaged after
 the fact, and `read_journal` raises `JournalCorruptError` instead of guessing
 which way to go.
 
+Recovery lives here too, beside the format it reads: `recover` (which
+``Workspace.open`` and `restore` run first) finds the journal a killed restore
+left, asks the log whether the restore committed (`restore_committed`) and
+brings every file to the matching side (`roll_files`). It needs the session
+log for that one question and nothing else of restore's.
+
 Every byte goes through a `checkpointspec.spec.FileSystem`, so the kit's
-power-loss disk can run it. This module knows nothing about checkpointers.
+power-loss disk can run it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import posixpath
-from typing import Final
+from collections.abc import Sequence
+from typing import Final, cast
 
 import msgspec
 
-from ..spec import RESERVED_DIR, CorruptStoreError, FileSystem
+from ..backends.fsport import OsFileSystem, on_real_disk
+from ..spec import (
+    RESERVED_DIR,
+    Capability,
+    Checkpointer,
+    CorruptStoreError,
+    FileSystem,
+    GenerationalCheckpointer,
+    RecoveryOutcome,
+    WorkspaceArgument,
+    check_session_id,
+    encode_event,
+)
+from .maintenance import maintenance
 
 __all__ = [
     "Journal",
@@ -47,10 +68,17 @@ __all__ = [
     "ensure_dir",
     "journal_path",
     "overwrite_file",
+    "put_file",
     "read_file",
     "read_journal",
+    "recover",
+    "recover_held",
     "remove_journal",
+    "restore_committed",
+    "roll_files",
+    "session_generation",
     "temp_path",
+    "workspace_root",
     "write_file",
     "write_journal",
 ]
@@ -253,3 +281,122 @@ def remove_journal(fs: FileSystem, root: str, session_id: str) -> None:
             removed = True
     if removed:
         fs.fsync_dir(os.path.dirname(path))
+
+
+# -- recovery ------------------------------------------------------------------------------
+
+
+def workspace_root(root: str | os.PathLike[str], fs: FileSystem) -> str:
+    """The absolute root of a workspace as journals and workspaces name it: on the real
+    disk resolved through symlinks (a root under a symlinked /tmp is still inside itself)."""
+    given = os.path.abspath(os.fspath(root))
+    return os.path.realpath(given) if on_real_disk(fs) else given
+
+
+def put_file(fs: FileSystem, root: str, target: str, content: bytes | None) -> str:
+    """Make ``target`` (relative to ``root``) hold ``content``, None meaning no file, written
+    in place and fsynced; returns the directory to fsync once the batch is written."""
+    full = os.path.join(root, target)
+    if content is None:
+        with contextlib.suppress(FileNotFoundError):
+            fs.unlink(full)
+    else:
+        ensure_dir(fs, root, posixpath.dirname(target))
+        overwrite_file(fs, full, content)
+    return os.path.dirname(full)
+
+
+def roll_files(fs: FileSystem, root: str, entries: Sequence[JournalFile], *, forward: bool) -> None:
+    """Bring every file to its after-image (``forward``) or before-image; idempotent.
+
+    Files already right are left alone; any other (a torn write included) is rewritten.
+    """
+    dirs: set[str] = set()
+    for entry in entries:
+        full = os.path.join(root, entry.target)
+        want = entry.after if forward else entry.before
+        try:
+            now = read_file(fs, full)
+        except NotADirectoryError:
+            now = None
+        if now != want:
+            dirs.add(put_file(fs, root, entry.target, want))
+    for directory in sorted(dirs):
+        fs.fsync_dir(directory)
+
+
+async def session_generation(checkpointer: Checkpointer, session_id: str) -> int | None:
+    """The session's generation on a backend that declares GENERATION, else None."""
+    if Capability.GENERATION not in checkpointer.capabilities:
+        return None
+    return await cast(GenerationalCheckpointer, checkpointer).generation(session_id)
+
+
+async def restore_committed(checkpointer: Checkpointer, journal: Journal) -> bool:
+    """Whether the journal's restore truncated the log: the target prompt is no longer
+    at its seq as stored (same ``ts``, same event).
+
+    With generations, an unchanged generation settles it first: every truncate
+    moves it. A moved one proves nothing by itself: a backend may bump it before
+    its truncate is durable (the file backend does), so the log is asked then too.
+    """
+    if not journal.conversation:
+        return False
+    if (
+        journal.generation is not None
+        and await session_generation(checkpointer, journal.session_id) == journal.generation
+    ):
+        return False
+    if await checkpointer.head(journal.session_id) < journal.seq:
+        return True
+    events = checkpointer.read(journal.session_id, journal.seq - 1)
+    try:
+        first = await anext(aiter(events), None)
+    finally:
+        close = getattr(events, "aclose", None)
+        if close is not None:
+            await close()
+    if first is None or first.seq != journal.seq or first.ts != journal.prompt_ts:
+        return True
+    return encode_event(first.event) != journal.prompt_event
+
+
+async def recover(
+    checkpointer: Checkpointer,
+    session_id: str,
+    workspace: WorkspaceArgument,
+    *,
+    fs: FileSystem | None = None,
+) -> RecoveryOutcome:
+    """Finish or undo a restore of ``session_id`` in ``workspace`` that a crash interrupted.
+
+    ``workspace`` is a workspace or its root directory; ``fs`` replaces its file
+    system (by default the workspace's own, else the real one). Holds the
+    session while it works. A restore whose truncate had happened is rolled
+    forward (files brought to the restored state); any other is rolled back
+    (files as before it). Idempotent: a second call finds nothing. Raises
+    `JournalCorruptError` for a damaged journal, changing nothing, and
+    `InvalidArgumentError` for a bad session id.
+    """
+    check_session_id(session_id)
+    if isinstance(workspace, str | os.PathLike):
+        given, files = workspace, fs if fs is not None else OsFileSystem()
+    else:
+        given, files = workspace.root, fs if fs is not None else workspace.fs
+    root = workspace_root(given, files)
+    async with maintenance(checkpointer, session_id):
+        return await recover_held(checkpointer, session_id, root, files)
+
+
+async def recover_held(
+    checkpointer: Checkpointer, session_id: str, root: str, fs: FileSystem
+) -> RecoveryOutcome:
+    """`recover` for a caller that already holds the session (`restore`), with the
+    workspace's root and file system."""
+    journal = read_journal(fs, root, session_id)
+    if journal is None:
+        return RecoveryOutcome.NOTHING
+    forward = await restore_committed(checkpointer, journal)
+    roll_files(fs, root, journal.files, forward=forward)
+    remove_journal(fs, root, session_id)
+    return RecoveryOutcome.ROLLED_FORWARD if forward else RecoveryOutcome.ROLLED_BACK

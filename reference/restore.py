@@ -3,8 +3,8 @@
 `restore` is the preflight oracle `checkpointspec.spec.restoration.plan_restore`
 made real. In order:
 
-1. hold the session (`maintenance`) and `recover` a restore a crash left
-   unfinished;
+1. hold the session (`maintenance`) and recover a restore a crash left
+   unfinished (`checkpointspec.reference.journal.recover_held`);
 2. read the whole log, then the current content of every file the restore
    involves, through the `Workspace` and its `FileSystem` port. A path the
    workspace refuses to resolve (a symlink leading outside the root or into
@@ -28,19 +28,18 @@ back, or forward when the truncate had happened (RESTORE-006).
 
 What restore can undo is what the snapshots recorded: file-tool changes. Shell
 commands and other side effects are out of its reach.
+
+What it reports and returns (`RestoreProgress`, `RestoreResult`) are the
+contract's values (`checkpointspec.spec.restoration`); its signature is the
+session layer's `checkpointspec.spec.RestoreFunction`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import enum
 import os
-import posixpath
 from collections.abc import Callable, Sequence
-from typing import Final, Literal, TypeAlias, cast
-
-import msgspec
+from typing import Final, cast
 
 from ..backends.fsport import OsFileSystem
 from ..spec import (
@@ -52,10 +51,13 @@ from ..spec import (
     GenerationalCheckpointer,
     InvalidArgumentError,
     RestoreError,
+    RestoreProgress,
     RestoreReason,
+    RestoreResult,
     SessionLockedError,
     StoredEvent,
     UnsupportedOperationError,
+    WorkspaceArgument,
     canonical_path,
     encode_event,
 )
@@ -64,25 +66,18 @@ from ..spec.restoration import RestorePlan, plan_restore
 from .journal import (
     Journal,
     JournalFile,
-    ensure_dir,
-    overwrite_file,
-    read_file,
-    read_journal,
+    put_file,
+    recover_held,
     remove_journal,
+    restore_committed,
+    roll_files,
+    session_generation,
     write_journal,
 )
 from .maintenance import maintenance
 from .workspace import Workspace
 
-__all__ = [
-    "FAULT_POINTS",
-    "RecoveryOutcome",
-    "RestorePhase",
-    "RestoreProgress",
-    "RestoreResult",
-    "recover",
-    "restore",
-]
+__all__ = ["FAULT_POINTS", "restore"]
 
 FAULT_POINTS: Final = (
     "restore.journal_written",
@@ -92,48 +87,6 @@ FAULT_POINTS: Final = (
     "restore.journal_removed",
 )
 """The points at which `restore` calls its ``fault_hook`` (``file_written`` once per file)."""
-
-RestorePhase: TypeAlias = Literal["start", "progress", "done", "error"]
-
-
-class RestoreProgress(msgspec.Struct, frozen=True):
-    """One report of a running restore (RESTORE-007).
-
-    ``start`` comes first, once the preflight has decided (``total`` files to
-    put back, 0 for a refusal); then one ``progress`` per file put back, with
-    ``completed`` of ``total`` and its ``path``; last ``done``, or ``error``
-    with the failure in one line in ``error``.
-    """
-
-    phase: RestorePhase
-    completed: int = 0
-    total: int = 0
-    path: str | None = None
-    error: str | None = None
-
-
-class RestoreResult(msgspec.Struct, frozen=True):
-    """What a restore did: the files put back (path order), whether the log was
-    truncated, and the files restored without an out-of-band check (their
-    latest snapshot has no ``hash_after``)."""
-
-    restored_files: tuple[str, ...]
-    conversation_restored: bool
-    unchecked_files: tuple[str, ...] = ()
-
-
-class RecoveryOutcome(enum.StrEnum):
-    """What `recover` did with the journal it found."""
-
-    NOTHING = "nothing"
-    """No restore was pending."""
-    ROLLED_BACK = "rolled_back"
-    """The restore had not committed: files are as before it, the log untouched."""
-    ROLLED_FORWARD = "rolled_forward"
-    """The log had been truncated: files were brought to the restored state."""
-
-
-WorkspaceArg: TypeAlias = "Workspace | str | os.PathLike[str]"
 
 _PATH_STAGE: Final = frozenset(
     {
@@ -146,17 +99,24 @@ _PATH_STAGE: Final = frozenset(
 
 
 def _locate(
-    workspace: WorkspaceArg | None,
+    workspace: WorkspaceArgument | None,
     checkpointer: Checkpointer,
     session_id: str,
     fs: FileSystem | None,
 ) -> Workspace | None:
-    """The workspace to restore into, on ``fs`` when given (else on its own file system)."""
+    """The workspace to restore into, on ``fs`` when given (else on its own file system).
+
+    Another layer's workspace is taken by its root and file system: restore reads
+    and resolves paths the way this layer's `Workspace` does.
+    """
     if workspace is None:
         return None
     if isinstance(workspace, Workspace):
         if fs is None or fs is workspace.fs:
             return workspace
+        workspace = workspace.root
+    elif not isinstance(workspace, str | os.PathLike):
+        fs = fs if fs is not None else workspace.fs
         workspace = workspace.root
     return Workspace(workspace, checkpointer, session_id, fs=fs)
 
@@ -193,7 +153,7 @@ async def restore(
     session_id: str,
     seq: int,
     *,
-    workspace: WorkspaceArg | None = None,
+    workspace: WorkspaceArgument | None = None,
     files: bool = True,
     conversation: bool = True,
     cancel: asyncio.Event | None = None,
@@ -239,7 +199,7 @@ async def _restore(
     checkpointer: Checkpointer,
     session_id: str,
     seq: int,
-    workspace: WorkspaceArg | None,
+    workspace: WorkspaceArgument | None,
     files: bool,
     conversation: bool,
     cancel: asyncio.Event | None,
@@ -253,7 +213,7 @@ async def _restore(
     root, fs = (ws.root, ws.fs) if ws is not None else (None, OsFileSystem())
     async with maintenance(checkpointer, session_id):
         if root is not None:
-            await _recover_locked(checkpointer, session_id, root, fs)
+            await recover_held(checkpointer, session_id, root, fs)
         events = await _read_log(checkpointer, session_id)
         # The target and the tool-call boundary first, so that a bad seq is
         # reported as such before any file is read.
@@ -281,7 +241,7 @@ async def _restore(
             prompt.ts,
             encode_event(prompt.event),
             entries,
-            await _generation(checkpointer, session_id),
+            await session_generation(checkpointer, session_id),
         )
         await _apply(checkpointer, journal, plan, root, fs, cancel, reporter, hook)
         reporter.done(total)
@@ -412,7 +372,7 @@ async def _apply(
             _check_cancel(cancel, session_id, seq, f"after {done - 1} of {total} files")
             assert root is not None
             writing = entry.path
-            dirs.add(_put(fs, root, entry.target, entry.after))
+            dirs.add(put_file(fs, root, entry.target, entry.after))
             writing = None
             hook("restore.file_written")
             reporter.step(done, total, entry.path)
@@ -439,7 +399,7 @@ async def _apply(
     except Exception as exc:
         # After any other failure of the truncate, whether it happened is unknown: the log says.
         unsure = truncating and not isinstance(exc, CheckpointConflictError | SessionLockedError)
-        if unsure and await _committed(checkpointer, journal):
+        if unsure and await restore_committed(checkpointer, journal):
             _finish(fs, root, journal, hook, forward=True)
             return
         _undo(fs, root, journal, exc)
@@ -484,7 +444,7 @@ def _undo(fs: FileSystem, root: str | None, journal: Journal, cause: Exception) 
         return
     assert root is not None
     try:
-        _roll(fs, root, journal.files, forward=False)
+        roll_files(fs, root, journal.files, forward=False)
         remove_journal(fs, root, journal.session_id)
     except OSError as exc:
         exc.add_note(
@@ -504,105 +464,6 @@ def _finish(
 ) -> None:
     if journal.files:
         assert root is not None
-        _roll(fs, root, journal.files, forward=forward)
+        roll_files(fs, root, journal.files, forward=forward)
         remove_journal(fs, root, journal.session_id)
         hook("restore.journal_removed")
-
-
-def _put(fs: FileSystem, root: str, target: str, content: bytes | None) -> str:
-    """Make ``target`` hold ``content`` (None: no file); the directory to fsync afterwards."""
-    full = os.path.join(root, target)
-    if content is None:
-        with contextlib.suppress(FileNotFoundError):
-            fs.unlink(full)
-    else:
-        ensure_dir(fs, root, posixpath.dirname(target))
-        overwrite_file(fs, full, content)
-    return os.path.dirname(full)
-
-
-def _roll(fs: FileSystem, root: str, entries: Sequence[JournalFile], *, forward: bool) -> None:
-    """Bring every file to its after-image (``forward``) or before-image; idempotent.
-
-    Files already right are left alone; any other (a torn write included) is rewritten.
-    """
-    dirs: set[str] = set()
-    for entry in entries:
-        full = os.path.join(root, entry.target)
-        want = entry.after if forward else entry.before
-        try:
-            now = read_file(fs, full)
-        except NotADirectoryError:
-            now = None
-        if now != want:
-            dirs.add(_put(fs, root, entry.target, want))
-    for directory in sorted(dirs):
-        fs.fsync_dir(directory)
-
-
-async def _generation(checkpointer: Checkpointer, session_id: str) -> int | None:
-    """The session's generation on a backend that declares GENERATION, else None."""
-    if Capability.GENERATION not in checkpointer.capabilities:
-        return None
-    return await cast(GenerationalCheckpointer, checkpointer).generation(session_id)
-
-
-async def _committed(checkpointer: Checkpointer, journal: Journal) -> bool:
-    """Whether the restore's truncate happened: the target prompt is no longer at its
-    seq as stored (same ``ts``, same event).
-
-    With generations, an unchanged generation settles it first: every truncate
-    moves it. A moved one proves nothing by itself: a backend may bump it before
-    its truncate is durable (the file backend does), so the log is asked then too.
-    """
-    if not journal.conversation:
-        return False
-    if (
-        journal.generation is not None
-        and await _generation(checkpointer, journal.session_id) == journal.generation
-    ):
-        return False
-    if await checkpointer.head(journal.session_id) < journal.seq:
-        return True
-    events = checkpointer.read(journal.session_id, journal.seq - 1)
-    try:
-        first = await anext(aiter(events), None)
-    finally:
-        close = getattr(events, "aclose", None)
-        if close is not None:
-            await close()
-    if first is None or first.seq != journal.seq or first.ts != journal.prompt_ts:
-        return True
-    return encode_event(first.event) != journal.prompt_event
-
-
-async def recover(
-    checkpointer: Checkpointer,
-    session_id: str,
-    workspace: WorkspaceArg,
-    *,
-    fs: FileSystem | None = None,
-) -> RecoveryOutcome:
-    """Finish or undo a restore of ``session_id`` in ``workspace`` that a crash interrupted.
-
-    Holds the session while it works. A restore whose truncate had happened is
-    rolled forward (files brought to the restored state); any other is rolled
-    back (files as before it). Idempotent: a second call finds nothing.
-    Raises `JournalCorruptError` for a damaged journal, changing nothing.
-    """
-    ws = _locate(workspace, checkpointer, session_id, fs)
-    assert ws is not None
-    async with maintenance(checkpointer, session_id):
-        return await _recover_locked(checkpointer, session_id, ws.root, ws.fs)
-
-
-async def _recover_locked(
-    checkpointer: Checkpointer, session_id: str, root: str, fs: FileSystem
-) -> RecoveryOutcome:
-    journal = read_journal(fs, root, session_id)
-    if journal is None:
-        return RecoveryOutcome.NOTHING
-    forward = await _committed(checkpointer, journal)
-    _roll(fs, root, journal.files, forward=forward)
-    remove_journal(fs, root, session_id)
-    return RecoveryOutcome.ROLLED_FORWARD if forward else RecoveryOutcome.ROLLED_BACK

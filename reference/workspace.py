@@ -32,7 +32,7 @@ import secrets
 import stat
 from typing import Final, Self
 
-from ..backends.fsport import HookedFileSystem, OsFileSystem
+from ..backends.fsport import OsFileSystem, on_real_disk
 from ..spec import (
     DEFAULT_SNAPSHOT_LIMIT,
     RESERVED_DIR,
@@ -45,17 +45,11 @@ from ..spec import (
     check_session_id,
     make_snapshot,
 )
+from .journal import recover, workspace_root
 
 __all__ = ["RESERVED_DIR", "Workspace"]
 
 _READ_CHUNK: Final = 1 << 20
-
-
-def _on_real_disk(fs: FileSystem) -> bool:
-    """Whether ``fs`` is the operating system's file system, where symlinks exist."""
-    while isinstance(fs, HookedFileSystem):
-        fs = fs.inner
-    return isinstance(fs, OsFileSystem)
 
 
 def _unsafe(path: object, reason: str) -> InvalidArgumentError:
@@ -104,11 +98,10 @@ class Workspace:
         if snapshot_limit < 0:
             raise InvalidArgumentError("snapshot_limit", f"{snapshot_limit} is negative")
         self._fs: FileSystem = fs if fs is not None else OsFileSystem()
-        self._real = _on_real_disk(self._fs)
-        given = os.path.abspath(os.fspath(root))
+        self._real = on_real_disk(self._fs)
         # On the real disk the root is compared with resolved paths, so it is resolved too
         # (a root under a symlinked /tmp must not look like an escape).
-        self._root = os.path.realpath(given) if self._real else given
+        self._root = workspace_root(root, self._fs)
         self._checkpointer = checkpointer
         self._session_id = check_session_id(session_id)
         self._snapshot_limit = snapshot_limit
@@ -126,15 +119,12 @@ class Workspace:
     ) -> Self:
         """A workspace ready for use: an interrupted restore of it is finished or undone first.
 
-        Runs ``checkpointspec.reference.restore.recover`` on the new workspace
+        Runs ``checkpointspec.reference.journal.recover`` on the new workspace
         (with its file system), so files and log are both from before or both
         from after any restore that was killed half way (RESTORE-006). Takes the
         keyword arguments of `Workspace`.
         """
         workspace = cls(root, checkpointer, session_id, snapshot_limit=snapshot_limit, fs=fs)
-        # Imported here: restore builds on this module.
-        from .restore import recover
-
         await recover(checkpointer, workspace.session_id, workspace, fs=workspace.fs)
         return workspace
 

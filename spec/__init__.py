@@ -1,4 +1,8 @@
-"""The checkpointer contract as code: types, errors, protocol, rules and model.
+"""The checkpointer contract as code: types, errors, protocols, rules and model.
+
+The protocols are the checkpointer's (`Checkpointer` and its opt-ins) and the
+session layer's (`SessionLayer`, the interface ``checkpointspec.reference``
+implements and the kit's session suite checks).
 
 Pure: imports only the standard library and msgspec, performs no I/O.
 """
@@ -81,8 +85,31 @@ from .protocol import (
     StoreHooks,
 )
 from .records import IntegrityReport, SessionInfo, StoredEvent
-from .restoration import FileRestore, RestorePlan, apply_plan, plan_restore
+from .restoration import (
+    FileRestore,
+    RecoveryOutcome,
+    RestorePhase,
+    RestorePlan,
+    RestoreProgress,
+    RestoreResult,
+    apply_plan,
+    plan_restore,
+)
 from .rules import LEVEL_MEANINGS, RULES, RULES_BY_ID, Level, Rule, Strength, Suite, rule
+from .session_layer import (
+    SESSION_LAYER_NAMES,
+    CompactFunction,
+    FoldFunction,
+    ListCheckpointsFunction,
+    MaintenanceFunction,
+    RecoverFunction,
+    RestoreFunction,
+    SessionLayer,
+    SessionWorkspace,
+    SummarizerFactory,
+    WorkspaceArgument,
+    WorkspaceFactory,
+)
 from .snapshots import (
     ABSENT_HASH,
     DEFAULT_SNAPSHOT_LIMIT,
@@ -118,6 +145,7 @@ __all__ = [
     "RESERVED_DIR",
     "RULES",
     "RULES_BY_ID",
+    "SESSION_LAYER_NAMES",
     "STAGES",
     "AppendArguments",
     "AssistantMessage",
@@ -133,6 +161,7 @@ __all__ = [
     "CheckpointerClosedError",
     "Codec",
     "CodecError",
+    "CompactFunction",
     "CompactionError",
     "CompactionPhase",
     "CompactionProgress",
@@ -147,27 +176,38 @@ __all__ = [
     "FileStat",
     "FileSystem",
     "FileSystemPorted",
+    "FoldFunction",
     "GenerationalCheckpointer",
     "IntegrityReport",
     "InvalidArgumentError",
     "Level",
+    "ListCheckpointsFunction",
+    "MaintenanceFunction",
     "MaintenanceLockable",
     "Message",
     "MessageOrigin",
     "ModelEvent",
     "ModelHandle",
     "ReasonCode",
+    "RecoverFunction",
+    "RecoveryOutcome",
     "RepairMessage",
     "RestoreError",
+    "RestoreFunction",
+    "RestorePhase",
     "RestorePlan",
+    "RestoreProgress",
     "RestoreReason",
+    "RestoreResult",
     "Rule",
     "RuntimeReminder",
     "SchemaVersionError",
     "ScratchFiles",
     "SessionEvent",
     "SessionInfo",
+    "SessionLayer",
     "SessionLockedError",
+    "SessionWorkspace",
     "SnapshotContentError",
     "SpecModel",
     "StoreBusyError",
@@ -176,6 +216,7 @@ __all__ = [
     "Strength",
     "Suite",
     "Summarizer",
+    "SummarizerFactory",
     "Summary",
     "TextBlock",
     "TokenCountKind",
@@ -191,6 +232,8 @@ __all__ = [
     "UnavailableReason",
     "UnsupportedOperationError",
     "UserPrompt",
+    "WorkspaceArgument",
+    "WorkspaceFactory",
     "apply_plan",
     "canonical_path",
     "check_append_arguments",

@@ -25,11 +25,18 @@ file must hash to its ``hash_after``, or still hold its ``content_before`` (the
 tool recorded the snapshot and died before writing, SNAP-004). A latest
 snapshot without ``hash_after`` (written before hashes were recorded) cannot be
 checked: the path is listed in ``unchecked`` and restored all the same.
+
+What a restore reports while it runs (`RestoreProgress`), what it returns
+(`RestoreResult`) and what recovering from a killed one did (`RecoveryOutcome`)
+are values of the contract too: every session layer's ``restore`` and
+``recover`` (`checkpointspec.spec.session_layer`) speak them.
 """
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping, Sequence
+from typing import Literal, TypeAlias
 
 import msgspec
 
@@ -40,7 +47,16 @@ from .events import FileSnapshot, UserPrompt
 from .records import StoredEvent
 from .snapshots import content_hash, snapshot_content
 
-__all__ = ["FileRestore", "RestorePlan", "apply_plan", "plan_restore"]
+__all__ = [
+    "FileRestore",
+    "RecoveryOutcome",
+    "RestorePhase",
+    "RestorePlan",
+    "RestoreProgress",
+    "RestoreResult",
+    "apply_plan",
+    "plan_restore",
+]
 
 _PROBLEM_REASONS = {
     "unsafe_path": RestoreReason.UNSAFE_PATH,
@@ -72,6 +88,46 @@ class RestorePlan(msgspec.Struct, frozen=True):
     keep_through: int | None
     files: tuple[FileRestore, ...]
     unchecked: tuple[str, ...]
+
+
+RestorePhase: TypeAlias = Literal["start", "progress", "done", "error"]
+
+
+class RestoreProgress(msgspec.Struct, frozen=True):
+    """One report of a running restore (RESTORE-007).
+
+    ``start`` comes first, once the preflight has decided (``total`` files to
+    put back, 0 for a refusal); then one ``progress`` per file put back, with
+    ``completed`` of ``total`` and its ``path``; last ``done``, or ``error``
+    with the failure in one line in ``error``.
+    """
+
+    phase: RestorePhase
+    completed: int = 0
+    total: int = 0
+    path: str | None = None
+    error: str | None = None
+
+
+class RestoreResult(msgspec.Struct, frozen=True):
+    """What a restore did: the files put back (path order), whether the log was
+    truncated, and the files restored without an out-of-band check (their
+    latest snapshot has no ``hash_after``)."""
+
+    restored_files: tuple[str, ...]
+    conversation_restored: bool
+    unchecked_files: tuple[str, ...] = ()
+
+
+class RecoveryOutcome(enum.StrEnum):
+    """What ``recover`` did with the restore journal it found (RESTORE-006)."""
+
+    NOTHING = "nothing"
+    """No restore was pending."""
+    ROLLED_BACK = "rolled_back"
+    """The restore had not committed: files are as before it, the log untouched."""
+    ROLLED_FORWARD = "rolled_forward"
+    """The log had been truncated: files were brought to the restored state."""
 
 
 def plan_restore(

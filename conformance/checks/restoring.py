@@ -28,8 +28,11 @@ from ...spec import (
     Checkpointer,
     FileSnapshot,
     RestoreError,
+    RestoreProgress,
     RestoreReason,
+    RestoreResult,
     RuntimeReminder,
+    SessionWorkspace,
     StoredEvent,
     ToolCall,
     ToolResult,
@@ -40,7 +43,6 @@ from ...spec import (
     plan_restore,
 )
 from ..engines.harness import Harness, read_all
-from ..engines.session_layer import RestoreProgressView, RestoreResultView, SessionWorkspace
 from ..engines.violations import RuleViolation
 from ._session import FullDisk, Intercepted, events_of, files_under, same, write_files
 from .base import check
@@ -105,7 +107,7 @@ async def _expect_refusal(
     root: Path | None,
     seq: int,
     reason: RestoreReason,
-    restore: Callable[[], Awaitable[RestoreResultView]],
+    restore: Callable[[], Awaitable[RestoreResult]],
     *,
     log_after: list[StoredEvent] | None = None,
 ) -> None:
@@ -458,7 +460,7 @@ async def a_failed_or_cancelled_restore_puts_everything_back(h: Harness) -> None
             cancel.set()
 
         def progress(
-            report: RestoreProgressView, cancel: asyncio.Event = cancel, after: int = after_files
+            report: RestoreProgress, cancel: asyncio.Event = cancel, after: int = after_files
         ) -> None:
             if report.phase == "progress" and report.completed >= after:
                 cancel.set()
@@ -494,7 +496,7 @@ async def restore_reports_its_progress(h: Harness) -> None:
     )
     reports: list[tuple[str, int, int]] = []
 
-    def progress(report: RestoreProgressView) -> None:
+    def progress(report: RestoreProgress) -> None:
         reports.append((report.phase, report.completed, report.total))
 
     await h.session.restore(

@@ -31,13 +31,12 @@ from __future__ import annotations
 import random
 import shutil
 from pathlib import Path
-from typing import Final, cast
+from typing import Final
 
-from ...spec import RESERVED_DIR, Capability, FileSystemPorted, encode_event
+from ...spec import RESERVED_DIR, Capability, FileSystemPorted, SessionLayer, encode_event
 from ..engines.crash.disk import SimulatedDisk
 from ..engines.crash.killed_restore import (
     KillOrder,
-    RestoreLayer,
     SessionState,
     TrialSession,
     build_session,
@@ -56,24 +55,9 @@ __all__ = ["CHECKS"]
 
 _SID: Final = "restored"
 _QUICK_EXTRA: Final = 3
+"""Kill points the quick profile draws at random, beside the session layer's own."""
 _NEVER: Final = 1 << 30
 """A hold no restore reaches: the stopper process only counts the restore's calls."""
-"""Kill points the quick profile draws at random, beside the session layer's own."""
-_DEFAULT_LAYER: Final = "checkpointspec.reference"
-
-
-def session_layer(h: Harness) -> tuple[RestoreLayer, str]:
-    """The session layer under test and its module name (for child processes).
-
-    ``Harness.session`` when the harness has one; otherwise the reference layer.
-    """
-    layer = getattr(h, "session", None)
-    target = getattr(h, "session_target", None)
-    if layer is not None and isinstance(target, str):
-        return cast(RestoreLayer, layer), target
-    from ...reference import restore as reference_restore
-
-    return cast(RestoreLayer, reference_restore), reference_restore.__name__
 
 
 def _describe(state: SessionState) -> str:
@@ -103,7 +87,7 @@ def _judge(seen: SessionState, trial: TrialSession, where: str) -> None:
 
 
 async def _recover_and_judge(
-    h: Harness, layer: RestoreLayer, store: Path, workspace: Path, trial: TrialSession, where: str
+    h: Harness, layer: SessionLayer, store: Path, workspace: Path, trial: TrialSession, where: str
 ) -> None:
     async with h.opened(store) as cp:
         try:
@@ -167,7 +151,7 @@ def _kill_points(points: list[str], rng: random.Random) -> list[int]:
 @check("RESTORE-006", needs=[Capability.TRUNCATE])
 async def killed_restore_recovers(h: Harness) -> None:
     """RESTORE-006: a restore SIGKILLed at each fault point recovers to the state before or after."""
-    layer, target = session_layer(h)
+    layer, target = h.session, h.session_target
     rng = random.Random(h.seed)
 
     def order(store: Path, workspace: Path, trial: TrialSession, kill_at: int) -> KillOrder:
@@ -203,7 +187,7 @@ async def restore_killed_after_every_system_call(h: Harness) -> None:
     reason = stopper_unavailable()
     if reason is not None:
         raise CheckSkipped(f"cannot hold a process at a system call here: {reason}")
-    layer, target = session_layer(h)
+    layer, target = h.session, h.session_target
     rng = random.Random(h.seed)
 
     def order(store: Path, workspace: Path, trial: TrialSession) -> KillOrder:
@@ -258,7 +242,7 @@ def _held_points(calls: list[str], store: Path, rng: random.Random, budget: int)
 
 
 async def _record(
-    h: Harness, layer: RestoreLayer, *, conversation: bool
+    h: Harness, layer: SessionLayer, *, conversation: bool
 ) -> tuple[CrashPlan, TrialSession]:
     base = h.new_store()
     store, workspace = base / "store", base / "workspace"
@@ -304,7 +288,7 @@ def _completed(seen: SessionState, trial: TrialSession, where: str) -> None:
 
 async def _check_state(
     h: Harness,
-    layer: RestoreLayer,
+    layer: SessionLayer,
     plan: CrashPlan,
     trial: TrialSession,
     spec: CrashSpec,
@@ -322,7 +306,7 @@ async def _check_state(
 @check("RESTORE-006", needs=[Capability.TRUNCATE])
 async def restore_survives_power_loss(h: Harness) -> None:
     """RESTORE-006: after a power loss at any point of a restore, recover gives the state before or after."""
-    layer, _ = session_layer(h)
+    layer = h.session
     rng = random.Random(h.seed)
     # A files-only restore too: its commit point is the journal's removal, not the truncate.
     for conversation, budget in ((True, h.profile.powerloss_states // 2), (False, 100)):

@@ -14,15 +14,13 @@ On a backend with TRUNCATE that second check skips itself: the first covers it.
 
 from __future__ import annotations
 
-from typing import cast
-
-from ...spec import Capability
+from ...spec import Capability, SessionLayer
 from ..engines.harness import CheckSkipped, Harness
-from ..engines.machines.session import SessionApi, SessionMachine, SessionMachineEnv
+from ..engines.machines.session import SessionMachine, SessionMachineEnv
 from ._support import run_machine
 from .base import check
 
-__all__ = ["CHECKS", "SESSION_MODEL_OBSERVED", "run_session_machine", "session_layer"]
+__all__ = ["CHECKS", "SESSION_MODEL_OBSERVED", "run_session_machine"]
 
 SESSION_MODEL_OBSERVED = (
     "FOLD-001",
@@ -50,13 +48,8 @@ RESTORE_OBSERVED = ("RESTORE-002", "RESTORE-003", "RESTORE-004", "RESTORE-006", 
 """The restore rules it judges besides RESTORE-001 (RESTORE-006: recover finds nothing to do)."""
 
 
-def session_layer(h: Harness) -> SessionApi:
-    """The session layer under test (``--session-layer``), as the machine drives it."""
-    return cast(SessionApi, h.session)
-
-
 def run_session_machine(
-    h: Harness, layer: SessionApi, *, restores: bool, shrink: bool = True
+    h: Harness, layer: SessionLayer, *, restores: bool, shrink: bool = True
 ) -> None:
     """Run `SessionMachine` on ``layer`` over the harness's backend, under its seed and profile."""
     env = SessionMachineEnv(
@@ -79,7 +72,7 @@ def run_session_machine(
 @check("RESTORE-001", *RESTORE_OBSERVED, *SESSION_MODEL_OBSERVED)
 def session_model_based(h: Harness) -> None:
     """RESTORE-001: random sessions with a real workspace agree with the spec's models step by step."""
-    run_session_machine(h, session_layer(h), restores=True)
+    run_session_machine(h, h.session, restores=True)
 
 
 @check("FOLD-001", *SESSION_MODEL_OBSERVED)
@@ -87,7 +80,7 @@ def session_model_without_restore(h: Harness) -> None:
     """FOLD-001: without TRUNCATE, random sessions (no restores) agree with the spec's models."""
     if h.has(Capability.TRUNCATE):
         raise CheckSkipped("RESTORE-001::session_model_based runs this machine with restores")
-    run_session_machine(h, session_layer(h), restores=False)
+    run_session_machine(h, h.session, restores=False)
 
 
 CHECKS = (session_model_based, session_model_without_restore)

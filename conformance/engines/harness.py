@@ -25,13 +25,14 @@ from ...spec import (
     Capability,
     Checkpointer,
     Codec,
+    SessionLayer,
     UserPrompt,
 )
 from .loading import BackendRef, open_checkpointer
 from .outcomes import read_all
 from .profiles import Profile
 from .replay import Replay
-from .session_layer import DEFAULT_SESSION_LAYER, SessionLayer, load_session_layer
+from .session_layer import DEFAULT_SESSION_LAYER, load_session_layer
 
 __all__ = ["CheckSkipped", "Harness", "read_all"]
 

@@ -1,19 +1,21 @@
-"""The session layer the kit checks on top of a backend: loaded by name, typed, noted.
+"""The session layer the kit checks on top of a backend: loaded by name, checked, noted.
 
 The session suite verifies the FOLD, CKPT, SNAP, RESTORE and COMPACT rules. Those
 rules are about the session layer (fold, checkpoint listing, the workspace,
 restore, compaction) *running on the backend under test*, so the kit needs both.
-The backend comes from the factory as always; the session layer is a module
-exposing the names of ``checkpointspec.reference`` (`SESSION_NAMES`), by default
-that package itself. ``--session-layer MODULE`` picks another one, and
-``MODULE:OBJECT`` an object inside a module whose attributes are those names (a
-class, a namespace): that is how the project's own tests feed the kit
-deliberately broken session layers.
+The backend comes from the factory as always; the session layer is anything
+satisfying the contract's `checkpointspec.spec.SessionLayer` (the names of
+`checkpointspec.spec.SESSION_LAYER_NAMES`), by default ``checkpointspec.reference``
+itself. ``--session-layer MODULE`` picks another module, and ``MODULE:OBJECT`` an
+object inside a module whose attributes are those names (a class, a namespace):
+that is how the project's own tests feed the kit deliberately broken session layers.
 
 `load_session_layer` imports the module and looks every name up at once, so a
-missing piece is one usage error before any check runs (`SessionLayerError`, a
-`BackendLoadError`). Nothing is imported until a run selects a session check:
-the storage suite works whatever state the session layer is in.
+missing or uncallable piece is one usage error before any check runs
+(`SessionLayerError`, a `BackendLoadError`). Nothing is imported until a run
+selects a session check: the storage suite works whatever state the session
+layer is in. The kit types the layer by the contract's protocols only: a layer
+under test must not be able to pass by sharing the kit's code.
 
 Like backend handles (`checkpointspec.conformance.engines.provenance`), every
 function of the layer notes the exceptions that escape it: an exception the
@@ -26,64 +28,39 @@ layer's own ``isinstance(workspace, Workspace)`` still holds.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import importlib
 import inspect
-import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
-from typing import Final, Protocol, TypeVar, cast
+from typing import Final, TypeVar, cast
 
 import msgspec
 
 from ...spec import (
-    Checkpoint,
-    Checkpointer,
-    CompactionProgress,
-    FileSnapshot,
-    FileSystem,
-    Message,
-    StoredEvent,
-    Summarizer,
+    SESSION_LAYER_NAMES,
+    CompactFunction,
+    FoldFunction,
+    ListCheckpointsFunction,
+    MaintenanceFunction,
+    RecoverFunction,
+    RestoreFunction,
+    SummarizerFactory,
+    WorkspaceFactory,
 )
 from .loading import BackendLoadError, _import_failure
 from .provenance import blame_backend
 
 __all__ = [
     "DEFAULT_SESSION_LAYER",
-    "SESSION_NAMES",
-    "CompactFn",
-    "FoldFn",
-    "ListCheckpointsFn",
-    "MaintenanceFn",
-    "RecoverFn",
-    "RestoreFn",
-    "RestoreProgressView",
-    "RestoreResultView",
-    "SessionLayer",
+    "LoadedSessionLayer",
     "SessionLayerError",
-    "SessionWorkspace",
-    "SummarizerFactory",
-    "WorkspaceClass",
     "load_session_layer",
 ]
 
 DEFAULT_SESSION_LAYER: Final = "checkpointspec.reference"
 """The session layer a run checks unless ``--session-layer`` names another."""
-
-SESSION_NAMES: Final = (
-    "fold",
-    "list_checkpoints",
-    "Workspace",
-    "restore",
-    "recover",
-    "compact",
-    "ExtractiveSummarizer",
-    "maintenance",
-)
-"""What a session layer exposes: the public names of ``checkpointspec.reference``."""
 
 T = TypeVar("T")
 
@@ -93,170 +70,31 @@ class SessionLayerError(BackendLoadError):
     A usage error (exit status 2), like a backend that cannot be loaded."""
 
 
-# -- the shapes of the layer's names ----------------------------------------------------
-# The reference's own types are not imported: the kit checks any layer with these
-# shapes, and a layer under test must not be able to pass by sharing the kit's code.
-
-
-class FoldFn(Protocol):
-    """``fold(events)``: the conversation of a log (FOLD rules)."""
-
-    def __call__(self, events: Iterable[StoredEvent], /) -> list[Message]: ...
-
-
-class ListCheckpointsFn(Protocol):
-    """``await list_checkpoints(checkpointer, session_id)`` (CKPT rules)."""
-
-    def __call__(
-        self, checkpointer: Checkpointer, session_id: str, /
-    ) -> Awaitable[list[Checkpoint]]: ...
-
-
-class SessionWorkspace(Protocol):
-    """A workspace: files under a root whose every change is snapshotted first (SNAP rules)."""
-
-    def write(
-        self, path: str, content: bytes | str, *, tool_call_id: str | None = None
-    ) -> Awaitable[FileSnapshot]: ...
-
-    def delete(self, path: str, *, tool_call_id: str | None = None) -> Awaitable[FileSnapshot]: ...
-
-    def read(self, path: str) -> bytes | None: ...
-
-    def resolve(self, path: str) -> str: ...
-
-
-class WorkspaceClass(Protocol):
-    """``Workspace(root, checkpointer, session_id, *, snapshot_limit, fs)`` and its ``open``."""
-
-    def __call__(
-        self,
-        root: str | os.PathLike[str],
-        checkpointer: Checkpointer,
-        session_id: str,
-        *,
-        snapshot_limit: int = ...,
-        fs: FileSystem | None = None,
-    ) -> SessionWorkspace: ...
-
-    def open(
-        self,
-        root: str | os.PathLike[str],
-        checkpointer: Checkpointer,
-        session_id: str,
-        *,
-        snapshot_limit: int = ...,
-        fs: FileSystem | None = None,
-    ) -> Awaitable[SessionWorkspace]: ...
-
-
-class RestoreProgressView(Protocol):
-    """What the kit reads of a restore progress report."""
-
-    @property
-    def phase(self) -> str: ...
-    @property
-    def completed(self) -> int: ...
-    @property
-    def total(self) -> int: ...
-    @property
-    def path(self) -> str | None: ...
-
-
-class RestoreResultView(Protocol):
-    """What the kit reads of a restore's result."""
-
-    @property
-    def restored_files(self) -> tuple[str, ...]: ...
-    @property
-    def conversation_restored(self) -> bool: ...
-    @property
-    def unchecked_files(self) -> tuple[str, ...]: ...
-
-
-class RestoreFn(Protocol):
-    """``await restore(checkpointer, session_id, seq, ...)`` (RESTORE rules)."""
-
-    def __call__(
-        self,
-        checkpointer: Checkpointer,
-        session_id: str,
-        seq: int,
-        *,
-        workspace: SessionWorkspace | str | os.PathLike[str] | None = None,
-        files: bool = True,
-        conversation: bool = True,
-        cancel: asyncio.Event | None = None,
-        progress: Callable[[RestoreProgressView], None] | None = None,
-        fs: FileSystem | None = None,
-        fault_hook: Callable[[str], None] | None = None,
-    ) -> Awaitable[RestoreResultView]: ...
-
-
-class RecoverFn(Protocol):
-    """``await recover(checkpointer, session_id, workspace, *, fs)``: finish or undo a cut restore."""
-
-    def __call__(
-        self,
-        checkpointer: Checkpointer,
-        session_id: str,
-        workspace: SessionWorkspace | str | os.PathLike[str],
-        *,
-        fs: FileSystem | None = None,
-    ) -> Awaitable[str]: ...
-
-
-class CompactFn(Protocol):
-    """``async for progress in compact(checkpointer, session_id, ...)`` (COMPACT rules)."""
-
-    def __call__(
-        self,
-        checkpointer: Checkpointer,
-        session_id: str,
-        *,
-        summarizer: Summarizer,
-        instructions: str | None = None,
-        cancel: asyncio.Event | None = None,
-    ) -> AsyncIterator[CompactionProgress]: ...
-
-
-class SummarizerFactory(Protocol):
-    """``ExtractiveSummarizer()``: a deterministic, offline summarizer."""
-
-    def __call__(self) -> Summarizer: ...
-
-
-class MaintenanceFn(Protocol):
-    """``async with maintenance(checkpointer, session_id)``: hold a session."""
-
-    def __call__(
-        self, checkpointer: Checkpointer, session_id: str, /
-    ) -> AbstractAsyncContextManager[None]: ...
-
-
-class SessionLayer(msgspec.Struct, frozen=True):
-    """A loaded session layer: ``target`` is what was loaded (a worker process loads it
-    again by that name); every other field is the layer's name of the same spelling,
-    wrapped so that the exceptions it raises are noted as the layer's."""
+class LoadedSessionLayer(msgspec.Struct, frozen=True):
+    """A loaded session layer, a `checkpointspec.spec.SessionLayer`: ``target`` is what
+    was loaded (a worker process loads it again by that name); every other field is
+    the layer's name of the same spelling, wrapped so that the exceptions it raises
+    are noted as the layer's."""
 
     target: str
-    fold: FoldFn
-    list_checkpoints: ListCheckpointsFn
-    Workspace: WorkspaceClass
-    restore: RestoreFn
-    recover: RecoverFn
-    compact: CompactFn
+    fold: FoldFunction
+    list_checkpoints: ListCheckpointsFunction
+    Workspace: WorkspaceFactory
+    restore: RestoreFunction
+    recover: RecoverFunction
+    compact: CompactFunction
     ExtractiveSummarizer: SummarizerFactory
-    maintenance: MaintenanceFn
+    maintenance: MaintenanceFunction
 
 
 # -- loading -----------------------------------------------------------------------------
 
 
-def load_session_layer(target: str = DEFAULT_SESSION_LAYER) -> SessionLayer:
+def load_session_layer(target: str = DEFAULT_SESSION_LAYER) -> LoadedSessionLayer:
     """Import ``target`` (``MODULE`` or ``MODULE:OBJECT``) and look up every name of
-    `SESSION_NAMES` on it. Raises `SessionLayerError` with one line naming the module,
-    the import error or the missing names."""
+    `SESSION_LAYER_NAMES` on it, and ``Workspace.open``. Raises `SessionLayerError`
+    with one line naming the module, the import error, the missing names or those
+    that are not callable."""
     module_name, _, attribute = target.partition(":")
     if not module_name:
         raise SessionLayerError(
@@ -274,33 +112,47 @@ def load_session_layer(target: str = DEFAULT_SESSION_LAYER) -> SessionLayer:
                 raise SessionLayerError(
                     f"session layer: {module_name!r} has no attribute {attribute!r}"
                 ) from None
-    missing = [name for name in SESSION_NAMES if not hasattr(source, name)]
+    found = _members(source)
+    missing = [name for name, value in found.items() if value is _MISSING]
     if missing:
         raise SessionLayerError(
             f"session layer {target!r} lacks {', '.join(missing)} "
-            f"(a session layer exposes {', '.join(SESSION_NAMES)})"
+            f"(a session layer exposes {', '.join(SESSION_LAYER_NAMES)})"
         )
-    found = {name: getattr(source, name) for name in SESSION_NAMES}
     uncallable = [name for name, value in found.items() if not callable(value)]
     if uncallable:
         raise SessionLayerError(
             f"session layer {target!r}: {', '.join(uncallable)} is not callable"
         )
-    return SessionLayer(
+    named = cast(dict[str, Callable[..., object]], found)
+    return LoadedSessionLayer(
         target=target,
-        fold=cast(FoldFn, _noted(found["fold"], "fold")),
+        fold=cast(FoldFunction, _noted(named["fold"], "fold")),
         list_checkpoints=cast(
-            ListCheckpointsFn, _noted(found["list_checkpoints"], "list_checkpoints")
+            ListCheckpointsFunction, _noted(named["list_checkpoints"], "list_checkpoints")
         ),
-        Workspace=_noted_workspace(found["Workspace"]),
-        restore=cast(RestoreFn, _noted(found["restore"], "restore")),
-        recover=cast(RecoverFn, _noted(found["recover"], "recover")),
-        compact=cast(CompactFn, _noted(found["compact"], "compact")),
+        Workspace=_noted_workspace(named["Workspace"]),
+        restore=cast(RestoreFunction, _noted(named["restore"], "restore")),
+        recover=cast(RecoverFunction, _noted(named["recover"], "recover")),
+        compact=cast(CompactFunction, _noted(named["compact"], "compact")),
         ExtractiveSummarizer=cast(
-            SummarizerFactory, _noted(found["ExtractiveSummarizer"], "ExtractiveSummarizer")
+            SummarizerFactory, _noted(named["ExtractiveSummarizer"], "ExtractiveSummarizer")
         ),
-        maintenance=cast(MaintenanceFn, _noted_maintenance(found["maintenance"])),
+        maintenance=cast(MaintenanceFunction, _noted_maintenance(named["maintenance"])),
     )
+
+
+_MISSING: Final = object()
+
+
+def _members(source: object) -> dict[str, object]:
+    """Every member of the `checkpointspec.spec.SessionLayer` protocol the kit calls, as
+    ``source`` has it (`_MISSING` when it lacks one): its names, and ``Workspace.open``
+    when it has a ``Workspace``."""
+    found = {name: getattr(source, name, _MISSING) for name in SESSION_LAYER_NAMES}
+    if found["Workspace"] is not _MISSING:
+        found["Workspace.open"] = getattr(found["Workspace"], "open", _MISSING)
+    return found
 
 
 # -- noting what the layer raised --------------------------------------------------------
@@ -421,11 +273,11 @@ def _noted_maintenance(function: Callable[..., object]) -> Callable[..., object]
 _WORKSPACE_METHODS = ("write", "delete", "read", "resolve")
 
 
-def _noted_workspace(found: object) -> WorkspaceClass:
+def _noted_workspace(found: object) -> WorkspaceFactory:
     """The layer's ``Workspace`` as a subclass whose constructor, ``open`` and methods
     note their exceptions. Anything that is not a class is wrapped as a function."""
     if not isinstance(found, type):
-        return cast(WorkspaceClass, _noted(cast(Callable[..., object], found), "Workspace"))
+        return cast(WorkspaceFactory, _noted(cast(Callable[..., object], found), "Workspace"))
     namespace: dict[str, object] = {"__doc__": found.__doc__, "__module__": found.__module__}
     for name in ("__init__", *_WORKSPACE_METHODS):
         original = getattr(found, name, None)
@@ -437,4 +289,4 @@ def _noted_workspace(found: object) -> WorkspaceClass:
         noted_open = _noted(opener, "Workspace.open")
         namespace["open"] = classmethod(noted_open)
     wrapped = type(found.__name__, (found,), namespace)
-    return cast(WorkspaceClass, wrapped)
+    return cast(WorkspaceFactory, wrapped)

@@ -36,7 +36,9 @@ from checkpointspec.spec import (
     ReasonCode,
     RestoreError,
     RestorePlan,
+    RestoreProgress,
     RestoreReason,
+    RestoreResult,
     StoredEvent,
     Summary,
     TextBlock,
@@ -53,8 +55,6 @@ from checkpointspec.spec.checkpoints import snapshot_key
 
 __all__ = [
     "ExtractiveSummarizer",
-    "RestoreProgress",
-    "RestoreResult",
     "Workspace",
     "compact",
     "fold",
@@ -65,20 +65,6 @@ __all__ = [
 ]
 
 RESERVED = ".checkpointspec"
-
-
-class RestoreResult(msgspec.Struct, frozen=True):
-    restored_files: tuple[str, ...]
-    conversation_restored: bool
-    unchecked_files: tuple[str, ...]
-
-
-class RestoreProgress(msgspec.Struct, frozen=True):
-    phase: Literal["start", "progress", "done", "error"]
-    completed: int = 0
-    total: int = 0
-    path: str | None = None
-    error: str | None = None
 
 
 async def _read(cp: Checkpointer, session_id: str) -> list[StoredEvent]:

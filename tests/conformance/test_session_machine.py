@@ -35,7 +35,6 @@ from checkpointspec.conformance.engines.loading import (
     open_checkpointer,
     resolve_backend,
 )
-from checkpointspec.conformance.engines.machines.session import SessionApi
 from checkpointspec.conformance.engines.profiles import PROFILES
 from checkpointspec.conformance.engines.violations import RuleViolation
 from checkpointspec.spec import (
@@ -45,6 +44,7 @@ from checkpointspec.spec import (
     FileSnapshot,
     Message,
     RuntimeReminder,
+    SessionLayer,
     StoredEvent,
     UserPrompt,
     checkpoints_model,
@@ -55,7 +55,7 @@ from checkpointspec.spec import (
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "quality"))
 import broken_session
 
-REFERENCE = cast(SessionApi, checkpointspec.reference)
+REFERENCE: SessionLayer = checkpointspec.reference
 
 
 def harness(
@@ -87,7 +87,7 @@ def violation(h: Harness, broken: object, *, shrink: bool = False) -> RuleViolat
     with pytest.raises(RuleViolation) as caught:
         run_session_machine(
             h,
-            cast(SessionApi, broken),
+            cast(SessionLayer, broken),
             restores=Capability.TRUNCATE in h.capabilities,
             shrink=shrink,
         )

@@ -21,7 +21,6 @@ from checkpointspec.conformance.engines.loading import BackendLoadError, resolve
 from checkpointspec.conformance.engines.profiles import PROFILES
 from checkpointspec.conformance.engines.session_layer import (
     DEFAULT_SESSION_LAYER,
-    SESSION_NAMES,
     SessionLayerError,
     load_session_layer,
 )
@@ -29,6 +28,7 @@ from checkpointspec.conformance.frontends import cli
 from checkpointspec.conformance.frontends.cli import main
 from checkpointspec.conformance.running.registry import rules_of_suite
 from checkpointspec.conformance.running.runner import probe_backend, run_check, run_kit
+from checkpointspec.spec import SESSION_LAYER_NAMES
 
 pytest_plugins = ["pytester"]
 
@@ -36,9 +36,15 @@ FAKE_LAYER = """
 def _never(*args, **kwargs):
     raise AssertionError("not called by the FOLD checks")
 
+class _Workspace:
+    def __init__(self, *args, **kwargs):
+        _never()
+
+    open = classmethod(_never)
+
 class Layer:
     list_checkpoints = staticmethod(_never)
-    Workspace = staticmethod(_never)
+    Workspace = _Workspace
     restore = staticmethod(_never)
     recover = staticmethod(_never)
     compact = staticmethod(_never)
@@ -52,6 +58,14 @@ class FoldRaises(Layer):
 
 class Incomplete:
     fold = staticmethod(_never)
+
+class NoOpen(Layer):
+    fold = staticmethod(_never)
+    Workspace = staticmethod(_never)
+
+class Uncallable(Layer):
+    fold = "fold"
+    compact = None
 """
 
 
@@ -68,7 +82,7 @@ def fake_layer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
 def test_the_default_layer_is_the_reference() -> None:
     layer = load_session_layer()
     assert layer.target == DEFAULT_SESSION_LAYER == "checkpointspec.reference"
-    assert all(callable(getattr(layer, name)) for name in SESSION_NAMES)
+    assert all(callable(getattr(layer, name)) for name in SESSION_LAYER_NAMES)
 
 
 def test_a_layer_that_does_not_import_is_a_usage_error() -> None:
@@ -84,6 +98,16 @@ def test_a_layer_lacking_names_is_a_usage_error_naming_them(fake_layer: str) -> 
         load_session_layer("json")
     with pytest.raises(SessionLayerError, match=r"has no attribute 'Nope'"):
         load_session_layer(f"{fake_layer}:Nope")
+
+
+def test_a_layer_whose_workspace_cannot_open_is_a_usage_error(fake_layer: str) -> None:
+    with pytest.raises(SessionLayerError, match=r"'fake_layer:NoOpen' lacks Workspace\.open \("):
+        load_session_layer(f"{fake_layer}:NoOpen")
+
+
+def test_a_layer_with_names_that_are_not_callable_is_a_usage_error(fake_layer: str) -> None:
+    with pytest.raises(SessionLayerError, match=r"'fake_layer:Uncallable': fold, compact is not"):
+        load_session_layer(f"{fake_layer}:Uncallable")
 
 
 def test_the_harness_loads_the_layer_only_when_a_check_asks(tmp_path: Path) -> None:
@@ -113,11 +137,17 @@ def test_a_storage_run_never_loads_the_session_layer(capsys: pytest.CaptureFixtu
 
 @pytest.mark.parametrize(
     ("layer", "expected"),
-    [("no_such_layer_xyz", "cannot import 'no_such_layer_xyz'"), ("json", "lacks fold")],
+    [
+        ("no_such_layer_xyz", "cannot import 'no_such_layer_xyz'"),
+        ("json", "lacks fold"),
+        ("fake_layer:NoOpen", "lacks Workspace.open"),
+        ("fake_layer:Uncallable", "fold, compact is not callable"),
+    ],
 )
 def test_a_session_run_with_a_bad_layer_is_one_line_and_exit_2(
     layer: str,
     expected: str,
+    fake_layer: str,
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
     one_line_error: Callable[[], str],

@@ -26,8 +26,7 @@ from typing import ClassVar
 import checkpointspec.reference as reference
 import msgspec
 from checkpointspec.backends.fsport import OsFileSystem
-from checkpointspec.reference.journal import read_journal, remove_journal
-from checkpointspec.reference.restore import _roll
+from checkpointspec.reference.journal import read_journal, remove_journal, roll_files
 from checkpointspec.spec import (
     Checkpoint,
     Checkpointer,
@@ -605,7 +604,7 @@ async def _recover_backwards(
     journal = read_journal(fs, root, session_id)
     if journal is None:
         return "nothing"
-    _roll(fs, root, journal.files, forward=False)
+    roll_files(fs, root, journal.files, forward=False)
     remove_journal(fs, root, session_id)
     return "rolled_back"
 

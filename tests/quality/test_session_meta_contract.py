@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import pytest
 from broken_session import BROKEN_LAYERS
-from checkpointspec.conformance.engines.session_layer import SESSION_NAMES, load_session_layer
+from checkpointspec.conformance.engines.session_layer import load_session_layer
 from checkpointspec.conformance.running.registry import select_checks, suite_of_rule
-from checkpointspec.spec import RULES, RULES_BY_ID, Strength
+from checkpointspec.spec import RULES, RULES_BY_ID, SESSION_LAYER_NAMES, Strength
 from session_cases import PENDING_RULES, SESSION_CASES, SessionCase
 
 SESSION_MUST = frozenset(
@@ -56,7 +56,7 @@ def test_a_case_runs_session_checks_of_its_rule(case: SessionCase) -> None:
 def test_a_broken_layer_loads_and_says_its_bug(case: SessionCase) -> None:
     layer = load_session_layer(case.target)
     assert layer.target == case.target
-    assert all(hasattr(layer, name) for name in SESSION_NAMES)
+    assert all(hasattr(layer, name) for name in SESSION_LAYER_NAMES)
     doc = " ".join((case.layer.__doc__ or "").split())
     assert doc.startswith("Bug: ")
     assert f"must report {case.rule}" in doc

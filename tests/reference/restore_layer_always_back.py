@@ -10,8 +10,8 @@ import os
 from typing import Any
 
 from checkpointspec.backends.fsport import OsFileSystem
-from checkpointspec.reference.journal import read_journal, remove_journal
-from checkpointspec.reference.restore import _roll, restore
+from checkpointspec.reference.journal import read_journal, remove_journal, roll_files
+from checkpointspec.reference.restore import restore
 from checkpointspec.spec import Checkpointer, FileSystem
 
 __all__ = ["recover", "restore"]
@@ -25,6 +25,6 @@ async def recover(
     journal = read_journal(fs, root, session_id)
     if journal is None:
         return "nothing"
-    _roll(fs, root, journal.files, forward=False)
+    roll_files(fs, root, journal.files, forward=False)
     remove_journal(fs, root, session_id)
     return "rolled_back"

@@ -16,11 +16,12 @@ from checkpointspec.reference.journal import (
     encode_journal,
     journal_path,
     read_journal,
+    recover,
     remove_journal,
     temp_path,
     write_journal,
 )
-from checkpointspec.reference.restore import recover, restore
+from checkpointspec.reference.restore import restore
 from checkpointspec.spec import RESERVED_DIR, CorruptStoreError
 from restore_scenes import standard_scene
 

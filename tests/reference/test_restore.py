@@ -12,23 +12,19 @@ from pathlib import Path
 
 import pytest
 from checkpointspec.backends.memory import MemoryCheckpointer
-from checkpointspec.reference import Workspace
+from checkpointspec.reference import Workspace, recover, restore
 from checkpointspec.reference.journal import journal_path
 from checkpointspec.reference.maintenance import maintenance
-from checkpointspec.reference.restore import (
-    RecoveryOutcome,
-    RestoreProgress,
-    RestoreResult,
-    recover,
-    restore,
-)
 from checkpointspec.spec import (
     RESERVED_DIR,
     AssistantMessage,
     Capability,
     FileSnapshot,
+    RecoveryOutcome,
     RestoreError,
+    RestoreProgress,
     RestoreReason,
+    RestoreResult,
     SessionLockedError,
     ToolCall,
     UnsupportedOperationError,

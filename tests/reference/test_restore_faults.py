@@ -21,17 +21,14 @@ from pathlib import Path
 import pytest
 from checkpointspec.backends.fsport import HookedFileSystem, OsFileSystem
 from checkpointspec.backends.memory import MemoryCheckpointer
+from checkpointspec.reference import recover
 from checkpointspec.reference.journal import journal_path
-from checkpointspec.reference.restore import (
-    FAULT_POINTS,
-    RecoveryOutcome,
-    RestoreProgress,
-    recover,
-    restore,
-)
+from checkpointspec.reference.restore import FAULT_POINTS, restore
 from checkpointspec.spec import (
     Checkpointer,
+    RecoveryOutcome,
     RestoreError,
+    RestoreProgress,
     RestoreReason,
     SessionLockedError,
     UserPrompt,

@@ -19,15 +19,15 @@ from checkpointspec.conformance.engines.profiles import PROFILES
 from checkpointspec.conformance.engines.violations import RuleViolation
 from checkpointspec.spec import Capability
 
-REFERENCE = "checkpointspec.reference.restore"
+REFERENCE = "checkpointspec.reference"
 
 
 def _run(check: Check, tmp_path: Path, layer: str, backend: str = "file") -> None:
     ref = resolve_backend(backend)
     caps = frozenset({Capability.TRUNCATE, Capability.DURABLE})
     h = Harness(ref, ref.load(), tmp_path, caps, PROFILES["quick"], seed=7)
-    h.session = load_layer(layer)  # type: ignore[attr-defined]
-    h.session_target = layer  # type: ignore[attr-defined]
+    h.session = load_layer(layer)
+    h.session_target = layer
 
     async def go() -> None:
         try:

@@ -10,10 +10,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
-import importlib.util
 import os
-import sys
-import types
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -23,6 +20,7 @@ from checkpointspec.backends.file import FileCheckpointer
 from checkpointspec.backends.fsport import HookedFileSystem, OsFileSystem
 from checkpointspec.backends.memory import MemoryCheckpointer
 from checkpointspec.conformance.engines.crash.disk import SimulatedDisk
+from checkpointspec.reference import workspace as workspace_module
 from checkpointspec.reference.workspace import RESERVED_DIR, Workspace
 from checkpointspec.spec import (
     ABSENT_HASH,
@@ -493,9 +491,7 @@ def test_open_runs_recover_on_the_new_workspace(
         calls.append((checkpointer, session_id, workspace, fs))
         return "nothing"
 
-    fake = types.ModuleType("checkpointspec.reference.restore")
-    fake.recover = recover  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "checkpointspec.reference.restore", fake)
+    monkeypatch.setattr(workspace_module, "recover", recover)
     cp = MemoryCheckpointer()
     disk = SimulatedDisk(root)
     ws = asyncio.run(Workspace.open(root, cp, SID, snapshot_limit=7, fs=disk))
@@ -504,10 +500,6 @@ def test_open_runs_recover_on_the_new_workspace(
     assert calls == [(cp, SID, ws, disk)]
 
 
-@pytest.mark.skipif(
-    importlib.util.find_spec("checkpointspec.reference.restore") is None,
-    reason="checkpointspec.reference.restore (recover) is not there yet",
-)
 def test_open_with_nothing_to_recover_changes_nothing(backend: Any, root: Path) -> None:
     (root / "f.txt").write_text("kept")
 

@@ -34,9 +34,9 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Final, Protocol, cast
+from typing import Final, cast
 
 import msgspec
 
@@ -48,6 +48,7 @@ from ....spec import (
     Checkpointer,
     FaultInjectable,
     SessionEvent,
+    SessionLayer,
     ToolCall,
     ToolResult,
     UserPrompt,
@@ -67,7 +68,6 @@ __all__ = [
     "KillOrder",
     "KillReport",
     "KillRun",
-    "RestoreLayer",
     "SessionState",
     "TrialSession",
     "build_session",
@@ -76,16 +76,6 @@ __all__ = [
     "run_restore_process",
     "session_state",
 ]
-
-
-class RestoreLayer(Protocol):
-    """What these checks use of a session layer: ``restore`` and ``recover``."""
-
-    @property
-    def restore(self) -> Callable[..., Awaitable[object]]: ...
-
-    @property
-    def recover(self) -> Callable[..., Awaitable[object]]: ...
 
 
 class KillOrder(msgspec.Struct, frozen=True):
@@ -148,14 +138,16 @@ class _Counter:
         return reached
 
 
-def load_layer(target: str) -> RestoreLayer:
+def load_layer(target: str) -> SessionLayer:
     """The session layer named ``MODULE`` or ``MODULE:OBJECT`` (an object whose attributes
-    are the layer's names), as ``--session-layer`` names it."""
+    are the layer's names), as ``--session-layer`` names it. Not checked nor wrapped
+    here: the parent checked it (`load_session_layer`) before starting this process,
+    and what the layer raises in it is reported as the restore's outcome."""
     module_name, _, attribute = target.partition(":")
     found: object = importlib.import_module(module_name)
     for part in attribute.split(".") if attribute else ():
         found = getattr(found, part)
-    return cast(RestoreLayer, found)
+    return cast(SessionLayer, found)
 
 
 async def _child(order: KillOrder) -> KillReport:

@@ -30,10 +30,9 @@ machine built with ``restores=False`` leaves them out and checks the rest.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from hypothesis import note
 from hypothesis import strategies as st
@@ -57,6 +56,7 @@ from ....spec import (
     ToolResult,
     ToolStarted,
     UserPrompt,
+    WorkspaceArgument,
     apply_plan,
     canonical_path,
     compaction_boundary,
@@ -71,7 +71,6 @@ from .session_runtime import (
     SNAPSHOT_LIMIT,
     Action,
     Blame,
-    SessionApi,
     SessionMachineBase,
     SessionMachineEnv,
     check_compaction_progress,
@@ -87,7 +86,6 @@ __all__ = [
     "Edit",
     "Interrupt",
     "RestoreCall",
-    "SessionApi",
     "SessionMachine",
     "SessionMachineEnv",
 ]
@@ -371,8 +369,13 @@ class SessionMachine(SessionMachineBase):
             refusal: RestoreError | None = None
         except RestoreError as exc:
             refusal = exc
-        ws_arg: object = {"object": self.workspace, "path": str(self.root), "none": None}[workspace]
-        phases: list[Any] = []
+        arguments: dict[str, WorkspaceArgument | None] = {
+            "object": self.workspace,
+            "path": str(self.root),
+            "none": None,
+        }
+        ws_arg = arguments[workspace]
+        phases: list[object] = []  # what the layer reported, whatever it is
         call = (
             f"restore({session_id!r}, {seq}, workspace={workspace}, files={files}, "
             f"conversation={conversation})"
@@ -555,8 +558,9 @@ class SessionMachine(SessionMachineBase):
         if Capability.DURABLE in self.env.capabilities:
             self.call("RESTORE-006", "close()", self.cp.close)
             self.cp = self.call("RESTORE-006", "open the store again", self.open_checkpointer)
-        with contextlib.suppress(AttributeError):
-            close = self.workspace.close
+        # Not in the interface, but a layer's workspace may hold something to release.
+        close = getattr(self.workspace, "close", None)
+        if close is not None:
             self.call("RESTORE-006", "workspace.close()", close)
         self.workspace = self.call(
             "RESTORE-006",

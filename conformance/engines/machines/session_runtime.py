@@ -18,10 +18,10 @@ import itertools
 import os
 import shutil
 import tempfile
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any, NamedTuple, Protocol, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import msgspec
 from hypothesis import note
@@ -31,7 +31,6 @@ from ....spec import (
     STAGES,
     BackendContext,
     Capability,
-    Checkpoint,
     Checkpointer,
     CompactionProgress,
     FileSnapshot,
@@ -40,8 +39,9 @@ from ....spec import (
     ReasonCode,
     RestoreReason,
     SessionEvent,
+    SessionLayer,
+    SessionWorkspace,
     StoredEvent,
-    Summarizer,
     Summary,
     ToolCallLedger,
     ToolStarted,
@@ -61,7 +61,6 @@ __all__ = [
     "SNAPSHOT_LIMIT",
     "Action",
     "Blame",
-    "SessionApi",
     "SessionMachineBase",
     "SessionMachineEnv",
     "check_compaction_progress",
@@ -94,39 +93,6 @@ class Action(NamedTuple):
     content: str
 
 
-class SessionApi(Protocol):
-    """The session layer the machine drives: the names `checkpointspec.reference` exports.
-
-    Any object with these attributes will do (a module, or the kit's ``SessionLayer``).
-    """
-
-    @property
-    def Workspace(self) -> Any:
-        """``Workspace(root, checkpointer, session_id, *, snapshot_limit)`` and ``Workspace.open``."""
-
-    @property
-    def ExtractiveSummarizer(self) -> Callable[[], Summarizer]:
-        """The deterministic summarizer."""
-
-    def fold(self, events: Iterable[StoredEvent]) -> list[Message]: ...
-
-    def list_checkpoints(
-        self, checkpointer: Checkpointer, session_id: str
-    ) -> Awaitable[list[Checkpoint]]: ...
-
-    def restore(
-        self, checkpointer: Checkpointer, session_id: str, seq: int, **kw: Any
-    ) -> Awaitable[Any]: ...
-
-    def recover(
-        self, checkpointer: Checkpointer, session_id: str, workspace: Any
-    ) -> Awaitable[Any]: ...
-
-    def compact(
-        self, checkpointer: Checkpointer, session_id: str, **kw: Any
-    ) -> AsyncIterator[CompactionProgress]: ...
-
-
 class SessionMachineEnv(msgspec.Struct):
     """What every session machine of one run is given.
 
@@ -137,7 +103,7 @@ class SessionMachineEnv(msgspec.Struct):
     backend: BackendRef
     capabilities: frozenset[Capability]
     root: Path
-    layer: Any
+    layer: SessionLayer
     options: dict[str, str] = msgspec.field(default_factory=dict)
     restores: bool = True
 
@@ -155,7 +121,7 @@ class SessionMachineBase(RuleBasedStateMachine):
     def __init__(self, env: SessionMachineEnv) -> None:
         super().__init__()
         self.env = env
-        self.layer: SessionApi = env.layer
+        self.layer = env.layer
         self.loop = asyncio.new_event_loop()
         self.factory = env.backend.load()
         self.home = Path(tempfile.mkdtemp(prefix="session-", dir=env.root))
@@ -169,7 +135,7 @@ class SessionMachineBase(RuleBasedStateMachine):
         self.files: dict[str, bytes] = {}
         self.blame = Blame()
         self.cp: Checkpointer = self.run(self.open_checkpointer())
-        self.workspace: Any = self.run(self.open_workspace())
+        self.workspace: SessionWorkspace = self.run(self.open_workspace())
 
     # -- running ---------------------------------------------------------------------
     def run(self, coro: Awaitable[T]) -> T:
@@ -193,7 +159,7 @@ class SessionMachineBase(RuleBasedStateMachine):
         ctx = BackendContext(path=self.store, options=self.env.options)
         return await open_checkpointer(self.factory, ctx)
 
-    async def open_workspace(self) -> Any:
+    async def open_workspace(self) -> SessionWorkspace:
         return await self.layer.Workspace.open(
             str(self.root), self.cp, SESSION_ID, snapshot_limit=SNAPSHOT_LIMIT
         )
@@ -344,7 +310,9 @@ class SessionMachineBase(RuleBasedStateMachine):
         return [s for s, e in enumerate(self.events, 1) if isinstance(e, UserPrompt)]
 
     # -- judging -----------------------------------------------------------------------
-    def check_restore_progress(self, call: str, phases: Sequence[Any], files: int | None) -> None:
+    def check_restore_progress(
+        self, call: str, phases: Sequence[object], files: int | None
+    ) -> None:
         """RESTORE-007: start first, one progress per file, done (error, for a refusal) last."""
         names = [getattr(p, "phase", None) for p in phases]
         last = "error" if files is None else "done"
