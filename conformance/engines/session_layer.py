@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import importlib
 import inspect
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
@@ -38,6 +37,7 @@ from typing import Final, Protocol, TypeVar, cast
 
 import msgspec
 
+from ...backends.registry import BackendLoadError, import_object
 from ...spec import (
     Checkpoint,
     Checkpointer,
@@ -48,7 +48,6 @@ from ...spec import (
     StoredEvent,
     Summarizer,
 )
-from .loading import BackendLoadError, _import_failure
 from .provenance import blame_backend
 
 __all__ = [
@@ -257,23 +256,15 @@ def load_session_layer(target: str = DEFAULT_SESSION_LAYER) -> SessionLayer:
     """Import ``target`` (``MODULE`` or ``MODULE:OBJECT``) and look up every name of
     `SESSION_NAMES` on it. Raises `SessionLayerError` with one line naming the module,
     the import error or the missing names."""
-    module_name, _, attribute = target.partition(":")
+    module_name = target.partition(":")[0]
     if not module_name:
         raise SessionLayerError(
             f"session layer {target!r}: name a module (MODULE or MODULE:OBJECT)"
         )
     try:
-        source: object = importlib.import_module(module_name)
-    except Exception as exc:  # any import-time error is the layer's: a usage error
-        raise SessionLayerError(f"session layer: {_import_failure(module_name, exc)}") from exc
-    if attribute:
-        for part in attribute.split("."):
-            try:
-                source = getattr(source, part)
-            except AttributeError:
-                raise SessionLayerError(
-                    f"session layer: {module_name!r} has no attribute {attribute!r}"
-                ) from None
+        source = import_object(target)
+    except BackendLoadError as exc:  # the module does not import, or lacks the object
+        raise SessionLayerError(f"session layer: {exc}") from exc
     missing = [name for name in SESSION_NAMES if not hasattr(source, name)]
     if missing:
         raise SessionLayerError(

@@ -54,6 +54,12 @@ from typing import TypeGuard
 
 import msgspec
 
+from ...backends.registry import (
+    BackendLoadError,
+    BackendRef,
+    process_backend,
+    resolve_backend,
+)
 from ...spec import (
     CAPABILITY_REASONS,
     BackendContext,
@@ -64,16 +70,8 @@ from ...spec import (
 )
 from ..checks.base import Check
 from ..engines.harness import CheckSkipped, Harness
-from ..engines.loading import (
-    BackendLoadError,
-    BackendRef,
-    NotACheckpointerError,
-    open_checkpointer,
-    process_backend,
-    resolve_backend,
-)
 from ..engines.profiles import DEFAULT_PROFILE, PROFILES, Profile
-from ..engines.provenance import backend_operation
+from ..engines.provenance import backend_operation, open_checkpointer
 from ..engines.replay import (
     Replay,
     ReplayPassed,
@@ -139,10 +137,8 @@ def probe_backend(backend: BackendRef, options: dict[str, str] | None = None) ->
 
     try:
         return asyncio.run(probe())
-    except BackendLoadError:
+    except BackendLoadError:  # NotACheckpointerError among them
         raise
-    except NotACheckpointerError as exc:
-        raise BackendLoadError(str(exc)) from exc
     except Exception as exc:
         raise BackendLoadError(
             f"the factory {backend.target} failed: {type(exc).__name__}: {_one_line(str(exc))}"
