@@ -303,7 +303,7 @@ def test_a_process_backend_is_named_by_its_command() -> None:
     ("command", "said"),
     [
         ("  ", "--process needs a command, e.g. --process 'node my-backend.js'"),
-        ("node 'b.js", "--process \"node 'b.js\": No closing quotation"),
+        ("node 'b.js", '--process "node \'b.js": No closing quotation'),
     ],
 )
 def test_a_process_command_that_cannot_run_is_refused(command: str, said: str) -> None:
