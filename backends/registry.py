@@ -48,6 +48,7 @@ __all__ = [
     "BackendLoadError",
     "BackendOptionError",
     "BackendRef",
+    "FactoryFailedError",
     "MissingAttributeError",
     "ModuleImportError",
     "NotACheckpointerError",
@@ -138,6 +139,31 @@ class NotACheckpointerError(BackendLoadError, TypeError):
         self.factory = factory
         self.returned = returned
         self.missing = tuple(missing)
+
+
+class FactoryFailedError(BackendLoadError):
+    """Calling the factory ``factory`` raised ``error`` (also the ``__cause__``).
+
+    Raised by callers that open a handle only to use the store, where a failing
+    factory is a usage error (the kit's probe, the operator commands); a check
+    keeps the factory's own exception as evidence instead. The message is one
+    line: the error's type, the first line of its text and, when more follow (a
+    stdio child's stderr), the last, which is where a crash says what went wrong.
+    """
+
+    def __init__(self, factory: str, error: BaseException) -> None:
+        super().__init__(
+            f"the factory {factory} failed: {type(error).__name__}: {_first_and_last(str(error))}"
+        )
+        self.factory = factory
+        self.error = error
+
+
+def _first_and_last(message: str) -> str:
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    if len(lines) <= 1:
+        return message.strip()
+    return f"{lines[0]} ... {lines[-1]}"
 
 
 class BackendOptionError(BackendLoadError):

@@ -39,6 +39,7 @@ import msgspec
 from ..backends import file as file_backend
 from ..backends.registry import (
     BackendLoadError,
+    FactoryFailedError,
     NotACheckpointerError,
     load_factory,
     open_backend,
@@ -288,9 +289,8 @@ async def _open_module(spec: StoreSpec, factory: str) -> Checkpointer:
     except (SchemaVersionError, CorruptStoreError):
         raise
     except Exception as exc:  # a factory failing for any reason is a store that cannot open
-        raise StoreFactoryError(
-            spec.text, factory, f"the factory {factory} failed: {type(exc).__name__}: {exc}"
-        ) from exc
+        failed = FactoryFailedError(factory, exc)
+        raise StoreFactoryError(spec.text, factory, str(failed)) from exc
 
 
 async def _open_postgres(spec: StoreSpec) -> Checkpointer:

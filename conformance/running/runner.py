@@ -57,6 +57,7 @@ import msgspec
 from ...backends.registry import (
     BackendLoadError,
     BackendRef,
+    FactoryFailedError,
     process_backend,
     resolve_backend,
 )
@@ -140,20 +141,9 @@ def probe_backend(backend: BackendRef, options: dict[str, str] | None = None) ->
     except BackendLoadError:  # NotACheckpointerError among them
         raise
     except Exception as exc:
-        raise BackendLoadError(
-            f"the factory {backend.target} failed: {type(exc).__name__}: {_one_line(str(exc))}"
-        ) from exc
+        raise FactoryFailedError(backend.target, exc) from exc
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-
-
-def _one_line(message: str) -> str:
-    """A usage error is one line: a message's first line and, if more follow (a stdio
-    child's stderr), the last of them, which is where a crash says what went wrong."""
-    lines = [line.strip() for line in message.splitlines() if line.strip()]
-    if len(lines) <= 1:
-        return message.strip()
-    return f"{lines[0]} ... {lines[-1]}"
 
 
 def _skip_reason(check: Check, probe: BackendProbe) -> str | None:

@@ -25,6 +25,7 @@ from checkpointspec.backends.registry import (
     BackendLoadError,
     BackendOptionError,
     BackendRef,
+    FactoryFailedError,
     MissingAttributeError,
     ModuleImportError,
     NotACheckpointerError,
@@ -182,6 +183,7 @@ def test_every_error_is_a_backend_load_error() -> None:
         MissingAttributeError,
         NotCallableError,
         NotACheckpointerError,
+        FactoryFailedError,
         BackendOptionError,
     ):
         assert issubclass(error, BackendLoadError)
@@ -270,6 +272,18 @@ def test_a_factory_returning_something_else_is_refused_naming_every_missing_memb
     )
     assert caught.value.missing == CHECKPOINTER_MEMBERS
     assert isinstance(caught.value, TypeError)
+
+
+def test_a_failing_factory_is_one_line_ending_with_what_went_wrong() -> None:
+    crash = RuntimeError("the child exited\nTraceback (most recent call last):\nValueError: bad")
+    failed = FactoryFailedError("mod:make", crash)
+    assert _one_line(failed) == (
+        "the factory mod:make failed: RuntimeError: the child exited ... ValueError: bad"
+    )
+    assert failed.error is crash
+    assert str(FactoryFailedError("mod:make", OSError("no disk"))) == (
+        "the factory mod:make failed: OSError: no disk"
+    )
 
 
 def test_an_async_factory_is_awaited(tmp_path: Path) -> None:
