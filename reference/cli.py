@@ -6,8 +6,8 @@
 TEXT] [--summarizer module:factory]`` and ``checkpointspec repair file:DIR
 [--session ID] [--apply]`` (`checkpointspec.backends.file.repair`; exit 1 when
 a damaged log is left alone). STORE is ``sqlite:FILE``, ``file:DIR`` or
-``module:function=DIR`` (see `checkpointspec.reference.store_arguments`); a store that is
-not there is an error, never created.
+``module:function=DIR`` (see `checkpointspec.reference.store_arguments`); a
+store that is not there is an error, never created.
 
 Exit statuses: 0 done; 1 the operation ran and failed (a compaction that ended
 in ``error``, a store that failed mid-way); 2 refused, with nothing changed: a

@@ -1,8 +1,10 @@
 """The backend's end of the stdio protocol, in Python: serve any checkpointer over stdin/stdout.
 
 ``python -m checkpointspec.backends.stdio.serve BACKEND`` (a built-in name such as
-``sqlite``, or ``module:function``: `checkpointspec.backends.registry`) answers the protocol for one handle of that
-backend at a time, declaring ``reusable`` (``--one-handle``: one handle, then exit). It is how the protocol itself is checked: the reference backends pass
+``sqlite``, or ``module:function``, named and opened by
+`checkpointspec.backends.registry`) answers the protocol for one handle of that
+backend at a time, declaring ``reusable`` (``--one-handle``: one handle, then
+exit). It is how the protocol itself is checked: the reference backends pass
 the whole kit through `StdioCheckpointer` and this server, and a bug planted in
 a Python backend is found with the same rule ids directly and through the pipe.
 It is also a model for authors in other languages: requests are answered one at
