@@ -6,8 +6,8 @@
 TEXT] [--summarizer module:factory]`` and ``checkpointspec repair file:DIR
 [--session ID] [--apply]`` (`checkpointspec.backends.file.repair`; exit 1 when
 a damaged log is left alone). STORE is ``sqlite:FILE``, ``file:DIR`` or
-``module:function=DIR`` (see `checkpointspec.reference.stores`); a store that is
-not there is an error, never created.
+``module:function=DIR`` (see `checkpointspec.reference.store_arguments`); a
+store that is not there is an error, never created.
 
 Exit statuses: 0 done; 1 the operation ran and failed (a compaction that ended
 in ``error``, a store that failed mid-way); 2 refused, with nothing changed: a
@@ -50,6 +50,7 @@ from rich.progress import (
 from rich.table import Table
 
 from ..backends.file.repair import RepairError, apply_repair, plan_repair
+from ..backends.registry import BackendLoadError, import_object
 from ..spec import (
     Capability,
     Checkpoint,
@@ -68,7 +69,7 @@ from ..spec import (
 from .checkpoints import list_checkpoints
 from .compaction import compact
 from .restore import restore
-from .stores import StoreError, import_object, open_store, parse_store
+from .store_arguments import StoreError, open_store, parse_store
 from .summarizers import ExtractiveSummarizer
 
 __all__ = [
@@ -493,9 +494,12 @@ class _CompactView:
 def _summarizer(target: str | None) -> Summarizer:
     if target is None:
         return ExtractiveSummarizer()
+    module_name, _, name = target.partition(":")
+    if not module_name or not name:
+        raise _Refusal(f"--summarizer {target}: {target!r} is not module:name")
     try:
         factory = import_object(target)
-    except (ValueError, ImportError) as exc:
+    except BackendLoadError as exc:
         raise _Refusal(f"--summarizer {target}: {exc}") from exc
     if not callable(factory):
         raise _Refusal(f"--summarizer {target}: not callable")

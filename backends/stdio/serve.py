@@ -1,8 +1,10 @@
 """The backend's end of the stdio protocol, in Python: serve any checkpointer over stdin/stdout.
 
-``python -m checkpointspec.backends.stdio.serve BACKEND`` (``memory``, ``file``,
-``sqlite`` or ``module:function``) answers the protocol for one handle of that
-backend at a time, declaring ``reusable`` (``--one-handle``: one handle, then exit). It is how the protocol itself is checked: the reference backends pass
+``python -m checkpointspec.backends.stdio.serve BACKEND`` (a built-in name such as
+``sqlite``, or ``module:function``, named and opened by
+`checkpointspec.backends.registry`) answers the protocol for one handle of that
+backend at a time, declaring ``reusable`` (``--one-handle``: one handle, then
+exit). It is how the protocol itself is checked: the reference backends pass
 the whole kit through `StdioCheckpointer` and this server, and a bug planted in
 a Python backend is found with the same rule ids directly and through the pipe.
 It is also a model for authors in other languages: requests are answered one at
@@ -13,12 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
-import inspect
 import os
 import sys
 import tempfile
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import BinaryIO, Final, cast
 
@@ -26,6 +25,7 @@ import msgspec
 
 from ...spec import (
     BackendContext,
+    BackendFactory,
     Capability,
     CheckpointConflictError,
     Checkpointer,
@@ -43,6 +43,7 @@ from ...spec import (
     StoreHooks,
     UnsupportedOperationError,
 )
+from ..registry import BackendLoadError, open_backend, resolve_backend
 from .messages import (
     PROTOCOL_VERSION,
     AcquireMaintenance,
@@ -69,13 +70,8 @@ from .messages import (
     Truncate,
 )
 
-__all__ = ["BUILTIN", "error_body", "serve"]
+__all__ = ["error_body", "serve"]
 
-BUILTIN: Final = {
-    "memory": "checkpointspec.backends.memory:make",
-    "file": "checkpointspec.backends.file:make",
-    "sqlite": "checkpointspec.backends.sqlite:make",
-}
 CHUNK: Final = 1000
 """Events per ``events`` reply of a read."""
 
@@ -145,15 +141,11 @@ def error_body(error: Exception) -> ErrorBody:
     return ErrorBody(type(error).__name__, message)
 
 
-def _load(name: str) -> Callable[[BackendContext], Checkpointer | Awaitable[Checkpointer]]:
-    target = BUILTIN.get(name, name)
-    module_name, sep, attribute = target.partition(":")
-    if not sep:
-        raise SystemExit(f"serve: {name!r} is not memory, file, sqlite or module:function")
-    factory: object = importlib.import_module(module_name)
-    for part in attribute.split("."):
-        factory = getattr(factory, part)
-    return cast(Callable[[BackendContext], Checkpointer | Awaitable[Checkpointer]], factory)
+def _load(name: str) -> BackendFactory:
+    try:
+        return resolve_backend(name).load()
+    except BackendLoadError as exc:  # one line on stderr: the kit quotes it as the reason
+        raise SystemExit(f"serve: {exc}") from exc
 
 
 class _Server:
@@ -181,8 +173,7 @@ class _Server:
 
     async def hello(self, request: Hello) -> HelloResult:
         ctx = BackendContext(path=Path(request.path), options=dict(request.options))
-        made = self.factory(ctx)
-        self.cp = await made if inspect.isawaitable(made) else made
+        self.cp = await open_backend(self.factory, ctx)
         capabilities = sorted(c.value for c in self.cp.capabilities if c != Capability.CODEC)
         points = list(self.cp.fault_points) if isinstance(self.cp, FaultInjectable) else []
         hooks = isinstance(self.cp, StoreHooks)
@@ -203,8 +194,7 @@ class _Server:
         # opening the store the hook must change.
         with tempfile.TemporaryDirectory(prefix="checkpointspec-serve-") as scratch:
             ctx = BackendContext(path=Path(scratch), options=dict(request.options))
-            made = self.factory(ctx)
-            cp = await made if inspect.isawaitable(made) else made
+            cp = await open_backend(self.factory, ctx)
             await cp.close()
         if not isinstance(cp, StoreHooks):
             raise UnsupportedOperationError(type(request).__name__, "store_hooks")

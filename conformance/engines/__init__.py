@@ -3,9 +3,8 @@
 | module or folder | engine |
 |---|---|
 | `harness`, `profiles` | what a check gets (`Harness`: handles, the session layer, the seed, the budget) and the profiles' budgets |
-| `loading` | resolving a backend name to its factory and opening handles |
 | `session_layer` | loading the session layer under test (``--session-layer``) and noting what it raises |
-| `provenance` | handles that note which exceptions the backend raised |
+| `provenance` | opening handles (`open_checkpointer`, through `checkpointspec.backends.registry`) that note which exceptions the backend raised |
 | `violations`, `outcomes` | rule violations; comparing a backend's outcome with the model's |
 | `replay` | the settings of every Hypothesis run; exact replay by seed or reproduce blob |
 | `fault_codecs` | codecs that seal, fail or corrupt on purpose |

@@ -19,6 +19,7 @@ import itertools
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+from ...backends.registry import BackendRef
 from ...spec import (
     BackendContext,
     BackendFactory,
@@ -28,9 +29,9 @@ from ...spec import (
     SessionLayer,
     UserPrompt,
 )
-from .loading import BackendRef, open_checkpointer
 from .outcomes import read_all
 from .profiles import Profile
+from .provenance import open_checkpointer
 from .replay import Replay
 from .session_layer import DEFAULT_SESSION_LAYER, load_session_layer
 

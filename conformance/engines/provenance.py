@@ -23,9 +23,18 @@ import inspect
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
 from typing import TypeVar, cast
 
-from ...spec import Capability, Checkpointer, IntegrityReport, SessionInfo, StoredEvent
+from ...backends.registry import open_backend
+from ...spec import (
+    BackendContext,
+    BackendFactory,
+    Capability,
+    Checkpointer,
+    IntegrityReport,
+    SessionInfo,
+    StoredEvent,
+)
 
-__all__ = ["BackendHandle", "backend_operation", "blame_backend"]
+__all__ = ["BackendHandle", "backend_operation", "blame_backend", "open_checkpointer"]
 
 T = TypeVar("T")
 
@@ -211,3 +220,19 @@ def _handle_class(backend_class: type) -> type[BackendHandle]:
     if not namespace:
         return BackendHandle
     return type(f"BackendHandle[{backend_class.__qualname__}]", (BackendHandle,), namespace)
+
+
+async def open_checkpointer(factory: BackendFactory, ctx: BackendContext) -> Checkpointer:
+    """Open a handle through the factory (`open_backend`) and return it as a
+    `BackendHandle`, which notes every exception the backend raises; so does this
+    function for the factory's own.
+
+    Raises `NotACheckpointerError` (noted as the factory's) when the factory's
+    result lacks a member of the `Checkpointer` protocol, naming them.
+    """
+    try:
+        opened = await open_backend(factory, ctx)
+    except Exception as exc:
+        blame_backend(exc, "factory")
+        raise
+    return BackendHandle.wrap(opened)

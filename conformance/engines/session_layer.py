@@ -29,7 +29,6 @@ layer's own ``isinstance(workspace, Workspace)`` still holds.
 from __future__ import annotations
 
 import functools
-import importlib
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
@@ -38,6 +37,7 @@ from typing import Final, TypeVar, cast
 
 import msgspec
 
+from ...backends.registry import BackendLoadError, import_object
 from ...spec import (
     SESSION_LAYER_NAMES,
     CompactFunction,
@@ -49,7 +49,6 @@ from ...spec import (
     SummarizerFactory,
     WorkspaceFactory,
 )
-from .loading import BackendLoadError, _import_failure
 from .provenance import blame_backend
 
 __all__ = [
@@ -95,23 +94,15 @@ def load_session_layer(target: str = DEFAULT_SESSION_LAYER) -> LoadedSessionLaye
     `SESSION_LAYER_NAMES` on it, and ``Workspace.open``. Raises `SessionLayerError`
     with one line naming the module, the import error, the missing names or those
     that are not callable."""
-    module_name, _, attribute = target.partition(":")
+    module_name = target.partition(":")[0]
     if not module_name:
         raise SessionLayerError(
             f"session layer {target!r}: name a module (MODULE or MODULE:OBJECT)"
         )
     try:
-        source: object = importlib.import_module(module_name)
-    except Exception as exc:  # any import-time error is the layer's: a usage error
-        raise SessionLayerError(f"session layer: {_import_failure(module_name, exc)}") from exc
-    if attribute:
-        for part in attribute.split("."):
-            try:
-                source = getattr(source, part)
-            except AttributeError:
-                raise SessionLayerError(
-                    f"session layer: {module_name!r} has no attribute {attribute!r}"
-                ) from None
+        source = import_object(target)
+    except BackendLoadError as exc:  # the module does not import, or lacks the object
+        raise SessionLayerError(f"session layer: {exc}") from exc
     found = _members(source)
     missing = [name for name, value in found.items() if value is _MISSING]
     if missing:

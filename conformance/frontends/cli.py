@@ -58,10 +58,10 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from ...backends.registry import BackendLoadError, parse_options
 from ...reference import cli as operator
 from ...spec import RULES
 from ..checks.base import Check
-from ..engines.loading import BackendLoadError, parse_options
 from ..engines.profiles import DEFAULT_PROFILE, PROFILES
 from ..engines.replay import ReproduceError, parse_reproduction
 from ..engines.session_layer import DEFAULT_SESSION_LAYER

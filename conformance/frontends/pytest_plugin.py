@@ -61,14 +61,14 @@ from typing import Any
 import msgspec
 import pytest
 
-from ..checks.base import Check
-from ..engines.loading import (
+from ...backends.registry import (
     BackendLoadError,
     BackendRef,
     parse_options,
     process_backend,
     resolve_backend,
 )
+from ..checks.base import Check
 from ..engines.profiles import DEFAULT_PROFILE, PROFILES
 from ..engines.replay import ReproduceError, Reproduction, parse_reproduction
 from ..engines.session_layer import DEFAULT_SESSION_LAYER, load_session_layer

@@ -54,6 +54,13 @@ from typing import TypeGuard
 
 import msgspec
 
+from ...backends.registry import (
+    BackendLoadError,
+    BackendRef,
+    FactoryFailedError,
+    process_backend,
+    resolve_backend,
+)
 from ...spec import (
     CAPABILITY_REASONS,
     BackendContext,
@@ -64,16 +71,8 @@ from ...spec import (
 )
 from ..checks.base import Check
 from ..engines.harness import CheckSkipped, Harness
-from ..engines.loading import (
-    BackendLoadError,
-    BackendRef,
-    NotACheckpointerError,
-    open_checkpointer,
-    process_backend,
-    resolve_backend,
-)
 from ..engines.profiles import DEFAULT_PROFILE, PROFILES, Profile
-from ..engines.provenance import backend_operation
+from ..engines.provenance import backend_operation, open_checkpointer
 from ..engines.replay import (
     Replay,
     ReplayPassed,
@@ -139,25 +138,12 @@ def probe_backend(backend: BackendRef, options: dict[str, str] | None = None) ->
 
     try:
         return asyncio.run(probe())
-    except BackendLoadError:
+    except BackendLoadError:  # NotACheckpointerError among them
         raise
-    except NotACheckpointerError as exc:
-        raise BackendLoadError(str(exc)) from exc
     except Exception as exc:
-        raise BackendLoadError(
-            f"the factory {backend.target} failed: {type(exc).__name__}: {_one_line(str(exc))}"
-        ) from exc
+        raise FactoryFailedError(backend.target, exc) from exc
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-
-
-def _one_line(message: str) -> str:
-    """A usage error is one line: a message's first line and, if more follow (a stdio
-    child's stderr), the last of them, which is where a crash says what went wrong."""
-    lines = [line.strip() for line in message.splitlines() if line.strip()]
-    if len(lines) <= 1:
-        return message.strip()
-    return f"{lines[0]} ... {lines[-1]}"
 
 
 def _skip_reason(check: Check, probe: BackendProbe) -> str | None:

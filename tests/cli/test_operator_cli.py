@@ -24,7 +24,7 @@ import msgspec
 import pytest
 from checkpointspec.backends import file as file_backend
 from checkpointspec.backends.sqlite import SqliteCheckpointer
-from checkpointspec.reference.stores import (
+from checkpointspec.reference.store_arguments import (
     NoStoreError,
     StoreFactoryError,
     StoreSpec,
@@ -494,7 +494,7 @@ def test_a_file_that_is_not_a_database_is_refused(tmp_path: Path) -> None:
     assert notes.read_bytes() == b"just some notes\n" * 20
 
 
-# -- parsing STORE (reference/stores.py) ------------------------------------------------------------
+# -- parsing STORE (reference/store_arguments.py) ---------------------------------------------------
 
 
 @pytest.mark.parametrize(

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from checkpointspec.backends.registry import BackendRef, resolve_backend
 from checkpointspec.conformance.checks._support import run_machine
 from checkpointspec.conformance.checks.base import Check, check
 from checkpointspec.conformance.engines.harness import Harness
-from checkpointspec.conformance.engines.loading import BackendRef, resolve_backend
 from checkpointspec.conformance.engines.profiles import PROFILES
 from checkpointspec.conformance.engines.violations import RuleViolation
 from checkpointspec.conformance.frontends.cli import main

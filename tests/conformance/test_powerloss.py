@@ -20,10 +20,10 @@ import msgspec
 import pytest
 from checkpointspec.backends.file import Durability, FileCheckpointer
 from checkpointspec.backends.memory import MemoryCheckpointer, store_for
+from checkpointspec.backends.registry import resolve_backend
 from checkpointspec.conformance.engines.crash import verdicts as crash_states
 from checkpointspec.conformance.engines.crash.disk import SimulatedDisk, tears
 from checkpointspec.conformance.engines.crash.states import SECTOR, CrashPlan, CrashSpec, CrashState
-from checkpointspec.conformance.engines.loading import resolve_backend
 from checkpointspec.conformance.engines.profiles import PROFILES
 from checkpointspec.conformance.running.registry import CHECKS_BY_NAME as CHECKS
 from checkpointspec.conformance.running.report import CheckResult

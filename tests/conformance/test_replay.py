@@ -20,10 +20,10 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from checkpointspec.backends.registry import process_backend, resolve_backend
 from checkpointspec.conformance.checks._support import run_property
 from checkpointspec.conformance.checks.base import check
 from checkpointspec.conformance.engines.harness import Harness
-from checkpointspec.conformance.engines.loading import process_backend, resolve_backend
 from checkpointspec.conformance.engines.profiles import PROFILES
 from checkpointspec.conformance.engines.replay import (
     HYPOTHESIS_VERSION,

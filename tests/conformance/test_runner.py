@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 from checkpointspec.backends.memory import MemoryCheckpointer, store_for
+from checkpointspec.backends.registry import BackendRef, resolve_backend
 from checkpointspec.conformance.checks.base import Check, check
 from checkpointspec.conformance.engines.harness import Harness
-from checkpointspec.conformance.engines.loading import BackendRef, resolve_backend
 from checkpointspec.conformance.engines.profiles import PROFILES
 from checkpointspec.conformance.engines.violations import RuleViolation
 from checkpointspec.conformance.running.failures import FLAKY_REPLAY

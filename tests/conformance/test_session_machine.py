@@ -23,6 +23,7 @@ import checkpointspec.reference
 import msgspec
 import pytest
 import session_standin
+from checkpointspec.backends.registry import BackendRef, resolve_backend
 from checkpointspec.conformance.checks.session_model import (
     CHECKS,
     run_session_machine,
@@ -30,12 +31,8 @@ from checkpointspec.conformance.checks.session_model import (
     session_model_without_restore,
 )
 from checkpointspec.conformance.engines.harness import CheckSkipped, Harness
-from checkpointspec.conformance.engines.loading import (
-    BackendRef,
-    open_checkpointer,
-    resolve_backend,
-)
 from checkpointspec.conformance.engines.profiles import PROFILES
+from checkpointspec.conformance.engines.provenance import open_checkpointer
 from checkpointspec.conformance.engines.violations import RuleViolation
 from checkpointspec.spec import (
     BackendContext,

@@ -15,9 +15,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from checkpointspec.backends.registry import BackendLoadError, resolve_backend
 from checkpointspec.conformance.checks import folding
 from checkpointspec.conformance.engines.harness import Harness
-from checkpointspec.conformance.engines.loading import BackendLoadError, resolve_backend
 from checkpointspec.conformance.engines.profiles import PROFILES
 from checkpointspec.conformance.engines.session_layer import (
     DEFAULT_SESSION_LAYER,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 from cases import ALL_BACKENDS, ALL_CASES, Case
-from checkpointspec.conformance.engines.loading import BackendLoadError, resolve_backend
+from checkpointspec.backends.registry import BackendLoadError, resolve_backend
 from checkpointspec.conformance.running.registry import select_checks, suite_of_rule
 from checkpointspec.spec import RULES, RULES_BY_ID, Strength
 

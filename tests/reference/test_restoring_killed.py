@@ -10,11 +10,11 @@ import asyncio
 from pathlib import Path
 
 import pytest
+from checkpointspec.backends.registry import resolve_backend
 from checkpointspec.conformance.checks import restoring_killed
 from checkpointspec.conformance.checks.base import Check
 from checkpointspec.conformance.engines.crash.killed_restore import load_layer
 from checkpointspec.conformance.engines.harness import Harness
-from checkpointspec.conformance.engines.loading import resolve_backend
 from checkpointspec.conformance.engines.profiles import PROFILES
 from checkpointspec.conformance.engines.violations import RuleViolation
 from checkpointspec.spec import Capability

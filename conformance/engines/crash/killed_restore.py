@@ -29,7 +29,6 @@ on (`build_session`), and the state it is judged by (`session_state`).
 from __future__ import annotations
 
 import asyncio
-import importlib
 import os
 import signal
 import sys
@@ -41,6 +40,7 @@ from typing import Final, cast
 import msgspec
 
 from ....backends.fsport import HookedFileSystem, OsFileSystem
+from ....backends.registry import import_object, load_factory
 from ....spec import (
     RESERVED_DIR,
     AssistantMessage,
@@ -56,10 +56,10 @@ from ....spec import (
     make_snapshot,
 )
 from ....spec.restoration import apply_plan, plan_restore
-from ..loading import BackendRef, open_checkpointer
 from ..outcomes import read_all
 from ..processes.client import worker_env
 from ..processes.groups import kill_group, wait_group_gone
+from ..provenance import open_checkpointer
 from ..session_layer import load_session_layer
 from .stopper import SyscallStopper
 
@@ -143,15 +143,11 @@ def load_layer(target: str) -> SessionLayer:
     are the layer's names), as ``--session-layer`` names it. Not checked nor wrapped
     here: the parent checked it (`load_session_layer`) before starting this process,
     and what the layer raises in it is reported as the restore's outcome."""
-    module_name, _, attribute = target.partition(":")
-    found: object = importlib.import_module(module_name)
-    for part in attribute.split(".") if attribute else ():
-        found = getattr(found, part)
-    return cast(SessionLayer, found)
+    return cast(SessionLayer, import_object(target))
 
 
 async def _child(order: KillOrder) -> KillReport:
-    factory = BackendRef(order.backend, order.backend).load()
+    factory = load_factory(order.backend)
     ctx = BackendContext(path=Path(order.store), options=dict(order.options))
     cp = await open_checkpointer(factory, ctx)
     layer = load_layer(order.session_layer)

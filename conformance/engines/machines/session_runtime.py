@@ -27,6 +27,7 @@ import msgspec
 from hypothesis import note
 from hypothesis.stateful import RuleBasedStateMachine
 
+from ....backends.registry import BackendRef
 from ....spec import (
     STAGES,
     BackendContext,
@@ -51,8 +52,8 @@ from ....spec import (
     fold_model,
     make_snapshot,
 )
-from ..loading import BackendRef, open_checkpointer
 from ..outcomes import Err, Ok, run_backend
+from ..provenance import open_checkpointer
 from ..violations import RuleViolation, expect
 
 __all__ = [

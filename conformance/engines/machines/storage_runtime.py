@@ -24,6 +24,7 @@ import msgspec
 from hypothesis import note
 from hypothesis.stateful import RuleBasedStateMachine
 
+from ....backends.registry import BackendRef
 from ....spec import (
     BackendContext,
     Capability,
@@ -36,7 +37,6 @@ from ....spec import (
     SpecModel,
     StoredEvent,
 )
-from ..loading import BackendRef, open_checkpointer
 from ..outcomes import (
     Err,
     Ok,
@@ -50,6 +50,7 @@ from ..outcomes import (
     run_backend,
     run_model,
 )
+from ..provenance import open_checkpointer
 from ..violations import RuleViolation, expect
 from .ledger import Ledger
 

@@ -21,6 +21,7 @@ import threading
 from pathlib import Path
 from typing import IO, BinaryIO
 
+from ....backends.registry import resolve_backend
 from ....spec import (
     BackendContext,
     CheckpointConflictError,
@@ -31,7 +32,7 @@ from ....spec import (
     UnsupportedOperationError,
     UserPrompt,
 )
-from ..loading import open_checkpointer, resolve_backend
+from ..provenance import open_checkpointer
 from .client import (
     Acked,
     Acquire,

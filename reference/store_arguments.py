@@ -1,4 +1,4 @@
-"""Naming a store on the command line: ``sqlite:FILE``, ``file:DIR``, ``module:function=DIR``.
+"""The operator commands' STORE argument: ``sqlite:FILE``, ``file:DIR``, ``module:function=DIR``.
 
 `parse_store` turns the text into a `StoreSpec` without touching anything;
 `open_store` checks that a store is there and opens a checkpointer on it. The
@@ -15,8 +15,9 @@ reports "no sessions".
   kit's factory made for a directory is ``checkpointspec.backends.postgres:make=DIR``
   with ``CHECKPOINTSPEC_POSTGRES_DSN`` set.
 - ``mypkg.backend:make=./store`` — any backend: the factory is imported and called
-  with ``BackendContext(path=DIR)``, as the kit calls it. ``DIR`` must exist;
-  what the backend keeps there is its own business.
+  with ``BackendContext(path=DIR)``, as the kit calls it
+  (`checkpointspec.backends.registry`). ``DIR`` must exist; what the backend
+  keeps there is its own business.
 
 Every refusal is a `StoreError`: `StoreSpecError` for text that names no store
 (`UnknownSchemeError` for a scheme other than those above), `StoreUnreachableError`
@@ -27,10 +28,8 @@ Nothing is written before a store is known to be there.
 
 from __future__ import annotations
 
-import importlib
 import os
 import sqlite3
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Final, Literal, TypeAlias, cast
 from urllib.parse import quote
@@ -38,6 +37,13 @@ from urllib.parse import quote
 import msgspec
 
 from ..backends import file as file_backend
+from ..backends.registry import (
+    BackendLoadError,
+    FactoryFailedError,
+    NotACheckpointerError,
+    load_factory,
+    open_backend,
+)
 from ..backends.sqlite import DATABASE_NAME, SqliteCheckpointer
 from ..backends.sqlite.schema import header_user_version
 from ..spec import (
@@ -60,7 +66,6 @@ __all__ = [
     "StoreUnreachableError",
     "UnknownSchemeError",
     "check_store",
-    "import_object",
     "open_store",
     "parse_store",
 ]
@@ -272,61 +277,20 @@ def check_store(spec: StoreSpec) -> None:
 # -- opening ----------------------------------------------------------------------------------
 
 
-def import_object(target: str) -> object:
-    """The object ``module.path:name`` names (``name`` may be dotted), imported.
-
-    Raises ValueError for text of another shape and ImportError, with a one-line
-    reason, when the module does not import (whatever it raised) or lacks the name.
-    """
-    module_name, colon, name = target.partition(":")
-    if not colon or not _is_dotted_name(module_name) or not _is_dotted_name(name):
-        raise ValueError(f"{target!r} is not module:name")
-    try:
-        found: object = importlib.import_module(module_name)
-    except Exception as exc:  # whatever importing it raises is the module's: report it
-        raise ImportError(f"cannot import {module_name!r}: {type(exc).__name__}: {exc}") from exc
-    for part in name.split("."):
-        try:
-            found = getattr(found, part)
-        except AttributeError:
-            raise ImportError(f"{module_name!r} has no attribute {name!r}") from None
-    return found
-
-
-def _load_factory(spec: StoreSpec, factory: str) -> Callable[[BackendContext], object]:
-    try:
-        target = import_object(factory)
-    except (ValueError, ImportError) as exc:
-        raise StoreFactoryError(spec.text, factory, str(exc)) from exc
-    if not callable(target):
-        raise StoreFactoryError(spec.text, factory, f"{factory} is not callable")
-    return cast(Callable[[BackendContext], object], target)
-
-
-_MEMBERS: Final = ("append", "read", "head", "list_sessions", "truncate", "close", "capabilities")
-
-
 async def _open_module(spec: StoreSpec, factory: str) -> Checkpointer:
-    make = _load_factory(spec, factory)
     try:
-        made: object = make(BackendContext(path=spec.path))
-        if isinstance(made, Awaitable):
-            made = await made
+        make = load_factory(factory)
+    except BackendLoadError as exc:  # does not import, lacks the name, or is not callable
+        raise StoreFactoryError(spec.text, factory, str(exc)) from exc
+    try:
+        return await open_backend(make, BackendContext(path=spec.path))
+    except NotACheckpointerError as exc:
+        raise StoreFactoryError(spec.text, factory, str(exc)) from exc
     except (SchemaVersionError, CorruptStoreError):
         raise
     except Exception as exc:  # a factory failing for any reason is a store that cannot open
-        raise StoreFactoryError(
-            spec.text, factory, f"the factory {factory} failed: {type(exc).__name__}: {exc}"
-        ) from exc
-    missing = [name for name in _MEMBERS if not hasattr(made, name)]
-    if missing:
-        raise StoreFactoryError(
-            spec.text,
-            factory,
-            f"the factory {factory} returned {type(made).__name__}, not a Checkpointer "
-            f"(it lacks {', '.join(missing)})",
-        )
-    return cast(Checkpointer, made)
+        failed = FactoryFailedError(factory, exc)
+        raise StoreFactoryError(spec.text, factory, str(failed)) from exc
 
 
 async def _open_postgres(spec: StoreSpec) -> Checkpointer:
