@@ -128,6 +128,7 @@ from ...spec import (
     check_truncate_arguments,
     encode_event,
 )
+from ..capabilities import store_capabilities
 from ..payloads import Row, open_rows, seal_payloads
 from . import schema as store_schema
 from . import stores
@@ -283,18 +284,9 @@ class PostgresCheckpointer:
     Also implements `StoreHooks` for the conformance kit.
     """
 
-    capabilities: frozenset[Capability] = frozenset(
-        {
-            Capability.DELETE,
-            Capability.LIST,
-            Capability.TRUNCATE,
-            Capability.DURABLE,
-            Capability.MULTI_PROCESS,
-            Capability.CODEC,
-            Capability.GENERATION,
-            Capability.MAINTENANCE,
-        }
-    )
+    # DURABLE as the server is deployed by default (fsync and synchronous_commit on),
+    # which the backend cannot see; every handle of every host shares the store.
+    capabilities: frozenset[Capability] = store_capabilities(durable=True, shared=True)
 
     def __init__(
         self,

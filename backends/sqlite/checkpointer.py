@@ -118,6 +118,7 @@ from ...spec import (
     check_truncate_arguments,
     encode_event,
 )
+from ..capabilities import store_capabilities
 from ..payloads import Row, open_rows, seal_payloads
 from . import maintenance, schema, worker
 from .maintenance import Holder
@@ -180,18 +181,9 @@ class SqliteCheckpointer:
     `FaultInjectable` (named points inside writes) for the conformance kit.
     """
 
-    capabilities: frozenset[Capability] = frozenset(
-        {
-            Capability.DELETE,
-            Capability.LIST,
-            Capability.TRUNCATE,
-            Capability.DURABLE,
-            Capability.MULTI_PROCESS,
-            Capability.CODEC,
-            Capability.GENERATION,
-            Capability.MAINTENANCE,
-        }
-    )
+    capabilities: frozenset[Capability] = store_capabilities(durable=True, shared=True)
+    """The declared set of a database file with ``synchronous=FULL`` (the default); a
+    handle's own says its settings'."""
 
     def __init__(
         self,
@@ -220,12 +212,13 @@ class SqliteCheckpointer:
         self._where = str(database)
         self._codec = codec
         self._synchronous = level
-        if database == ":memory:":
-            # A private database in this process: nothing survives close, no other handle sees it.
-            self.capabilities = self.capabilities - {Capability.DURABLE, Capability.MULTI_PROCESS}
-        elif level in ("OFF", "NORMAL"):
-            # A commit may roll back after a power loss: see "Why not DURABLE below FULL".
-            self.capabilities = self.capabilities - {Capability.DURABLE}
+        # A private database in this process: nothing survives close, no other handle sees
+        # it. Below FULL a commit may roll back after a power loss: see "Why not DURABLE
+        # below FULL".
+        in_memory = database == ":memory:"
+        self.capabilities = store_capabilities(
+            durable=not in_memory and level in ("FULL", "EXTRA"), shared=not in_memory
+        )
         self._busy_timeout_ms = busy_timeout_ms
         self._db: aiosqlite.Connection | None = None
         self._open_lock = asyncio.Lock()
