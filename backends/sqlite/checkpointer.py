@@ -104,7 +104,6 @@ from ...spec import (
     CheckpointerClosedError,
     CheckpointError,
     Codec,
-    CorruptStoreError,
     FaultHook,
     IntegrityReport,
     InvalidArgumentError,
@@ -121,11 +120,11 @@ from ...spec import (
 )
 from ..capabilities import store_capabilities
 from ..group_commit import GroupCommitQueue, GroupCommitStats
-from ..payloads import Row, open_rows, seal_payloads
+from ..payloads import Row, open_rows, seal_payloads, stored_events
 from . import maintenance, schema, worker
 from .maintenance import Holder
 from .schema import DATABASE_NAME, MIGRATIONS, SCHEMA_VERSION
-from .worker import FAULT_POINTS, Append, Delete, Truncate, Write, call, gc_paused
+from .worker import FAULT_POINTS, Append, Delete, Truncate, Write, call
 
 __all__ = [
     "DATABASE_NAME",
@@ -148,7 +147,6 @@ _SYNCHRONOUS: Final = {
 _OPTIONS: Final = ("synchronous", "busy_timeout")
 # Requests per group-commit transaction: bounds how long one round holds the lock.
 _MAX_ROUND: Final = 1000
-_DECODE_CHUNK: Final = 2048  # rows decoded per GC pause in read
 _SCAN_PAGE: Final = 4096  # rows per hop when check_integrity scans payloads
 _MAX_PROBLEMS: Final = 100
 
@@ -406,15 +404,8 @@ class SqliteCheckpointer:
         head, rows = await self._query(
             "read", partial(worker.read_log, session_id=sid, since_seq=since), sid
         )
-        if len(rows) != max(head - since, 0):
-            raise CorruptStoreError(
-                sid, "events", f"head is {head} but {len(rows)} events follow seq {since}"
-            )
-        for start in range(0, len(rows), _DECODE_CHUNK):
-            with gc_paused():
-                chunk = self._decode(sid, rows[start : start + _DECODE_CHUNK], since + start + 1)
-            for stored in chunk:
-                yield stored
+        for stored in stored_events(sid, head, since, rows, self._codec):
+            yield stored
 
     async def head(self, session_id: str) -> int:
         """The seq of the session's last event; 0 if it has none or is unknown."""
