@@ -189,7 +189,7 @@ def _is_connection_lost(exc: psycopg.Error) -> bool:
 class ServerConnections:
     """One handle's connections to the store ``schema`` at ``dsn``, and how work runs on them.
 
-    Made closed-for-use; `open` starts the pool. ``closed`` is the handle's own
+    Nothing connects until `open` starts the pool. ``closed`` is the handle's own
     closed flag: once set, every operation raises `CheckpointerClosedError`.
     """
 
