@@ -12,9 +12,10 @@ grouping rules their semantics need (see `GroupCommitQueue`).
 Rules every group keeps, whatever the backend:
 
 * A request's outcome is its own: one request's conflict is never another's.
-* Groups run from tasks of the queue's own, so a caller cancelled while it
-  waits never leaves the other requests of its group unanswered; a cancelled
-  caller's answer is dropped.
+* A group of waiting requests runs in a task of the queue's own, so a caller
+  cancelled while it waits never leaves the others unanswered; a cancelled
+  caller's answer is dropped. (Only a caller that commits its request alone,
+  with ``caller_runs_when_idle``, runs it in its own task.)
 * At most ``groups_in_flight`` groups are in flight; what arrives meanwhile
   waits for the next one.
 * `GroupCommitQueue.drained` waits until every request accepted has been
