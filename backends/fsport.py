@@ -1,4 +1,5 @@
-"""Implementations of the file-system port: the real disk, and a wrapper that reports faults.
+"""Implementations of the file-system port: the real disk, a forwarding base, and a
+wrapper that reports faults.
 
 The port itself (`FileSystem`, `FileStat`, and the `FileSystemPorted` opt-in)
 is part of the contract and lives in `checkpointspec.spec.filesystem`, which
@@ -7,10 +8,12 @@ byte of its store I/O through it and never calls ``os`` for that itself; it
 never relies on a file's identity, and never stats a log in the steady state
 (see `checkpointspec.backends.file.log`).
 
-`OsFileSystem` is the default: the real POSIX file system. `HookedFileSystem`
-wraps any `FileSystem` and reports each mutating call to a fault hook, at the
-points named in `FAULT_POINTS`. `on_real_disk` tells the real disk, hooked or
-not, from any other port (only there do symlinks exist).
+`OsFileSystem` is the default: the real POSIX file system.
+`ForwardingFileSystem` hands every call to an inner `FileSystem`; a wrapper
+subclasses it and overrides only the calls it changes. `HookedFileSystem` is
+one: it reports each mutating call to a fault hook, at the points named in
+`FAULT_POINTS`. `on_real_disk` tells the real disk, hooked or not, from any
+other port (only there do symlinks exist).
 """
 
 from __future__ import annotations
@@ -24,7 +27,13 @@ from collections.abc import Callable
 
 from ..spec import FileStat, FileSystem
 
-__all__ = ["FAULT_POINTS", "HookedFileSystem", "OsFileSystem", "on_real_disk"]
+__all__ = [
+    "FAULT_POINTS",
+    "ForwardingFileSystem",
+    "HookedFileSystem",
+    "OsFileSystem",
+    "on_real_disk",
+]
 
 
 class OsFileSystem:
@@ -134,35 +143,16 @@ class OsFileSystem:
         fcntl.flock(fd, fcntl.LOCK_UN)
 
 
-FAULT_POINTS: tuple[str, ...] = (
-    "write.before",
-    "write.after",
-    "truncate.after",
-    "fsync.before",
-    "fsync.after",
-    "fsync_dir.after",
-    "rename.before",
-    "rename.after",
-    "unlink.after",
-)
-"""The fault points `HookedFileSystem` reports: one before or after each mutating call."""
+class ForwardingFileSystem:
+    """A `FileSystem` that hands every call to ``inner``, unchanged.
 
-
-class HookedFileSystem:
-    """Wraps a `FileSystem` and reports each mutating call to a fault hook.
-
-    This is how a backend built on the port gets `FaultInjectable` for free: the
-    kit's worker processes pause or die at exactly these points, between the
-    writes, fsyncs and renames the backend makes. Without a hook it only forwards.
+    Subclass it to change a few calls (fail one, record one, report one to a
+    hook) and keep the rest: each override calls ``super()`` to reach ``inner``,
+    which stays public so that code can see what lies underneath.
     """
 
     def __init__(self, inner: FileSystem) -> None:
         self.inner = inner
-        self.hook: Callable[[str], None] | None = None
-
-    def _reach(self, point: str) -> None:
-        if self.hook is not None:
-            self.hook(point)
 
     def open(self, path: str, *, create: bool = False, truncate: bool = False) -> int:
         return self.inner.open(path, create=create, truncate=truncate)
@@ -177,31 +167,22 @@ class HookedFileSystem:
         return self.inner.read(fd, size, offset)
 
     def write(self, fd: int, data: bytes, offset: int) -> None:
-        self._reach("write.before")
         self.inner.write(fd, data, offset)
-        self._reach("write.after")
 
     def truncate(self, fd: int, size: int) -> None:
         self.inner.truncate(fd, size)
-        self._reach("truncate.after")
 
     def fsync(self, fd: int) -> None:
-        self._reach("fsync.before")
         self.inner.fsync(fd)
-        self._reach("fsync.after")
 
     def fsync_dir(self, path: str) -> None:
         self.inner.fsync_dir(path)
-        self._reach("fsync_dir.after")
 
     def rename(self, src: str, dst: str) -> None:
-        self._reach("rename.before")
         self.inner.rename(src, dst)
-        self._reach("rename.after")
 
     def unlink(self, path: str) -> None:
         self.inner.unlink(path)
-        self._reach("unlink.after")
 
     def stat(self, path: str) -> FileStat | None:
         return self.inner.stat(path)
@@ -220,6 +201,64 @@ class HookedFileSystem:
 
     def unlock(self, fd: int) -> None:
         self.inner.unlock(fd)
+
+
+FAULT_POINTS: tuple[str, ...] = (
+    "write.before",
+    "write.after",
+    "truncate.after",
+    "fsync.before",
+    "fsync.after",
+    "fsync_dir.after",
+    "rename.before",
+    "rename.after",
+    "unlink.after",
+)
+"""The fault points `HookedFileSystem` reports: one before or after each mutating call."""
+
+
+class HookedFileSystem(ForwardingFileSystem):
+    """Forwards to a `FileSystem` and reports each mutating call to a fault hook.
+
+    This is how a backend built on the port gets `FaultInjectable` for free: the
+    kit's worker processes pause or die at exactly these points, between the
+    writes, fsyncs and renames the backend makes. Without a hook it only forwards.
+    """
+
+    def __init__(self, inner: FileSystem) -> None:
+        super().__init__(inner)
+        self.hook: Callable[[str], None] | None = None
+
+    def _reach(self, point: str) -> None:
+        if self.hook is not None:
+            self.hook(point)
+
+    def write(self, fd: int, data: bytes, offset: int) -> None:
+        self._reach("write.before")
+        super().write(fd, data, offset)
+        self._reach("write.after")
+
+    def truncate(self, fd: int, size: int) -> None:
+        super().truncate(fd, size)
+        self._reach("truncate.after")
+
+    def fsync(self, fd: int) -> None:
+        self._reach("fsync.before")
+        super().fsync(fd)
+        self._reach("fsync.after")
+
+    def fsync_dir(self, path: str) -> None:
+        super().fsync_dir(path)
+        self._reach("fsync_dir.after")
+
+    def rename(self, src: str, dst: str) -> None:
+        self._reach("rename.before")
+        super().rename(src, dst)
+        self._reach("rename.after")
+
+    def unlink(self, path: str) -> None:
+        super().unlink(path)
+        self._reach("unlink.after")
 
 
 def on_real_disk(fs: FileSystem) -> bool:

@@ -38,6 +38,7 @@ from ..spec import (
     check_truncate_bound,
     encode_event,
 )
+from .capabilities import store_capabilities
 
 __all__ = ["MemoryCheckpointer", "MemoryStore", "make"]
 
@@ -83,14 +84,10 @@ class MemoryCheckpointer:
     every operation stays atomic under concurrent tasks.
     """
 
-    capabilities: frozenset[Capability] = frozenset(
-        {
-            Capability.DELETE,
-            Capability.LIST,
-            Capability.TRUNCATE,
-            Capability.GENERATION,
-            Capability.MAINTENANCE,
-        }
+    # One process's memory, events kept as objects: nothing survives, nothing is shared
+    # and no payload passes through a codec.
+    capabilities: frozenset[Capability] = store_capabilities(
+        durable=False, shared=False, codec=False
     )
 
     def __init__(self, store: MemoryStore | None = None) -> None:

@@ -122,6 +122,7 @@ from ...spec import (
     check_truncate_bound,
     encode_event,
 )
+from ..capabilities import store_capabilities
 from ..fsport import FAULT_POINTS, HookedFileSystem, OsFileSystem
 from .format import (
     FORMAT_VERSION,
@@ -190,18 +191,8 @@ class FileCheckpointer:
     described on `Durability`.
     """
 
-    capabilities: frozenset[Capability] = frozenset(
-        {
-            Capability.DELETE,
-            Capability.LIST,
-            Capability.TRUNCATE,
-            Capability.DURABLE,
-            Capability.MULTI_PROCESS,
-            Capability.CODEC,
-            Capability.GENERATION,
-            Capability.MAINTENANCE,
-        }
-    )
+    capabilities: frozenset[Capability] = store_capabilities(durable=True, shared=True)
+    """The declared set in the default ``fsync`` mode; a handle's own says its mode's."""
 
     def __init__(
         self,
@@ -218,8 +209,8 @@ class FileCheckpointer:
         self._codec = codec
         self._durability = durability
         self._durable = durability is Durability.FSYNC
-        if not self._durable:
-            self.capabilities = self.capabilities - {Capability.DURABLE}
+        # ``process`` mode survives a killed process but not a power loss: not DURABLE.
+        self.capabilities = store_capabilities(durable=self._durable, shared=True)
         self._repairs: list[str] = []
         self._files = LogFiles(self._fs, self._durable, self._repairs)
         self._sessions: OrderedDict[str, SessionLog] = OrderedDict()

@@ -1,10 +1,13 @@
 """The PostgreSQL reference backend: one schema per store, shared by processes and hosts.
 
-`checkpointer` is the backend (its docstring explains the concurrency design,
-lost connections and durability), `schema` the tables, write functions,
-migrations and version marker, `maintenance` the advisory-lock maintenance
-lock, `stores` how a directory names its schema and how stores nobody can
-reach are dropped. Needs the ``postgres`` extra (psycopg 3 and psycopg-pool).
+`checkpointer` is the handle (the contract's operations, durability, the kit's
+factory), `connections` the pool, retries, error translation and lost
+connections, `appends` how appends reach the server alone or grouped in one
+transaction, `schema` the tables, write functions, migrations and version
+marker, `maintenance` the advisory-lock maintenance lock, `stores` how a
+directory names its schema and how stores nobody can reach are dropped. Needs
+the ``postgres`` extra (psycopg 3 and psycopg-pool). docs/postgres.md is the
+reference.
 """
 
 from .checkpointer import (

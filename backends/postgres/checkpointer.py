@@ -1,4 +1,15 @@
-"""The PostgreSQL reference backend: one schema per store, shared by processes and hosts.
+"""The PostgreSQL backend's handle: the contract's operations on one schema of a server.
+
+`PostgresCheckpointer` validates arguments, encodes and decodes payloads, and
+runs each operation as statements of the store's schema; `make` is the kit's
+factory. What it hands on: connections, retries, error translation and lost
+connections are `checkpointspec.backends.postgres.connections`; appends, alone
+or grouped in one transaction, `checkpointspec.backends.postgres.appends`; the
+tables, write functions, migrations and integrity checks
+`checkpointspec.backends.postgres.schema`; the maintenance lock
+`checkpointspec.backends.postgres.maintenance`; which schema a kit directory
+names `checkpointspec.backends.postgres.stores`. docs/postgres.md is the
+reference for operators.
 
 Capabilities: DELETE, LIST, TRUNCATE, GENERATION, DURABLE, MULTI_PROCESS,
 CODEC and MAINTENANCE. DURABLE holds as the server is configured:
@@ -9,52 +20,12 @@ acknowledged commit survive a server crash and a power loss; with
 stays consistent. The backend cannot see how an operator set them up and does
 not check.
 
-Concurrency design
-------------------
-*One function per write.* append, truncate and delete are PL/pgSQL functions
-in the store's schema (`checkpointspec.backends.postgres.schema`), each called
-in its own transaction at READ COMMITTED: ``BEGIN``, the call, ``COMMIT``, each
-awaited (three short round trips cost less CPU than psycopg's pipeline mode
-here). Each function takes the session's write lock (an
-advisory lock) first and reads the head and generation after it, so ``expected_head`` and
-``expected_generation`` are checked against the state the write changes; a
-stale writer on any connection, process or host gets a clean
+*Writes.* append, truncate and delete are PL/pgSQL functions of the schema,
+each called in its own transaction. Each takes the session's write lock (an
+advisory lock) first and reads the head and generation after it, so
+``expected_head`` and ``expected_generation`` are checked against the state the
+write changes; a stale writer on any connection, process or host gets a clean
 `CheckpointConflictError`.
-
-*Concurrent writers.* A handle keeps a `psycopg_pool.AsyncConnectionPool`
-(``pool_size`` connections, default 8). Concurrent operations of one process
-run on different connections at once; writes to different sessions do not
-wait for each other, and their commits share the server's WAL flushes
-(PostgreSQL's own group commit). Writes to one session queue on its write lock.
-
-*Group commit.* Appends a handle is given while two of its transactions are
-in flight wait and go together in the next: ``BEGIN``, one ``append_group``
-call, ``COMMIT``. Each append of the group runs in its own subtransaction, so
-its conflict (or any error) undoes it alone and is answered to it alone; a
-group holds at most one append per session (each is checked against committed
-state only) and takes the write locks in key order (no cycle between groups
-of any processes). One ``COMMIT`` commits the whole group or none of it; a lost
-``COMMIT`` is resolved by the request id of one applied append. A lone append
-runs on its own as described above. This is what lets one process's many
-writers share round trips and CPU instead of paying three round trips each.
-
-*Transient errors.* A serialization failure, deadlock or lock timeout is
-retried until ``busy_timeout`` (milliseconds, default 5000) has passed, then
-raised as the retryable `StoreBusyError`; so is waiting for a free
-connection. None is ever answered with a conflict.
-
-*A lost connection.* When the connection dies during a write (server restart,
-``pg_terminate_backend``, network), the server rolls back whatever did not
-commit, so the write is wholly applied or wholly absent. Before its ``COMMIT``
-was sent, it is absent: the write is sent again on a new connection. After,
-the append finds out on a new connection: it makes sure the old server
-process is gone (``pg_terminate_backend`` with a wait, in case only the
-client side of the connection broke), then looks for the append's random
-request id, stored on the first row of its batch. Found, the append returns
-its head; absent, it is sent again. A delete is simply sent again (deleting
-what is gone does nothing); a truncate, which leaves nothing to recognise it
-by, raises `ConnectionLostError` (outcome unknown), as does any write whose
-outcome cannot be found out before ``busy_timeout``. Reads retry.
 
 *Writes in flight.* Each write is committed by a ``COMMIT`` the client sends
 after the function returned, so the write of a process killed before that
@@ -67,18 +38,13 @@ snapshot, READ-003), after the wait for the write lock, in one round trip
 (pipeline mode), and decodes the rows as it yields them. A whole read is held
 in memory as stored bytes.
 
-*Maintenance.* Advisory locks on a dedicated connection, released when it
-dies: `checkpointspec.backends.postgres.maintenance`.
-
-Schema and integrity
---------------------
-``{schema}.version`` holds the schema version. `MIGRATIONS` lists the steps
-from each version to the next; an older store is migrated in one transaction,
-a newer one is refused with `SchemaVersionError` before anything is written.
-Each event row carries a CRC-32 of its stored payload, so a damaged payload
-raises `CorruptStoreError` instead of decoding into a wrong event;
-`PostgresCheckpointer.check_integrity` runs the contract's checks in SQL and
-checks every payload.
+*Schema and integrity.* ``{schema}.version`` holds the schema version.
+`MIGRATIONS` lists the steps from each version to the next; an older store is
+migrated in one transaction, a newer one is refused with `SchemaVersionError`
+before anything is written. Each event row carries a CRC-32 of its stored
+payload, so a damaged payload raises `CorruptStoreError` instead of decoding
+into a wrong event; `PostgresCheckpointer.check_integrity` runs the contract's
+checks in SQL and checks every payload.
 
 For the conformance kit the class offers `StoreHooks`. It does not offer
 `FaultInjectable`: a write runs inside the server, where no hook can pause it;
@@ -88,31 +54,24 @@ simulation (DUR-003) does not apply: durability rests on the server's WAL.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import gc
 import os
 import secrets
-import time
 import zlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Final, Literal, TypeVar, cast
+from typing import Final, cast
 
 import psycopg
 from psycopg import sql
-from psycopg.rows import TupleRow
-from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from ...spec import (
     BackendContext,
     Capability,
-    CheckpointConflictError,
     CheckpointerClosedError,
     CheckpointError,
     Codec,
-    CorruptStoreError,
     IntegrityReport,
     InvalidArgumentError,
     ReasonCode,
@@ -128,11 +87,24 @@ from ...spec import (
     check_truncate_arguments,
     encode_event,
 )
-from ..payloads import Row, open_rows, seal_payloads
+from ..capabilities import store_capabilities
+from ..payloads import Row, gc_paused, open_rows, seal_payloads, stored_events
 from . import schema as store_schema
 from . import stores
+from .appends import AppendRequest, Appends
+from .connections import (
+    CONNECT_TIMEOUT,
+    DEFAULT_BUSY_TIMEOUT_MS,
+    DEFAULT_POOL_SIZE,
+    CommitAttempt,
+    ConnectionLostError,
+    ServerConnections,
+    ServerUnreachableError,
+    check_dsn,
+    connect,
+)
 from .maintenance import Holder, write_key
-from .schema import CONFLICT, DEFAULT_SCHEMA, LOCKED, MIGRATIONS, SCHEMA_VERSION, TOO_FAR, Conn
+from .schema import DEFAULT_SCHEMA, MIGRATIONS, SCHEMA_VERSION, Conn
 
 __all__ = [
     "DEFAULT_BUSY_TIMEOUT_MS",
@@ -149,121 +121,14 @@ __all__ = [
     "store_version",
 ]
 
-DEFAULT_BUSY_TIMEOUT_MS: Final = 5000
-"""How long a write retries transient failures, or waits for a connection, before `StoreBusyError`."""
-
-DEFAULT_POOL_SIZE: Final = 8
-"""Connections per handle: how many of its operations run on the server at once."""
-
 DSN_ENVIRONMENT: Final = "CHECKPOINTSPEC_POSTGRES_DSN"
 """The environment variable `make` reads the DSN from when ``--option dsn=...`` is not given."""
 
-_CONNECT_TIMEOUT: Final = 5  # seconds; the first connection of a handle fails fast
 _OPTIONS: Final = ("dsn", "pool_size", "busy_timeout")
-_TRANSIENT: Final = frozenset(
-    {
-        "40001",  # serialization_failure
-        "40P01",  # deadlock_detected
-        "55P03",  # lock_not_available
-        "23505",  # unique_violation: two writers racing to create one row
-        "53300",  # too_many_connections
-    }
-)
 # Taken before a read: waits for a write of the session in flight (see "Writes in flight").
 _WAIT_FOR_WRITES: Final = "SELECT pg_advisory_xact_lock_shared(%s)"
-_DECODE_CHUNK: Final = 2048
 _SCAN_PAGE: Final = 4096
 _MAX_PROBLEMS: Final = 100
-# Group commit: appends waiting while these many groups are in flight join the next.
-_FLUSHERS: Final = 2
-_GROUP_MAX: Final = 64
-
-_T = TypeVar("_T")
-
-
-class _Pending:
-    """One append waiting for a group: its session, function arguments and answer."""
-
-    __slots__ = ("count", "done", "params", "sid")
-
-    def __init__(self, sid: str, params: tuple[object, ...], count: int) -> None:
-        self.sid = sid
-        self.params = params
-        self.count = count
-        self.done: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-
-    def answer(self, head: int | None = None, error: BaseException | None = None) -> None:
-        if self.done.done():  # the caller was cancelled: nobody is waiting
-            return
-        if error is not None:
-            self.done.set_exception(error)
-        else:
-            assert head is not None
-            self.done.set_result(head)
-
-
-class _Attempt:
-    """Whether a write's ``COMMIT`` has been sent: after that, a lost connection
-    leaves its outcome to be found out."""
-
-    __slots__ = ("committing",)
-
-    def __init__(self) -> None:
-        self.committing = False
-
-
-class ServerUnreachableError(CheckpointError):
-    """Opening a handle failed: the server cannot be reached or refused the connection.
-
-    ``reason`` is libpq's first line (refused, unknown host, authentication
-    failed, no such database ...). Nothing was created.
-    """
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(f"cannot connect to PostgreSQL: {reason}")
-        self.reason = reason
-
-    def __reduce__(self) -> tuple[type[ServerUnreachableError], tuple[str]]:
-        return (type(self), (self.reason,))
-
-
-class ConnectionLostError(CheckpointError):
-    """The connection died while a write was in flight, and its outcome is unknown.
-
-    ``operation`` and ``session_id`` name the write; ``detail`` says why the
-    outcome could not be found out (the server stayed unreachable, or the write
-    was a truncate or delete, which leave nothing to recognise them by). The
-    write is wholly applied or wholly absent: read the head to know which.
-    """
-
-    def __init__(self, operation: str, session_id: str, detail: str) -> None:
-        super().__init__(f"{operation} of session {session_id!r}: outcome unknown: {detail}")
-        self.operation = operation
-        self.session_id = session_id
-        self.detail = detail
-        self.outcome: Literal["unknown"] = "unknown"
-
-    def __reduce__(self) -> tuple[type[ConnectionLostError], tuple[str, str, str]]:
-        return (type(self), (self.operation, self.session_id, self.detail))
-
-
-def _is_connection_lost(exc: psycopg.Error) -> bool:
-    state = exc.sqlstate or ""
-    if state.startswith("08") or state in ("57P01", "57P02", "57P03"):
-        return True
-    return isinstance(exc, psycopg.OperationalError) and not state
-
-
-@contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    # Decoded events form no cycles; the collector would only rescan them (1.4-2x slower).
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 class PostgresCheckpointer:
@@ -283,18 +148,9 @@ class PostgresCheckpointer:
     Also implements `StoreHooks` for the conformance kit.
     """
 
-    capabilities: frozenset[Capability] = frozenset(
-        {
-            Capability.DELETE,
-            Capability.LIST,
-            Capability.TRUNCATE,
-            Capability.DURABLE,
-            Capability.MULTI_PROCESS,
-            Capability.CODEC,
-            Capability.GENERATION,
-            Capability.MAINTENANCE,
-        }
-    )
+    # DURABLE as the server is deployed by default (fsync and synchronous_commit on),
+    # which the backend cannot see; every handle of every host shares the store.
+    capabilities: frozenset[Capability] = store_capabilities(durable=True, shared=True)
 
     def __init__(
         self,
@@ -321,22 +177,13 @@ class PostgresCheckpointer:
         self._dsn = dsn
         self._schema = schema
         self._codec = codec
-        self._pool_size = pool_size
-        self._busy = busy_timeout_ms / 1000
         self._create = create
         self._directory = directory
         self._created = False
-        self._pool: AsyncConnectionPool[psycopg.AsyncConnection[TupleRow]] | None = None
-        self._closed = False
-        self._holder = Holder(dsn, schema, busy_timeout_ms, _CONNECT_TIMEOUT)
-        self._waiting: list[_Pending] = []
-        self._flushers = 0
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._server = ServerConnections(dsn, schema, pool_size, busy_timeout_ms)
+        self._appends = Appends(self._server, schema)
+        self._holder = Holder(dsn, schema, busy_timeout_ms, CONNECT_TIMEOUT)
         s = sql.Identifier(schema)
-        self._sql_append = sql.SQL("SELECT {}.append(%s, %s, %s, %s, %s, %s, %s, %s, %s)").format(s)
-        self._sql_group = sql.SQL(
-            "SELECT * FROM {}.append_group(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
-        ).format(s)
         self._sql_truncate = sql.SQL("SELECT {}.truncate(%s, %s, %s, %s, %s, %s)").format(s)
         self._sql_delete = sql.SQL("SELECT {}.delete(%s, %s, %s)").format(s)
         self._sql_state = sql.SQL(
@@ -357,10 +204,6 @@ class PostgresCheckpointer:
         ).format(s=s)
         self._sql_list = sql.SQL(
             'SELECT session_id, mtime FROM {}.sessions ORDER BY mtime DESC, session_id COLLATE "C"'
-        ).format(s)
-        self._sql_find = sql.SQL(
-            "SELECT seq FROM {}.events WHERE session_id = %s AND request = %s"
-            " ORDER BY seq DESC LIMIT 1"
         ).format(s)
         self._sql_page = sql.SQL(
             "SELECT session_id, seq, crc, payload FROM {}.events"
@@ -386,16 +229,11 @@ class PostgresCheckpointer:
         nothing; `ServerUnreachableError` when the server cannot be reached or
         refuses the connection (the message says why).
         """
-        if self._closed:
+        if self._server.closed:
             raise CheckpointerClosedError("open")
-        if self._pool is not None:
+        if self._server.opened:
             return self
-        try:
-            conn = await psycopg.AsyncConnection.connect(
-                self._dsn, autocommit=True, connect_timeout=_CONNECT_TIMEOUT
-            )
-        except psycopg.Error as exc:
-            raise ServerUnreachableError(_first_line(exc)) from None
+        conn = await connect(self._dsn)
         directory = self._directory
 
         async def register(conn: Conn) -> None:
@@ -408,22 +246,7 @@ class PostgresCheckpointer:
             )
             if self._created and directory is not None:
                 await stores.prune_stores(conn)
-        pool: AsyncConnectionPool[psycopg.AsyncConnection[TupleRow]] = AsyncConnectionPool(
-            self._dsn,
-            min_size=1,
-            max_size=self._pool_size,
-            # application_name lets an operator (and the tests) tell a store's connections.
-            kwargs={
-                "autocommit": True,
-                "connect_timeout": _CONNECT_TIMEOUT,
-                "application_name": f"checkpointspec {self._schema}",
-            },
-            timeout=max(self._busy, 0.001),
-            open=False,
-            name=f"checkpointspec-{self._schema}",
-        )
-        await pool.open(wait=False)
-        self._pool = pool
+        await self._server.open()
         return self
 
     async def __aenter__(self) -> PostgresCheckpointer:
@@ -438,175 +261,17 @@ class PostgresCheckpointer:
         Idempotent; every later operation raises `CheckpointerClosedError`. Other
         handles on the same store are unaffected. Operations in flight finish first.
         """
-        if self._closed:
+        if self._server.closed:
             return
-        while self._tasks:  # appends already submitted are sent and answered first
-            await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._closed = True
+        await self._appends.drained()  # appends already submitted are sent and answered first
+        self._server.closed = True
         try:
             await self._holder.close()
         finally:
-            pool, self._pool = self._pool, None
-            if pool is not None:
-                await pool.close()
+            await self._server.close()
 
-    def _check_open(self, operation: str) -> AsyncConnectionPool[psycopg.AsyncConnection[TupleRow]]:
-        pool = self._pool
-        if self._closed or pool is None:
-            raise CheckpointerClosedError(operation)
-        return pool
-
-    # -- running statements -----------------------------------------------------------
-
-    async def _run(
-        self,
-        operation: str,
-        session_id: str | None,
-        work: Callable[[Conn], Awaitable[_T]],
-        *,
-        maybe_applied: Callable[[], bool] = lambda: False,
-        resolve: Callable[[int], Awaitable[_T | None]] | None = None,
-    ) -> _T:
-        """Run ``work`` on a pooled connection, retrying what is transient.
-
-        When the connection dies, ``maybe_applied()`` says whether the write may
-        have committed (its ``COMMIT`` was sent). If not, ``work`` simply runs
-        again on a new connection. If so, ``resolve(pid)`` (append) is called on
-        a new connection, ``pid`` being the server process of the dead one: it
-        returns the write's result when the write is found applied, or None to
-        send it again; without ``resolve`` the outcome is unknown and
-        `ConnectionLostError` is raised.
-        """
-        pool = self._check_open(operation)
-        started = time.monotonic()
-        lost_pid: int | None = None
-        while True:
-            try:
-                if lost_pid is not None and maybe_applied():
-                    if resolve is None:
-                        raise ConnectionLostError(
-                            operation,
-                            session_id or "",
-                            "the connection died while the write was committing",
-                        )
-                    found = await resolve(lost_pid)
-                    if found is not None:
-                        return found
-                lost_pid = None
-                async with pool.connection() as conn:
-                    pid = conn.info.backend_pid
-                    try:
-                        return await work(conn)
-                    except psycopg.Error as exc:
-                        if _is_connection_lost(exc) or conn.broken:
-                            lost_pid = pid
-                        raise
-            except PoolTimeout as exc:
-                raise StoreBusyError(operation, time.monotonic() - started) from exc
-            except psycopg.Error as exc:
-                translated = self._translate(exc, operation, session_id)
-                if translated is not None:
-                    raise translated from exc
-                lost = lost_pid is not None or _is_connection_lost(exc)
-                if not lost and (exc.sqlstate or "") not in _TRANSIENT:
-                    raise
-                if self._closed:
-                    raise CheckpointerClosedError(operation) from exc
-                waited = time.monotonic() - started
-                if waited >= self._busy:
-                    if lost and maybe_applied():
-                        raise ConnectionLostError(
-                            operation,
-                            session_id or "",
-                            f"the server stayed unreachable for {waited:.1f}s: {_first_line(exc)}",
-                        ) from exc
-                    raise StoreBusyError(operation, waited) from exc
-                if lost:
-                    await self._flush_dead(pool)
-                    # Reconnecting at once would fail the same way while a server restarts.
-                    await asyncio.sleep(min(0.05, self._busy / 20))
-
-    async def _transact(
-        self, conn: Conn, query: sql.Composed, params: Sequence[object], attempt: _Attempt
-    ) -> object:
-        """Run one write function in its own transaction and commit it; return its value.
-
-        ``COMMIT`` is sent only once the function has returned: a client that dies before that point
-        leaves nothing the server could commit (see `schema`). ``attempt`` records
-        whether the ``COMMIT`` was sent.
-        """
-        attempt.committing = False
-        try:
-            await conn.execute("BEGIN")
-            cur = await conn.execute(query, params)
-            row = await cur.fetchone()
-        except BaseException:
-            if not conn.broken and not conn.closed:
-                with contextlib.suppress(psycopg.Error):
-                    await conn.execute("ROLLBACK")
-            raise
-        assert row is not None
-        await self._commit(conn, attempt)
-        return row[0]
-
-    async def _commit(self, conn: Conn, attempt: _Attempt) -> None:
-        """Send ``COMMIT``, first recording that the outcome may now be applied."""
-        attempt.committing = True
-        await conn.execute("COMMIT")
-
-    async def _flush_dead(
-        self, pool: AsyncConnectionPool[psycopg.AsyncConnection[TupleRow]]
-    ) -> None:
-        # After a server restart every idle connection is dead: replace them all now
-        # rather than meeting them one failed operation at a time.
-        with contextlib.suppress(Exception):
-            await pool.check()
-
-    def _translate(
-        self, exc: psycopg.Error, operation: str, session_id: str | None
-    ) -> CheckpointError | None:
-        """The contract error a function raised (conflict, locked, beyond head), if any."""
-        return self._translate_state(
-            exc.sqlstate, exc.diag.message_primary or "", operation, session_id
-        )
-
-    def _translate_state(
-        self, state: str | None, message: str, operation: str, session_id: str | None
-    ) -> CheckpointError | None:
-        sid = session_id or ""
-        if state == CONFLICT:
-            kind, expected, actual = message.split()
-            return CheckpointConflictError(
-                sid, int(expected), int(actual), "generation" if kind == "generation" else "head"
-            )
-        if state == LOCKED:
-            return SessionLockedError(sid, operation)
-        if state == TOO_FAR:
-            return InvalidArgumentError(
-                "to_seq",
-                f"is beyond the head ({message})",
-                ReasonCode.BEYOND_HEAD,
-                "TRUNC-002",
-            )
-        if state == "3F000" or state == "42P01" or state == "42883":  # schema, table, function
-            return CorruptStoreError(
-                session_id, f"schema {self._schema}", f"the store is gone or damaged: {message}"
-            )
-        return None
-
-    async def _ensure_gone(self, conn: Conn, pid: int) -> None:
-        """Make sure server process ``pid`` (a connection that died on us) has ended.
-
-        Usually it ended with the connection; if only the client side broke, it
-        might still commit later, so it is terminated and waited for.
-        """
-        # A role may not end another role's process; our own connections share our
-        # role, so a refusal means the pid was reused: the process we care about is gone.
-        with contextlib.suppress(psycopg.errors.InsufficientPrivilege):
-            await conn.execute(
-                "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE pid = %s",
-                (pid,),
-            )
+    def _check_open(self, operation: str) -> None:
+        self._server.pool(operation)
 
     # -- payloads -------------------------------------------------------------------
 
@@ -629,11 +294,12 @@ class PostgresCheckpointer:
         """Append ``events`` atomically and return the new head (see `Checkpointer.append`).
 
         One transaction, possibly shared with the handle's other appends waiting
-        meanwhile (group commit, see the module docstring); each append's outcome
-        is its own. A stale ``expected_head`` or ``expected_generation`` raises
-        `CheckpointConflictError`; transient server
+        meanwhile (group commit, see `checkpointspec.backends.postgres.appends`);
+        each append's outcome is its own. A stale ``expected_head`` or
+        ``expected_generation`` raises `CheckpointConflictError`; transient server
         errors past the busy timeout raise `StoreBusyError`; a connection lost
-        mid-append is resolved (see the module docstring).
+        mid-append is resolved by the append's request id (see
+        `checkpointspec.backends.postgres.connections`).
         """
         self._check_open("append")
         sid, batch, want_head, want_generation = check_append_arguments(
@@ -648,156 +314,8 @@ class PostgresCheckpointer:
         crcs = [zlib.crc32(payload) for payload in payloads]
         request = secrets.token_bytes(16)
         ts = datetime.now(UTC).isoformat()
-        params = (sid, payloads, crcs, ts, want_head, want_generation, key, wkey, request)
-        pending = _Pending(sid, params, len(payloads))
-        self._waiting.append(pending)
-        if self._flushers < _FLUSHERS:
-            self._flushers += 1
-            task = asyncio.create_task(self._drain())
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-        return await pending.done
-
-    # -- group commit ---------------------------------------------------------------
-
-    async def _drain(self) -> None:
-        """Send the waiting appends in groups until none is left.
-
-        Runs as a task of its own, so a cancelled caller never leaves the other
-        appends of its group unanswered.
-        """
-        try:
-            while self._waiting:
-                await self._send_group(self._take_group())
-        finally:
-            self._flushers -= 1
-
-    def _take_group(self) -> list[_Pending]:
-        """Up to `_GROUP_MAX` waiting appends, at most one per session, in write-lock order.
-
-        One per session keeps each append's expectations checked against committed
-        state only; the write-lock order (the same in every process) keeps two
-        groups from waiting for each other's locks.
-        """
-        group: list[_Pending] = []
-        rest: list[_Pending] = []
-        sessions: set[str] = set()
-        for pending in self._waiting:
-            if len(group) < _GROUP_MAX and pending.sid not in sessions:
-                sessions.add(pending.sid)
-                group.append(pending)
-            else:
-                rest.append(pending)
-        self._waiting = rest
-        group.sort(key=lambda pending: cast(int, pending.params[7]))
-        return group
-
-    async def _send_group(self, group: list[_Pending]) -> None:
-        if len(group) == 1:
-            await self._send_alone(group[0])
-            return
-        try:
-            results = await self._append_group(group)
-        except Exception as exc:
-            for pending in group:
-                pending.answer(error=exc)
-            return
-        for pending, (head, state, message) in zip(group, results, strict=True):
-            if state is None:
-                assert head is not None
-                pending.answer(int(head))
-                continue
-            error = self._translate_state(state, message or "", "append", pending.sid)
-            if error is not None:
-                pending.answer(error=error)
-            else:  # transient or unexpected: alone, it retries or raises the real error
-                await self._send_alone(pending)
-
-    async def _send_alone(self, pending: _Pending) -> None:
-        try:
-            pending.answer(await self._append_one(pending))
-        except Exception as exc:
-            pending.answer(error=exc)
-
-    async def _append_one(self, pending: _Pending) -> int:
-        """One append in its own transaction (see the module docstring)."""
-        sid, params = pending.sid, pending.params
-        request = params[8]
-        attempt = _Attempt()
-
-        async def send(conn: Conn) -> int:
-            return int(cast(int, await self._transact(conn, self._sql_append, params, attempt)))
-
-        async def resolve(pid: int) -> int | None:
-            pool = self._check_open("append")
-            async with pool.connection() as conn:
-                await self._ensure_gone(conn, pid)
-                cur = await conn.execute(self._sql_find, (sid, request))
-                row = await cur.fetchone()
-            return None if row is None else int(row[0]) + pending.count - 1
-
-        return await self._run(
-            "append", sid, send, maybe_applied=lambda: attempt.committing, resolve=resolve
-        )
-
-    async def _append_group(
-        self, group: list[_Pending]
-    ) -> list[tuple[int | None, str | None, str | None]]:
-        """Several appends of distinct sessions in one transaction: per append, its new
-        head or the (sqlstate, message) of its own failure, which undid it alone."""
-        columns: list[list[object]] = [[] for _ in range(10)]
-        sessions, counts, payloads, crcs, stamps, heads, generations, keys, wkeys, requests = (
-            columns
-        )
-        for pending in group:
-            sid, batch, batch_crcs, ts, want_head, want_generation, key, wkey, request = (
-                pending.params
-            )
-            sessions.append(sid)
-            counts.append(pending.count)
-            payloads.extend(cast(list[bytes], batch))
-            crcs.extend(cast(list[int], batch_crcs))
-            stamps.append(ts)
-            heads.append(want_head)
-            generations.append(want_generation)
-            keys.append(key)
-            wkeys.append(wkey)
-            requests.append(request)
-        attempt = _Attempt()
-        results: list[tuple[int | None, str | None, str | None]] = []
-
-        async def send(conn: Conn) -> list[tuple[int | None, str | None, str | None]]:
-            attempt.committing = False
-            try:
-                await conn.execute("BEGIN")
-                cur = await conn.execute(self._sql_group, columns)
-                row = await cur.fetchone()
-            except BaseException:
-                if not conn.broken and not conn.closed:
-                    with contextlib.suppress(psycopg.Error):
-                        await conn.execute("ROLLBACK")
-                raise
-            assert row is not None
-            results[:] = list(zip(row[0], row[1], row[2], strict=True))
-            await self._commit(conn, attempt)
-            return results
-
-        async def resolve(pid: int) -> list[tuple[int | None, str | None, str | None]] | None:
-            # The group committed wholly or not at all: one applied append tells.
-            applied = [i for i, (_, state, _) in enumerate(results) if state is None]
-            if not applied:
-                return results  # nothing to commit; each failure stands as answered
-            pool = self._check_open("append")
-            async with pool.connection() as conn:
-                await self._ensure_gone(conn, pid)
-                cur = await conn.execute(
-                    self._sql_find, (sessions[applied[0]], requests[applied[0]])
-                )
-                row = await cur.fetchone()
-            return None if row is None else results
-
-        return await self._run(
-            "append", None, send, maybe_applied=lambda: attempt.committing, resolve=resolve
+        return await self._appends.append(
+            AppendRequest(sid, payloads, crcs, ts, want_head, want_generation, key, wkey, request)
         )
 
     async def _empty_append(
@@ -809,7 +327,7 @@ class PostgresCheckpointer:
             assert row is not None
             return int(row[0]), int(row[1]), bool(row[2])
 
-        head, generation, writable = await self._run("append", sid, check)
+        head, generation, writable = await self._server.run("append", sid, check)
         if not writable:
             raise SessionLockedError(sid, "append")
         check_expectations(sid, head, generation, want_head, want_generation)
@@ -823,14 +341,14 @@ class PostgresCheckpointer:
             async with conn.pipeline():
                 await conn.execute(_WAIT_FOR_WRITES, (wkey,))
                 await cur.execute(self._sql_rows, {"s": sid, "since": since})
-            with _gc_paused():
+            with gc_paused():
                 found = await cur.fetchall()
                 if not found:
                     return 0, []
                 rows: list[Row] = [row[1:] for row in found if row[1] is not None]
             return int(found[0][0]), rows
 
-        return await self._run("read", sid, fetch)
+        return await self._server.run("read", sid, fetch)
 
     async def read(self, session_id: str, since_seq: int = 0) -> AsyncIterator[StoredEvent]:
         """Yield the events with seq > ``since_seq`` from one snapshot of the log.
@@ -843,15 +361,8 @@ class PostgresCheckpointer:
         sid = check_session_id(session_id)
         since = check_seq("since_seq", since_seq)
         head, rows = await self._read_rows(sid, since)
-        if len(rows) != max(head - since, 0):
-            raise CorruptStoreError(
-                sid, "events", f"head is {head} but {len(rows)} events follow seq {since}"
-            )
-        for start in range(0, len(rows), _DECODE_CHUNK):
-            with _gc_paused():
-                chunk = self._decode(sid, rows[start : start + _DECODE_CHUNK], since + start + 1)
-            for stored in chunk:
-                yield stored
+        for stored in stored_events(sid, head, since, rows, self._codec):
+            yield stored
 
     async def _one(self, operation: str, query: sql.Composed, sid: str) -> int:
         wkey = write_key(self._schema, sid)
@@ -863,7 +374,7 @@ class PostgresCheckpointer:
             row = await cur.fetchone()
             return 0 if row is None else int(row[0])
 
-        return await self._run(operation, sid, fetch)
+        return await self._server.run(operation, sid, fetch)
 
     async def head(self, session_id: str) -> int:
         """The seq of the session's last event; 0 if it has none or is unknown."""
@@ -886,7 +397,7 @@ class PostgresCheckpointer:
             cur = await conn.execute(self._sql_list)
             return [SessionInfo(str(sid), float(mtime)) for sid, mtime in await cur.fetchall()]
 
-        return await self._run("list_sessions", None, fetch)
+        return await self._server.run("list_sessions", None, fetch)
 
     async def delete(self, session_id: str) -> None:
         """Remove a session and its events in one transaction; unknown ids do nothing.
@@ -897,13 +408,13 @@ class PostgresCheckpointer:
         self._check_open("delete")
         sid = check_session_id(session_id)
         params = (sid, self._holder.lock_key(sid), write_key(self._schema, sid))
-        attempt = _Attempt()
+        attempt = CommitAttempt()
 
         async def send(conn: Conn) -> None:
-            await self._transact(conn, self._sql_delete, params, attempt)
+            await self._server.transact(conn, self._sql_delete, params, attempt)
 
         # Sent again even after a lost COMMIT: deleting what is gone does nothing.
-        await self._run("delete", sid, send)
+        await self._server.run("delete", sid, send)
 
     async def truncate(
         self,
@@ -933,12 +444,15 @@ class PostgresCheckpointer:
             self._holder.lock_key(sid),
             write_key(self._schema, sid),
         )
-        attempt = _Attempt()
+        attempt = CommitAttempt()
 
         async def send(conn: Conn) -> int:
-            return int(cast(int, await self._transact(conn, self._sql_truncate, params, attempt)))
+            row = await self._server.transact(conn, self._sql_truncate, params, attempt)
+            return int(cast(int, row[0]))
 
-        return await self._run("truncate", sid, send, maybe_applied=lambda: attempt.committing)
+        return await self._server.run(
+            "truncate", sid, send, maybe_applied=lambda: attempt.committing
+        )
 
     async def check_integrity(self) -> IntegrityReport:
         """Run the contract's checks in SQL and check every payload; change nothing.
@@ -954,7 +468,7 @@ class PostgresCheckpointer:
         async def structure(conn: Conn) -> tuple[list[str], int, int]:
             return await store_schema.structure_problems(conn, self._schema)
 
-        problems, sessions, events = await self._run("check_integrity", None, structure)
+        problems, sessions, events = await self._server.run("check_integrity", None, structure)
         problems += await self._payload_problems()
         shown = problems[:_MAX_PROBLEMS]
         if len(problems) > _MAX_PROBLEMS:
@@ -981,7 +495,7 @@ class PostgresCheckpointer:
                     for r in await cur.fetchall()
                 ]
 
-            rows = await self._run("check_integrity", None, page)
+            rows = await self._server.run("check_integrity", None, page)
             for sid, row in rows:
                 try:
                     self._decode(sid, [row], row[0])
@@ -1057,11 +571,6 @@ class PostgresCheckpointer:
 # -- factory --------------------------------------------------------------------------
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
-
-
 def _int_option(options: Mapping[str, str], name: str, default: int) -> int:
     raw = options.get(name, str(default))
     try:
@@ -1070,17 +579,6 @@ def _int_option(options: Mapping[str, str], name: str, default: int) -> int:
         raise InvalidArgumentError(
             "options", f"{name}={raw!r} is not an int", ReasonCode.BAD_OPTION
         ) from None
-
-
-def check_dsn(dsn: str) -> str:
-    """``dsn`` if libpq can parse it; `InvalidArgumentError` (``bad_option``) otherwise."""
-    try:
-        psycopg.conninfo.conninfo_to_dict(dsn)
-    except psycopg.ProgrammingError as exc:
-        raise InvalidArgumentError(
-            "dsn", f"not a PostgreSQL connection string: {_first_line(exc)}", ReasonCode.BAD_OPTION
-        ) from None
-    return dsn
 
 
 def dsn_from(options: Mapping[str, str]) -> str:
@@ -1103,13 +601,7 @@ async def store_version(dsn: str, schema: str = DEFAULT_SCHEMA) -> int:
     """
     check_dsn(dsn)
     store_schema.check_schema_name(schema)
-    try:
-        conn = await psycopg.AsyncConnection.connect(
-            dsn, autocommit=True, connect_timeout=_CONNECT_TIMEOUT
-        )
-    except psycopg.Error as exc:
-        raise ServerUnreachableError(_first_line(exc)) from None
-    async with conn:
+    async with await connect(dsn) as conn:
         return await store_schema.stored_version(conn, schema)
 
 

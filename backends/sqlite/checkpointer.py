@@ -34,14 +34,16 @@ a made-up conflict.
 
 *Group commit.* An fsync per transaction caps one writer at a few thousand
 commits a second. The writes of one handle (append, truncate, delete) run in
-rounds, one transaction and one commit each. A write that finds the handle idle
-runs its own round at once, from its own task: a lone writer pays nothing for
-grouping. Writes issued while a round is in flight queue up; when the round
-ends, a flush task runs everything queued as the next round. Under load, many
-tasks thus share each fsync. Each request keeps its own checks and result:
-conflicts are found before a request writes anything, so a conflicting request
-is simply skipped; a request that fails part-way with an SQLite error rolls the
-transaction back, and the round is redone without it.
+rounds, one transaction and one commit each, through the queue the database
+backends share (`checkpointspec.backends.group_commit`). A write that finds
+the handle idle runs its own round at once, from its own task: a lone writer
+pays nothing for grouping. Writes issued while a round is in flight queue up;
+when the round ends, a task of the queue runs everything queued (up to 1000)
+as the next round. Under load, many tasks thus share each fsync. Each request
+keeps its own checks and result: conflicts are found before a request writes
+anything, so a conflicting request is simply skipped; a request that fails
+part-way with an SQLite error rolls the transaction back, and the round is
+redone without it (`checkpointspec.backends.sqlite.worker.run_round`).
 
 *One thread hop per operation.* aiosqlite runs a worker thread per connection
 and hands each call to it through a queue; awaiting every statement separately
@@ -89,13 +91,12 @@ import asyncio
 import os
 import sqlite3
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Final, TypeVar, cast
 
 import aiosqlite
-import msgspec
 
 from ...spec import (
     BackendContext,
@@ -103,7 +104,6 @@ from ...spec import (
     CheckpointerClosedError,
     CheckpointError,
     Codec,
-    CorruptStoreError,
     FaultHook,
     IntegrityReport,
     InvalidArgumentError,
@@ -118,11 +118,13 @@ from ...spec import (
     check_truncate_arguments,
     encode_event,
 )
-from ..payloads import Row, open_rows, seal_payloads
+from ..capabilities import store_capabilities
+from ..group_commit import GroupCommitQueue, GroupCommitStats
+from ..payloads import Row, open_rows, seal_payloads, stored_events
 from . import maintenance, schema, worker
 from .maintenance import Holder
 from .schema import DATABASE_NAME, MIGRATIONS, SCHEMA_VERSION
-from .worker import FAULT_POINTS, Append, Delete, Truncate, Write, call, gc_paused
+from .worker import FAULT_POINTS, Append, Delete, Truncate, Write, call
 
 __all__ = [
     "DATABASE_NAME",
@@ -145,22 +147,10 @@ _SYNCHRONOUS: Final = {
 _OPTIONS: Final = ("synchronous", "busy_timeout")
 # Requests per group-commit transaction: bounds how long one round holds the lock.
 _MAX_ROUND: Final = 1000
-_DECODE_CHUNK: Final = 2048  # rows decoded per GC pause in read
 _SCAN_PAGE: Final = 4096  # rows per hop when check_integrity scans payloads
 _MAX_PROBLEMS: Final = 100
 
 _T = TypeVar("_T")
-
-
-class GroupCommitStats(msgspec.Struct, frozen=True):
-    """How a handle's writes were grouped: ``requests`` writes in ``rounds``.
-
-    A round is one write transaction, unless a request in it failed part-way and
-    the round was redone without it; ``requests / rounds`` is the group-commit factor.
-    """
-
-    rounds: int
-    requests: int
 
 
 class SqliteCheckpointer:
@@ -180,18 +170,9 @@ class SqliteCheckpointer:
     `FaultInjectable` (named points inside writes) for the conformance kit.
     """
 
-    capabilities: frozenset[Capability] = frozenset(
-        {
-            Capability.DELETE,
-            Capability.LIST,
-            Capability.TRUNCATE,
-            Capability.DURABLE,
-            Capability.MULTI_PROCESS,
-            Capability.CODEC,
-            Capability.GENERATION,
-            Capability.MAINTENANCE,
-        }
-    )
+    capabilities: frozenset[Capability] = store_capabilities(durable=True, shared=True)
+    """The declared set of a database file with ``synchronous=FULL`` (the default); a
+    handle's own says its settings'."""
 
     def __init__(
         self,
@@ -220,23 +201,22 @@ class SqliteCheckpointer:
         self._where = str(database)
         self._codec = codec
         self._synchronous = level
-        if database == ":memory:":
-            # A private database in this process: nothing survives close, no other handle sees it.
-            self.capabilities = self.capabilities - {Capability.DURABLE, Capability.MULTI_PROCESS}
-        elif level in ("OFF", "NORMAL"):
-            # A commit may roll back after a power loss: see "Why not DURABLE below FULL".
-            self.capabilities = self.capabilities - {Capability.DURABLE}
+        # A private database in this process: nothing survives close, no other handle sees
+        # it. Below FULL a commit may roll back after a power loss: see "Why not DURABLE
+        # below FULL".
+        in_memory = database == ":memory:"
+        self.capabilities = store_capabilities(
+            durable=not in_memory and level in ("FULL", "EXTRA"), shared=not in_memory
+        )
         self._busy_timeout_ms = busy_timeout_ms
         self._db: aiosqlite.Connection | None = None
         self._open_lock = asyncio.Lock()
         self._closed = False
         self._closing: asyncio.Task[None] | None = None
-        self._pending: list[tuple[Write, asyncio.Future[int | None]]] = []
-        self._flusher: asyncio.Task[None] | None = None  # holds the running flush task
-        self._idle = asyncio.Event()  # set: no write round in flight
-        self._idle.set()
-        self._rounds = 0
-        self._requests = 0
+        # One connection, so one round at a time; a lone writer runs its round itself.
+        self._writes: GroupCommitQueue[Write, int | None] = GroupCommitQueue(
+            self._run_round, max_group=_MAX_ROUND, caller_runs_when_idle=True
+        )
         self._fault_hook: FaultHook | None = None
         self._holder = Holder(self._database if isinstance(self._database, Path) else None)
 
@@ -306,7 +286,7 @@ class SqliteCheckpointer:
     async def _shutdown(self) -> None:
         async with self._open_lock:  # an open in progress completes first
             pass
-        await self._idle.wait()  # writes accepted before close still complete
+        await self._writes.drained()  # writes accepted before close still complete
         db, self._db = self._db, None
         if db is not None:
             try:
@@ -322,7 +302,7 @@ class SqliteCheckpointer:
     @property
     def group_commit_stats(self) -> GroupCommitStats:
         """How many write rounds this handle ran, for how many write requests."""
-        return GroupCommitStats(self._rounds, self._requests)
+        return self._writes.stats
 
     async def _query(
         self, operation: str, fn: Callable[[sqlite3.Connection], _T], session_id: str | None = None
@@ -343,79 +323,25 @@ class SqliteCheckpointer:
     # -- group commit ---------------------------------------------------------------
 
     async def _write(self, operation: str, write: Write) -> int | None:
+        """Run ``write`` in the next round of the handle's group commit; its result."""
+        if self._db is None or self._closed:
+            await self._connection(operation)
+        return await self._writes.submit(write)
+
+    def _run_round(self, writes: list[Write]) -> Awaitable[list[worker.Outcome]]:
+        """One round: ``writes`` in one transaction on the worker thread (one hop)."""
         db = self._db
-        if db is None or self._closed:
-            db = await self._connection(operation)
-        if not self._idle.is_set():
-            # A round is in flight: join the next one.
-            future: asyncio.Future[int | None] = asyncio.get_running_loop().create_future()
-            self._pending.append((write, future))
-            return await future
-        # Idle: this request is a round of its own, run by its caller directly (one
-        # hop, no extra task). Writes arriving meanwhile queue up for the flusher.
-        self._idle.clear()
-        try:
-            (outcome,) = await call(
-                db,
-                partial(
-                    worker.run_round,
-                    writes=[write],
-                    where=self._where,
-                    hook=self._fault_hook,
-                    holder=self._holder,
-                ),
-            )
-        finally:
-            self._rounds += 1
-            self._requests += 1
-            self._next_round(db)
-        if isinstance(outcome, Exception):
-            raise outcome
-        return outcome
-
-    def _next_round(self, db: aiosqlite.Connection) -> None:
-        """After a round: hand what queued up meanwhile to a flusher, or become idle."""
-        if self._pending:
-            # A task of its own, so that a caller cancelled while it waits cannot
-            # strand the other requests of its round.
-            self._flusher = asyncio.ensure_future(self._flush(db))
-        else:
-            self._idle.set()
-
-    async def _flush(self, db: aiosqlite.Connection) -> None:
-        """Commit the queued writes, all of them (up to `_MAX_ROUND`) in one round."""
-        round_ = self._pending[:_MAX_ROUND]
-        del self._pending[:_MAX_ROUND]
-        writes = [write for write, _ in round_]
-        try:
-            outcomes = await call(
-                db,
-                partial(
-                    worker.run_round,
-                    writes=writes,
-                    where=self._where,
-                    hook=self._fault_hook,
-                    holder=self._holder,
-                ),
-            )
-        except Exception as exc:
-            outcomes = [exc] * len(round_)
-        except BaseException:  # cancelled (the loop is shutting down): so are the waiters
-            for _, future in round_:
-                future.cancel()
-            raise
-        finally:
-            self._rounds += 1
-            self._requests += len(round_)
-            self._flusher = None
-            self._next_round(db)
-        for (_, future), outcome in zip(round_, outcomes, strict=True):
-            if future.done():  # its caller was cancelled
-                continue
-            if isinstance(outcome, Exception):
-                future.set_exception(outcome)
-            else:
-                future.set_result(outcome)
+        assert db is not None  # opened by `_write`; close waits for the rounds to end
+        return call(
+            db,
+            partial(
+                worker.run_round,
+                writes=writes,
+                where=self._where,
+                hook=self._fault_hook,
+                holder=self._holder,
+            ),
+        )
 
     # -- payloads -------------------------------------------------------------------
 
@@ -478,15 +404,8 @@ class SqliteCheckpointer:
         head, rows = await self._query(
             "read", partial(worker.read_log, session_id=sid, since_seq=since), sid
         )
-        if len(rows) != max(head - since, 0):
-            raise CorruptStoreError(
-                sid, "events", f"head is {head} but {len(rows)} events follow seq {since}"
-            )
-        for start in range(0, len(rows), _DECODE_CHUNK):
-            with gc_paused():
-                chunk = self._decode(sid, rows[start : start + _DECODE_CHUNK], since + start + 1)
-            for stored in chunk:
-                yield stored
+        for stored in stored_events(sid, head, since, rows, self._codec):
+            yield stored
 
     async def head(self, session_id: str) -> int:
         """The seq of the session's last event; 0 if it has none or is unknown."""

@@ -10,13 +10,11 @@ bridge, and the only code that touches aiosqlite's internals.
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import sqlite3
 import threading
 import time
 import zlib
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final, TypeAlias, TypeVar, cast
@@ -32,7 +30,7 @@ from ...spec import (
     check_expectations,
     check_truncate_bound,
 )
-from ..payloads import Row
+from ..payloads import Row, gc_paused
 from .maintenance import Holder, check_writable
 from .schema import primary_code, rollback
 
@@ -46,7 +44,6 @@ __all__ = [
     "Write",
     "call",
     "connect",
-    "gc_paused",
     "list_sessions",
     "read_expectations",
     "read_log",
@@ -139,34 +136,6 @@ def translate(
     if code in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CONSTRAINT):
         return CorruptStoreError(session_id, where, str(exc))
     return exc
-
-
-_gc_lock = threading.Lock()
-_gc_pauses = 0
-_gc_was_enabled = False
-
-
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cyclic GC while bulk rows or events are built.
-
-    Those objects form no cycles; the collector would only rescan them again and
-    again (1.4-2x slower on large reads). Counted, because the worker thread and
-    the event loop thread may pause it at the same time.
-    """
-    global _gc_pauses, _gc_was_enabled
-    with _gc_lock:
-        if _gc_pauses == 0:
-            _gc_was_enabled = gc.isenabled()
-            gc.disable()
-        _gc_pauses += 1
-    try:
-        yield
-    finally:
-        with _gc_lock:
-            _gc_pauses -= 1
-            if _gc_pauses == 0 and _gc_was_enabled:
-                gc.enable()
 
 
 # -- write requests, run together in one transaction -----------------------------------

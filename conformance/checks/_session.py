@@ -16,15 +16,13 @@ from pathlib import Path
 
 from hypothesis import strategies as st
 
-from ...backends.fsport import OsFileSystem
+from ...backends.fsport import ForwardingFileSystem, OsFileSystem
 from ...spec import (
     AssistantMessage,
     BackgroundCompletion,
     Capability,
     Checkpointer,
     FileSnapshot,
-    FileStat,
-    FileSystem,
     GenerationalCheckpointer,
     MaintenanceLockable,
     RepairMessage,
@@ -194,13 +192,13 @@ class Intercepted:
         return self
 
 
-class FullDisk:
+class FullDisk(ForwardingFileSystem):
     """The real file system, except that the ``fail_at``-th write to a workspace
     file (outside the reserved folder) raises ENOSPC, once: a disk that fills up
     part-way through a restore and has room again for putting things back."""
 
     def __init__(self, fail_at: int) -> None:
-        self._os: FileSystem = OsFileSystem()
+        super().__init__(OsFileSystem())
         self._paths: dict[int, str] = {}
         self._writes = 0
         self._fail_at = fail_at
@@ -210,21 +208,18 @@ class FullDisk:
         return f"/{RESERVED}/" not in self._paths.get(fd, f"/{RESERVED}/")
 
     def open(self, path: str, *, create: bool = False, truncate: bool = False) -> int:
-        fd = self._os.open(path, create=create, truncate=truncate)
+        fd = super().open(path, create=create, truncate=truncate)
         self._paths[fd] = path
         return fd
 
     def close(self, fd: int) -> None:
         self._paths.pop(fd, None)
-        self._os.close(fd)
+        super().close(fd)
 
     def dup(self, fd: int) -> int:
-        new = self._os.dup(fd)
+        new = super().dup(fd)
         self._paths[new] = self._paths.get(fd, "")
         return new
-
-    def read(self, fd: int, size: int, offset: int) -> bytes:
-        return self._os.read(fd, size, offset)
 
     def write(self, fd: int, data: bytes, offset: int) -> None:
         if self._workspace_file(fd) and not self.failed:
@@ -232,40 +227,7 @@ class FullDisk:
             if self._writes == self._fail_at:
                 self.failed = True
                 raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), self._paths[fd])
-        self._os.write(fd, data, offset)
-
-    def truncate(self, fd: int, size: int) -> None:
-        self._os.truncate(fd, size)
-
-    def fsync(self, fd: int) -> None:
-        self._os.fsync(fd)
-
-    def fsync_dir(self, path: str) -> None:
-        self._os.fsync_dir(path)
-
-    def rename(self, src: str, dst: str) -> None:
-        self._os.rename(src, dst)
-
-    def unlink(self, path: str) -> None:
-        self._os.unlink(path)
-
-    def stat(self, path: str) -> FileStat | None:
-        return self._os.stat(path)
-
-    def fstat(self, fd: int) -> FileStat:
-        return self._os.fstat(fd)
-
-    def listdir(self, path: str) -> list[str]:
-        return self._os.listdir(path)
-
-    def mkdir(self, path: str) -> None:
-        self._os.mkdir(path)
-
-    def lock(self, fd: int, *, blocking: bool) -> bool:
-        return self._os.lock(fd, blocking=blocking)
-
-    def unlock(self, fd: int) -> None:
-        self._os.unlock(fd)
+        super().write(fd, data, offset)
 
 
 # -- generated session logs -----------------------------------------------------------------

@@ -31,6 +31,8 @@ from checkpointspec.backends.postgres import (  # noqa: E402
     drop_store,
     make,
 )
+from checkpointspec.backends.postgres.appends import Appends  # noqa: E402
+from checkpointspec.backends.postgres.connections import ServerConnections  # noqa: E402
 from checkpointspec.backends.postgres.maintenance import advisory_key, write_key  # noqa: E402
 from checkpointspec.spec import (  # noqa: E402
     BackendContext,
@@ -385,10 +387,10 @@ def test_a_commit_whose_reply_is_lost_is_found_not_repeated(
 ) -> None:
     """The connection dies after COMMIT was sent and executed: the append finds its
     request id on a new connection and returns its head instead of appending twice."""
-    original = PostgresCheckpointer._transact
+    original = ServerConnections.transact
     lost: list[int] = []
 
-    async def commit_then_die(self: PostgresCheckpointer, conn: Any, *args: Any) -> object:
+    async def commit_then_die(self: ServerConnections, conn: Any, *args: Any) -> Any:
         result = await original(self, conn, *args)
         if not lost:
             lost.append(conn.info.backend_pid)
@@ -396,7 +398,7 @@ def test_a_commit_whose_reply_is_lost_is_found_not_repeated(
             raise psycopg.OperationalError("server closed the connection unexpectedly")
         return result
 
-    monkeypatch.setattr(PostgresCheckpointer, "_transact", commit_then_die)
+    monkeypatch.setattr(ServerConnections, "transact", commit_then_die)
 
     async def go() -> None:
         cp = await open_store(postgres_dsn, tmp_path)
@@ -439,13 +441,13 @@ def test_every_connection_terminated_then_the_handle_reconnects(
 def _count_groups(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The size of every group sent as one transaction from now on."""
     sizes: list[int] = []
-    original = PostgresCheckpointer._append_group
+    original = Appends._send_group
 
-    async def counted(self: PostgresCheckpointer, group: Any) -> Any:
+    async def counted(self: Appends, group: Any) -> Any:
         sizes.append(len(group))
         return await original(self, group)
 
-    monkeypatch.setattr(PostgresCheckpointer, "_append_group", counted)
+    monkeypatch.setattr(Appends, "_send_group", counted)
     return sizes
 
 
@@ -529,10 +531,10 @@ def test_a_group_whose_commit_reply_is_lost_is_found_not_repeated(
     """The connection dies after a group's COMMIT executed: one request id found on a
     new connection answers the whole group, conflicts included, without resending."""
     sizes = _count_groups(monkeypatch)
-    original = PostgresCheckpointer._commit
+    original = ServerConnections.commit
     lost: list[int] = []
 
-    async def commit_then_die(self: PostgresCheckpointer, conn: Any, attempt: Any) -> None:
+    async def commit_then_die(self: ServerConnections, conn: Any, attempt: Any) -> None:
         await original(self, conn, attempt)
         if not lost:
             lost.append(conn.info.backend_pid)
@@ -542,7 +544,7 @@ def test_a_group_whose_commit_reply_is_lost_is_found_not_repeated(
     async def go() -> None:
         cp = await open_store(postgres_dsn, tmp_path)
         try:
-            monkeypatch.setattr(PostgresCheckpointer, "_commit", commit_then_die)
+            monkeypatch.setattr(ServerConnections, "commit", commit_then_die)
             results = await asyncio.gather(
                 cp.append("a", [ev(1), ev(2)]),
                 cp.append("b", [ev(3)]),
