@@ -235,6 +235,7 @@ class Server:
         if self.cp is not None:  # a hello replaces the open handle
             cp, self.cp = self.cp, None
             await cp.close()
+        self.reporting = False  # a new handle starts with fault reports off
         ctx = BackendContext(path=Path(request.path), options=dict(request.options))
         self.cp = await self.open(ctx)
         if isinstance(self.cp, FaultInjectable):
