@@ -5,7 +5,8 @@
 in `messages` (and as a JSON Schema, ``protocol.schema.json``); docs/stdio-protocol.md
 is the author's guide. `serve` is the other end, in Python: it serves any
 Python checkpointer over stdio, which is how the protocol is tested against the
-reference backends.
+reference backends, and it is the server inside the kit's own worker processes
+(which add the kit-only requests, marked as such in `messages` and the schema).
 """
 
 from .client import (

@@ -9,6 +9,10 @@ the whole kit through `StdioCheckpointer` and this server, and a bug planted in
 a Python backend is found with the same rule ids directly and through the pipe.
 It is also a model for authors in other languages: requests are answered one at
 a time, in order, and a read is sent in chunks before its result.
+
+`Server` is the one server loop of the protocol, with its one pause at a fault
+point. The kit's own worker processes are this server plus the kit-only
+requests (`checkpointspec.conformance.engines.processes.worker`).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import contextlib
 import os
 import sys
 import tempfile
+import threading
 from pathlib import Path
 from typing import BinaryIO, Final, cast
 
@@ -59,8 +64,10 @@ from .messages import (
     Hello,
     HelloResult,
     IntegrityResult,
+    KitRequest,
     ListSessions,
     MarkNewerSchema,
+    PauseAt,
     Read,
     ReadResult,
     ReleaseMaintenance,
@@ -70,12 +77,13 @@ from .messages import (
     Truncate,
 )
 
-__all__ = ["error_body", "serve"]
+__all__ = ["Server", "error_body", "reply_stream", "serve"]
 
 CHUNK: Final = 1000
 """Events per ``events`` reply of a read."""
 
-_decoder = msgspec.json.Decoder(Request)
+_decoder = msgspec.json.Decoder(Request | KitRequest)
+"""Kit-only requests too: the kit's workers are this server with their handlers added."""
 _encoder = msgspec.json.Encoder()
 
 
@@ -148,32 +156,80 @@ def _load(name: str) -> BackendFactory:
         raise SystemExit(f"serve: {exc}") from exc
 
 
-class _Server:
+class Server:
+    """The protocol's answering end: one handle at a time, over a pair of byte streams.
+
+    Requests are read and answered one at a time, in order. The exception is a
+    pause at a fault point: `hook`, called on whichever thread the backend works
+    on, sends the ``fault`` reply and reads the ``resume`` itself, holding the
+    backend exactly where it is. Fault points are reported while the kit has
+    enabled `FaultReports` (every point) or, for one request, after `PauseAt`
+    (that point, on that arrival only).
+
+    The kit's worker processes subclass it for the kit-only requests
+    (`checkpointspec.conformance.engines.processes.worker`); a subclass may
+    override `open`, `answer`, `reply_error` and `finish`.
+    """
+
     def __init__(
-        self, backend: str, requests: BinaryIO, replies: BinaryIO, reusable: bool = True
+        self,
+        factory: BackendFactory,
+        requests: BinaryIO,
+        replies: BinaryIO,
+        reusable: bool = True,
     ) -> None:
-        self.factory = _load(backend)
+        self.factory = factory
         self.reusable = reusable
         self.requests = requests
         self.replies = replies
         self.cp: Checkpointer | None = None
         self.current = 0
+        """The id of the request being answered (the one a ``fault`` reply names)."""
+        self.reporting = False
+        """`FaultReports` is enabled: every fault point is reported."""
+        self.pause: tuple[str, int] | None = None
+        """From `PauseAt`, for the next request only: the point, and on which arrival."""
+        self.arrivals = 0
+        self._sending = threading.Lock()  # the fault hook may send from the backend's thread
 
     def send(self, **reply: object) -> None:
-        self.replies.write(_encoder.encode(reply) + b"\n")
-        self.replies.flush()
+        """Write one reply line (``id`` and one more field)."""
+        with self._sending:
+            self.replies.write(_encoder.encode(reply) + b"\n")
+            self.replies.flush()
 
     def hook(self, point: str) -> None:
-        # Called on whichever thread the backend works on, while the request is in
-        # flight and the main loop is not reading: wait for the kit's resume here.
+        """The backend's fault hook: report ``point`` if asked to, and wait for ``resume``."""
+        if self.pause is not None:
+            wanted, arrival = self.pause
+            if point != wanted:
+                return
+            self.arrivals += 1
+            if self.arrivals < arrival:
+                return
+            self.pause = None
+        elif not self.reporting:
+            return
+        # The main loop is not reading while the request is in flight: wait for the
+        # kit's resume here, on the backend's thread, holding what it holds.
         self.send(id=self.current, fault=point)
         line = self.requests.readline()
         if not line or not isinstance(_decoder.decode(line), Resume):
             os._exit(3)  # the kit is gone, or broke the protocol: stop as if killed
 
+    async def open(self, ctx: BackendContext) -> Checkpointer:
+        """A new handle from the factory (a subclass may check or wrap it)."""
+        return await open_backend(self.factory, ctx)
+
     async def hello(self, request: Hello) -> HelloResult:
+        if self.cp is not None:  # a hello replaces the open handle
+            cp, self.cp = self.cp, None
+            await cp.close()
+        self.reporting = False  # a new handle starts with fault reports off
         ctx = BackendContext(path=Path(request.path), options=dict(request.options))
-        self.cp = await open_backend(self.factory, ctx)
+        self.cp = await self.open(ctx)
+        if isinstance(self.cp, FaultInjectable):
+            self.cp.set_fault_hook(self.hook)
         capabilities = sorted(c.value for c in self.cp.capabilities if c != Capability.CODEC)
         points = list(self.cp.fault_points) if isinstance(self.cp, FaultInjectable) else []
         hooks = isinstance(self.cp, StoreHooks)
@@ -194,7 +250,7 @@ class _Server:
         # opening the store the hook must change.
         with tempfile.TemporaryDirectory(prefix="checkpointspec-serve-") as scratch:
             ctx = BackendContext(path=Path(scratch), options=dict(request.options))
-            cp = await open_backend(self.factory, ctx)
+            cp = await self.open(ctx)
             await cp.close()
         if not isinstance(cp, StoreHooks):
             raise UnsupportedOperationError(type(request).__name__, "store_hooks")
@@ -203,14 +259,21 @@ class _Server:
             return None
         return cp.damage_store(Path(request.path))
 
-    async def answer(self, request: Request) -> object:
+    def handle(self) -> Checkpointer:
+        """The open handle; `RuntimeError` before the first ``hello``."""
+        if self.cp is None:
+            raise RuntimeError("the first request must be hello")
+        return self.cp
+
+    async def answer(self, request: Request | KitRequest) -> object:
+        """The result of ``request`` (replies before it, if any, are sent from here)."""
         if isinstance(request, Hello):
             return await self.hello(request)
         if isinstance(request, MarkNewerSchema | DamageStore):
             return await self.store_hook(request)
-        cp = self.cp
-        if cp is None:
-            raise RuntimeError("the first request must be hello")
+        if isinstance(request, Close) and self.cp is None:
+            return None  # nothing open: nothing to close
+        cp = self.handle()
         match request:
             case Append():
                 if request.expected_generation is not None:
@@ -259,8 +322,10 @@ class _Server:
                     report.ok, report.detail, list(report.problems), list(report.repairs)
                 )
             case FaultReports():
-                if isinstance(cp, FaultInjectable):
-                    cp.set_fault_hook(self.hook if request.enabled else None)
+                self.reporting = request.enabled
+                return None
+            case PauseAt():
+                self.pause, self.arrivals = (request.point, request.arrival), 0
                 return None
             case Close():
                 # Reusable: the next hello opens a handle afresh; nothing of this one stays.
@@ -277,7 +342,18 @@ class _Server:
             self.send(id=request.id, events=events[start : start + CHUNK])
         return ReadResult(len(events))
 
+    def reply_error(self, request: Request | KitRequest, error: Exception) -> None:
+        """Send ``error`` as ``request``'s reply (a subclass may re-raise what it will not send)."""
+        self.send(id=request.id, error=error_body(error))
+
+    async def finish(self) -> None:
+        """At the end of the requests: close the handle left open, if any."""
+        if self.cp is not None:
+            with contextlib.suppress(CheckpointError):
+                await self.cp.close()
+
     async def run(self) -> None:
+        """Answer requests until the request stream ends, then `finish`."""
         loop = asyncio.get_running_loop()
         while line := await loop.run_in_executor(None, self.requests.readline):
             request = _decoder.decode(line)
@@ -285,21 +361,30 @@ class _Server:
             try:
                 result = await self.answer(request)
             except Exception as exc:  # every error goes back to the kit, typed when it can be
-                self.send(id=request.id, error=error_body(exc))
+                self.reply_error(request, exc)
                 continue
+            finally:
+                if not isinstance(request, PauseAt):
+                    self.pause = None  # a pause is for the one request after it
             self.send(id=request.id, result=result)
-        if self.cp is not None:
-            with contextlib.suppress(CheckpointError):
-                await self.cp.close()
+        await self.finish()
+
+
+def reply_stream() -> BinaryIO:
+    """This process's stdout as a stream of its own for the replies; whatever else
+    writes to stdout (the backend's prints) goes to stderr instead, so it cannot
+    garble the replies. `os.dup`'s descriptor is not inherited, so processes the
+    backend starts cannot hold the reply pipe open."""
+    replies = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    return replies
 
 
 def serve(backend: str, reusable: bool = True) -> None:
     """Serve ``backend`` on this process's stdin and stdout until stdin ends; with
     ``reusable`` (the default) a closed handle's process may serve the next one."""
-    # Replies get a descriptor of their own: whatever the backend prints goes to stderr.
-    replies = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
-    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
-    asyncio.run(_Server(backend, sys.stdin.buffer, replies, reusable).run())
+    server = Server(_load(backend), sys.stdin.buffer, reply_stream(), reusable)
+    asyncio.run(server.run())
 
 
 USAGE: Final = "usage: python -m checkpointspec.backends.stdio.serve [--one-handle] BACKEND"

@@ -19,7 +19,7 @@ from ...spec import Capability, Checkpointer, Codec, StoredEvent, StoreHooks
 from ..engines.harness import Harness, read_all
 from ..engines.machines.storage import CheckpointerMachine, MachineEnv
 from ..engines.outcomes import Err, run_backend
-from ..engines.processes.client import Open, Opened, WorkerClient, started_workers
+from ..engines.processes.client import Opened, WorkerClient, hello, started_workers
 from ..engines.replay import (
     REPORTING_PHASES,
     SEARCH_PHASES,
@@ -278,11 +278,11 @@ async def opened_workers(
     """``count`` worker processes, each with its own handle on ``h.path``, every one
     open before this yields; those still running at the end are killed.
 
-    A backend that refuses a worker's `Open` fails ``rule_id``.
+    A backend that refuses a worker's ``hello`` fails ``rule_id``.
     """
     async with started_workers(h.backend.target, count, reply_timeout) as workers:
         for n, worker in enumerate(workers):
-            reply = await worker.call(Open(str(h.path), h.options))
+            reply = await worker.call(hello(str(h.path), h.options))
             if not isinstance(reply, Opened):
                 raise RuleViolation(rule_id, f"worker {n} could not open the store: {reply}")
         yield workers

@@ -26,6 +26,7 @@ from __future__ import annotations
 import random
 import time
 
+from ...backends.stdio.messages import AppendBatches
 from ...spec import (
     Capability,
     Checkpointer,
@@ -35,7 +36,7 @@ from ...spec import (
 from ..engines.crash.disk import SimulatedDisk
 from ..engines.crash.verdicts import Round, Step, check_rounds, plan_workload
 from ..engines.harness import CheckSkipped, Harness, read_all
-from ..engines.processes.client import Acked, AppendBatches, WorkerExited, WorkerHung
+from ..engines.processes.client import UNSENT, Acked, WorkerExited, WorkerHung
 from ..engines.violations import RuleViolation
 from ._support import check_whole_batches, expect, opened_workers, snapshot, spin
 from .base import check
@@ -144,7 +145,7 @@ async def acknowledged_writes_survive_kill(h: Harness) -> None:
         acked: list[Acked] = []
         ended: object = None
         async with opened_workers(h, 1, "DUR-002") as (worker,):
-            await worker.send(AppendBatches(session, writer, 100_000, size))
+            await worker.send(AppendBatches(UNSENT, session, writer, 100_000, size))
             ack_times: list[float] = []
             try:
                 while len(acked) < stop_after:

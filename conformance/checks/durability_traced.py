@@ -41,6 +41,7 @@ import tempfile
 from pathlib import Path
 from typing import Final
 
+from ...backends.stdio.messages import Close
 from ...spec import ScratchFiles
 from ..engines.crash.disk import SimulatedDisk
 from ..engines.crash.recorder import (
@@ -54,13 +55,13 @@ from ..engines.crash.states import CrashPlan, CrashSpec, Image
 from ..engines.crash.verdicts import Call, Round, Step, check_rounds, plan_workload
 from ..engines.harness import CheckSkipped, Harness
 from ..engines.processes.client import (
-    Close,
+    UNSENT,
     Failed,
-    Open,
     Opened,
     WorkerClient,
     WorkerExited,
     WorkerHung,
+    hello,
 )
 from ..engines.violations import RuleViolation
 from .base import check
@@ -94,19 +95,19 @@ async def _traced_run(
         )
         worker.transcript = transcript = bytearray()
         try:
-            opened = await worker.call(Open(str(store), h.options))
+            opened = await worker.call(hello(str(store), h.options))
             if not isinstance(opened, Opened):
                 raise RuleViolation(
                     rule_id, f"the traced worker could not open the store: {opened}"
                 )
             for call in calls:
-                reply = await worker.call(call.as_command())
+                reply = await worker.call(call.as_request())
                 if isinstance(reply, Failed):
                     raise RuleViolation(
                         rule_id,
                         f"{call.label} raised {reply.error} in the traced worker: {reply.message}",
                     )
-            await worker.call(Close())
+            await worker.call(Close(UNSENT))
         except (WorkerExited, WorkerHung) as lost:
             raise RuleViolation(rule_id, f"the traced worker stopped: {lost}") from lost
         finally:

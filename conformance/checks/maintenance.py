@@ -3,7 +3,7 @@
 The in-process checks open several handles on one store: one holds a session
 (``acquire_maintenance``), the others try to write to it, read it, write
 elsewhere and acquire it too. The cross-process check (MAINT-004) uses the
-worker protocol (`checkpointspec.conformance.engines.processes.client`): a worker
+kit's workers (`checkpointspec.conformance.engines.processes.client`): a worker
 process acquires a session and acknowledges it, the parent is refused, the
 worker is SIGKILLed, and the parent must then write and acquire.
 
@@ -18,6 +18,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Final
 
+from ...backends.stdio.messages import AcquireMaintenance, Append, ReleaseMaintenance
 from ...spec import (
     Capability,
     Checkpointer,
@@ -26,7 +27,7 @@ from ...spec import (
 )
 from ..engines.harness import Harness, read_all
 from ..engines.outcomes import Err, run_backend
-from ..engines.processes.client import Acquire, Append, Failed, Ok, Release, WorkerClient
+from ..engines.processes.client import UNSENT, Failed, Ok, WorkerClient, marker_prompts
 from ..engines.violations import RuleViolation, expect
 from ._support import append_five, opened_workers, snapshot, unchanged
 from .base import check
@@ -269,10 +270,16 @@ async def one_holder_until_release_or_close(h: Harness) -> None:
     )
 
 
-async def _worker_call(worker: WorkerClient, command: object, what: str) -> Ok | Failed:
-    """One command's final reply; anything else fails MAINT-004 (the kit's worker answers these)."""
-    assert isinstance(command, Acquire | Release | Append)
-    reply = await worker.call(command)
+def _append(marker: str) -> Append:
+    """A worker's append of one event to session ``s``."""
+    return Append(UNSENT, "s", marker_prompts([marker]))
+
+
+async def _worker_call(
+    worker: WorkerClient, request: AcquireMaintenance | ReleaseMaintenance | Append, what: str
+) -> Ok | Failed:
+    """One request's final reply; anything else fails MAINT-004 (the kit's worker answers these)."""
+    reply = await worker.call(request)
     if not isinstance(reply, Ok | Failed):
         raise RuleViolation("MAINT-004", f"the worker answered {what} with {reply}")
     return reply
@@ -285,7 +292,7 @@ async def dead_holder_frees_the_lock(h: Harness) -> None:
     await append_five(cp, h)
     async with opened_workers(h, 2, "MAINT-004") as (holder, writer):
         # The worker acknowledges only once it holds the lock: no race with the parent.
-        reply = await _worker_call(holder, Acquire("s"), "acquire_maintenance")
+        reply = await _worker_call(holder, AcquireMaintenance(UNSENT, "s"), "acquire_maintenance")
         expect(
             isinstance(reply, Ok),
             "MAINT-004",
@@ -306,13 +313,13 @@ async def dead_holder_frees_the_lock(h: Harness) -> None:
         )
         await unchanged(cp, before, "MAINT-004", "an append refused across processes")
         # The holder process writes, and a third process is refused.
-        reply = await _worker_call(holder, Append("s", ("holder 6",)), "the holder's append")
+        reply = await _worker_call(holder, _append("holder 6"), "the holder's append")
         expect(
             isinstance(reply, Ok) and reply.value == 6,
             "MAINT-004",
             f"the holding process's append answered {reply}; expected head 6",
         )
-        reply = await _worker_call(writer, Append("s", ("third process",)), "an append")
+        reply = await _worker_call(writer, _append("third process"), "an append")
         expect(
             isinstance(reply, Failed) and reply.error == "SessionLockedError",
             "MAINT-004",
@@ -333,7 +340,7 @@ async def dead_holder_frees_the_lock(h: Harness) -> None:
             "acquire_maintenance after the holding process was killed",
         )
         # And the lock this process now holds shuts the other process out.
-        reply = await _worker_call(writer, Append("s", ("while the parent holds",)), "an append")
+        reply = await _worker_call(writer, _append("while the parent holds"), "an append")
         expect(
             isinstance(reply, Failed) and reply.error == "SessionLockedError",
             "MAINT-004",
@@ -341,15 +348,15 @@ async def dead_holder_frees_the_lock(h: Harness) -> None:
             f"answered {reply}; expected SessionLockedError",
         )
         await cp.release_maintenance("s")
-        reply = await _worker_call(writer, Append("s", ("after release",)), "an append")
+        reply = await _worker_call(writer, _append("after release"), "an append")
         expect(
             isinstance(reply, Ok),
             "MAINT-004",
             f"an append from another process after the release answered {reply}",
         )
-        reply = await _worker_call(writer, Acquire("s"), "acquire_maintenance")
+        reply = await _worker_call(writer, AcquireMaintenance(UNSENT, "s"), "acquire_maintenance")
         expect(isinstance(reply, Ok), "MAINT-004", f"a later acquire answered {reply}")
-        reply = await _worker_call(writer, Release("s"), "release_maintenance")
+        reply = await _worker_call(writer, ReleaseMaintenance(UNSENT, "s"), "release_maintenance")
         expect(isinstance(reply, Ok), "MAINT-004", f"a release answered {reply}")
     log = await read_all(cp, "s")
     expect(

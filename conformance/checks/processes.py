@@ -1,6 +1,6 @@
 """Checks of the MP rules: writers in several processes share one log, raced with expected heads and free-running under a history checker.
 
-Both run worker processes of the worker protocol
+Both run the kit's worker processes
 (`checkpointspec.conformance.engines.processes.client`), each with its own handle.
 
 The racing check opens three, then sends each an `AppendBatches` with expected
@@ -22,12 +22,13 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 
+from ...backends.stdio.messages import AppendBatches
 from ...spec import Capability, errors
 from ..engines.harness import Harness, read_all
 from ..engines.history import Raised, check_history
 from ..engines.processes.client import (
+    UNSENT,
     Acked,
-    AppendBatches,
     Ok,
     WorkerClient,
     WorkerExited,
@@ -163,10 +164,12 @@ async def processes_share_one_log(h: Harness) -> None:
     """MP-001: writers in several processes racing with expected_head never lose an update."""
     count, size, workers = 10 * h.profile.process_rounds, 2, 3
     async with opened_workers(h, workers, "MP-001") as clients:
-        # Every handle is open before any append starts; the commands go out back to
+        # Every handle is open before any append starts; the requests go out back to
         # back, so the workers' appends race.
         for n, worker in enumerate(clients):
-            await worker.send(AppendBatches("shared", f"w{n}", count, size, expect_head=True))
+            await worker.send(
+                AppendBatches(UNSENT, "shared", f"w{n}", count, size, expect_head=True)
+            )
         streams = await asyncio.gather(*(_acked(n, w) for n, w in enumerate(clients)))
     acks = {f"w{n}": stream for n, stream in enumerate(streams)}
     for writer, records in acks.items():

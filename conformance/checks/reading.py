@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import random
 
+from ...backends.stdio.messages import Read
 from ...spec import Capability
 from ..engines.crash.holds import (
     LOCK_POLL,
@@ -18,7 +19,7 @@ from ..engines.crash.holds import (
 )
 from ..engines.crash.verdicts import Expected, plan_workload
 from ..engines.harness import Harness, read_all
-from ..engines.processes.client import Failed, Ok, Read, WorkerClient
+from ..engines.processes.client import UNSENT, Failed, Ok, WorkerClient
 from ..engines.violations import RuleViolation
 from ._support import expect
 from .base import check
@@ -147,7 +148,7 @@ async def read_while_a_writer_is_held(h: Harness) -> None:
 async def _read_while_held(reader: WorkerClient, session: str) -> list[tuple[int, str]] | None:
     """What ``reader`` reads of ``session`` now, or None if it waits for the held writer:
     blocked on a file lock (``/proc/locks`` says so at once) or silent for a while."""
-    await reader.send(Read(session))
+    await reader.send(Read(UNSENT, session))
     answer = asyncio.ensure_future(reader.receive())
     loop = asyncio.get_running_loop()
     deadline = loop.time() + READER_PATIENCE

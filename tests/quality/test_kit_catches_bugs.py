@@ -21,19 +21,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import msgspec
 import pytest
 from cases import MEMORY_CASES, SEED, Case
-from checkpointspec.conformance.engines.processes.client import (
-    Acked,
-    AppendBatches,
-    Ok,
-    Open,
-    Opened,
-    decode_reply,
-    encode,
-    worker_argv,
-    worker_env,
-)
+from checkpointspec.backends.stdio.messages import AppendBatches, KitReply, Reply
+from checkpointspec.conformance.engines.processes.client import hello, worker_argv, worker_env
 from checkpointspec.conformance.running.report import KitReport
 from checkpointspec.conformance.running.runner import run_kit
 from kit_reports import MODEL_BASED, describe, failed_checks, failed_rules, verdict
@@ -215,18 +207,23 @@ def test_kit_rejects_in_spawned_check_processes() -> None:
 
 def test_worker_processes_import_broken_backends(tmp_path: Path) -> None:
     # Every multi-process check starts `checkpointspec.conformance.engines.processes.worker` with worker_env().
-    commands = [Open(str(tmp_path)), AppendBatches("s", "w", batches=2, size=3)]
+    requests = [
+        msgspec.structs.replace(hello(str(tmp_path)), id=1),
+        AppendBatches(2, "s", "w", batches=2, size=3),
+    ]
     done = subprocess.run(
         worker_argv(_target("InclusiveSinceSeq")),
-        input=b"".join(encode(command) + b"\n" for command in commands),
+        input=b"".join(msgspec.json.encode(request) + b"\n" for request in requests),
         env=worker_env(),
         capture_output=True,
         timeout=120,
     )
     assert done.returncode == 0, done.stderr.decode()
-    replies = [decode_reply(line) for line in done.stdout.splitlines()]
-    assert [type(r) for r in replies] == [Opened, Acked, Acked, Ok], replies
-    assert [(r.batch, r.head) for r in replies if isinstance(r, Acked)] == [(0, 3), (1, 6)]
+    opened, *acks, appended = done.stdout.splitlines()
+    assert msgspec.json.decode(opened, type=Reply).id == 1, opened
+    acked = [msgspec.json.decode(line, type=KitReply).acked for line in acks]
+    assert [(a.batch, a.head) for a in acked if a is not None] == [(0, 3), (1, 6)], acks
+    assert bytes(msgspec.json.decode(appended, type=Reply).result) == b"null", appended
 
 
 def test_replay_command_reproduces_the_failure() -> None:

@@ -30,10 +30,10 @@ from typing import Final, NamedTuple
 from ..harness import CheckSkipped, Harness
 from ..processes.client import (
     Ok,
-    Open,
     Opened,
-    Reply,
     WorkerClient,
+    WorkerReply,
+    hello,
 )
 from ..violations import RuleViolation
 from .stopper import (
@@ -94,11 +94,11 @@ class Held(NamedTuple):
 @contextlib.asynccontextmanager
 async def opened_worker(h: Harness, store: Path, rule_id: str) -> AsyncIterator[WorkerClient]:
     """A worker process with a handle open on ``store``, killed when the block ends; a
-    backend that refuses the worker's `Open` fails ``rule_id``."""
+    backend that refuses the worker's ``hello`` fails ``rule_id``."""
     with tempfile.TemporaryFile() as stderr:
         worker = await WorkerClient.start(h.backend.target, stderr, REPLY_TIMEOUT)
         try:
-            opened = await worker.call(Open(str(store), h.options))
+            opened = await worker.call(hello(str(store), h.options))
             if not isinstance(opened, Opened):
                 raise RuleViolation(rule_id, f"a worker could not open the store: {opened}")
             yield worker
@@ -112,7 +112,7 @@ async def prepared(h: Harness, calls: list[Call], upto: int, rule_id: str) -> Pa
     store = h.new_store()
     async with opened_worker(h, store, rule_id) as worker:
         for call in calls[:upto]:
-            reply = await worker.call(call.as_command())
+            reply = await worker.call(call.as_request())
             if not isinstance(reply, Ok):
                 raise RuleViolation(rule_id, f"{call.label} failed in a worker: {reply}")
         await worker.close()
@@ -129,15 +129,15 @@ def copy_store(h: Harness, store: Path) -> Path:
 
 async def send_held(
     worker: WorkerClient, store: Path, call: Call, n: int
-) -> tuple[SyscallStopper, asyncio.Task[Reply], Held]:
+) -> tuple[SyscallStopper, asyncio.Task[WorkerReply], Held]:
     """Send ``call`` to ``worker`` with the stopper process holding it after its ``n``-th store call."""
     try:
         stopper = await SyscallStopper.start(worker.process.pid, [store], n)
     except StopperError as exc:
         raise CheckSkipped(f"cannot hold a process at a system call here: {exc}") from exc
-    await worker.send(call.as_command())
+    await worker.send(call.as_request())
     reply = asyncio.ensure_future(worker.receive())
-    pending: list[asyncio.Future[Reply] | asyncio.Future[str]] = [reply, stopper.outcome]
+    pending: list[asyncio.Future[WorkerReply] | asyncio.Future[str]] = [reply, stopper.outcome]
     await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
     if stopper.outcome.done():
         line = stopper.outcome.result()

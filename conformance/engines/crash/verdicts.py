@@ -22,9 +22,10 @@ from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Final, NamedTuple
 
+from ....backends.stdio.messages import Append, Delete, Truncate
 from ....spec import Capability, CorruptStoreError, SpecModel, UserPrompt
 from ..harness import Harness, read_all
-from ..processes.client import Append, Command, Delete, Truncate
+from ..processes.client import UNSENT, marker_prompts
 from ..violations import RuleViolation
 from .states import CrashPlan, CrashSpec, CrashState
 
@@ -106,13 +107,13 @@ class Call(NamedTuple):
     """A truncate's ``to_seq``."""
     after: Expected
 
-    def as_command(self) -> Command:
-        """This write as a command to a worker process."""
+    def as_request(self) -> Append | Truncate | Delete:
+        """This write as a request to a worker process."""
         if self.kind == "append":
-            return Append(self.session, self.texts)
+            return Append(UNSENT, self.session, marker_prompts(self.texts))
         if self.kind == "truncate":
-            return Truncate(self.session, self.to_seq)
-        return Delete(self.session)
+            return Truncate(UNSENT, self.session, self.to_seq)
+        return Delete(UNSENT, self.session)
 
     @property
     def label(self) -> str:

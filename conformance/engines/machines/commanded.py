@@ -1,6 +1,6 @@
 """The commanded-workers machine: a state machine choosing how processes interleave.
 
-Three worker processes (the worker protocol, `checkpointspec.conformance.engines.processes.client`)
+Three of the kit's worker processes (`checkpointspec.conformance.engines.processes.client`)
 hold their own handles on one store. The machine runs operations on any of them,
 pauses one inside a write at a fault point the backend names (holding its locks
 and open transaction), lets the others read meanwhile, then resumes it or kills
@@ -12,7 +12,7 @@ kills at unplanned moments.
 
 Build it as ``run_state_machine_as_test(lambda: CommandedMachine(env))``; the
 `WorkerPool` in ``env`` keeps its processes across examples, so each example
-costs one ``Open`` per worker rather than three interpreter starts.
+costs one ``hello`` per worker rather than three interpreter starts.
 """
 
 from __future__ import annotations
@@ -31,23 +31,29 @@ from hypothesis import note
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from ....spec import Capability, CheckpointConflictError, SpecModel, UserPrompt
-from ..processes.client import (
+from ....backends.stdio.messages import (
     Append,
     Close,
-    Command,
-    Failed,
-    Ok,
-    Open,
-    Opened,
-    Paused,
+    KitRequest,
+    PauseAt,
     Read,
-    Reply,
+    Request,
     Resume,
     Truncate,
+)
+from ....spec import Capability, CheckpointConflictError, SpecModel
+from ..processes.client import (
+    UNSENT,
+    Failed,
+    Ok,
+    Opened,
+    Paused,
     WorkerClient,
     WorkerExited,
     WorkerHung,
+    WorkerReply,
+    hello,
+    marker_prompts,
 )
 from ..violations import RuleViolation, expect
 
@@ -95,20 +101,20 @@ class WorkerPool:
         worker = self.workers[k]
         return worker is not None and worker.running
 
-    def open(self, k: int, path: Path) -> Reply:
+    def open(self, k: int, path: Path) -> WorkerReply:
         """Open worker ``k``'s handle on ``path``, starting the worker first if need be."""
         if not self.alive(k):
             start = WorkerClient.start(self.backend, self.stderr[k], self.reply_timeout)
             self.workers[k] = self._run(start)
-        return self.call(k, Open(str(path), self.options))
+        return self.call(k, hello(str(path), self.options))
 
-    def call(self, k: int, command: Command) -> Reply:
-        return self._run(self._worker(k).call(command))
+    def call(self, k: int, request: Request | KitRequest) -> WorkerReply:
+        return self._run(self._worker(k).call(request))
 
-    def send(self, k: int, command: Command) -> None:
-        self._run(self._worker(k).send(command))
+    def send(self, k: int, request: Request | KitRequest) -> None:
+        self._run(self._worker(k).send(request))
 
-    def receive(self, k: int) -> Reply:
+    def receive(self, k: int) -> WorkerReply:
         return self._run(self._worker(k).receive())
 
     def kill(self, k: int) -> None:
@@ -197,16 +203,16 @@ class CommandedMachine(RuleBasedStateMachine):
             raise RuleViolation(rule_id, f"worker {k} could not open the store: {reply}")
         return reply.fault_points
 
-    def call(self, k: int, command: Command) -> Reply:
+    def call(self, k: int, request: Request | KitRequest) -> WorkerReply:
         try:
-            reply = self.pool.call(k, command)
+            reply = self.pool.call(k, request)
         except (WorkerHung, WorkerExited) as hung:
             raise RuleViolation(
                 "KILL-001",
-                f"worker {k} hung on {command!r}: {hung}; "
+                f"worker {k} hung on {request!r}: {hung}; "
                 "something a killed process held was not released",
             ) from None
-        note(f"worker {k}: {command!r} -> {reply!r}")
+        note(f"worker {k}: {request!r} -> {reply!r}")
         return reply
 
     def command(
@@ -219,24 +225,23 @@ class CommandedMachine(RuleBasedStateMachine):
     ) -> Write:
         head = self.model.head(session)
         want = {"none": None, "current": head, "stale": head + 1}[expected]
-        markers = tuple(f"m{next(self.markers)}" for _ in range(size))
+        markers = [f"m{next(self.markers)}" for _ in range(size)]
         if op == "append":
-            return Append(session, markers, want)
-        return Truncate(session, to_seq, want)
+            return Append(UNSENT, session, marker_prompts(markers), want)
+        return Truncate(UNSENT, session, to_seq, want)
 
     def apply(self, command: Write) -> int | None:
         """The model's answer to a write: its new head, or None for a conflict."""
         try:
             if isinstance(command, Append):
-                events = [UserPrompt(m) for m in command.markers]
-                return self.model.append(command.session, events, command.expected_head)
-            return self.model.truncate(command.session, command.to_seq, command.expected_head)
+                return self.model.append(command.session_id, command.events, command.expected_head)
+            return self.model.truncate(command.session_id, command.to_seq, command.expected_head)
         except CheckpointConflictError:
             return None
 
-    def check_write(self, k: int, command: Write, reply: Reply, expected: int | None) -> None:
+    def check_write(self, k: int, command: Write, reply: WorkerReply, expected: int | None) -> None:
         op = "append" if isinstance(command, Append) else "truncate"
-        call = f"worker {k}: {op}({command.session!r}, expected_head={command.expected_head})"
+        call = f"worker {k}: {op}({command.session_id!r}, expected_head={command.expected_head})"
         if expected is None:
             expect(
                 isinstance(reply, Failed) and reply.error == "CheckpointConflictError",
@@ -283,12 +288,12 @@ class CommandedMachine(RuleBasedStateMachine):
             self.apply(self.paused[1])
             allowed.append(self.log(session))
             self.model = saved
-            self.pool.send(k, Read(session))
+            self.pool.send(k, Read(UNSENT, session))
             self.busy[k] = (session, allowed)
             return
-        self.check_read(k, session, self.call(k, Read(session)), allowed)
+        self.check_read(k, session, self.call(k, Read(UNSENT, session)), allowed)
 
-    def check_read(self, k: int, session: str, reply: Reply, allowed: list[Pairs]) -> None:
+    def check_read(self, k: int, session: str, reply: WorkerReply, allowed: list[Pairs]) -> None:
         got = _pairs(reply)
         expect(
             got in allowed,
@@ -315,11 +320,8 @@ class CommandedMachine(RuleBasedStateMachine):
     ) -> None:
         # Any point may be reached by an append; one it never reaches just lets it finish.
         candidates = self.fault_points
-        command = msgspec.structs.replace(
-            self.command("append", session, "current", size),
-            pause_at=candidates[point % len(candidates)],
-            pause_on=arrival,
-        )
+        command = self.command("append", session, "current", size)
+        self.call(k, PauseAt(UNSENT, candidates[point % len(candidates)], arrival))
         reply = self.call(k, command)
         if isinstance(reply, Paused):
             self.paused = (k, command)
@@ -332,12 +334,12 @@ class CommandedMachine(RuleBasedStateMachine):
         assert self.paused is not None
         k, command = self.paused
         self.paused = None
-        self.pool.send(k, Resume())
+        self.pool.send(k, Resume(UNSENT))
         reply = self.call_receive(k)
         self.check_write(k, command, reply, self.apply(command))
         self.drain()
 
-    def call_receive(self, k: int) -> Reply:
+    def call_receive(self, k: int) -> WorkerReply:
         try:
             return self.pool.receive(k)
         except (WorkerHung, WorkerExited) as hung:
@@ -369,11 +371,11 @@ class CommandedMachine(RuleBasedStateMachine):
         cut = self.paused if self.paused is not None and self.paused[0] == k else None
         if cut is not None:
             self.paused = None
-            session = cut[1].session
+            session = cut[1].session_id
             # Readers waiting on the dead writer must now get their answers (KILL-001).
             self.drain()
             observer = (k + 1) % WORKERS
-            got = _pairs(self.call(observer, Read(session)))
+            got = _pairs(self.call(observer, Read(UNSENT, session)))
             before = self.log(session)
             saved = self.model.copy()
             self.apply(cut[1])
@@ -393,7 +395,7 @@ class CommandedMachine(RuleBasedStateMachine):
         if self.paused is not None:
             return
         for session in SESSIONS:
-            got = _pairs(self.call(0, Read(session)))
+            got = _pairs(self.call(0, Read(UNSENT, session)))
             expect(
                 got == self.log(session),
                 "MP-001",
@@ -405,11 +407,11 @@ class CommandedMachine(RuleBasedStateMachine):
             self.kill(self.paused[0])
         for k in range(WORKERS):
             if self.pool.alive(k):
-                self.call(k, Close())
+                self.call(k, Close(UNSENT))
         shutil.rmtree(self.path, ignore_errors=True)
 
 
-def _pairs(reply: Reply) -> Pairs | Reply:
+def _pairs(reply: WorkerReply) -> Pairs | WorkerReply:
     """A read's (seq, marker) pairs; the reply itself when the read failed (shown in messages)."""
     if isinstance(reply, Ok) and isinstance(reply.value, list):
         return [(seq, marker) for seq, marker in reply.value]

@@ -2,8 +2,8 @@
 
 | module | what |
 |---|---|
-| `client` | the worker protocol (JSON lines over pipes) and `WorkerClient`, the one way the kit drives a worker |
-| `worker` | the worker process (``python -m checkpointspec.conformance.engines.processes.worker``) |
+| `client` | `WorkerClient`, the one way the kit drives a worker: the stdio protocol, with the kit-only requests |
+| `worker` | the worker process (``python -m checkpointspec.conformance.engines.processes.worker``): the stdio server plus the kit-only requests |
 | `groups` | each worker is a process group, killed whole |
 | `stress` | free-running workers that record a history for the history checker |
 """

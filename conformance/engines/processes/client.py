@@ -1,63 +1,55 @@
-"""The worker protocol: the one way the kit drives a backend in other processes.
+"""`WorkerClient`: the one way the kit drives a backend in other processes.
 
 Every multi-process check — MP-001's racing writers, DUR-002's killed writer,
-KILL-001's commanded machine and the free-running stress run — starts the same
-worker (``python -m checkpointspec.conformance.engines.processes.worker BACKEND``, see
-`checkpointspec.conformance.engines.processes.worker`) and talks to it the same way: one
-JSON command per line on its stdin, one JSON reply per line on its stdout. The
-worker loads the backend's factory when it starts; ``Open`` makes it open a
-handle of its own through that factory.
+KILL-001's commanded machine and holds, READ-003's holds and the free-running
+stress run — starts the same worker (``python -m
+checkpointspec.conformance.engines.processes.worker BACKEND``, see
+`checkpointspec.conformance.engines.processes.worker`) and talks to it the same
+way: the stdio protocol (`checkpointspec.backends.stdio.messages`,
+docs/stdio-protocol.md), one request per line on its stdin, reply lines on its
+stdout. A worker is that protocol's server: ``hello`` opens a handle of its own
+through the backend's factory, and the contract's requests are answered as any
+stdio backend answers them. On top, the kit-only requests:
 
-Commands (``op`` names the shape; fields with defaults may be left out):
-
-| command | fields | final reply |
+| request | what | interim replies |
 |---|---|---|
-| `Open` | ``path``, ``options`` | `Opened` (``fault_points``) |
-| `Append` | ``session``, ``markers`` (one UserPrompt each), ``expected_head``, ``pause_at``, ``pause_on`` | `Ok` (new head) |
-| `Truncate` | ``session``, ``to_seq``, ``expected_head``, ``pause_at``, ``pause_on`` | `Ok` (new head) |
-| `Delete` | ``session``, ``pause_at``, ``pause_on`` | `Ok` |
-| `Read` | ``session``, ``since_seq`` | `Ok` ([seq, marker] pairs) |
-| `Head` | ``session`` | `Ok` (head) |
-| `Acquire` | ``session`` | `Ok`, once the handle holds the session's maintenance lock |
-| `Release` | ``session`` | `Ok`, once the handle has given the lock back |
-| `Close` | | `Ok`; the process stays for the next `Open` |
-| `Resume` | | none of its own: the paused call goes on and sends its final reply |
-| `AppendBatches` | ``session``, ``writer``, ``batches``, ``size``, ``expect_head`` | `Ok`, after one `Acked` per batch |
-| `Stress` | ``number``, ``history``, ``calls``, ``seconds``, ``sessions``, ``truncate_session``, ``seed`` | `Ok`, after one `Progress` per call |
+| `PauseAt` (``point``, ``arrival``) | the next request stops at that fault point | ``fault`` |
+| `AppendBatches` (``session_id``, ``writer``, ``batches``, ``size``, ``expect_head``) | append batches at full speed | ``acked``, one per batch |
+| `Stress` (``number``, ``history``, ``calls``, ``seconds``, ``sessions``, ...) | the free-running workload | ``progress``, one per call |
 
-Every command gets exactly one final reply — `Opened`, `Ok` or `Failed`
-(a contract error: its type name and message, and for a conflict its
-``expected`` and ``actual``). Before it a command may send interim replies:
+The checks build requests with the id `UNSENT`; `send` numbers them. What a
+request comes to is a `WorkerReply`, decoded from its reply lines:
 
-- `Paused` (``point``): a write given ``pause_at`` reached that fault point of
-  the backend (`FaultInjectable`) for the ``pause_on``-th time. The worker
-  blocks there, inside the backend and holding whatever the backend holds at
-  that point — locks and open transactions included — until it reads `Resume`
-  (any other command ends it) or is killed. That makes an interleaving across
-  processes a choice the parent makes, so a state machine can choose it and
-  shrink it.
-- `Acked` (``batch``, ``head``, ``expected_head``): `AppendBatches` appends
-  ``batches`` batches of ``size`` events whose texts are
-  ``WRITER:BATCH:INDEX``; with ``expect_head`` each append passes the head the
-  worker has just read and is retried after a conflict. Each acknowledged
-  append is reported at once, so a parent that kills the worker knows exactly
-  which writes were acknowledged.
-- `Progress` (``calls``): `Stress` runs the free-running workload of
-  `checkpointspec.conformance.engines.processes.stress` and reports how many calls it
-  has made after each.
+- `Opened` (``fault_points``): the handle is open (``hello``'s result);
+- `Ok` (``value``): a result — the new head, the head, or for a read its
+  (seq, text) pairs, gathered from its ``events`` chunks;
+- `Failed`: a contract error (its type name and message, and for a conflict
+  its ``expected`` and ``actual``);
+- `Paused` (``point``), before the final one: the request reached the fault
+  point `PauseAt` chose. The worker blocks there, inside the backend and
+  holding whatever the backend holds at that point — locks and open
+  transactions included — until it reads ``resume`` (anything else ends it) or
+  is killed. That makes an interleaving across processes a choice the parent
+  makes, so a state machine can choose it and shrink it;
+- `Acked` (``batch``, ``head``, ``expected_head``), before the final one: an
+  `AppendBatches` batch (texts ``WRITER:BATCH:INDEX``) was acknowledged. Each is
+  reported at once, so a parent that kills the worker knows exactly which
+  writes were acknowledged;
+- `Progress` (``calls``), before the final one: a `Stress` worker has made
+  that many calls.
 
-Why the batch commands run inside the worker: MP-001 and DUR-002 measure
+Why the batch requests run inside the worker: MP-001 and DUR-002 measure
 appends racing at the backend's own pace, and the stress history records each
 call's invocation and completion in the worker with `time.monotonic_ns`. A
-parent sending one command per call would put a pipe round trip between every
+parent sending one request per call would put a pipe round trip between every
 two calls, slowing the workers down and widening every recorded interval, so
 the history checker would decide less. The parent chooses what runs (and, for
 the state machine, every step); the worker runs loops at full speed.
 
-Anything other than a contract error (`CheckpointError`) ends the worker with
-its traceback on stderr: the parent sees `WorkerExited`, whose message carries
-that traceback. Whatever the backend prints to stdout goes to stderr, so it
-cannot garble the replies.
+Anything other than a contract error ends the worker with its traceback on
+stderr: the parent sees `WorkerExited`, whose message carries that traceback.
+Whatever the backend prints to stdout goes to stderr, so it cannot garble the
+replies.
 """
 
 from __future__ import annotations
@@ -68,181 +60,73 @@ import os
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import IO
+from typing import IO, Final
 
 import msgspec
 
+from ....backends.stdio.messages import (
+    PROTOCOL_VERSION,
+    Acked,
+    Hello,
+    HelloResult,
+    KitReply,
+    KitRequest,
+    Reply,
+    Request,
+    Resume,
+)
+from ....spec import SessionEvent, UserPrompt
 from .groups import kill_group, wait_group_gone
 
 __all__ = [
+    "UNSENT",
     "Acked",
-    "Acquire",
-    "Append",
-    "AppendBatches",
-    "Close",
-    "Command",
-    "Delete",
     "Failed",
-    "Head",
     "Ok",
-    "Open",
     "Opened",
     "Paused",
     "Progress",
-    "Read",
-    "Release",
-    "Reply",
-    "Resume",
-    "Stress",
-    "Truncate",
     "WorkerClient",
     "WorkerExited",
     "WorkerHung",
-    "decode_command",
-    "decode_reply",
-    "encode",
+    "WorkerReply",
+    "hello",
+    "marker_prompts",
     "started_workers",
     "worker_argv",
     "worker_env",
 ]
 
-
-# -- commands -------------------------------------------------------------------------------
-
-
-class _Command(msgspec.Struct, frozen=True, omit_defaults=True, tag_field="op"):
-    pass
+UNSENT: Final = 0
+"""The id of a request not sent yet: `WorkerClient.send` gives each its own."""
 
 
-class _Write(_Command, frozen=True, kw_only=True):
-    pause_at: str | None = None
-    """A fault point to pause at (one of `Opened.fault_points`)."""
-    pause_on: int = 1
-    """Pause on this arrival at ``pause_at`` (a batch may pass a point several times)."""
+def hello(path: str, options: Mapping[str, str] | None = None) -> Hello:
+    """The request that opens a worker's handle on the store at ``path``."""
+    return Hello(UNSENT, PROTOCOL_VERSION, path, dict(options or {}))
 
 
-class Open(_Command, frozen=True, tag="open"):
-    """Open a handle on the store at ``path`` through the factory (closing any open one)."""
-
-    path: str
-    options: dict[str, str] = {}
-    """`BackendContext.options`, as the kit was given them."""
+def marker_prompts(markers: Sequence[str]) -> list[SessionEvent]:
+    """One `UserPrompt` per marker, its text the marker: how the kit tells events apart."""
+    return [UserPrompt(marker) for marker in markers]
 
 
-class Append(_Write, frozen=True, tag="append"):
-    """Append one `UserPrompt` per marker (its text is the marker)."""
-
-    session: str
-    markers: tuple[str, ...] = ()
-    expected_head: int | None = None
+# -- what a request comes to ----------------------------------------------------------------
 
 
-class Truncate(_Write, frozen=True, tag="truncate"):
-    session: str
-    to_seq: int
-    expected_head: int | None = None
-
-
-class Delete(_Write, frozen=True, tag="delete"):
-    session: str
-
-
-class Read(_Command, frozen=True, tag="read"):
-    """Read since ``since_seq``; the reply holds (seq, text) pairs."""
-
-    session: str
-    since_seq: int = 0
-
-
-class Head(_Command, frozen=True, tag="head"):
-    session: str
-
-
-class Acquire(_Command, frozen=True, tag="acquire"):
-    """Take the session's maintenance lock (``acquire_maintenance``) and keep it."""
-
-    session: str
-
-
-class Release(_Command, frozen=True, tag="release"):
-    """Give the session's maintenance lock back (``release_maintenance``)."""
-
-    session: str
-
-
-class Close(_Command, frozen=True, tag="close"):
-    """Close the handle; the worker waits for the next `Open` (EOF on stdin ends it)."""
-
-
-class Resume(_Command, frozen=True, tag="resume"):
-    """Let the paused call go on; it then sends its own final reply."""
-
-
-class AppendBatches(_Command, frozen=True, tag="append_batches"):
-    """Append ``batches`` batches of ``size`` events ``WRITER:BATCH:INDEX``, acking each."""
-
-    session: str
-    writer: str
-    batches: int
-    size: int
-    expect_head: bool = False
-    """Pass the head just read as ``expected_head``, and retry after a conflict."""
-
-
-class Stress(_Command, frozen=True, tag="stress"):
-    """Run worker ``number``'s share of the free-running workload, recording its history.
-
-    The worker makes random calls on ``sessions`` (truncates only on
-    ``truncate_session``) until it has made ``calls`` calls or ``seconds`` have
-    passed, writing a line before and after each call to the file ``history``
-    (see `checkpointspec.conformance.engines.processes.stress`).
-    """
-
-    number: int
-    history: str
-    calls: int
-    seconds: float
-    sessions: tuple[str, ...]
-    truncate_session: str | None = None
-    seed: int = 0
-
-
-Command = (
-    Open
-    | Append
-    | Truncate
-    | Delete
-    | Read
-    | Head
-    | Acquire
-    | Release
-    | Close
-    | Resume
-    | AppendBatches
-    | Stress
-)
-
-
-# -- replies --------------------------------------------------------------------------------
-
-
-class _Reply(msgspec.Struct, frozen=True, omit_defaults=True, tag_field="reply"):
-    pass
-
-
-class Opened(_Reply, frozen=True, tag="opened"):
+class Opened(msgspec.Struct, frozen=True):
     """The handle is open; ``fault_points`` are those its backend offers (may be empty)."""
 
     fault_points: tuple[str, ...] = ()
 
 
-class Ok(_Reply, frozen=True, tag="ok"):
+class Ok(msgspec.Struct, frozen=True):
     """The call returned: the new head (append, truncate), the head, or read's (seq, text) pairs."""
 
     value: int | list[tuple[int, str]] | None = None
 
 
-class Failed(_Reply, frozen=True, tag="failed"):
+class Failed(msgspec.Struct, frozen=True):
     """The call raised a contract error (``error`` is its type's name)."""
 
     error: str
@@ -251,34 +135,65 @@ class Failed(_Reply, frozen=True, tag="failed"):
     actual: int | None = None
 
 
-class Paused(_Reply, frozen=True, tag="paused"):
-    """A write stopped at fault point ``point``; it waits for `Resume`."""
+class Paused(msgspec.Struct, frozen=True):
+    """The request stopped at fault point ``point``; it waits for `Resume`."""
 
     point: str
 
 
-class Acked(_Reply, frozen=True, tag="acked"):
-    """Batch ``batch`` of an `AppendBatches` was acknowledged at ``head``."""
-
-    batch: int
-    head: int
-    expected_head: int | None = None
-
-
-class Progress(_Reply, frozen=True, tag="progress"):
+class Progress(msgspec.Struct, frozen=True):
     """A `Stress` worker has made ``calls`` calls."""
 
     calls: int
 
 
-Reply = Opened | Ok | Failed | Paused | Acked | Progress
+WorkerReply = Opened | Ok | Failed | Paused | Acked | Progress
 
 _FINAL = (Opened, Ok, Failed)
 
+_encode = msgspec.json.Encoder().encode
+_decode_reply = msgspec.json.Decoder(Reply).decode
+_decode_kit_reply = msgspec.json.Decoder(KitReply).decode
+_decode_hello = msgspec.json.Decoder(HelloResult).decode
+_decode_int = msgspec.json.Decoder(int).decode
 
-encode = msgspec.json.Encoder().encode
-decode_command = msgspec.json.Decoder(Command).decode
-decode_reply = msgspec.json.Decoder(Reply).decode
+
+class _Conversation:
+    """The replies of the request in flight, decoded into what it came to."""
+
+    def __init__(self) -> None:
+        self.op = ""
+        self.id = UNSENT
+        self.read: list[tuple[int, str]] = []
+
+    def start(self, request_id: int, op: str) -> None:
+        self.op, self.id, self.read = op, request_id, []
+
+    def decode(self, line: bytes) -> WorkerReply | None:
+        """What ``line`` says; None for a chunk of a read (its pairs are kept for the result).
+
+        Raises `msgspec.DecodeError` for a line that is no reply.
+        """
+        try:
+            reply = _decode_reply(line)
+        except msgspec.ValidationError:
+            kit = _decode_kit_reply(line)
+            return kit.acked if kit.acked is not None else Progress(kit.progress or 0)
+        if reply.fault is not None:
+            return Paused(reply.fault)
+        if reply.events is not None:
+            self.read += [(s.seq, getattr(s.event, "text", "")) for s in reply.events]
+            return None
+        if reply.error is not None:
+            error = reply.error
+            return Failed(error.type, error.message, error.expected, error.actual)
+        if self.op == "hello":
+            return Opened(tuple(_decode_hello(reply.result).fault_points))
+        if self.op == "read":
+            return Ok(self.read)
+        if self.op in ("append", "truncate", "head"):
+            return Ok(_decode_int(reply.result))
+        return Ok()
 
 
 # -- the parent's end -----------------------------------------------------------------------
@@ -310,7 +225,7 @@ class WorkerExited(Exception):
 
 
 class WorkerClient:
-    """The parent's end of one worker process: send commands, receive replies, kill it."""
+    """The parent's end of one worker process: send requests, receive what they came to, kill it."""
 
     def __init__(
         self, process: asyncio.subprocess.Process, stderr: IO[bytes], reply_timeout: float
@@ -319,6 +234,8 @@ class WorkerClient:
         self.reply_timeout = reply_timeout
         """Seconds to wait for any one reply before `WorkerHung`."""
         self._stderr = stderr
+        self._conversation = _Conversation()
+        self._sent = 0
         self.transcript: bytearray | None = None
         """Set it to a bytearray to keep every reply line received, as received
         (a tracer finds the reply pipe in its trace by these bytes)."""
@@ -333,7 +250,7 @@ class WorkerClient:
         env: Mapping[str, str] | None = None,
     ) -> WorkerClient:
         """Start a worker for ``backend``, its stderr going to ``stderr`` (a file the caller
-        closes); send it `Open` before anything else.
+        closes); send it `hello` before anything else.
 
         ``prefix`` goes before the worker's command (a tracer that runs it); ``env``
         adds to its environment.
@@ -354,42 +271,53 @@ class WorkerClient:
     def running(self) -> bool:
         return self.process.returncode is None
 
-    async def send(self, command: Command) -> None:
+    async def send(self, request: Request | KitRequest) -> None:
+        """Send ``request`` under an id of its own (a `Resume` under the paused request's)."""
+        if isinstance(request, Resume):
+            request = Resume(self._conversation.id)
+        else:
+            self._sent += 1
+            request = msgspec.structs.replace(request, id=self._sent)
+            self._conversation.start(request.id, str(type(request).__struct_config__.tag))
         stdin = self.process.stdin
         assert stdin is not None
-        stdin.write(encode(command) + b"\n")
+        stdin.write(_encode(request) + b"\n")
         await stdin.drain()
 
-    async def receive(self) -> Reply:
-        """The next reply; `WorkerHung` if none comes within ``reply_timeout``, `WorkerExited` at EOF."""
+    async def receive(self) -> WorkerReply:
+        """What the next reply says (a read's chunks are gathered into its result);
+        `WorkerHung` if a line does not come within ``reply_timeout``, `WorkerExited` at EOF."""
         stdout = self.process.stdout
         assert stdout is not None
-        try:
-            line = await asyncio.wait_for(stdout.readline(), self.reply_timeout)
-        except TimeoutError:
-            raise WorkerHung(f"no answer within {self.reply_timeout:.0f}s") from None
-        if not line:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.process.wait(), self.reply_timeout)
-            raise WorkerExited(self.process.returncode, self.stderr_tail())
-        if self.transcript is not None:
-            self.transcript += line
-        return decode_reply(line)
+        while True:
+            try:
+                line = await asyncio.wait_for(stdout.readline(), self.reply_timeout)
+            except TimeoutError:
+                raise WorkerHung(f"no answer within {self.reply_timeout:.0f}s") from None
+            if not line:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.process.wait(), self.reply_timeout)
+                raise WorkerExited(self.process.returncode, self.stderr_tail())
+            if self.transcript is not None:
+                self.transcript += line
+            reply = self._conversation.decode(line)
+            if reply is not None:
+                return reply
 
-    async def call(self, command: Command) -> Reply:
-        """Send a command that has no interim replies and return its reply."""
-        await self.send(command)
+    async def call(self, request: Request | KitRequest) -> WorkerReply:
+        """Send a request that has no interim replies and return what it came to."""
+        await self.send(request)
         return await self.receive()
 
-    async def replies(self) -> AsyncIterator[Reply]:
-        """The replies to the command just sent: its interim replies, then its final one."""
+    async def replies(self) -> AsyncIterator[WorkerReply]:
+        """The replies to the request just sent: its interim replies, then its final one."""
         while True:
             reply = await self.receive()
             yield reply
             if isinstance(reply, _FINAL):
                 return
 
-    async def kill(self) -> list[Reply]:
+    async def kill(self) -> list[WorkerReply]:
         """SIGKILL, wherever the worker is: no cleanup runs in it, and every
         process it started (a stdio backend's child) is killed with it; this
         returns once none of them is alive.
@@ -411,7 +339,9 @@ class WorkerClient:
         replies = []
         for line in rest.splitlines():
             with contextlib.suppress(msgspec.DecodeError):
-                replies.append(decode_reply(line))
+                reply = self._conversation.decode(line)
+                if reply is not None:
+                    replies.append(reply)
         return replies
 
     async def close(self) -> int | None:

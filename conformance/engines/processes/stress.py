@@ -1,9 +1,9 @@
 """Free-running stress: worker processes hammer shared sessions and record what they saw.
 
-`run_stress` starts N workers (the one worker of the worker protocol,
-`checkpointspec.conformance.engines.processes.client`) and sends each an `Open`, so each
-has its own handle opened through the backend's factory. Once every handle is
-open, each worker is sent a `Stress` command at once; it then runs its own random
+`run_stress` starts N workers (`checkpointspec.conformance.engines.processes.client`)
+and sends each a ``hello``, so each has its own handle opened through the
+backend's factory. Once every handle is open, each worker is sent a `Stress`
+request at once; it then runs its own random
 mix of calls on a few shared sessions until it has made its share of
 ``operations`` or ``seconds`` have passed:
 
@@ -17,7 +17,7 @@ mix of calls on a few shared sessions until it has made its share of
   ``truncate_session`` (the check sets it when TRUNCATE is declared). Deletes
   are not part of the mix, so no session id ever starts over.
 
-The calls run in the worker (`run_workload`), not one command each, so that
+The calls run in the worker (`run_workload`), not one request each, so that
 they come at the backend's own pace and each call's times are taken right
 around it. Every appended event is a `UserPrompt` whose text is a marker unique
 to the call (``p<worker>.<call>.<n>``), so the history checker can tell where
@@ -47,6 +47,7 @@ from typing import IO
 
 import msgspec
 
+from ....backends.stdio.messages import Stress
 from ....spec import CheckpointConflictError, Checkpointer, UserPrompt
 from ..history import (
     Conflicted,
@@ -58,13 +59,13 @@ from ..history import (
     Unknown,
 )
 from .client import (
+    UNSENT,
     Failed,
-    Open,
     Progress,
-    Stress,
     WorkerClient,
     WorkerExited,
     WorkerHung,
+    hello,
     started_workers,
 )
 
@@ -224,7 +225,7 @@ async def run_stress(plan: StressPlan, workdir: Path, kills: int = 0) -> StressR
         # open before any worker is told to start.
         for number, worker in enumerate(workers):
             try:
-                opened = await worker.call(Open(plan.path, plan.options))
+                opened = await worker.call(hello(plan.path, plan.options))
             except WorkerHung:
                 raise StressHung([number], {}, patience) from None
             except WorkerExited as exited:
@@ -238,6 +239,7 @@ async def run_stress(plan: StressPlan, workdir: Path, kills: int = 0) -> StressR
             history = str(workdir / f"history-{number}.jsonl")
             await worker.send(
                 Stress(
+                    id=UNSENT,
                     number=number,
                     history=history,
                     calls=_share(plan, number),

@@ -1,195 +1,102 @@
-"""The worker process: one handle on a store, serving the commands of the worker protocol.
+"""The worker process: the stdio protocol's server, plus the requests only the kit sends.
 
 Run as ``python -m checkpointspec.conformance.engines.processes.worker BACKEND`` (what
-`checkpointspec.conformance.engines.processes.client.WorkerClient` starts). The
-commands, replies and rules of the conversation are described in
-`checkpointspec.conformance.engines.processes.client`; this module only carries them
-out. It loads the backend's factory at start, so a worker that cannot import the
-backend exits before its first reply.
+`checkpointspec.conformance.engines.processes.client.WorkerClient` starts). It is
+`checkpointspec.backends.stdio.serve.Server` — the same server loop, the same
+replies, the same pause at a fault point — with three differences:
 
-Commands are read and answered one at a time. The exception is a pause: the
-fault hook, called on whichever thread the backend works on, sends `Paused` and
-reads the `Resume` from stdin itself, holding the backend exactly where it is.
+- the kit-only requests are answered: `AppendBatches` and `Stress` here,
+  `PauseAt` by the server itself (see `checkpointspec.backends.stdio.messages`);
+- a handle is opened as every kit check opens one (`open_checkpointer`: the
+  factory's result checked, its exceptions noted as the backend's);
+- only contract errors (`CheckpointError`) are replies, and a handle's open
+  failure: anything else ends the worker with its traceback on stderr, which
+  the parent reports (`WorkerExited`), and so does a failing close at the end
+  (a non-zero exit status).
+
+It loads the backend's factory at start, so a worker that cannot import the
+backend exits before its first reply.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
-import threading
 from pathlib import Path
-from typing import IO, BinaryIO
+from typing import IO
+
+import msgspec
 
 from ....backends.registry import resolve_backend
+from ....backends.stdio.messages import (
+    Acked,
+    AppendBatches,
+    Hello,
+    KitRequest,
+    Request,
+    Stress,
+)
+from ....backends.stdio.serve import Server, error_body, reply_stream
 from ....spec import (
     BackendContext,
     CheckpointConflictError,
     Checkpointer,
     CheckpointError,
-    FaultInjectable,
-    MaintenanceLockable,
-    UnsupportedOperationError,
     UserPrompt,
 )
 from ..provenance import open_checkpointer
-from .client import (
-    Acked,
-    Acquire,
-    Append,
-    AppendBatches,
-    Close,
-    Command,
-    Delete,
-    Failed,
-    Head,
-    Ok,
-    Open,
-    Opened,
-    Paused,
-    Progress,
-    Read,
-    Release,
-    Reply,
-    Resume,
-    Stress,
-    Truncate,
-    decode_command,
-    encode,
-)
 from .stress import run_workload
 
 __all__: list[str] = []
 
 
-class _Server:
-    """One handle and the commands that drive it; replies go out one line at a time."""
+class _KitServer(Server):
+    """The stdio server with the kit-only requests answered."""
 
-    def __init__(self, backend: str, commands: BinaryIO, replies: BinaryIO) -> None:
-        self.factory = resolve_backend(backend).load()
-        self.commands = commands
-        self.replies = replies
-        self.lock = threading.Lock()
-        self.cp: Checkpointer | None = None
-        self.pause_at: str | None = None
-        self.pause_on = 1
-        self.arrivals = 0
+    async def open(self, ctx: BackendContext) -> Checkpointer:
+        return await open_checkpointer(self.factory, ctx)
 
-    def send(self, reply: Reply) -> None:
-        with self.lock:
-            self.replies.write(encode(reply) + b"\n")
-            self.replies.flush()
+    async def answer(self, request: Request | KitRequest) -> object:
+        if isinstance(request, AppendBatches):
+            await self.append_batches(self.handle(), request)
+            return None
+        if isinstance(request, Stress):
+            await self.stress(self.handle(), request)
+            return None
+        return await super().answer(request)
 
-    def hook(self, point: str) -> None:
-        # Runs on whichever thread the backend works on; blocking it holds the
-        # operation exactly here until the parent says resume (or kills us).
-        if point != self.pause_at:
-            return
-        self.arrivals += 1
-        if self.arrivals < self.pause_on:
-            return
-        self.pause_at = None
-        self.send(Paused(point))
-        line = self.commands.readline()
-        if not line or not isinstance(decode_command(line), Resume):
-            os._exit(3)  # anything but resume, or the parent is gone: stop here, as if killed
-
-    async def open(self, command: Open) -> Reply:
-        if self.cp is not None:
-            await self.cp.close()
-            self.cp = None
-        ctx = BackendContext(path=Path(command.path), options=dict(command.options))
-        try:
-            cp = await open_checkpointer(self.factory, ctx)
-        except Exception as exc:  # the factory is the backend's code: report, don't die
-            return Failed(type(exc).__name__, f"opening through the factory: {exc}")
-        self.cp = cp
-        if not isinstance(cp, FaultInjectable):
-            return Opened()
-        cp.set_fault_hook(self.hook)
-        return Opened(tuple(cp.fault_points))
-
-    async def call(self, cp: Checkpointer, command: Command) -> Reply:
-        """One call of the contract, paused on the way if the command says so."""
-        self.pause_at, self.pause_on, self.arrivals = None, 1, 0
-        if isinstance(command, Append | Truncate | Delete):
-            self.pause_at, self.pause_on = command.pause_at, command.pause_on
-        if isinstance(command, Append):
-            events = [UserPrompt(marker) for marker in command.markers]
-            return Ok(await cp.append(command.session, events, command.expected_head))
-        if isinstance(command, Truncate):
-            return Ok(await cp.truncate(command.session, command.to_seq, command.expected_head))
-        if isinstance(command, Delete):
-            await cp.delete(command.session)
-            return Ok()
-        if isinstance(command, Read):
-            stored = cp.read(command.session, command.since_seq)
-            return Ok([(s.seq, getattr(s.event, "text", "")) async for s in stored])
-        if isinstance(command, Head):
-            return Ok(await cp.head(command.session))
-        if isinstance(command, Acquire | Release):
-            return await self.maintenance(cp, command)
-        return Failed("UsageError", f"{command!r} cannot be run now")
-
-    async def maintenance(self, cp: Checkpointer, command: Acquire | Release) -> Reply:
-        """Take or give back the maintenance lock; the lock lives as long as this handle."""
-        if not isinstance(cp, MaintenanceLockable):
-            raise UnsupportedOperationError("acquire_maintenance", "maintenance")
-        if isinstance(command, Acquire):
-            await cp.acquire_maintenance(command.session)
-        else:
-            await cp.release_maintenance(command.session)
-        return Ok()
-
-    async def append_batches(self, cp: Checkpointer, command: AppendBatches) -> Reply:
-        for batch in range(command.batches):
-            events = [UserPrompt(f"{command.writer}:{batch}:{i}") for i in range(command.size)]
+    async def append_batches(self, cp: Checkpointer, request: AppendBatches) -> None:
+        for batch in range(request.batches):
+            texts = (f"{request.writer}:{batch}:{i}" for i in range(request.size))
+            events = [UserPrompt(text) for text in texts]
             while True:
-                want = await cp.head(command.session) if command.expect_head else None
+                want = await cp.head(request.session_id) if request.expect_head else None
                 try:
-                    head = await cp.append(command.session, events, want)
+                    head = await cp.append(request.session_id, events, want)
                 except CheckpointConflictError:
                     continue  # another writer got there first: read the head again
-                self.send(Acked(batch, head, want))
+                self.send(id=request.id, acked=Acked(batch, head, want))
                 break
-        return Ok()
 
-    async def stress(self, cp: Checkpointer, command: Stress) -> Reply:
-        with _history_file(command.history) as record:
-            await run_workload(cp, command, record, lambda calls: self.send(Progress(calls)))
-        return Ok()
+    async def stress(self, cp: Checkpointer, request: Stress) -> None:
+        with _history_file(request.history) as record:
+            await run_workload(
+                cp, request, record, lambda calls: self.send(id=request.id, progress=calls)
+            )
 
-    async def run(self, command: Command) -> Reply:
-        if isinstance(command, Open):
-            return await self.open(command)
-        cp = self.cp
-        if isinstance(command, Close):
-            self.cp = None
-            if cp is not None:
-                await cp.close()
-            return Ok()
-        if cp is None:
-            return Failed("UsageError", "no store open: send Open first")
-        if isinstance(command, AppendBatches):
-            return await self.append_batches(cp, command)
-        if isinstance(command, Stress):
-            return await self.stress(cp, command)
-        return await self.call(cp, command)
+    def reply_error(self, request: Request | KitRequest, error: Exception) -> None:
+        if isinstance(request, Hello):  # the factory is the backend's code: report, don't die
+            body = error_body(error)
+            message = f"opening through the factory: {body.message}"
+            self.send(id=request.id, error=msgspec.structs.replace(body, message=message))
+        elif isinstance(error, CheckpointError):
+            self.send(id=request.id, error=error_body(error))
+        else:
+            raise error
 
-    async def serve(self) -> None:
-        loop = asyncio.get_running_loop()
-        while line := await loop.run_in_executor(None, self.commands.readline):
-            try:
-                reply = await self.run(decode_command(line))
-            except CheckpointConflictError as conflict:
-                reply = Failed(
-                    "CheckpointConflictError", str(conflict), conflict.expected, conflict.actual
-                )
-            except CheckpointError as error:
-                reply = Failed(type(error).__name__, str(error))
-            self.send(reply)
+    async def finish(self) -> None:
         if self.cp is not None:
-            await self.cp.close()
+            await self.cp.close()  # a failure ends the worker with a non-zero status
 
 
 def _history_file(path: str) -> IO[bytes]:
@@ -199,12 +106,8 @@ def _history_file(path: str) -> IO[bytes]:
 
 
 def _main(backend: str) -> None:
-    # The replies get a descriptor of their own; whatever the backend prints to
-    # stdout goes to stderr instead of into the replies. os.dup's descriptor is
-    # not inherited, so processes the backend starts cannot hold the pipe open.
-    replies = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
-    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
-    asyncio.run(_Server(backend, sys.stdin.buffer, replies).serve())
+    factory = resolve_backend(backend).load()
+    asyncio.run(_KitServer(factory, sys.stdin.buffer, reply_stream()).run())
 
 
 if __name__ == "__main__":
