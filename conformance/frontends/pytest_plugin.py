@@ -200,26 +200,23 @@ class KitCollector(pytest.Collector):
         self.checks = checks
 
     def collect(self) -> Iterator[CheckItem]:
-        xfail = self.run.expected_failures
         for kit_check in self.checks:
             yield CheckItem.from_parent(
-                self,
-                name=kit_check.name,
-                kit_check=kit_check,
-                xfail={r: xfail[r] for r in kit_check.rules if r in xfail},
+                self, name=kit_check.name, kit_check=kit_check, run=self.run
             )
 
 
 class CheckItem(pytest.Item):
-    """One kit check run as a pytest test."""
+    """One kit check of the run, run as a pytest test."""
 
-    def __init__(
-        self, *, kit_check: Check, xfail: dict[str, str] | None = None, **kwargs: object
-    ) -> None:
+    def __init__(self, *, kit_check: Check, run: KitRun, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.kit_check = kit_check
+        self.run = run
         self.result: CheckResult | None = None
-        self.expected_failures = dict(xfail or {})
+        self.expected_failures = {
+            r: run.expected_failures[r] for r in kit_check.rules if r in run.expected_failures
+        }
         for rule_id in kit_check.rules:
             self.add_marker(pytest.mark.checkpointspec_rule(rule_id))
         if self.expected_failures:
@@ -230,11 +227,10 @@ class CheckItem(pytest.Item):
         # pytest reports an exception raised in setup as an error and one raised in
         # runtest as a failure: running the check here lets only evidence against
         # the backend fail the test.
-        run = self.config.stash[_SETUP].run
-        self.user_properties.append(("checkpointspec_seed", run.seed))
+        self.user_properties.append(("checkpointspec_seed", self.run.seed))
         with tempfile.TemporaryDirectory(prefix="checkpointspec-") as root:
             try:
-                result = self.result = run_check(self.kit_check, run, Path(root))
+                result = self.result = run_check(self.kit_check, self.run, Path(root))
             except ReproduceError as exc:
                 pytest.fail(f"--checkpointer-reproduce: {exc}", pytrace=False)
         if result.status == "error":
@@ -272,7 +268,7 @@ class CheckItem(pytest.Item):
         """The pytest command that reruns this check as it ran, with its failure's blob."""
         if self.result is None or not self.result.replay:
             return ()
-        run = self.config.stash[_SETUP].run
+        run = self.run
         command = run.process_options.get("process")
         if command is not None:
             parts = ["pytest", "--checkpointer-process", command]

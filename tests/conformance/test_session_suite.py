@@ -17,8 +17,7 @@ from pathlib import Path
 import pytest
 from checkpointspec.conformance.checks import folding
 from checkpointspec.conformance.engines.harness import Harness
-from checkpointspec.conformance.engines.loading import BackendLoadError, resolve_backend
-from checkpointspec.conformance.engines.profiles import PROFILES
+from checkpointspec.conformance.engines.loading import BackendLoadError
 from checkpointspec.conformance.engines.session_layer import (
     DEFAULT_SESSION_LAYER,
     SESSION_NAMES,
@@ -29,9 +28,7 @@ from checkpointspec.conformance.frontends import cli
 from checkpointspec.conformance.frontends.cli import main
 from checkpointspec.conformance.running.registry import rules_of_suite
 from checkpointspec.conformance.running.runner import (
-    KitRun,
     plan_run,
-    probe_backend,
     run_check,
     run_kit,
 )
@@ -93,15 +90,8 @@ def test_a_layer_lacking_names_is_a_usage_error_naming_them(fake_layer: str) -> 
 
 
 def test_the_harness_loads_the_layer_only_when_a_check_asks(tmp_path: Path) -> None:
-    backend = resolve_backend("memory")
-    run = KitRun(
-        backend=backend,
-        probe=probe_backend(backend),
-        profile=PROFILES["quick"],
-        seed=1,
-        suite="session",
-        session_layer="no_such_layer_xyz",
-    )
+    # A storage run never loads the layer, so planning it does not refuse this one.
+    run = plan_run("memory", profile="quick", seed=1, session_layer="no_such_layer_xyz")
     harness = Harness(run, tmp_path)
     assert harness.session_target == "no_such_layer_xyz"
     with pytest.raises(SessionLayerError):
