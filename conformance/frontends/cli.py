@@ -412,8 +412,9 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         console=console,
         disable=args.quiet or not console.is_terminal,
     )
+    live = _Live(progress, args.backend or args.process)
     with progress:  # shown while the backend is probed too
-        report = run_kit(_planned_run(args), _Live(progress, args.backend or args.process))
+        report = run_kit(_planned_run(args), live)
     console.print(_rules_table(report))
     not_run = sum(r.status == "not_run" for r in report.rules)
     if not_run:
