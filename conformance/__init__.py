@@ -1,5 +1,7 @@
 """The conformance kit: checks that a checkpointer meets the contract in `checkpointspec.spec`.
 
+From Python: ``run_kit(plan_run("sqlite", profile="quick"))`` returns the `KitReport`.
+
 Four layers, each importing only the ones below it:
 
 - `frontends` — how users start a run: the CLI, the pytest plugin, the badge and
@@ -7,13 +9,23 @@ Four layers, each importing only the ones below it:
 - `running` — the registry of checks (the storage and session suites), the
   runner, reports and conformance levels;
 - `checks` — one module per area of the rule catalog, each check naming its rules;
-- `engines` — the machinery checks drive: the harness a check gets, the
+- `engines` — the machinery checks drive: the run as one value (`KitRun`), the
+  harness a check gets, the
   state machines, worker processes, stress and the history checker, crashes
   (simulated disk, traces, held processes), fault codecs.
 """
 
 from .running.registry import ALL_CHECKS, SESSION_CHECKS, select_checks
 from .running.report import CheckResult, KitReport
-from .running.runner import run_kit
+from .running.runner import KitRun, plan_run, run_kit
 
-__all__ = ["ALL_CHECKS", "SESSION_CHECKS", "CheckResult", "KitReport", "run_kit", "select_checks"]
+__all__ = [
+    "ALL_CHECKS",
+    "SESSION_CHECKS",
+    "CheckResult",
+    "KitReport",
+    "KitRun",
+    "plan_run",
+    "run_kit",
+    "select_checks",
+]

@@ -37,7 +37,7 @@ from typing import Any
 import jsonschema
 import pytest
 from checkpointspec.conformance.running.report import KitReport
-from checkpointspec.conformance.running.runner import run_kit
+from checkpointspec.conformance.running.runner import plan_run, run_kit
 from test_examples import marked_commands
 
 REPO = Path(__file__).resolve().parent.parent
@@ -97,17 +97,19 @@ def test_documented_command_exits_zero(command: str) -> None:
 
 def _node_run(script: Path, checks: tuple[str, ...]) -> KitReport:
     return run_kit(
-        None,
-        process=_command(script),
-        validate_protocol=True,
-        profile="quick",
-        seed=SEED,
-        only=checks,
+        plan_run(
+            None,
+            process=_command(script),
+            validate_protocol=True,
+            profile="quick",
+            seed=SEED,
+            only=checks,
+        )
     )
 
 
 def test_planted_bug_fails_the_rules_its_python_twin_fails() -> None:
-    twin = run_kit(TWIN.target, profile="quick", seed=SEED, only=TWIN.checks)
+    twin = run_kit(plan_run(TWIN.target, profile="quick", seed=SEED, only=TWIN.checks))
     planted = _node_run(PLANTED, TWIN.checks)
     assert twin.exit_status == 1, describe(twin)
     assert planted.exit_status == 1, describe(planted)
@@ -129,7 +131,7 @@ CRASH_CHECKS = ("DUR-002::killed_at_every_system_call", "KILL-001::killed_after_
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_a_batch_written_line_by_line_is_caught_without_fault_points(seed: int) -> None:
     report = run_kit(
-        None, process=_command(TORN), profile="quick", seed=seed, only=list(CRASH_CHECKS)
+        plan_run(None, process=_command(TORN), profile="quick", seed=seed, only=list(CRASH_CHECKS))
     )
     assert report.exit_status == 1, describe(report)
     assert failed_rules(report) == {"APPEND-003"}, describe(report)
@@ -138,7 +140,9 @@ def test_a_batch_written_line_by_line_is_caught_without_fault_points(seed: int) 
 
 def test_the_backend_without_the_crash_bug_passes_those_checks() -> None:
     report = run_kit(
-        None, process=_command(BACKEND), profile="quick", seed=SEED, only=list(CRASH_CHECKS)
+        plan_run(
+            None, process=_command(BACKEND), profile="quick", seed=SEED, only=list(CRASH_CHECKS)
+        )
     )
     assert report.exit_status == 0, describe(report)
     assert [c.status for c in report.checks] == ["passed", "passed"], describe(report)
@@ -146,13 +150,15 @@ def test_the_backend_without_the_crash_bug_passes_those_checks() -> None:
 
 @pytest.mark.slow
 def test_default_profile_passes() -> None:
-    report = run_kit(None, process=_command(BACKEND), profile="default", seed=SEED)
+    report = run_kit(plan_run(None, process=_command(BACKEND), profile="default", seed=SEED))
     assert report.exit_status == 0, describe(report)
 
 
 @pytest.mark.slow
 def test_session_suite_passes() -> None:
-    report = run_kit(None, process=_command(BACKEND), profile="quick", seed=SEED, suite="session")
+    report = run_kit(
+        plan_run(None, process=_command(BACKEND), profile="quick", seed=SEED, suite="session")
+    )
     assert report.exit_status == 0, describe(report)
 
 

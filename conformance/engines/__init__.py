@@ -2,7 +2,8 @@
 
 | module or folder | engine |
 |---|---|
-| `harness`, `profiles` | what a check gets (`Harness`: handles, the session layer, the seed, the budget) and the profiles' budgets |
+| `run` | the run as one value (`KitRun`): backend, declared capabilities, profile, seed, suite, options; the replay command |
+| `harness`, `profiles` | what a check gets (`Harness`: the run, handles, the session layer) and the profiles' budgets |
 | `session_layer` | loading the session layer under test (``--session-layer``) and noting what it raises |
 | `provenance` | opening handles (`open_checkpointer`, through `checkpointspec.backends.registry`) that note which exceptions the backend raised |
 | `violations`, `outcomes` | rule violations; comparing a backend's outcome with the model's |

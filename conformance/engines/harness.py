@@ -1,5 +1,9 @@
 """What a check gets: a fresh store directory, handles on it, and helpers.
 
+A harness is made of the run (`checkpointspec.conformance.engines.run.KitRun`,
+handed down whole) and the check's own directory; what the check reads of the
+run (backend, capabilities, profile, seed, options) it reads through it.
+
 Each check runs against its own empty directory. `Harness.open` makes a handle
 through the backend's factory (the same path reopens the same store) and keeps
 track of it so that the runner can close whatever a failing check left open.
@@ -33,7 +37,8 @@ from .outcomes import read_all
 from .profiles import Profile
 from .provenance import open_checkpointer
 from .replay import Replay
-from .session_layer import DEFAULT_SESSION_LAYER, load_session_layer
+from .run import KitRun
+from .session_layer import load_session_layer
 
 __all__ = ["CheckSkipped", "Harness", "read_all"]
 
@@ -43,30 +48,15 @@ class CheckSkipped(Exception):
 
 
 class Harness:
-    """The environment of one check run."""
+    """The environment of one check run: the run's settings (``run``) and a directory."""
 
-    def __init__(
-        self,
-        backend: BackendRef,
-        factory: BackendFactory,
-        root: Path,
-        capabilities: frozenset[Capability],
-        profile: Profile,
-        seed: int,
-        options: dict[str, str] | None = None,
-        session_target: str = DEFAULT_SESSION_LAYER,
-        replay: Replay | None = None,
-    ) -> None:
-        self.backend = backend
-        self.factory = factory
+    def __init__(self, run: KitRun, root: Path) -> None:
+        self.run = run
+        """The run this check belongs to, as the front end built it."""
         self.root = root
-        self.capabilities = capabilities
-        self.profile = profile
-        self.seed = seed
-        self.options = dict(options or {})
-        self.session_target = session_target
-        """The session layer's name (``MODULE`` or ``MODULE:OBJECT``), for worker processes."""
-        self.replay = replay
+        """The check's own directory: every store it makes is under it."""
+        self.factory: BackendFactory = run.backend.load()
+        self.replay = Replay(run.reproduction) if run.reproduction is not None else None
         """With ``--reproduce``: the recorded example the check's Hypothesis run replays
         instead of searching (`checkpointspec.conformance.engines.replay`)."""
         self._session: SessionLayer | None = None
@@ -79,6 +69,35 @@ class Harness:
         backend's `ExternalStorage.drop_stores` on it."""
         self._counter = itertools.count()
         self.path = self.new_store()
+
+    @property
+    def backend(self) -> BackendRef:
+        """The backend under test (worker processes import its ``target``)."""
+        return self.run.backend
+
+    @property
+    def capabilities(self) -> frozenset[Capability]:
+        """What the backend declares."""
+        return self.run.probe.capabilities
+
+    @property
+    def profile(self) -> Profile:
+        """The run's budgets."""
+        return self.run.profile
+
+    @property
+    def seed(self) -> int:
+        return self.run.seed
+
+    @property
+    def options(self) -> dict[str, str]:
+        """What the factory gets in `BackendContext.options` (also in worker processes)."""
+        return self.run.backend_options
+
+    @property
+    def session_target(self) -> str:
+        """The session layer's name (``MODULE`` or ``MODULE:OBJECT``), for worker processes."""
+        return self.run.session_layer
 
     def new_store(self) -> Path:
         """A fresh, empty directory for one more store."""

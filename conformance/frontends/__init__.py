@@ -2,6 +2,7 @@
 
 `cli` (``checkpointspec run|explain|...``), `pytest_plugin` (``pytest
 --checkpointer``), `badge` (``--badge``), `summary` (``--summary``, the CI page)
-and `explain` (``checkpointspec explain RULE``). They build the run's settings,
-hand them to `checkpointspec.conformance.running`, and present what comes back.
+and `explain` (``checkpointspec explain RULE``). They build the run
+(`checkpointspec.conformance.running.plan.plan_run`) once, hand it to
+`checkpointspec.conformance.running`, and present what comes back.
 """

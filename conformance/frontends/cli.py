@@ -63,7 +63,8 @@ from ...reference import cli as operator
 from ...spec import RULES
 from ..checks.base import Check
 from ..engines.profiles import DEFAULT_PROFILE, PROFILES
-from ..engines.replay import ReproduceError, parse_reproduction
+from ..engines.replay import ReproduceError, Reproduction, parse_reproduction
+from ..engines.run import KitRun
 from ..engines.session_layer import DEFAULT_SESSION_LAYER
 from ..running.failures import panel_body
 from ..running.levels import describe_levels, level_of_rule
@@ -79,7 +80,7 @@ from ..running.report import (
     to_junit,
     unwritable,
 )
-from ..running.runner import run_kit
+from ..running.runner import RunListener, plan_run, run_kit
 from .badge import badge_for, render_badge
 from .explain import explain_rule
 from .summary import render_summary
@@ -129,10 +130,10 @@ def _workers(text: str) -> int:
     return n
 
 
-def _reproduction(text: str) -> str:
+def _reproduction(text: str) -> Reproduction:
     """A reproduce blob as a failure's replay command gives it, checked before the run."""
     try:
-        return str(parse_reproduction(text))
+        return parse_reproduction(text)
     except ReproduceError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
@@ -328,7 +329,7 @@ _VERDICTS = {
 }
 
 
-class _Live:
+class _Live(RunListener):
     """The progress bar: how many of the selected checks ended, and which run now."""
 
     def __init__(self, progress: Progress, backend: str) -> None:
@@ -377,15 +378,32 @@ def _write(path: Path, data: bytes) -> str | None:
     return None
 
 
-def _run(args: argparse.Namespace, console: Console) -> int:
+def _planned_run(args: argparse.Namespace) -> KitRun:
+    """The run the command line asks for, every setting checked (`plan_run`)."""
     if (args.backend is None) == (args.process is None):
         raise BackendLoadError("name a backend or give --process COMMAND (one of them)")
     if args.validate_protocol and args.process is None:
         raise BackendLoadError("--validate-protocol checks a --process backend's messages")
-    options = parse_options(args.option)
     xfail: dict[str, str] = {}
     for rule_id, reason in args.xfail:
         xfail[rule_id] = "; ".join(r for r in (xfail.get(rule_id, ""), reason) if r)
+    return plan_run(
+        args.backend,
+        process=args.process,
+        validate_protocol=args.validate_protocol,
+        profile=args.profile,
+        seed=args.seed,
+        workers=args.workers,
+        only=args.only,
+        expected_failures=xfail,
+        options=parse_options(args.option),
+        suite=args.suite,
+        session_layer=args.session_layer,
+        reproduction=args.reproduce,
+    )
+
+
+def _run(args: argparse.Namespace, console: Console) -> int:
     progress = Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -395,24 +413,8 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         disable=args.quiet or not console.is_terminal,
     )
     live = _Live(progress, args.backend or args.process)
-    with progress:
-        report = run_kit(
-            args.backend,
-            process=args.process,
-            validate_protocol=args.validate_protocol,
-            profile=args.profile,
-            seed=args.seed,
-            workers=args.workers,
-            only=args.only,
-            expected_failures=xfail,
-            options=options,
-            suite=args.suite,
-            session_layer=args.session_layer,
-            on_result=live.finished,
-            on_start=live.selected,
-            on_check_start=live.started,
-            reproduce=args.reproduce,
-        )
+    with progress:  # shown while the backend is probed too
+        report = run_kit(_planned_run(args), live)
     console.print(_rules_table(report))
     not_run = sum(r.status == "not_run" for r in report.rules)
     if not_run:

@@ -49,7 +49,6 @@ that the backend is wrong; skipped and not checked checks are skips.
 
 from __future__ import annotations
 
-import random
 import shlex
 import sys
 import tempfile
@@ -61,38 +60,28 @@ from typing import Any
 import msgspec
 import pytest
 
-from ...backends.registry import (
-    BackendLoadError,
-    BackendRef,
-    parse_options,
-    process_backend,
-    resolve_backend,
-)
+from ...backends.registry import BackendLoadError, parse_options
 from ..checks.base import Check
 from ..engines.profiles import DEFAULT_PROFILE, PROFILES
 from ..engines.replay import ReproduceError, Reproduction, parse_reproduction
-from ..engines.session_layer import DEFAULT_SESSION_LAYER, load_session_layer
+from ..engines.run import KitRun
+from ..engines.session_layer import DEFAULT_SESSION_LAYER
 from ..running.failures import panel, panel_body
-from ..running.levels import judge_levels
+from ..running.plan import (
+    ReproduceNeedsOneCheck,
+    RunSettingError,
+    Setting,
+    plan_run,
+    selected_checks,
+)
 from ..running.registry import (
     DEFAULT_SUITE,
     SUITES,
-    UnknownCheckError,
     UnknownRuleError,
     check_rule_id,
-    is_session_check,
-    rules_of_suite,
-    select_checks,
 )
-from ..running.report import (
-    REPORT_SCHEMA_VERSION,
-    CheckResult,
-    KitReport,
-    exit_status_for,
-    summarise_rules,
-    unwritable,
-)
-from ..running.runner import BackendProbe, probe_backend, run_check
+from ..running.report import CheckResult, unwritable
+from ..running.runner import report_of, run_check
 from .summary import render_summary
 
 __all__ = ["CheckItem", "KitCollector"]
@@ -193,60 +182,41 @@ class ExpectedViolation(CheckFailed):
 
 
 class _KitSetup(msgspec.Struct, frozen=True):
-    """What `pytest_configure` learnt: the backend, its probe, the seed, the checks,
-    and the reason of each rule expected to fail."""
+    """What `pytest_configure` learnt: the run, and the checks it selected."""
 
-    backend: BackendRef
-    probe: BackendProbe
-    seed: int
+    run: KitRun
     checks: tuple[Check, ...]
-    xfail: dict[str, str]
-    reproduction: Reproduction | None = None
 
 
 _SETUP = pytest.StashKey[_KitSetup]()
 
 
 class KitCollector(pytest.Collector):
-    """Collects one item per selected kit check for the configured backend."""
+    """Collects one item per selected kit check of the run."""
 
-    def __init__(
-        self,
-        *,
-        backend: BackendRef,
-        probe: BackendProbe,
-        seed: int,
-        checks: tuple[Check, ...],
-        xfail: dict[str, str] | None = None,
-        **kwargs: object,
-    ) -> None:
+    def __init__(self, *, run: KitRun, checks: tuple[Check, ...], **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
-        self.backend = backend
-        self.probe = probe
-        self.seed = seed
+        self.run = run
         self.checks = checks
-        self.xfail = dict(xfail or {})
 
     def collect(self) -> Iterator[CheckItem]:
         for kit_check in self.checks:
             yield CheckItem.from_parent(
-                self,
-                name=kit_check.name,
-                kit_check=kit_check,
-                xfail={r: self.xfail[r] for r in kit_check.rules if r in self.xfail},
+                self, name=kit_check.name, kit_check=kit_check, run=self.run
             )
 
 
 class CheckItem(pytest.Item):
-    """One kit check run as a pytest test."""
+    """One kit check of the run, run as a pytest test."""
 
-    def __init__(
-        self, *, kit_check: Check, xfail: dict[str, str] | None = None, **kwargs: object
-    ) -> None:
+    def __init__(self, *, kit_check: Check, run: KitRun, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self.kit_check = kit_check
+        self.run = run
         self.result: CheckResult | None = None
-        self.expected_failures = dict(xfail or {})
+        self.expected_failures = {
+            r: run.expected_failures[r] for r in kit_check.rules if r in run.expected_failures
+        }
         for rule_id in kit_check.rules:
             self.add_marker(pytest.mark.checkpointspec_rule(rule_id))
         if self.expected_failures:
@@ -257,25 +227,10 @@ class CheckItem(pytest.Item):
         # pytest reports an exception raised in setup as an error and one raised in
         # runtest as a failure: running the check here lets only evidence against
         # the backend fail the test.
-        parent = self.parent
-        assert isinstance(parent, KitCollector)
-        self.user_properties.append(("checkpointspec_seed", parent.seed))
-        options = _run_options(self.config)
-        profile = PROFILES[self.config.getoption("checkpointer_profile")]
-        setup = self.config.stash[_SETUP]
+        self.user_properties.append(("checkpointspec_seed", self.run.seed))
         with tempfile.TemporaryDirectory(prefix="checkpointspec-") as root:
             try:
-                result = self.result = run_check(
-                    self.kit_check,
-                    parent.backend,
-                    parent.probe,
-                    profile,
-                    parent.seed,
-                    Path(root),
-                    options,
-                    self.config.getoption("checkpointer_session_layer"),
-                    setup.reproduction,
-                )
+                result = self.result = run_check(self.kit_check, self.run, Path(root))
             except ReproduceError as exc:
                 pytest.fail(f"--checkpointer-reproduce: {exc}", pytrace=False)
         if result.status == "error":
@@ -313,23 +268,23 @@ class CheckItem(pytest.Item):
         """The pytest command that reruns this check as it ran, with its failure's blob."""
         if self.result is None or not self.result.replay:
             return ()
-        option = self.config.getoption
-        if option("checkpointer_process"):
-            parts = ["pytest", "--checkpointer-process", option("checkpointer_process")]
-            if option("checkpointer_validate_protocol"):
+        run = self.run
+        command = run.process_options.get("process")
+        if command is not None:
+            parts = ["pytest", "--checkpointer-process", command]
+            if "validate_protocol" in run.process_options:
                 parts.append("--checkpointer-validate-protocol")
         else:
-            parts = ["pytest", "--checkpointer", option("checkpointer")]
-        suite = option("checkpointer_suite")
-        if suite != DEFAULT_SUITE:
-            parts += ["--checkpointer-suite", suite]
-        if suite != "storage" and option("checkpointer_session_layer") != DEFAULT_SESSION_LAYER:
-            parts += ["--checkpointer-session-layer", option("checkpointer_session_layer")]
-        for pair in option("checkpointer_option"):
-            parts += ["--checkpointer-option", pair]
+            parts = ["pytest", "--checkpointer", run.backend.name]
+        if run.suite != DEFAULT_SUITE:
+            parts += ["--checkpointer-suite", run.suite]
+        if run.suite != "storage" and run.session_layer != DEFAULT_SESSION_LAYER:
+            parts += ["--checkpointer-session-layer", run.session_layer]
+        for key, value in run.options.items():
+            parts += ["--checkpointer-option", f"{key}={value}"]
         parts += ["--checkpointer-only", self.kit_check.name]
-        parts += ["--checkpointer-profile", option("checkpointer_profile")]
-        parts += ["--checkpointer-seed", str(self.config.stash[_SETUP].seed)]
+        parts += ["--checkpointer-profile", run.profile.name]
+        parts += ["--checkpointer-seed", str(run.seed)]
         if self.result.reproduce is not None:
             parts += ["--checkpointer-reproduce", self.result.reproduce]
         return (shlex.join(parts),)
@@ -348,34 +303,17 @@ def _options(pairs: list[str]) -> dict[str, str]:
         raise pytest.UsageError(f"--checkpointer-option: {exc}") from exc
 
 
-def _backend(config: pytest.Config) -> BackendRef | None:
-    """The backend named by --checkpointer or --checkpointer-process (None: neither)."""
+def _requested(config: pytest.Config) -> bool:
+    """Whether --checkpointer or --checkpointer-process asks for a run (one of them)."""
     name = config.getoption("checkpointer")
     process = config.getoption("checkpointer_process")
-    validate = config.getoption("checkpointer_validate_protocol")
     if name and process:
         raise pytest.UsageError("give --checkpointer or --checkpointer-process, not both")
-    if validate and not process:
+    if config.getoption("checkpointer_validate_protocol") and not process:
         raise pytest.UsageError(
             "--checkpointer-validate-protocol checks a --checkpointer-process backend's messages"
         )
-    try:
-        if process:
-            return process_backend(process, validate=validate)[0]
-        return resolve_backend(name) if name else None
-    except BackendLoadError as exc:
-        flag = "--checkpointer-process" if process else "--checkpointer"
-        raise pytest.UsageError(f"{flag}: {exc}") from exc
-
-
-def _run_options(config: pytest.Config) -> dict[str, str]:
-    """--checkpointer-option values, with what a --checkpointer-process backend needs."""
-    options = _options(config.getoption("checkpointer_option"))
-    process = config.getoption("checkpointer_process")
-    if process:
-        validate = config.getoption("checkpointer_validate_protocol")
-        options |= process_backend(process, validate=validate)[1]
-    return options
+    return bool(name or process)
 
 
 def _expected_failures(pairs: list[str]) -> dict[str, str]:
@@ -394,59 +332,79 @@ def _expected_failures(pairs: list[str]) -> dict[str, str]:
     return xfail
 
 
-def _reproduction(text: str | None, checks: list[Check]) -> Reproduction | None:
+def _reproduction(text: str | None) -> Reproduction | None:
     """``--checkpointer-reproduce``, checked: a one-line `pytest.UsageError` for a blob
-    the kit cannot replay or a selection of other than one check."""
+    the kit cannot replay."""
     if text is None:
         return None
     try:
-        reproduction = parse_reproduction(text)
+        return parse_reproduction(text)
     except ReproduceError as exc:
         raise pytest.UsageError(f"--checkpointer-reproduce: {exc}") from None
-    if len(checks) != 1:
-        raise pytest.UsageError(
-            f"--checkpointer-reproduce replays one check, and {len(checks)} are selected: "
-            "name it with --checkpointer-only, as the failure's replay command does"
+
+
+def _seed(config: pytest.Config) -> int | None:
+    """--checkpointer-seed, or on a pytest-xdist worker the controller's (None: draw one)."""
+    seed: int | None = config.getoption("checkpointer_seed")
+    workerinput = getattr(config, "workerinput", None)  # set on a pytest-xdist worker
+    if seed is None and workerinput is not None:
+        seed = workerinput.get(_WORKER_SEED)
+    return seed
+
+
+_FLAGS: dict[Setting, str] = {
+    "backend": "--checkpointer",
+    "suite": "--checkpointer-suite",
+    "only": "--checkpointer-only",
+    "session_layer": "--checkpointer-session-layer",
+    "reproduce": "--checkpointer-reproduce",
+}
+"""The flag that gives each setting `plan_run` may refuse."""
+
+
+def _planned_run(config: pytest.Config) -> KitRun:
+    """The run the command line asks for (`plan_run`); a setting it refuses is a
+    one-line `pytest.UsageError` naming the flag."""
+    option = config.getoption
+    process = option("checkpointer_process")
+    try:
+        return plan_run(
+            option("checkpointer") or None,
+            process=process or None,
+            validate_protocol=option("checkpointer_validate_protocol"),
+            profile=option("checkpointer_profile"),
+            seed=_seed(config),
+            only=option("checkpointer_only"),
+            expected_failures=_expected_failures(option("checkpointer_xfail")),
+            options=_options(option("checkpointer_option")),
+            suite=option("checkpointer_suite"),
+            session_layer=option("checkpointer_session_layer"),
+            reproduction=_reproduction(option("checkpointer_reproduce")),
         )
-    return reproduction
+    except ReproduceNeedsOneCheck as exc:
+        raise pytest.UsageError(
+            f"--checkpointer-reproduce replays one check, and {exc.selected} are selected: "
+            "name it with --checkpointer-only, as the failure's replay command does"
+        ) from None
+    except RunSettingError as exc:
+        flag = _FLAGS[exc.setting]
+        if exc.setting == "backend" and process:
+            flag = "--checkpointer-process"
+        raise pytest.UsageError(f"{flag}: {exc}") from exc
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "checkpointspec_rule(rule_id): the kit rule a check verifies"
     )
-    backend = _backend(config)
-    if backend is None:
+    if not _requested(config):
         return
     summary = config.getoption("checkpointer_summary")
     if summary is not None and (problem := unwritable(summary)) is not None:
         raise pytest.UsageError(f"--checkpointer-summary: {problem}")
-    xfail = _expected_failures(config.getoption("checkpointer_xfail"))
-    options = _run_options(config)
-    try:
-        probe = probe_backend(backend, options)
-    except BackendLoadError as exc:
-        raise pytest.UsageError(f"--checkpointer: {exc}") from exc
-    try:
-        checks = select_checks(
-            config.getoption("checkpointer_only"), suite=config.getoption("checkpointer_suite")
-        )
-    except UnknownCheckError as exc:
-        raise pytest.UsageError(f"--checkpointer-only: {exc}") from exc
-    if any(is_session_check(c) for c in checks):
-        try:
-            load_session_layer(config.getoption("checkpointer_session_layer"))
-        except BackendLoadError as exc:
-            raise pytest.UsageError(f"--checkpointer-session-layer: {exc}") from exc
-    reproduction = _reproduction(config.getoption("checkpointer_reproduce"), checks)
-    seed = config.getoption("checkpointer_seed")
-    workerinput = getattr(config, "workerinput", None)  # set on a pytest-xdist worker
-    if seed is None and workerinput is not None:
-        seed = workerinput.get(_WORKER_SEED)
-    if seed is None:
-        seed = random.SystemRandom().randrange(2**31)
-    config.stash[_SETUP] = _KitSetup(backend, probe, seed, tuple(checks), xfail, reproduction)
-    if summary is not None and workerinput is None:
+    run = _planned_run(config)
+    config.stash[_SETUP] = _KitSetup(run, tuple(selected_checks(run)))
+    if summary is not None and getattr(config, "workerinput", None) is None:
         config.pluginmanager.register(
             _SummaryWriter(config, Path(summary)), "checkpointspec-summary"
         )
@@ -458,7 +416,7 @@ def pytest_configure_node(node: Any) -> None:
     the run has one seed (the header's) whichever worker runs a check."""
     setup = node.config.stash.get(_SETUP, None)
     if setup is not None:
-        node.workerinput[_WORKER_SEED] = setup.seed
+        node.workerinput[_WORKER_SEED] = setup.run.seed
 
 
 @pytest.hookimpl(wrapper=True)
@@ -473,13 +431,10 @@ def pytest_make_collect_report(
         report.result.append(
             KitCollector.from_parent(
                 collector,
-                name=f"checkpointspec[{setup.backend.name}]",
-                nodeid=f"checkpointspec[{setup.backend.name}]",  # not "::checkpointspec[...]"
-                backend=setup.backend,
-                probe=setup.probe,
-                seed=setup.seed,
+                name=f"checkpointspec[{setup.run.backend.name}]",
+                nodeid=f"checkpointspec[{setup.run.backend.name}]",  # not "::checkpointspec[...]"
+                run=setup.run,
                 checks=setup.checks,
-                xfail=setup.xfail,
             )
         )
     return report
@@ -517,7 +472,9 @@ class _SummaryWriter:
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         setup = self.config.stash[_SETUP]
-        report = self._report(setup)
+        report = report_of(
+            setup.run, setup.checks, self.results, time.perf_counter() - self.started
+        )
         try:
             self.path.write_text(render_summary(report), encoding="utf-8")
         except OSError as exc:
@@ -528,52 +485,19 @@ class _SummaryWriter:
             if session.exitstatus == pytest.ExitCode.OK:
                 session.exitstatus = pytest.ExitCode.USAGE_ERROR
 
-    def _report(self, setup: _KitSetup) -> KitReport:
-        ordered = tuple(self.results[c.name] for c in setup.checks if c.name in self.results)
-        suite = self.config.getoption("checkpointer_suite")
-        declared = tuple(sorted(c.value for c in setup.probe.capabilities))
-        rules = summarise_rules(
-            ordered,
-            declared,
-            setup.xfail,
-            narrowed=len(ordered) != len(SUITES[suite]),
-            rule_ids=rules_of_suite(suite) | {r.violated_rule for r in ordered if r.violated_rule},
-        )
-        uses_session = any(is_session_check(c) for c in setup.checks)
-        return KitReport(
-            schema_version=REPORT_SCHEMA_VERSION,
-            backend=setup.backend.name,
-            target=setup.backend.target,
-            suite=suite,
-            session_layer=(
-                self.config.getoption("checkpointer_session_layer") if uses_session else None
-            ),
-            profile=self.config.getoption("checkpointer_profile"),
-            seed=setup.seed,
-            capabilities=declared,
-            duration=time.perf_counter() - self.started,
-            checks=ordered,
-            rules=rules,
-            warnings=tuple(w for r in ordered for w in r.warnings),
-            exit_status=exit_status_for(rules, ordered),
-            levels=judge_levels(rules, declared),
-            expected_failures=dict(setup.xfail),
-        )
-
 
 def pytest_report_header(config: pytest.Config) -> str | None:
-    name = config.getoption("checkpointer") or config.getoption("checkpointer_process")
-    if not name:
-        return None
-    suite = config.getoption("checkpointer_suite")
-    header = f"checkpointspec: backend {name}, profile {config.getoption('checkpointer_profile')}"
-    if suite != DEFAULT_SUITE:
-        header += f", suite {suite}"
-    if suite != "storage":
-        header += f", session layer {config.getoption('checkpointer_session_layer')}"
     setup = config.stash.get(_SETUP, None)
-    if setup is not None:
-        header += f", seed {setup.seed}"
-        if setup.xfail:
-            header += f", xfail {', '.join(sorted(setup.xfail))}"
+    if setup is None:
+        return None
+    run = setup.run
+    name = run.process_options.get("process", run.backend.name)
+    header = f"checkpointspec: backend {name}, profile {run.profile.name}"
+    if run.suite != DEFAULT_SUITE:
+        header += f", suite {run.suite}"
+    if run.suite != "storage":
+        header += f", session layer {run.session_layer}"
+    header += f", seed {run.seed}"
+    if run.expected_failures:
+        header += f", xfail {', '.join(sorted(run.expected_failures))}"
     return header

@@ -15,7 +15,7 @@ in one place and a caller can pass any other selection to the runner.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Final, Literal, TypeAlias, get_args
+from typing import Final, get_args
 
 from ...spec import RULES, RULES_BY_ID
 from ...spec import Suite as RuleSuite
@@ -51,6 +51,7 @@ from ..checks import (
     snapshots,
     truncation,
 )
+from ..engines.run import Suite
 
 __all__ = [
     "ALL_CHECKS",
@@ -105,8 +106,6 @@ SESSION_CHECKS: tuple[Check, ...] = (
     *session_model.CHECKS,
 )
 """The session suite: the session layer (``--session-layer``) on the checkpointer."""
-
-Suite: TypeAlias = Literal["storage", "session", "all"]
 
 DEFAULT_SUITE: Final[Suite] = "storage"
 """The suite of a run that names none: the CLI, the pytest plugin and `run_kit` alike."""

@@ -1,9 +1,13 @@
 """Running checks against a backend and collecting a `KitReport`.
 
-`run_kit` is the one entry point the CLI, the pytest plugin and Python callers
-share. Each check gets its own empty directory under a temporary root, its own
-event loop, and the run's seed; with ``workers > 1`` checks run in separate
-processes (spawned, so each starts with a clean interpreter).
+`run_kit(run)` is the one entry point the CLI, the pytest plugin and Python callers
+share; ``run`` is a `KitRun`, the whole run as one value, which `plan_run`
+builds from the settings a user gave (re-exported here with `probe_backend`).
+Each check gets its own empty directory under a temporary root, its own event
+loop, and the run's seed; with ``workers > 1`` checks run in separate processes
+(spawned, so each starts with a clean interpreter), each handed the same run.
+`report_of` turns the results into the `KitReport`, for the CLI and the pytest
+plugin alike.
 
 How a check ends decides its status (`run_check`), and only evidence about the
 backend may fail a rule:
@@ -20,8 +24,8 @@ backend may fail a rule:
 - any other exception is the kit's own (a bug in a check, an engine assertion,
   a worker that cannot start): ``error``, with its traceback, never a failure.
 
-A failed or errored check's ``replay`` is the command that reruns it: the
-check, the run's options, profile and seed, and for a failure found by
+A failed or errored check's ``replay`` is the command that reruns it
+(`KitRun.replay_command`): the check, the run's options, profile and seed, and for a failure found by
 Hypothesis its reproduce blob (``--reproduce``, `CheckResult.reproduce`), which
 replays exactly the failing example; ``replay_note`` says what of the check the
 seed does not decide (`Check.replay_note`). See
@@ -31,7 +35,7 @@ The session suite checks a session layer on the backend (``session_layer``,
 default ``checkpointspec.reference``). The layer's functions note the exceptions
 they raise as the backend's handles do
 (`checkpointspec.conformance.engines.session_layer`), so an exception the layer
-raised fails the check's rule like one the backend raised. `run_kit` loads the
+raised fails the check's rule like one the backend raised. `plan_run` loads the
 layer once before any check when the selection holds a session check: a layer
 that does not import or lacks a name is a usage error.
 """
@@ -41,12 +45,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
-import random
-import shlex
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from multiprocessing import get_context
 from pathlib import Path
@@ -56,45 +58,28 @@ import msgspec
 
 from ...backends.registry import (
     BackendLoadError,
-    BackendRef,
-    FactoryFailedError,
-    process_backend,
-    resolve_backend,
 )
 from ...spec import (
     CAPABILITY_REASONS,
-    BackendContext,
     Capability,
     ExternalStorage,
-    StoreHooks,
     UnsupportedOperationError,
 )
 from ..checks.base import Check
 from ..engines.harness import CheckSkipped, Harness
-from ..engines.profiles import DEFAULT_PROFILE, PROFILES, Profile
-from ..engines.provenance import backend_operation, open_checkpointer
+from ..engines.provenance import backend_operation
 from ..engines.replay import (
-    Replay,
     ReplayPassed,
     ReproduceError,
     Reproduction,
-    parse_reproduction,
     reproduction_of,
 )
-from ..engines.session_layer import DEFAULT_SESSION_LAYER, load_session_layer
+from ..engines.run import BackendProbe, KitRun
 from ..engines.violations import RuleViolation
 from .failures import backend_frames, full_traceback, hypothesis_lines, raised_at
 from .levels import judge_levels
-from .registry import (
-    CHECKS_BY_NAME,
-    DEFAULT_SUITE,
-    SUITES,
-    Suite,
-    UnknownCheckError,
-    is_session_check,
-    rules_of_suite,
-    select_checks,
-)
+from .plan import plan_run, probe_backend, selected_checks
+from .registry import CHECKS_BY_NAME, SUITES, is_session_check, rules_of_suite
 from .report import (
     REPORT_SCHEMA_VERSION,
     CheckResult,
@@ -103,47 +88,23 @@ from .report import (
     summarise_rules,
 )
 
-__all__ = ["REPLAY_PASSED", "BackendProbe", "probe_backend", "run_check", "run_kit"]
+__all__ = [
+    "REPLAY_PASSED",
+    "BackendProbe",
+    "KitRun",
+    "RunListener",
+    "plan_run",
+    "probe_backend",
+    "report_of",
+    "run_check",
+    "run_kit",
+]
 
 REPLAY_PASSED = (
     "the recorded example (--reproduce) did not fail: the backend passes it now, or the "
     "blob was recorded for another check, backend or profile; only that example was run"
 )
 """The reason of a check whose replayed example did not fail."""
-
-
-class BackendProbe(msgspec.Struct, frozen=True):
-    """What the kit learns by opening one handle: capabilities and optional hooks."""
-
-    capabilities: frozenset[Capability]
-    has_hooks: bool
-
-
-def probe_backend(backend: BackendRef, options: dict[str, str] | None = None) -> BackendProbe:
-    """Open and close one handle on a scratch store. Raises `BackendLoadError` if that
-    fails: the module does not import, the factory raises, or what it returns is not a
-    Checkpointer (the message names the members it lacks)."""
-    factory = backend.load()
-    scratch = Path(tempfile.mkdtemp(prefix="checkpointspec-probe-"))
-
-    async def probe() -> BackendProbe:
-        cp = await open_checkpointer(
-            factory, BackendContext(path=scratch, options=dict(options or {}))
-        )
-        try:
-            capabilities = frozenset(Capability(c) for c in cp.capabilities)
-            return BackendProbe(capabilities, isinstance(cp, StoreHooks))
-        finally:
-            await cp.close()
-
-    try:
-        return asyncio.run(probe())
-    except BackendLoadError:  # NotACheckpointerError among them
-        raise
-    except Exception as exc:
-        raise FactoryFailedError(backend.target, exc) from exc
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _skip_reason(check: Check, probe: BackendProbe) -> str | None:
@@ -158,43 +119,6 @@ def _skip_reason(check: Check, probe: BackendProbe) -> str | None:
             "needs StoreHooks (mark_newer_schema, damage_store), which the backend does not offer"
         )
     return None
-
-
-def _replay(
-    backend: BackendRef,
-    check: Check,
-    profile: Profile,
-    seed: int,
-    session_target: str,
-    options: dict[str, str] | None = None,
-) -> str:
-    """The command that reruns ``check`` as this run ran it: the same backend, options,
-    profile and seed (`_with_reproduction` adds a failure's blob)."""
-    # A name is what the command line said: module:function, a built-in, or a
-    # ``--process`` backend's options, quoted already.
-    command = f"checkpointspec run {backend.name}"
-    if is_session_check(check):
-        command += " --suite session"
-        if session_target != DEFAULT_SESSION_LAYER:
-            command += f" --session-layer {shlex.quote(session_target)}"
-    for key, value in sorted(_given_options(backend, options or {}).items()):
-        command += f" --option {shlex.quote(f'{key}={value}')}"
-    return f"{command} --only {check.name} --profile {profile.name} --seed {seed}"
-
-
-def _given_options(backend: BackendRef, options: dict[str, str]) -> dict[str, str]:
-    """The run's ``--option``s, without those a ``--process`` backend adds itself (its
-    command, schema validation), which its name already says."""
-    command = options.get("process")
-    if command is None:
-        return options
-    try:
-        own_ref, own = process_backend(command, validate="validate_protocol" in options)
-    except BackendLoadError:
-        return options
-    if own_ref != backend:
-        return options
-    return {key: value for key, value in options.items() if own.get(key) != value}
 
 
 def _with_reproduction(
@@ -214,46 +138,24 @@ def _with_reproduction(
     )
 
 
-def run_check(
-    check: Check,
-    backend: BackendRef,
-    probe: BackendProbe,
-    profile: Profile,
-    seed: int,
-    root: Path,
-    options: dict[str, str] | None = None,
-    session_target: str = DEFAULT_SESSION_LAYER,
-    reproduce: Reproduction | None = None,
-) -> CheckResult:
-    """Run one check in this process and report how it went (see the module docstring).
+def run_check(check: Check, run: KitRun, root: Path | None = None) -> CheckResult:
+    """Run one check of ``run`` in this process and report how it went (see the module
+    docstring). The check's store directories are made in a fresh directory under
+    ``root`` (default: the system's temporary directory) and removed afterwards.
 
-    ``session_target`` is the session layer a session check reaches through
-    `Harness.session`. ``reproduce`` replays one recorded failing example of the
-    check's Hypothesis run instead of searching (``--reproduce``): a replay that
-    does not fail is ``passed``, with `REPLAY_PASSED` as its reason. Raises
-    `ReproduceError` when the check runs no Hypothesis test and ends without
-    failing."""
+    With ``run.reproduction`` the check's Hypothesis run replays that one recorded
+    failing example instead of searching (``--reproduce``): a replay that does not
+    fail is ``passed``, with `REPLAY_PASSED` as its reason. Raises `ReproduceError`
+    when the check runs no Hypothesis test and ends without failing."""
     started = time.perf_counter()
-    replay = _replay(backend, check, profile, seed, session_target, options)
-    reason = _skip_reason(check, probe)
+    reason = _skip_reason(check, run.probe)
     if reason is not None:
         return CheckResult(check.name, check.rules, "skipped", 0.0, reason=reason)
-    replaying = Replay(reproduce) if reproduce is not None else None
     workdir: Path | None = None
     harness_made: Harness | None = None
     try:
         workdir = Path(tempfile.mkdtemp(prefix=f"{check.rule_id}-", dir=root))
-        harness = harness_made = Harness(
-            backend,
-            backend.load(),
-            workdir,
-            probe.capabilities,
-            profile,
-            seed,
-            options,
-            session_target=session_target,
-            replay=replaying,
-        )
+        harness = harness_made = Harness(run, workdir)
         if inspect.iscoroutinefunction(check.func):
             asyncio.run(_run_async(check, harness))
         else:
@@ -271,14 +173,14 @@ def run_check(
             reason=REPLAY_PASSED,
         )
     except Exception as exc:
-        judged = _judge(check, exc, probe, time.perf_counter() - started, replay)
-        used = replaying.reproduction if replaying is not None and replaying.used else None
-        return _with_reproduction(judged, check, exc, used)
+        replay = run.replay_command(check.name, session_check=is_session_check(check))
+        judged = _judge(check, exc, run.probe, time.perf_counter() - started, replay)
+        return _with_reproduction(judged, check, exc, _replayed(harness_made))
     finally:
         if workdir is not None:
             _drop_external_stores(harness_made, workdir)
             shutil.rmtree(workdir, ignore_errors=True)
-    if replaying is not None and not replaying.used:
+    if harness.replay is not None and not harness.replay.used:
         raise ReproduceError(
             f"{check.name} draws no Hypothesis examples, so there is no blob to replay: "
             "replay it with --seed alone"
@@ -291,6 +193,12 @@ def run_check(
         detail="; ".join(harness.measured),
         warnings=tuple(harness.warnings),
     )
+
+
+def _replayed(harness: Harness | None) -> Reproduction | None:
+    """The recorded example a check replayed (``--reproduce``), if it got that far."""
+    replaying = harness.replay if harness is not None else None
+    return replaying.reproduction if replaying is not None and replaying.used else None
 
 
 def _drop_external_stores(harness: Harness | None, workdir: Path) -> None:
@@ -431,19 +339,9 @@ async def _run_async(check: Check, harness: Harness) -> None:
         await harness.close_all()
 
 
-def _run_in_worker(
-    name: str,
-    backend: BackendRef,
-    probe: BackendProbe,
-    profile: Profile,
-    seed: int,
-    root: str,
-    options: dict[str, str],
-    session_target: str,
-) -> CheckResult:
-    return run_check(
-        CHECKS_BY_NAME[name], backend, probe, profile, seed, Path(root), options, session_target
-    )
+def _run_in_worker(name: str, run: KitRun, root: str) -> CheckResult:
+    """`run_check` in a worker process, which finds the check by its name."""
+    return run_check(CHECKS_BY_NAME[name], run, Path(root))
 
 
 def _worker_failed(check: Check, exc: Exception) -> CheckResult:
@@ -458,175 +356,116 @@ def _worker_failed(check: Check, exc: Exception) -> CheckResult:
     )
 
 
-def run_kit(
-    backend_name: str | None,
-    *,
-    process: str | None = None,
-    validate_protocol: bool = False,
-    profile: str | Profile = DEFAULT_PROFILE,
-    seed: int | None = None,
-    workers: int = 1,
-    only: Iterable[str] = (),
-    expected_failures: Iterable[str] | Mapping[str, str] = (),
-    options: dict[str, str] | None = None,
-    suite: Suite = DEFAULT_SUITE,
-    session_layer: str = DEFAULT_SESSION_LAYER,
-    on_result: Callable[[CheckResult], None] | None = None,
-    on_start: Callable[[list[Check]], None] | None = None,
-    on_check_start: Callable[[Check], None] | None = None,
-    reproduce: str | None = None,
-) -> KitReport:
-    """Run the kit against ``backend_name`` (a built-in name or ``module:function``),
-    or with ``process`` (and no name) against a backend in another process that speaks
-    the stdio protocol, every message checked against its schema with ``validate_protocol``.
+class RunListener:
+    """What `run_kit` tells as it goes (the CLI's progress bar); every method does
+    nothing here, so a listener overrides only what it follows."""
 
-    ``on_start`` gets the selected checks before any runs (every one of them ends
-    in exactly one ``on_result`` call, skipped ones included); ``on_check_start``
-    gets each check as it starts, ``on_result`` its result as it ends. With
-    ``workers > 1`` at most ``workers`` checks are started and not yet ended.
+    def selected(self, checks: list[Check]) -> None:
+        """The selected checks, before any runs: each ends in one `finished` call."""
 
-    ``reproduce`` (``HYPOTHESIS_VERSION:BASE64``, from a failure's replay command)
-    replays that one failing example of the one selected check: no search, no
-    shrinking, no database (`checkpointspec.conformance.engines.replay`).
+    def started(self, check: Check) -> None:
+        """A check starts (with workers, it is handed to a worker process)."""
 
-    ``suite`` picks the checks (``storage``, ``session`` or ``all``; ``only``
-    narrows them further); the report covers that suite's rules and the levels
-    they attain. ``expected_failures`` are the ``--xfail`` rules, or a mapping of
-    each to the reason it is expected to fail. Session checks
-    run ``session_layer`` (``MODULE`` or ``MODULE:OBJECT``) on the backend.
+    def finished(self, result: CheckResult) -> None:
+        """A check ended, skipped ones included."""
 
-    Raises `BackendLoadError` for usage errors: an unknown backend or suite, a
-    factory that cannot be imported, raises or returns something that is not a
-    Checkpointer, a selection matching no check, a session layer that cannot be
-    loaded (`SessionLayerError`) when a session check is selected; with
-    ``reproduce``, a blob that does not decode or was recorded by another Hypothesis
-    version, a selection of more or less than one check, a check that runs no
-    Hypothesis test, or a blob that does not fit the check's examples.
+
+def run_kit(run: KitRun, listener: RunListener | None = None) -> KitReport:
+    """Run the checks of ``run`` (`checkpointspec.conformance.running.plan.plan_run`
+    builds it) and report on its suite's rules and the levels they attain.
+
+    Each check runs in a fresh directory under one temporary root, removed at the
+    end; with ``run.workers > 1`` at most that many run at once, each in a spawned
+    process, and ``listener`` hears of each as it starts and ends.
+
+    Raises `BackendLoadError` when ``run.reproduction`` cannot be replayed by its
+    check: the check runs no Hypothesis test, or the blob does not fit its examples.
     """
     started = time.perf_counter()
-    chosen = PROFILES[profile] if isinstance(profile, str) else profile
-    run_seed = seed if seed is not None else random.SystemRandom().randrange(2**31)
-    if suite not in SUITES:
-        raise BackendLoadError(f"unknown suite {suite!r}: use one of {', '.join(SUITES)}")
+    told = listener or RunListener()
+    checks = selected_checks(run)
+    told.selected(checks)
+    results: dict[str, CheckResult] = {}
+    root = Path(tempfile.mkdtemp(prefix="checkpointspec-"))
     try:
-        reproduction = parse_reproduction(reproduce) if reproduce is not None else None
+        for result in _results(run, checks, root, told):
+            results[result.name] = result
+            told.finished(result)
     except ReproduceError as exc:
         raise BackendLoadError(f"--reproduce: {exc}") from None
-    options = dict(options or {})
-    if process is not None:
-        backend, own = process_backend(process, validate=validate_protocol)
-        options |= own
-    elif backend_name is None:
-        raise BackendLoadError("name a backend, or give --process COMMAND")
-    else:
-        backend = resolve_backend(backend_name)
-    probe = probe_backend(backend, options)
-    try:
-        selected = select_checks(only, suite=suite)
-    except UnknownCheckError as exc:
-        raise BackendLoadError(str(exc)) from exc
-    if reproduction is not None and len(selected) != 1:
-        raise BackendLoadError(
-            f"--reproduce replays one check, and {len(selected)} are selected: "
-            "name it with --only, as the failure's replay command does"
-        )
-    uses_session = any(is_session_check(c) for c in selected)
-    if uses_session:
-        load_session_layer(session_layer)  # a usage error now, not one error per check
-    if on_start is not None:
-        on_start(selected)
-    root = Path(tempfile.mkdtemp(prefix="checkpointspec-"))
-    results: dict[str, CheckResult] = {}
-    opts = dict(options or {})
-
-    def begin(c: Check) -> None:
-        if on_check_start is not None:
-            on_check_start(c)
-
-    def end(result: CheckResult) -> None:
-        results[result.name] = result
-        if on_result is not None:
-            on_result(result)
-
-    try:
-        if reproduction is not None:
-            (c,) = selected
-            begin(c)
-            try:
-                replayed = run_check(
-                    c, backend, probe, chosen, run_seed, root, opts, session_layer, reproduction
-                )
-            except ReproduceError as exc:
-                raise BackendLoadError(f"--reproduce: {exc}") from None
-            end(replayed)
-        elif workers > 1:
-            with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
-                # Submitting no more than ``workers`` at a time keeps "started" true:
-                # a submitted check is one a worker process is running.
-                waiting = list(reversed(selected))
-                running: dict[Future[CheckResult], Check] = {}
-                while waiting or running:
-                    while waiting and len(running) < workers:
-                        c = waiting.pop()
-                        begin(c)
-                        running[
-                            pool.submit(
-                                _run_in_worker,
-                                c.name,
-                                backend,
-                                probe,
-                                chosen,
-                                run_seed,
-                                str(root),
-                                opts,
-                                session_layer,
-                            )
-                        ] = c
-                    done, _ = wait(running, return_when=FIRST_COMPLETED)
-                    for future in done:
-                        c = running.pop(future)
-                        try:
-                            result = future.result()
-                        except Exception as exc:  # the worker process died or could not start
-                            result = _worker_failed(c, exc)
-                        end(result)
-        else:
-            for c in selected:
-                begin(c)
-                end(run_check(c, backend, probe, chosen, run_seed, root, opts, session_layer))
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    ordered = tuple(results[c.name] for c in selected)
-    xfail = (
-        dict(expected_failures)
-        if isinstance(expected_failures, Mapping)
-        else dict.fromkeys(expected_failures, "")
-    )
-    declared = tuple(sorted(c.value for c in probe.capabilities))
+    return report_of(run, checks, results, time.perf_counter() - started)
+
+
+def _results(
+    run: KitRun, checks: list[Check], root: Path, listener: RunListener
+) -> Iterator[CheckResult]:
+    """The result of each check as it ends. A replayed example runs here, in this process."""
+    if run.workers > 1 and run.reproduction is None:
+        yield from _in_workers(run, checks, root, listener)
+        return
+    for check in checks:
+        listener.started(check)
+        yield run_check(check, run, root)
+
+
+def _in_workers(
+    run: KitRun, checks: list[Check], root: Path, listener: RunListener
+) -> Iterator[CheckResult]:
+    """The checks run in ``run.workers`` spawned processes (a clean interpreter each)."""
+    with ProcessPoolExecutor(max_workers=run.workers, mp_context=get_context("spawn")) as pool:
+        # Submitting no more than ``workers`` at a time keeps "started" true: a
+        # submitted check is one a worker process is running.
+        waiting = list(reversed(checks))
+        running: dict[Future[CheckResult], Check] = {}
+        while waiting or running:
+            while waiting and len(running) < run.workers:
+                check = waiting.pop()
+                listener.started(check)
+                running[pool.submit(_run_in_worker, check.name, run, str(root))] = check
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                check = running.pop(future)
+                try:
+                    result = future.result()
+                except Exception as exc:  # the worker process died or could not start
+                    result = _worker_failed(check, exc)
+                yield result
+
+
+def report_of(
+    run: KitRun, checks: Sequence[Check], results: Mapping[str, CheckResult], duration: float
+) -> KitReport:
+    """The report of ``run`` over its selected ``checks``, from the ``results`` of those
+    that ran (pytest may deselect some: the run is then narrowed, as by ``--only``).
+    The CLI's report and the pytest plugin's summary are both this."""
+    ran = tuple(results[c.name] for c in checks if c.name in results)
+    declared = tuple(sorted(c.value for c in run.probe.capabilities))
     rules = summarise_rules(
-        ordered,
+        ran,
         declared,
-        xfail,
-        narrowed={c.name for c in selected} != {c.name for c in SUITES[suite]},
+        run.expected_failures,
+        narrowed={r.name for r in ran} != {c.name for c in SUITES[run.suite]},
         # A check may prove a rule of the other suite broken (a session check meeting a
         # storage violation): that verdict is listed too, never dropped.
-        rule_ids=rules_of_suite(suite) | {r.violated_rule for r in ordered if r.violated_rule},
+        rule_ids=rules_of_suite(run.suite) | {r.violated_rule for r in ran if r.violated_rule},
     )
-    warnings = tuple(w for r in ordered for w in r.warnings)
+    uses_session = any(is_session_check(c) for c in checks)
     return KitReport(
         schema_version=REPORT_SCHEMA_VERSION,
-        backend=backend.name,
-        target=backend.target,
-        suite=suite,
-        session_layer=session_layer if uses_session else None,
-        profile=chosen.name,
-        seed=run_seed,
+        backend=run.backend.name,
+        target=run.backend.target,
+        suite=run.suite,
+        session_layer=run.session_layer if uses_session else None,
+        profile=run.profile.name,
+        seed=run.seed,
         capabilities=declared,
-        duration=time.perf_counter() - started,
-        checks=ordered,
+        duration=duration,
+        checks=ran,
         rules=rules,
-        warnings=warnings,
-        exit_status=exit_status_for(rules, ordered),
+        warnings=tuple(w for r in ran for w in r.warnings),
+        exit_status=exit_status_for(rules, ran),
         levels=judge_levels(rules, declared),
-        expected_failures=xfail,
+        expected_failures=dict(run.expected_failures),
     )

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from checkpointspec.conformance.running.runner import run_kit
+from checkpointspec.conformance.running.runner import plan_run, run_kit
 
 psycopg = pytest.importorskip("psycopg", reason="the postgres extra is not installed")
 
@@ -144,11 +144,13 @@ def test_the_kit_leaves_no_store_behind(postgres_dsn: str) -> None:
 
     before = schemas()
     report = run_kit(
-        "postgres",
-        profile="quick",
-        seed=1,
-        only=["APPEND-002::", "HANDLE-001::"],
-        options={"dsn": postgres_dsn},
+        plan_run(
+            "postgres",
+            profile="quick",
+            seed=1,
+            only=["APPEND-002::", "HANDLE-001::"],
+            options={"dsn": postgres_dsn},
+        )
     )
     assert report.exit_status == 0
     assert schemas() <= before  # each check's stores dropped when it ended

@@ -14,10 +14,10 @@ from checkpointspec.conformance.engines.profiles import DEFAULT_PROFILE
 from checkpointspec.conformance.engines.violations import RuleViolation
 from checkpointspec.conformance.frontends import cli
 from checkpointspec.conformance.frontends.cli import main
-from checkpointspec.conformance.running import runner
+from checkpointspec.conformance.running import plan
 from checkpointspec.conformance.running.registry import CHECKS_BY_NAME
 from checkpointspec.conformance.running.report import CheckResult
-from checkpointspec.conformance.running.runner import run_kit
+from checkpointspec.conformance.running.runner import RunListener, plan_run, run_kit
 
 
 def test_memory_passes_and_writes_reports(
@@ -145,7 +145,7 @@ async def finds_a_violation(h: Harness) -> None:
 
 
 def _only(monkeypatch: pytest.MonkeyPatch, *checks: Check) -> None:
-    monkeypatch.setattr(runner, "select_checks", lambda only, **_: list(checks))
+    monkeypatch.setattr(plan, "select_checks", lambda only, **_: list(checks))
 
 
 def test_a_kit_error_exits_3_and_is_reported_as_an_error(
@@ -346,42 +346,48 @@ def test_rules_outside_only_are_not_run(tmp_path: Path, capsys: pytest.CaptureFi
 # --- live progress: the running check, and the same count as the summary ----------------
 
 
+class _Events(RunListener):
+    """What `run_kit` told, in order: ("start", check) and ("end", check)."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str]] = []
+
+    def started(self, check: Check) -> None:
+        self.events.append(("start", check.name))
+
+    def finished(self, result: CheckResult) -> None:
+        self.events.append(("end", result.name))
+
+
 def test_each_check_is_announced_when_it_starts_before_its_result() -> None:
-    events: list[tuple[str, str]] = []
-    run_kit(
-        "memory",
-        seed=1,
-        only=["HEAD-001::", "READ-002::", "DUR-001::"],
-        on_check_start=lambda c: events.append(("start", c.name)),
-        on_result=lambda r: events.append(("end", r.name)),
-    )
+    told = _Events()
+    run_kit(plan_run("memory", seed=1, only=["HEAD-001::", "READ-002::", "DUR-001::"]), told)
+    events = told.events
     names = [name for kind, name in events if kind == "start"]
     assert len(names) >= 2
     assert events == [(kind, n) for n in names for kind in ("start", "end")]
 
 
+class _Running(RunListener):
+    """The checks started and not yet ended, and the most there were at once."""
+
+    def __init__(self) -> None:
+        self.running: set[str] = set()
+        self.most = 0
+
+    def started(self, check: Check) -> None:
+        self.running.add(check.name)
+        self.most = max(self.most, len(self.running))
+
+    def finished(self, result: CheckResult) -> None:
+        self.running.remove(result.name)  # KeyError if it had not been announced
+
+
 def test_with_workers_the_running_checks_are_the_started_and_not_ended() -> None:
-    running: set[str] = set()
-    most = 0
-
-    def started(c: object) -> None:
-        nonlocal most
-        running.add(getattr(c, "name", ""))
-        most = max(most, len(running))
-
-    def ended(r: CheckResult) -> None:
-        running.remove(r.name)  # KeyError if it had not been announced
-
-    report = run_kit(
-        "memory",
-        seed=1,
-        workers=2,
-        only=["HEAD-001::", "READ-00"],
-        on_check_start=started,
-        on_result=ended,
-    )
-    assert not running
-    assert most == 2
+    told = _Running()
+    report = run_kit(plan_run("memory", seed=1, workers=2, only=["HEAD-001::", "READ-00"]), told)
+    assert not told.running
+    assert told.most == 2
     assert len(report.checks) > 2
 
 

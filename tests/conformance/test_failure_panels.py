@@ -14,17 +14,16 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from checkpointspec.backends.registry import BackendRef, resolve_backend
+from checkpointspec.backends.registry import BackendRef
 from checkpointspec.conformance.checks._support import run_machine
 from checkpointspec.conformance.checks.base import Check, check
 from checkpointspec.conformance.engines.harness import Harness
-from checkpointspec.conformance.engines.profiles import PROFILES
 from checkpointspec.conformance.engines.violations import RuleViolation
 from checkpointspec.conformance.frontends.cli import main
-from checkpointspec.conformance.running import runner
+from checkpointspec.conformance.running import plan
 from checkpointspec.conformance.running.failures import FLAKY_REPLAY, hypothesis_lines, panel
 from checkpointspec.conformance.running.report import CheckResult
-from checkpointspec.conformance.running.runner import BackendProbe, probe_backend, run_check
+from checkpointspec.conformance.running.runner import BackendProbe, plan_run, run_check
 from checkpointspec.spec import Capability
 from hypothesis import strategies as st
 from hypothesis.errors import FlakyFailure
@@ -89,8 +88,7 @@ def always_fails(h: Harness) -> None:
 
 
 def _run(kit_check: Check, tmp_path: Path) -> CheckResult:
-    backend = resolve_backend("memory")
-    return run_check(kit_check, backend, probe_backend(backend), PROFILES["quick"], 1, tmp_path)
+    return run_check(kit_check, plan_run("memory", profile="quick", seed=1), tmp_path)
 
 
 def _cli(
@@ -103,15 +101,15 @@ def _cli(
     of its failure panels: from the first panel's title to the verdict."""
     monkeypatch.setenv("COLUMNS", "400")  # no wrapping: one line of text is one line
     if checks:
-        monkeypatch.setattr(runner, "select_checks", lambda only, **_: list(checks))
+        monkeypatch.setattr(plan, "select_checks", lambda only, **_: list(checks))
         # The memory backend as if it declared MULTI_PROCESS, so that KILL-001 is judged.
-        probed = runner.probe_backend
+        probed = plan.probe_backend
 
         def probe(backend: BackendRef, options: dict[str, str] | None = None) -> BackendProbe:
             found = probed(backend, options)
             return BackendProbe(found.capabilities | {Capability.MULTI_PROCESS}, found.has_hooks)
 
-        monkeypatch.setattr(runner, "probe_backend", probe)
+        monkeypatch.setattr(plan, "probe_backend", probe)
     status = main(argv)
     out = capsys.readouterr().out.splitlines()
     start = next(i for i, line in enumerate(out) if " broke " in line)

@@ -20,14 +20,13 @@ import msgspec
 import pytest
 from checkpointspec.backends.file import Durability, FileCheckpointer
 from checkpointspec.backends.memory import MemoryCheckpointer, store_for
-from checkpointspec.backends.registry import resolve_backend
 from checkpointspec.conformance.engines.crash import verdicts as crash_states
 from checkpointspec.conformance.engines.crash.disk import SimulatedDisk, tears
 from checkpointspec.conformance.engines.crash.states import SECTOR, CrashPlan, CrashSpec, CrashState
 from checkpointspec.conformance.engines.profiles import PROFILES
 from checkpointspec.conformance.running.registry import CHECKS_BY_NAME as CHECKS
 from checkpointspec.conformance.running.report import CheckResult
-from checkpointspec.conformance.running.runner import probe_backend, run_check
+from checkpointspec.conformance.running.runner import plan_run, run_check
 from checkpointspec.spec import (
     BackendContext,
     Capability,
@@ -406,8 +405,7 @@ def make_durable_memory(ctx: BackendContext) -> MemoryCheckpointer:
 
 
 def run_powerloss(target: str, seed: int, tmp_path: Path) -> CheckResult:
-    backend = resolve_backend(target)
-    return run_check(POWERLOSS, backend, probe_backend(backend), PROFILES["quick"], seed, tmp_path)
+    return run_check(POWERLOSS, plan_run(target, profile="quick", seed=seed), tmp_path)
 
 
 def test_the_opt_in_is_a_runtime_protocol(tmp_path: Path) -> None:
@@ -454,9 +452,10 @@ def test_DUR_003_checks_as_many_crash_states_as_the_profile_says(
         await check_state(h, rnd, spec, rule_id)
 
     monkeypatch.setattr(crash_states, "check_state", counting)
-    backend = resolve_backend(f"{__name__}:make_ported")
     profile = msgspec.structs.replace(PROFILES["quick"], powerloss_states=300)
-    result = run_check(POWERLOSS, backend, probe_backend(backend), profile, 3, tmp_path)
+    result = run_check(
+        POWERLOSS, plan_run(f"{__name__}:make_ported", profile=profile, seed=3), tmp_path
+    )
     assert result.status == "passed", result.detail
     assert len(checked) == 300
     assert {spec.kind for spec in checked} == {"durable", "prefix", "omit", "torn"}

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from checkpointspec.conformance.engines.processes.groups import group_members
 from checkpointspec.conformance.frontends.cli import main
-from checkpointspec.conformance.running.runner import run_kit
+from checkpointspec.conformance.running.runner import plan_run, run_kit
 
 SERVE = [sys.executable, "-m", "checkpointspec.backends.stdio.serve"]
 
@@ -57,21 +57,23 @@ def test_a_child_that_dies_at_start_is_named_with_its_last_words(
 
 def test_stdio_passes_what_needs_processes_kills_and_several_handles(tmp_path: Path) -> None:
     report = run_kit(
-        None,
-        process=served("file"),
-        profile="quick",
-        seed=5,
-        only=(
-            "APPEND-002::",
-            "HANDLE-001::",
-            "DUR-001::",
-            "DUR-002::acknowledged_writes_survive_kill",
-            "MP-001::processes_share_one_log",
-            "MAINT-004::",
-            "SCHEMA-001::",  # the store hooks, each a process of its own
-            "INTEG-002::",
-        ),
-        validate_protocol=True,
+        plan_run(
+            None,
+            process=served("file"),
+            profile="quick",
+            seed=5,
+            only=(
+                "APPEND-002::",
+                "HANDLE-001::",
+                "DUR-001::",
+                "DUR-002::acknowledged_writes_survive_kill",
+                "MP-001::processes_share_one_log",
+                "MAINT-004::",
+                "SCHEMA-001::",  # the store hooks, each a process of its own
+                "INTEG-002::",
+            ),
+            validate_protocol=True,
+        )
     )
     failures = [(c.name, c.status, c.detail) for c in report.checks if c.status != "passed"]
     assert report.exit_status == 0, failures
@@ -102,7 +104,9 @@ def test_a_killed_workers_child_is_dead_before_the_kit_looks(tmp_path: Path) -> 
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", ["file", "sqlite"])
 def test_the_whole_kit_passes_through_stdio(backend: str) -> None:
-    report = run_kit(None, process=served(backend), profile="quick", workers=2, suite="all")
+    report = run_kit(
+        plan_run(None, process=served(backend), profile="quick", workers=2, suite="all")
+    )
     failures = [
         (c.name, c.status, c.detail) for c in report.checks if c.status not in ("passed", "skipped")
     ]

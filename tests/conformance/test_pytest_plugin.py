@@ -75,7 +75,7 @@ def test_the_kits_traceback_is_shown_with_vv(pytester: pytest.Pytester) -> None:
 
 
 KIT_BUG = """
-from checkpointspec.conformance.frontends import pytest_plugin
+from checkpointspec.conformance.running import plan
 from checkpointspec.conformance.checks.base import check
 
 
@@ -86,7 +86,7 @@ async def check_with_a_bug(h):
     raise KeyError("the check's own bug")
 
 
-pytest_plugin.select_checks = lambda only, **_: [check_with_a_bug]
+plan.select_checks = lambda only, **_: [check_with_a_bug]
 """
 
 
@@ -208,7 +208,7 @@ def test_an_expected_failure_that_passes_fails_the_run(pytester: pytest.Pytester
 
 
 BREAKS_ANOTHER_RULE = """
-from checkpointspec.conformance.frontends import pytest_plugin
+from checkpointspec.conformance.running import plan
 from checkpointspec.conformance.checks.base import check
 from checkpointspec.conformance.engines.violations import RuleViolation
 
@@ -225,7 +225,7 @@ async def kit_bug(h):
     raise KeyError("the check's own bug")
 
 
-pytest_plugin.select_checks = lambda only, **_: [breaks_append_002, kit_bug]
+plan.select_checks = lambda only, **_: [breaks_append_002, kit_bug]
 """
 
 

@@ -39,7 +39,8 @@ from checkpointspec.conformance.running.report import REPORT_SCHEMA_VERSION
 from checkpointspec.conformance.running.runner import (
     REPLAY_PASSED,
     BackendProbe,
-    probe_backend,
+    KitRun,
+    plan_run,
     run_check,
 )
 from checkpointspec.spec import Checkpointer
@@ -138,10 +139,14 @@ def test_the_seed_alone_gives_the_same_failure_whatever_local_modules_are_loaded
 
 
 def _examples_drawn(tmp_path: Path) -> list[tuple[list[str], int]]:
-    backend = resolve_backend("memory")
-    h = Harness(
-        backend, backend.load(), tmp_path, frozenset(), PROFILES["quick"], seed=11, options={}
+    run = KitRun(
+        backend=resolve_backend("memory"),
+        probe=BackendProbe(frozenset(), has_hooks=False),
+        profile=PROFILES["quick"],
+        seed=11,
+        suite="storage",
     )
+    h = Harness(run, tmp_path)
     seen: list[tuple[list[str], int]] = []
 
     async def body(cp: Checkpointer, value: tuple[list[str], int]) -> None:
@@ -267,9 +272,8 @@ def killed_somewhere(h: Harness) -> None:
 
 
 def test_a_timed_checks_panel_does_not_promise_an_exact_replay(tmp_path: Path) -> None:
-    backend = resolve_backend("memory")
     kit_check = msgspec.structs.replace(killed_somewhere, needs=frozenset())
-    result = run_check(kit_check, backend, probe_backend(backend), PROFILES["quick"], 5, tmp_path)
+    result = run_check(kit_check, plan_run("memory", profile="quick", seed=5), tmp_path)
     assert result.status == "failed"
     assert (result.reproduce, result.replay_note) == (None, TIMED)
     assert result.replay.endswith("--seed 5")  # no blob: the seed is the replay
@@ -279,12 +283,10 @@ def test_a_timed_checks_panel_does_not_promise_an_exact_replay(tmp_path: Path) -
 
 
 def test_the_replay_command_carries_the_backend_options(tmp_path: Path) -> None:
-    backend = resolve_backend("memory")
     kit_check = msgspec.structs.replace(killed_somewhere, needs=frozenset())
     options = {"mode": "two words", "flag": "1"}
-    result = run_check(
-        kit_check, backend, probe_backend(backend), PROFILES["quick"], 5, tmp_path, options
-    )
+    run = plan_run("memory", profile="quick", seed=5, options=options)
+    result = run_check(kit_check, run, tmp_path)
     assert "--option flag=1 --option 'mode=two words' --only " in result.replay
     assert shlex.split(result.replay)[3:7] == ["--option", "flag=1", "--option", "mode=two words"]
 
@@ -292,9 +294,16 @@ def test_the_replay_command_carries_the_backend_options(tmp_path: Path) -> None:
 def test_a_process_backends_replay_names_it_as_the_command_line_did(tmp_path: Path) -> None:
     backend, own = process_backend("node my backend.js", validate=True)
     kit_check = msgspec.structs.replace(killed_somewhere, needs=frozenset())
-    probe = BackendProbe(frozenset(), has_hooks=False)
-    options = {**own, "flag": "1"}
-    result = run_check(kit_check, backend, probe, PROFILES["quick"], 5, tmp_path, options)
+    run = KitRun(
+        backend=backend,
+        probe=BackendProbe(frozenset(), has_hooks=False),  # no node here to ask
+        profile=PROFILES["quick"],
+        seed=5,
+        suite="storage",
+        options={"flag": "1"},
+        process_options=own,
+    )
+    result = run_check(kit_check, run, tmp_path)
     assert shlex.split(result.replay)[:8] == [
         "checkpointspec",
         "run",

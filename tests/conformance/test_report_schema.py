@@ -21,7 +21,7 @@ from checkpointspec.conformance.running.report_schema import (
     schema_text,
     shipped_report_schema,
 )
-from checkpointspec.conformance.running.runner import run_kit
+from checkpointspec.conformance.running.runner import plan_run, run_kit
 
 REPO = Path(__file__).resolve().parents[2]
 QUALITY = str(REPO / "tests" / "quality")
@@ -67,7 +67,9 @@ def _as_json(report: KitReport) -> Any:
 
 @pytest.fixture(scope="module")
 def passing_report() -> Any:
-    report = run_kit("memory", profile="quick", seed=3, only=["APPEND-002", "HEAD", "TRUNC"])
+    report = run_kit(
+        plan_run("memory", profile="quick", seed=3, only=["APPEND-002", "HEAD", "TRUNC"])
+    )
     assert report.exit_status == 0
     return _as_json(report)
 
@@ -77,11 +79,13 @@ def failing_report() -> Any:
     sys.path.insert(0, QUALITY)
     try:
         report = run_kit(
-            "broken_backends:IgnoresExpectedHead.make",
-            profile="quick",
-            seed=3,
-            only=["APPEND-002::"],
-            expected_failures={"HEAD-001": "listed to show a reason in the report"},
+            plan_run(
+                "broken_backends:IgnoresExpectedHead.make",
+                profile="quick",
+                seed=3,
+                only=["APPEND-002::"],
+                expected_failures={"HEAD-001": "listed to show a reason in the report"},
+            )
         )
     finally:
         sys.path.remove(QUALITY)

@@ -22,7 +22,7 @@ from checkpointspec.conformance.engines.violations import RuleViolation
 from checkpointspec.conformance.running.failures import FLAKY_REPLAY
 from checkpointspec.conformance.running.registry import CHECKS_BY_NAME
 from checkpointspec.conformance.running.report import CheckResult
-from checkpointspec.conformance.running.runner import probe_backend, run_check
+from checkpointspec.conformance.running.runner import KitRun, probe_backend, run_check
 from checkpointspec.spec import BackendContext, Capability, UnsupportedOperationError
 from hypothesis.errors import FlakyFailure
 
@@ -83,8 +83,14 @@ def ours(factory: str) -> BackendRef:
 
 def run(kit_check: Check, tmp_path: Path, backend: BackendRef | None = None) -> CheckResult:
     backend = backend or resolve_backend("memory")
-    probe = probe_backend(backend)
-    return run_check(kit_check, backend, probe, PROFILES["quick"], 1, tmp_path)
+    run = KitRun(
+        backend=backend,
+        probe=probe_backend(backend),
+        profile=PROFILES["quick"],
+        seed=1,
+        suite="storage",
+    )
+    return run_check(kit_check, run, tmp_path)
 
 
 # -- checks ---------------------------------------------------------------------------

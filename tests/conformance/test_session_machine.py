@@ -11,7 +11,6 @@ calls that led to it.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import sys
 from collections.abc import Iterable
@@ -32,10 +31,10 @@ from checkpointspec.conformance.checks.session_model import (
 )
 from checkpointspec.conformance.engines.harness import CheckSkipped, Harness
 from checkpointspec.conformance.engines.profiles import PROFILES
-from checkpointspec.conformance.engines.provenance import open_checkpointer
+from checkpointspec.conformance.engines.run import KitRun
 from checkpointspec.conformance.engines.violations import RuleViolation
+from checkpointspec.conformance.running.plan import probe_backend
 from checkpointspec.spec import (
-    BackendContext,
     Capability,
     Checkpointer,
     FileSnapshot,
@@ -59,17 +58,10 @@ def harness(
     backend: str | BackendRef, root: Path, seed: int = 0, profile: str = "quick"
 ) -> Harness:
     ref = resolve_backend(backend) if isinstance(backend, str) else backend
-    factory = ref.load()
-    (root / "probe").mkdir(parents=True)
-
-    async def capabilities() -> frozenset[Capability]:
-        cp = await open_checkpointer(factory, BackendContext(path=root / "probe"))
-        try:
-            return frozenset(cp.capabilities)
-        finally:
-            await cp.close()
-
-    return Harness(ref, factory, root, asyncio.run(capabilities()), PROFILES[profile], seed)
+    run = KitRun(
+        backend=ref, probe=probe_backend(ref), profile=PROFILES[profile], seed=seed, suite="session"
+    )
+    return Harness(run, root)
 
 
 def layer(**replaced: Any) -> SimpleNamespace:

@@ -15,10 +15,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from checkpointspec.backends.registry import BackendLoadError, resolve_backend
+from checkpointspec.backends.registry import BackendLoadError
 from checkpointspec.conformance.checks import folding
 from checkpointspec.conformance.engines.harness import Harness
-from checkpointspec.conformance.engines.profiles import PROFILES
 from checkpointspec.conformance.engines.session_layer import (
     DEFAULT_SESSION_LAYER,
     SessionLayerError,
@@ -27,7 +26,7 @@ from checkpointspec.conformance.engines.session_layer import (
 from checkpointspec.conformance.frontends import cli
 from checkpointspec.conformance.frontends.cli import main
 from checkpointspec.conformance.running.registry import rules_of_suite
-from checkpointspec.conformance.running.runner import probe_backend, run_check, run_kit
+from checkpointspec.conformance.running.runner import plan_run, run_check, run_kit
 from checkpointspec.spec import SESSION_LAYER_NAMES
 
 pytest_plugins = ["pytester"]
@@ -111,17 +110,9 @@ def test_a_layer_with_names_that_are_not_callable_is_a_usage_error(fake_layer: s
 
 
 def test_the_harness_loads_the_layer_only_when_a_check_asks(tmp_path: Path) -> None:
-    backend = resolve_backend("memory")
-    probe = probe_backend(backend)
-    harness = Harness(
-        backend,
-        backend.load(),
-        tmp_path,
-        probe.capabilities,
-        PROFILES["quick"],
-        1,
-        session_target="no_such_layer_xyz",
-    )
+    # A storage run never loads the layer, so planning it does not refuse this one.
+    run = plan_run("memory", profile="quick", seed=1, session_layer="no_such_layer_xyz")
+    harness = Harness(run, tmp_path)
     assert harness.session_target == "no_such_layer_xyz"
     with pytest.raises(SessionLayerError):
         _ = harness.session
@@ -186,7 +177,9 @@ def test_a_session_run_reports_its_suite_and_only_its_rules(tmp_path: Path) -> N
 
 def test_the_all_suite_runs_both() -> None:
     report = run_kit(
-        "memory", profile="quick", seed=4, suite="all", only=("HEAD-001::", "FOLD-001::prompts")
+        plan_run(
+            "memory", profile="quick", seed=4, suite="all", only=("HEAD-001::", "FOLD-001::prompts")
+        )
     )
     assert report.exit_status == 0
     assert {r.id for r in report.rules} == rules_of_suite("all")
@@ -195,7 +188,9 @@ def test_the_all_suite_runs_both() -> None:
 
 
 def test_session_checks_run_in_spawned_processes() -> None:
-    report = run_kit("memory", profile="quick", seed=5, suite="session", only=("FOLD-",), workers=2)
+    report = run_kit(
+        plan_run("memory", profile="quick", seed=5, suite="session", only=("FOLD-",), workers=2)
+    )
     assert report.exit_status == 0, [c.reason for c in report.checks]
     skipped = {c.name for c in report.checks if c.status == "skipped"}
     # the restore-less state machine steps aside for the full one on a backend with TRUNCATE
@@ -221,7 +216,13 @@ def test_restore_checks_are_skipped_without_truncate(
     (tmp_path / "no_truncate.py").write_text(WITHOUT_TRUNCATE)
     monkeypatch.syspath_prepend(str(tmp_path))
     report = run_kit(
-        "no_truncate:make", profile="quick", seed=7, suite="session", only=("RESTORE-", "SNAP-001")
+        plan_run(
+            "no_truncate:make",
+            profile="quick",
+            seed=7,
+            suite="session",
+            only=("RESTORE-", "SNAP-001"),
+        )
     )
     assert report.exit_status == 0
     statuses = {c.name.split("::")[0]: (c.status, c.reason) for c in report.checks}
@@ -236,17 +237,9 @@ def test_restore_checks_are_skipped_without_truncate(
 
 
 def test_an_exception_the_layer_raises_fails_the_rule(fake_layer: str, tmp_path: Path) -> None:
-    backend = resolve_backend("memory")
     target = f"{fake_layer}:FoldRaises"
-    result = run_check(
-        folding.CHECKS[0],
-        backend,
-        probe_backend(backend),
-        PROFILES["quick"],
-        6,
-        tmp_path,
-        session_target=target,
-    )
+    run = plan_run("memory", profile="quick", seed=6, suite="session", session_layer=target)
+    result = run_check(folding.CHECKS[0], run, tmp_path)
     assert result.status == "failed", result
     assert result.violated_rule == "FOLD-001"
     assert "the session layer raised ZeroDivisionError from fold" in result.detail

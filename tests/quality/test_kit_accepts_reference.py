@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 from checkpointspec.backends.memory import MemoryCheckpointer
 from checkpointspec.conformance.running.report import KitReport
-from checkpointspec.conformance.running.runner import run_kit
+from checkpointspec.conformance.running.runner import plan_run, run_kit
 from checkpointspec.spec import Capability
 from kit_reports import MODEL_BASED, describe
 
@@ -45,10 +45,10 @@ def assert_accepted(report: KitReport) -> None:
 
 @pytest.mark.parametrize("seed", SEEDS)
 def test_reference_passes_the_quick_profile(seed: int) -> None:
-    assert_accepted(run_kit("memory", profile="quick", seed=seed))
+    assert_accepted(run_kit(plan_run("memory", profile="quick", seed=seed)))
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", SLOW_SEEDS)
 def test_reference_passes_the_quick_profile_for_many_seeds(seed: int) -> None:
-    assert_accepted(run_kit("memory", profile="quick", seed=seed))
+    assert_accepted(run_kit(plan_run("memory", profile="quick", seed=seed)))

@@ -27,7 +27,7 @@ from cases import MEMORY_CASES, SEED, Case
 from checkpointspec.backends.stdio.messages import AppendBatches, KitReply, Reply
 from checkpointspec.conformance.engines.processes.client import hello, worker_argv, worker_env
 from checkpointspec.conformance.running.report import KitReport
-from checkpointspec.conformance.running.runner import run_kit
+from checkpointspec.conformance.running.runner import plan_run, run_kit
 from kit_reports import MODEL_BASED, describe, failed_checks, failed_rules, verdict
 
 SLOW_SEEDS = range(100, 130)
@@ -90,7 +90,7 @@ def _target(name: str) -> str:
 
 def _run(case: Case, seed: int = SEED) -> KitReport:
     """The kit on one broken backend, restricted to the checks of its case."""
-    return run_kit(case.target, profile="quick", seed=seed, only=case.checks)
+    return run_kit(plan_run(case.target, profile="quick", seed=seed, only=case.checks))
 
 
 def _rejects(report: KitReport, rule_id: str) -> bool:
@@ -156,7 +156,7 @@ def _assert_blames_only(
     """The whole kit blames the bug's rule, and otherwise only ``also``; so does the
     model-based check if it fails (it blames the bug's rule)."""
     rule_id = CASES[name].rule
-    report = run_kit(_target(name), profile="quick", seed=SEED)
+    report = run_kit(plan_run(_target(name), profile="quick", seed=SEED))
     assert_rejected(report, rule_id)
     text = describe(report)
     assert failed_rules(report) <= {rule_id} | also, text
@@ -183,7 +183,7 @@ def test_full_kit_blames_only_the_broken_rule_slow(name: str, also: frozenset[st
 def test_model_based_check_blames_the_broken_rule(name: str) -> None:
     rule_id = CASES[name].rule
     reports = [
-        run_kit(_target(name), profile="quick", seed=seed, only=(MODEL_BASED,))
+        run_kit(plan_run(_target(name), profile="quick", seed=seed, only=(MODEL_BASED,)))
         for seed in ATTRIBUTION_SEEDS
     ]
     caught = [r for r in reports if r.exit_status == 1]
@@ -195,11 +195,13 @@ def test_model_based_check_blames_the_broken_rule(name: str) -> None:
 def test_kit_rejects_in_spawned_check_processes() -> None:
     # workers > 1 runs each check in a spawned interpreter, which must import broken_backends.
     report = run_kit(
-        _target("InclusiveSinceSeq"),
-        profile="quick",
-        seed=SEED,
-        only=("READ-001::", "SEQ-002::"),
-        workers=2,
+        plan_run(
+            _target("InclusiveSinceSeq"),
+            profile="quick",
+            seed=SEED,
+            only=("READ-001::", "SEQ-002::"),
+            workers=2,
+        )
     )
     assert_rejected(report, "READ-001")
     assert verdict(report, "SEQ-002").status == "passed", describe(report)

@@ -18,7 +18,7 @@ import sys
 
 import pytest
 from cases import HARD_CASES, MEMORY_CASES, SEED, Case
-from checkpointspec.conformance.running.runner import run_kit
+from checkpointspec.conformance.running.runner import plan_run, run_kit
 from kit_reports import describe, failed_rules
 
 pytestmark = pytest.mark.usefixtures("broken_backends_importable")
@@ -45,12 +45,14 @@ def _served(target: str) -> str:
 def test_the_reference_passes_these_checks_through_stdio() -> None:
     checks = tuple(check for name in ONE_HANDLE for check in CASES[name].checks)
     report = run_kit(
-        None,
-        process=_served("memory"),
-        profile="quick",
-        seed=SEED,
-        only=checks,
-        validate_protocol=True,
+        plan_run(
+            None,
+            process=_served("memory"),
+            profile="quick",
+            seed=SEED,
+            only=checks,
+            validate_protocol=True,
+        )
     )
     assert report.exit_status == 0, describe(report)
 
@@ -60,9 +62,9 @@ def test_the_reference_passes_these_checks_through_stdio() -> None:
 )
 def test_the_same_rules_fail_directly_and_through_stdio(case: Case) -> None:
     seed = case.seeds[0]
-    direct = run_kit(case.target, profile="quick", seed=seed, only=case.checks)
+    direct = run_kit(plan_run(case.target, profile="quick", seed=seed, only=case.checks))
     proxied = run_kit(
-        None, process=_served(case.target), profile="quick", seed=seed, only=case.checks
+        plan_run(None, process=_served(case.target), profile="quick", seed=seed, only=case.checks)
     )
     assert case.rule in failed_rules(direct), describe(direct)
     assert failed_rules(proxied) == failed_rules(direct), describe(proxied)

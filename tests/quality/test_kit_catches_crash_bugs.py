@@ -21,7 +21,7 @@ import pytest
 from checkpointspec.conformance.engines.crash.recorder import tracer_unavailable
 from checkpointspec.conformance.engines.crash.stopper import stopper_unavailable
 from checkpointspec.conformance.running.report import KitReport
-from checkpointspec.conformance.running.runner import run_kit
+from checkpointspec.conformance.running.runner import plan_run, run_kit
 from crash_backends import (
     BatchInTwoUnsyncedPieces,
     NoDirectorySyncOnDisk,
@@ -77,21 +77,21 @@ def assert_caught(report: KitReport, rule_id: str) -> None:
 @pytest.mark.parametrize("seed", [0, 1])
 @pytest.mark.parametrize(("target", "rule_id"), CASES, ids=[t.split(":")[1] for t, _ in CASES])
 def test_a_crash_bug_is_caught_from_the_trace(target: str, rule_id: str, seed: int) -> None:
-    assert_caught(run_kit(target, profile="quick", seed=seed, only=TRACED), rule_id)
+    assert_caught(run_kit(plan_run(target, profile="quick", seed=seed, only=TRACED)), rule_id)
 
 
 @pytest.mark.usefixtures("broken_backends_importable")
 def test_a_batch_written_in_pieces_is_caught_through_stdio() -> None:
     served = "hard_backends:EventAtATime.make"
     serve = shlex.join([sys.executable, "-m", "checkpointspec.backends.stdio.serve", served])
-    report = run_kit(None, process=serve, profile="quick", seed=0, only=[KILLS])
+    report = run_kit(plan_run(None, process=serve, profile="quick", seed=0, only=[KILLS]))
     assert_caught(report, "APPEND-003")
 
 
 @pytest.mark.parametrize("seed", [0, 1])
 @pytest.mark.parametrize("backend", ["sqlite", "file"])
 def test_the_reference_backends_pass_the_traced_checks(backend: str, seed: int) -> None:
-    report = run_kit(backend, profile="quick", seed=seed, only=TRACED)
+    report = run_kit(plan_run(backend, profile="quick", seed=seed, only=TRACED))
     assert report.exit_status == 0, describe(report)
     for check in report.checks:
         assert check.status == "passed", describe(report)
@@ -104,7 +104,7 @@ def test_the_reference_backends_pass_the_traced_checks(backend: str, seed: int) 
 def test_the_reference_backends_pass_the_traced_checks_for_more_seeds(
     backend: str, seed: int
 ) -> None:
-    report = run_kit(backend, profile="quick", seed=seed, only=TRACED)
+    report = run_kit(plan_run(backend, profile="quick", seed=seed, only=TRACED))
     assert report.exit_status == 0, describe(report)
 
 
@@ -112,7 +112,7 @@ def test_the_reference_backends_pass_the_traced_checks_for_more_seeds(
 @pytest.mark.parametrize("seed", SLOW_SEEDS)
 @pytest.mark.parametrize(("target", "rule_id"), CASES, ids=[t.split(":")[1] for t, _ in CASES])
 def test_a_crash_bug_is_caught_for_more_seeds(target: str, rule_id: str, seed: int) -> None:
-    assert_caught(run_kit(target, profile="quick", seed=seed, only=TRACED), rule_id)
+    assert_caught(run_kit(plan_run(target, profile="quick", seed=seed, only=TRACED)), rule_id)
 
 
 @needs_holding
@@ -125,7 +125,7 @@ def test_a_crash_bug_is_caught_for_more_seeds(target: str, rule_id: str, seed: i
 def test_a_writer_held_at_a_system_call_shows_the_bug(
     target: str, check: str, rule_id: str, seed: int
 ) -> None:
-    report = run_kit(target, profile="quick", seed=seed, only=[check])
+    report = run_kit(plan_run(target, profile="quick", seed=seed, only=[check]))
     text = describe(report)
     assert report.exit_status == 1, text
     (failed, *_) = failed_checks(report, rule_id)
@@ -138,7 +138,7 @@ def test_a_writer_held_at_a_system_call_shows_the_bug(
 def test_a_reader_sees_a_half_committed_batch_through_stdio() -> None:
     served = "crash_backends:SqliteEventPerCommit.make"
     serve = shlex.join([sys.executable, "-m", "checkpointspec.backends.stdio.serve", served])
-    report = run_kit(None, process=serve, profile="quick", seed=0, only=[HELD_READ])
+    report = run_kit(plan_run(None, process=serve, profile="quick", seed=0, only=[HELD_READ]))
     assert report.exit_status == 1, describe(report)
     assert failed_checks(report, "READ-003"), describe(report)
 
@@ -147,7 +147,7 @@ def test_a_reader_sees_a_half_committed_batch_through_stdio() -> None:
 @pytest.mark.parametrize("seed", [0, 1])
 @pytest.mark.parametrize("backend", ["sqlite", "file"])
 def test_the_reference_backends_pass_the_holds(backend: str, seed: int) -> None:
-    report = run_kit(backend, profile="quick", seed=seed, only=HELD)
+    report = run_kit(plan_run(backend, profile="quick", seed=seed, only=HELD))
     assert report.exit_status == 0, describe(report)
     for check in report.checks:
         assert check.status == "passed", describe(report)
@@ -162,12 +162,14 @@ def test_a_restore_killed_at_a_system_call_shows_a_recovery_that_picks_the_wrong
     """The layer rolls files back even after the log's truncate committed: a kill right
     after the commit's rename shows files from before beside a log from after."""
     report = run_kit(
-        "file",
-        suite="session",
-        session_layer="broken_session:RecoverAlwaysRollsBack",
-        profile="quick",
-        seed=seed,
-        only=["RESTORE-006::restore_killed_after_every_system_call"],
+        plan_run(
+            "file",
+            suite="session",
+            session_layer="broken_session:RecoverAlwaysRollsBack",
+            profile="quick",
+            seed=seed,
+            only=["RESTORE-006::restore_killed_after_every_system_call"],
+        )
     )
     assert report.exit_status == 1, describe(report)
     (failed,) = failed_checks(report, "RESTORE-006")
@@ -175,12 +177,14 @@ def test_a_restore_killed_at_a_system_call_shows_a_recovery_that_picks_the_wrong
 
 
 def test_a_store_file_mapped_writable_is_named_not_passed() -> None:
-    report = run_kit("crash_backends:MapsAnIndex.make", profile="quick", seed=0, only=TRACED)
+    report = run_kit(
+        plan_run("crash_backends:MapsAnIndex.make", profile="quick", seed=0, only=TRACED)
+    )
     for check in report.checks:
         assert check.status == "skipped", describe(report)
         assert "maps store files shared and writable (index.map)" in check.reason, describe(report)
     declared = run_kit(
-        "crash_backends:MapsADeclaredIndex.make", profile="quick", seed=0, only=TRACED
+        plan_run("crash_backends:MapsADeclaredIndex.make", profile="quick", seed=0, only=TRACED)
     )
     assert [c.status for c in declared.checks] == ["passed", "passed"], describe(declared)
 
@@ -194,10 +198,12 @@ def test_a_compaction_killed_at_a_system_call_must_leave_the_session_free(seed: 
     """A backend whose maintenance lock outlives a dead holder: a compaction killed
     while it holds the session leaves it held, and the next compaction is refused."""
     report = run_kit(
-        "hard_backends:LockOutlivesHolder.make",
-        profile="quick",
-        seed=seed,
-        only=[HELD_COMPACTION],
+        plan_run(
+            "hard_backends:LockOutlivesHolder.make",
+            profile="quick",
+            seed=seed,
+            only=[HELD_COMPACTION],
+        )
     )
     assert report.exit_status == 1, describe(report)
     (failed,) = failed_checks(report, "KILL-001")
@@ -207,7 +213,7 @@ def test_a_compaction_killed_at_a_system_call_must_leave_the_session_free(seed: 
 @needs_holding
 @pytest.mark.parametrize("backend", ["sqlite", "file"])
 def test_the_reference_backends_survive_killed_compactions(backend: str) -> None:
-    report = run_kit(backend, profile="quick", seed=0, only=[HELD_COMPACTION])
+    report = run_kit(plan_run(backend, profile="quick", seed=0, only=[HELD_COMPACTION]))
     assert report.exit_status == 0, describe(report)
     (check,) = report.checks
     assert check.status == "passed", describe(report)

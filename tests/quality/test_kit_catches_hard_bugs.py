@@ -40,7 +40,7 @@ from cases import (
     Case,
 )
 from checkpointspec.conformance.running.report import KitReport
-from checkpointspec.conformance.running.runner import run_kit
+from checkpointspec.conformance.running.runner import plan_run, run_kit
 from kit_reports import describe, failed_checks, verdict
 
 SLOW_SEEDS = range(3, 13)
@@ -96,13 +96,15 @@ def assert_caught(report: KitReport, rule_id: str) -> None:
     ],
 )
 def test_hard_bug_is_caught(case: Case, seed: int) -> None:
-    assert_caught(run_kit(case.target, profile="quick", seed=seed, only=case.checks), case.rule)
+    assert_caught(
+        run_kit(plan_run(case.target, profile="quick", seed=seed, only=case.checks)), case.rule
+    )
 
 
 @pytest.mark.parametrize("seed", HARD_SEEDS)
 @pytest.mark.parametrize("backend", sorted(REFERENCE_CHECKS))
 def test_reference_passes_the_same_checks(backend: str, seed: int) -> None:
-    report = run_kit(backend, profile="quick", seed=seed, only=REFERENCE_CHECKS[backend])
+    report = run_kit(plan_run(backend, profile="quick", seed=seed, only=REFERENCE_CHECKS[backend]))
     assert report.exit_status == 0, describe(report)
     assert [c.status for c in report.checks] == ["passed"] * len(report.checks), describe(report)
 
@@ -111,7 +113,7 @@ def test_reference_passes_the_same_checks(backend: str, seed: int) -> None:
 @pytest.mark.parametrize("seed", SLOW_SEEDS)
 @pytest.mark.parametrize("backend", sorted(REFERENCE_CHECKS))
 def test_reference_passes_the_same_checks_for_more_seeds(backend: str, seed: int) -> None:
-    report = run_kit(backend, profile="quick", seed=seed, only=REFERENCE_CHECKS[backend])
+    report = run_kit(plan_run(backend, profile="quick", seed=seed, only=REFERENCE_CHECKS[backend]))
     assert report.exit_status == 0, describe(report)
 
 
@@ -119,7 +121,9 @@ def test_reference_passes_the_same_checks_for_more_seeds(backend: str, seed: int
 @pytest.mark.parametrize("seed", SLOW_SEEDS)
 @pytest.mark.parametrize("case", [pytest.param(c, id=c.name) for c in SEED_STABLE])
 def test_hard_bug_is_caught_for_more_seeds(case: Case, seed: int) -> None:
-    assert_caught(run_kit(case.target, profile="quick", seed=seed, only=case.checks), case.rule)
+    assert_caught(
+        run_kit(plan_run(case.target, profile="quick", seed=seed, only=case.checks)), case.rule
+    )
 
 
 @pytest.mark.slow
@@ -127,7 +131,9 @@ def test_a_batch_written_in_pieces_is_caught_by_random_kills_on_most_seeds() -> 
     """The kill lands where timing puts it (see the module docstring); APPEND-003 is
     the rule a torn batch breaks."""
     reports = [
-        run_kit("hard_backends:EventAtATime.make", profile="quick", seed=seed, only=[KILLED])
+        run_kit(
+            plan_run("hard_backends:EventAtATime.make", profile="quick", seed=seed, only=[KILLED])
+        )
         for seed in SLOW_SEEDS
     ]
     caught = [r for r in reports if verdict(r, "APPEND-003").status == "failed"]

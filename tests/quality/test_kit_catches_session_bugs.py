@@ -13,19 +13,22 @@ from __future__ import annotations
 
 import pytest
 from checkpointspec.conformance.running.report import KitReport
-from checkpointspec.conformance.running.runner import run_kit
+from checkpointspec.conformance.running.runner import plan_run, run_kit
 from kit_reports import describe, failed_checks, verdict
 from session_cases import SESSION_CASES, SessionCase
 
 
-def _run(case: SessionCase, seed: int) -> KitReport:
+def _run(case: SessionCase, seed: int, only: tuple[str, ...] | None = None) -> KitReport:
+    """The session suite on ``case``'s backend and layer: its checks, or ``only``."""
     return run_kit(
-        case.backend,
-        profile="quick",
-        seed=seed,
-        suite="session",
-        session_layer=case.target,
-        only=case.checks,
+        plan_run(
+            case.backend,
+            profile="quick",
+            seed=seed,
+            suite="session",
+            session_layer=case.target,
+            only=case.checks if only is None else only,
+        )
     )
 
 
@@ -49,7 +52,7 @@ def test_session_suite_reports_the_broken_rule(case: SessionCase) -> None:
 
 
 def _accepts(backend: str) -> None:
-    report = run_kit(backend, profile="quick", seed=3, suite="session")
+    report = run_kit(plan_run(backend, profile="quick", seed=3, suite="session"))
     text = describe(report)
     assert report.exit_status == 0, text
     assert report.session_layer == "checkpointspec.reference"
@@ -85,17 +88,7 @@ def test_generated_logs_blame_the_broken_rule(case: SessionCase) -> None:
     # The generated-log checks verify every rule of their area and blame the one the
     # first wrong message (or checkpoint field) breaks: never another rule, and the
     # bug's own for most seeds (which logs a seed draws decides whether it shows).
-    reports = [
-        run_kit(
-            case.backend,
-            profile="quick",
-            seed=seed,
-            suite="session",
-            session_layer=case.target,
-            only=(GENERATED[case.rule.split("-")[0]],),
-        )
-        for seed in (1, 2, 3)
-    ]
+    reports = [_run(case, seed, only=(GENERATED[case.rule.split("-")[0]],)) for seed in (1, 2, 3)]
     caught = [r for r in reports if r.exit_status == 1]
     assert len(caught) >= 2, "\n\n".join(describe(r) for r in reports)
     for report in caught:

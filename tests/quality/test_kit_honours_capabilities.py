@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import pytest
 from checkpointspec.conformance.running.report import KitReport
-from checkpointspec.conformance.running.runner import run_kit
+from checkpointspec.conformance.running.runner import plan_run, run_kit
 from kit_reports import MODEL_BASED, describe, failed_checks, failed_rules, verdict
 
 SEED = 1729
 
 
 def _run(factory: str, *only: str) -> KitReport:
-    return run_kit(f"partial_backends:{factory}", profile="quick", seed=SEED, only=only)
+    return run_kit(plan_run(f"partial_backends:{factory}", profile="quick", seed=SEED, only=only))
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ tests also show that its reports name the calls that contradict each other.
 from __future__ import annotations
 
 import pytest
-from checkpointspec.conformance.running.runner import run_kit
+from checkpointspec.conformance.running.runner import plan_run, run_kit
 from kit_reports import describe, failed_checks
 
 CHECK = "MP-001::free_running_history"
@@ -17,7 +17,7 @@ SEED = 1729
 
 
 def test_the_sqlite_reference_passes() -> None:
-    report = run_kit("sqlite", profile="quick", only=[CHECK], seed=SEED)
+    report = run_kit(plan_run("sqlite", profile="quick", only=[CHECK], seed=SEED))
     assert report.exit_status == 0, describe(report)
     assert [c.status for c in report.checks] == ["passed"], describe(report)
 
@@ -33,7 +33,7 @@ def test_the_sqlite_reference_passes() -> None:
     ],
 )
 def test_a_race_is_caught_with_its_rule(factory: str, rules: set[str]) -> None:
-    report = run_kit(factory, profile="quick", only=[CHECK], seed=SEED)
+    report = run_kit(plan_run(factory, profile="quick", only=[CHECK], seed=SEED))
     failures = failed_checks(report)
     assert [c.name for c in failures] == [CHECK], describe(report)
     assert failures[0].violated_rule in rules, describe(report)

@@ -16,6 +16,7 @@ from checkpointspec.conformance.checks.base import Check
 from checkpointspec.conformance.engines.crash.killed_restore import load_layer
 from checkpointspec.conformance.engines.harness import Harness
 from checkpointspec.conformance.engines.profiles import PROFILES
+from checkpointspec.conformance.engines.run import BackendProbe, KitRun
 from checkpointspec.conformance.engines.violations import RuleViolation
 from checkpointspec.spec import Capability
 
@@ -25,9 +26,16 @@ REFERENCE = "checkpointspec.reference"
 def _run(check: Check, tmp_path: Path, layer: str, backend: str = "file") -> None:
     ref = resolve_backend(backend)
     caps = frozenset({Capability.TRUNCATE, Capability.DURABLE})
-    h = Harness(ref, ref.load(), tmp_path, caps, PROFILES["quick"], seed=7)
+    run = KitRun(
+        backend=ref,
+        probe=BackendProbe(caps, has_hooks=False),
+        profile=PROFILES["quick"],
+        seed=7,
+        suite="session",
+        session_layer=layer,
+    )
+    h = Harness(run, tmp_path)
     h.session = load_layer(layer)
-    h.session_target = layer
 
     async def go() -> None:
         try:

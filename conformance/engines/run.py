@@ -1,0 +1,95 @@
+"""One run of the kit as one value: `KitRun`.
+
+Everything a run was asked to do and what the kit learnt before the first check
+(the backend, what it declares, the seed, the budgets, the suite, the options)
+lives in one frozen `KitRun`. The front ends build it once
+(`checkpointspec.conformance.running.plan.plan_run`); the runner, every check's
+`Harness` and the worker processes receive it whole and read it, never rebuild
+or amend it. What follows from it is derived here, in one place: the options a
+factory gets (`KitRun.backend_options`) and the command that replays one check
+(`KitRun.replay_command`).
+
+This module knows no check and no runner: it sits with the harness, below both.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Literal, TypeAlias
+
+import msgspec
+
+from ...backends.registry import BackendRef
+from ...spec import Capability
+from .profiles import Profile
+from .replay import Reproduction
+from .session_layer import DEFAULT_SESSION_LAYER
+
+__all__ = ["BackendProbe", "KitRun", "Suite"]
+
+Suite: TypeAlias = Literal["storage", "session", "all"]
+"""What a run checks: the checkpointer (``storage``), the session layer on it
+(``session``), or both (``all``); `checkpointspec.conformance.running.registry`
+holds each suite's checks."""
+
+
+class BackendProbe(msgspec.Struct, frozen=True):
+    """What the kit learns by opening one handle: capabilities and optional hooks."""
+
+    capabilities: frozenset[Capability]
+    has_hooks: bool
+
+
+class KitRun(msgspec.Struct, frozen=True, kw_only=True):
+    """The settings of one run, gathered once, before any check runs.
+
+    The dict fields are never changed after the run is built; they are dicts so
+    that the value pickles to a worker process as it is.
+    """
+
+    backend: BackendRef
+    """The backend under test: a built-in, ``module:function``, or, for ``--process``,
+    the stdio proxy (its name is the ``--process`` command line)."""
+    probe: BackendProbe
+    """What the backend declared when the kit opened it before the run."""
+    profile: Profile
+    """The budgets: how many examples, states, rounds and processes each check spends."""
+    seed: int
+    """The seed of every random choice of every check."""
+    suite: Suite
+    only: tuple[str, ...] = ()
+    """``--only``: check-name prefixes or rule ids narrowing the suite (empty: all of it)."""
+    session_layer: str = DEFAULT_SESSION_LAYER
+    """The session layer the session checks run (``MODULE`` or ``MODULE:OBJECT``)."""
+    options: dict[str, str] = {}
+    """The user's ``--option`` pairs."""
+    process_options: dict[str, str] = {}
+    """What the kit adds for a ``--process`` backend (its command, schema validation):
+    the backend's name says them already, so a replay command leaves them out."""
+    expected_failures: dict[str, str] = {}
+    """``--xfail``: each rule expected to fail, and why."""
+    workers: int = 1
+    """How many checks run at once, each in a process of its own (1: in this process)."""
+    reproduction: Reproduction | None = None
+    """``--reproduce``: the one recorded failing example the one selected check replays."""
+
+    @property
+    def backend_options(self) -> dict[str, str]:
+        """What the factory gets in `BackendContext.options`: the user's options, and a
+        ``--process`` backend's own, which win (its command is not the user's to change)."""
+        return self.options | self.process_options
+
+    def replay_command(self, check: str, *, session_check: bool) -> str:
+        """The command that reruns the check named ``check`` as this run ran it: the same
+        backend, options, profile and seed (a session check with its suite and layer).
+        A failure's reproduce blob is added by whoever has it."""
+        # The backend's name is what the command line said: module:function, a
+        # built-in, or a ``--process`` backend's command, quoted already.
+        command = f"checkpointspec run {self.backend.name}"
+        if session_check:
+            command += " --suite session"
+            if self.session_layer != DEFAULT_SESSION_LAYER:
+                command += f" --session-layer {shlex.quote(self.session_layer)}"
+        for key, value in sorted(self.options.items()):
+            command += f" --option {shlex.quote(f'{key}={value}')}"
+        return f"{command} --only {check} --profile {self.profile.name} --seed {self.seed}"

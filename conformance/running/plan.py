@@ -1,0 +1,197 @@
+"""From what a user asked for to a `KitRun`: every usage error, before any check runs.
+
+`plan_run` is what the CLI and the pytest plugin (and Python callers) call with the
+settings they were given: it resolves the backend (a built-in, ``module:function``,
+or a ``--process`` command), opens it once to learn what it declares
+(`probe_backend`), checks the selection, loads the session layer when a session
+check is selected, draws the seed if none was given, and returns the run as one
+value for `checkpointspec.conformance.running.runner.run_kit`.
+
+A setting that cannot be used raises `RunSettingError`, whose ``setting`` says
+which one, so that each front end can name it by its own flag.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import shutil
+import tempfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Literal, TypeAlias
+
+from ...backends.registry import (
+    BackendLoadError,
+    BackendRef,
+    FactoryFailedError,
+    process_backend,
+    resolve_backend,
+)
+from ...spec import BackendContext, Capability, StoreHooks
+from ..checks.base import Check
+from ..engines.profiles import DEFAULT_PROFILE, PROFILES, Profile
+from ..engines.provenance import open_checkpointer
+from ..engines.replay import Reproduction
+from ..engines.run import BackendProbe, KitRun, Suite
+from ..engines.session_layer import DEFAULT_SESSION_LAYER, load_session_layer
+from .registry import DEFAULT_SUITE, SUITES, UnknownCheckError, is_session_check, select_checks
+
+__all__ = [
+    "ReproduceNeedsOneCheck",
+    "RunSettingError",
+    "Setting",
+    "plan_run",
+    "probe_backend",
+    "selected_checks",
+]
+
+Setting: TypeAlias = Literal["backend", "suite", "only", "session_layer", "reproduce"]
+"""The settings `plan_run` can refuse."""
+
+
+class RunSettingError(BackendLoadError):
+    """A setting of the run cannot be used (a usage error, exit status 2); ``setting``
+    names it, the message says why in the CLI's words."""
+
+    def __init__(self, setting: Setting, message: str) -> None:
+        super().__init__(message)
+        self.setting: Setting = setting
+
+
+class ReproduceNeedsOneCheck(RunSettingError):
+    """A reproduce blob came with a selection of ``selected`` checks, not one."""
+
+    def __init__(self, selected: int) -> None:
+        super().__init__(
+            "reproduce",
+            f"--reproduce replays one check, and {selected} are selected: "
+            "name it with --only, as the failure's replay command does",
+        )
+        self.selected = selected
+
+
+def probe_backend(backend: BackendRef, options: Mapping[str, str] | None = None) -> BackendProbe:
+    """Open and close one handle on a scratch store. Raises `BackendLoadError` if that
+    fails: the module does not import, the factory raises, or what it returns is not a
+    Checkpointer (the message names the members it lacks)."""
+    factory = backend.load()
+    scratch = Path(tempfile.mkdtemp(prefix="checkpointspec-probe-"))
+
+    async def probe() -> BackendProbe:
+        cp = await open_checkpointer(
+            factory, BackendContext(path=scratch, options=dict(options or {}))
+        )
+        try:
+            capabilities = frozenset(Capability(c) for c in cp.capabilities)
+            return BackendProbe(capabilities, isinstance(cp, StoreHooks))
+        finally:
+            await cp.close()
+
+    try:
+        return asyncio.run(probe())
+    except BackendLoadError:  # NotACheckpointerError among them
+        raise
+    except Exception as exc:
+        raise FactoryFailedError(backend.target, exc) from exc
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def selected_checks(run: KitRun) -> list[Check]:
+    """The checks ``run`` runs, in the catalog's order: its suite's, narrowed by ``only``.
+    Raises `UnknownCheckError` when ``only`` matches none (`plan_run` has checked it)."""
+    return select_checks(run.only, suite=run.suite)
+
+
+def plan_run(
+    backend_name: str | None,
+    *,
+    process: str | None = None,
+    validate_protocol: bool = False,
+    profile: str | Profile = DEFAULT_PROFILE,
+    seed: int | None = None,
+    workers: int = 1,
+    only: Iterable[str] = (),
+    expected_failures: Iterable[str] | Mapping[str, str] = (),
+    options: Mapping[str, str] | None = None,
+    suite: Suite = DEFAULT_SUITE,
+    session_layer: str = DEFAULT_SESSION_LAYER,
+    reproduction: Reproduction | None = None,
+) -> KitRun:
+    """The run of the kit against ``backend_name`` (a built-in name or ``module:function``),
+    or with ``process`` (and no name) against a backend in another process that speaks
+    the stdio protocol, every message checked against its schema with ``validate_protocol``.
+
+    ``suite`` picks the checks (``storage``, ``session`` or ``all``; ``only`` narrows
+    them to the checks whose name starts with an entry or that verify a rule it
+    names); session checks run ``session_layer`` (``MODULE`` or ``MODULE:OBJECT``)
+    on the backend. ``expected_failures`` are the ``--xfail`` rules, or a mapping of
+    each to the reason it is expected to fail. ``reproduction`` replays one recorded
+    failing example of the one selected check (``--reproduce``). With no ``seed`` one
+    is drawn; with ``workers > 1`` that many checks run at once, in processes of their own.
+
+    Raises `RunSettingError` (a `BackendLoadError`) for a usage error: an unknown
+    backend or suite; a factory that cannot be imported, raises or returns something
+    that is not a Checkpointer; a selection matching no check; a session layer that
+    cannot be loaded when a session check is selected; a reproduction with a
+    selection of other than one check (`ReproduceNeedsOneCheck`).
+    """
+    if suite not in SUITES:
+        raise RunSettingError("suite", f"unknown suite {suite!r}: use one of {', '.join(SUITES)}")
+    backend, process_options = _backend(backend_name, process, validate_protocol)
+    user_options = dict(options or {})
+    try:
+        probe = probe_backend(backend, user_options | process_options)
+    except BackendLoadError as exc:
+        raise RunSettingError("backend", str(exc)) from exc
+    run = KitRun(
+        backend=backend,
+        probe=probe,
+        profile=PROFILES[profile] if isinstance(profile, str) else profile,
+        seed=seed if seed is not None else random.SystemRandom().randrange(2**31),
+        suite=suite,
+        only=tuple(only),
+        session_layer=session_layer,
+        options=user_options,
+        process_options=process_options,
+        expected_failures=(
+            dict(expected_failures)
+            if isinstance(expected_failures, Mapping)
+            else dict.fromkeys(expected_failures, "")
+        ),
+        workers=workers,
+        reproduction=reproduction,
+    )
+    _check_selection(run)
+    return run
+
+
+def _backend(
+    name: str | None, process: str | None, validate_protocol: bool
+) -> tuple[BackendRef, dict[str, str]]:
+    """The backend to check, and the options the kit adds for a ``--process`` one."""
+    try:
+        if process is not None:
+            return process_backend(process, validate=validate_protocol)
+        if name is None:
+            raise BackendLoadError("name a backend, or give --process COMMAND")
+        return resolve_backend(name), {}
+    except BackendLoadError as exc:
+        raise RunSettingError("backend", str(exc)) from exc
+
+
+def _check_selection(run: KitRun) -> None:
+    """Refuse a selection that matches nothing, a reproduction for other than one check,
+    and a session layer that cannot be loaded (once now, not once per check)."""
+    try:
+        selected = selected_checks(run)
+    except UnknownCheckError as exc:
+        raise RunSettingError("only", str(exc)) from exc
+    if run.reproduction is not None and len(selected) != 1:
+        raise ReproduceNeedsOneCheck(len(selected))
+    if any(is_session_check(c) for c in selected):
+        try:
+            load_session_layer(run.session_layer)
+        except BackendLoadError as exc:
+            raise RunSettingError("session_layer", str(exc)) from exc
