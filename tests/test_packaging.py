@@ -1,0 +1,40 @@
+"""The wheel ships every package of the tree: a folder with an ``__init__.py`` under
+``spec/``, ``backends/``, ``reference/`` or ``conformance/`` is listed in
+pyproject.toml's ``packages``, and nothing listed is missing.
+
+An editable install finds modules whether or not they are listed, so the
+project's own tests would pass while ``pip install .`` shipped a kit without its
+CLI; this test is what notices.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _listed() -> set[str]:
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    return set(project["tool"]["setuptools"]["packages"])
+
+
+def _in_tree() -> set[str]:
+    mapping = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    package_dir: dict[str, str] = mapping["tool"]["setuptools"]["package-dir"]
+    found: set[str] = set()
+    for package, folder in package_dir.items():
+        root = REPO / folder
+        for init in root.rglob("__init__.py"):
+            relative = init.parent.relative_to(root).parts
+            found.add(".".join([package, *relative]))
+    return found
+
+
+def test_every_package_in_the_tree_is_shipped() -> None:
+    assert sorted(_in_tree() - _listed()) == []
+
+
+def test_every_shipped_package_is_in_the_tree() -> None:
+    assert sorted(_listed() - _in_tree()) == []
