@@ -10,7 +10,7 @@
 | `replay` | the settings of every Hypothesis run; exact replay by seed or reproduce blob |
 | `fault_codecs` | codecs that seal, fail or corrupt on purpose |
 | `machines/` | the state machines: model-based (storage), session, commanded workers; the ledger, strategies |
-| `processes/` | worker processes: the protocol and client, the worker, process groups, stress |
+| `processes/` | worker processes: the client (the stdio protocol plus kit-only requests), the worker, process groups, stress |
 | `history/` | the history checker: `checker` (the entry point), `records`, `chain`, `epochs`, `realtime`, `linearize` |
 | `crash/` | power losses and kills: crash states, the simulated disk, the strace recorder, the system-call stopper, crash verdicts, holds, killed restores |
 """
