@@ -25,7 +25,7 @@ from .profiles import Profile
 from .replay import Reproduction
 from .session_layer import DEFAULT_SESSION_LAYER
 
-__all__ = ["BackendProbe", "KitRun", "Suite"]
+__all__ = ["BackendProbe", "KitRun", "OutputName", "ReportOutputs", "Suite"]
 
 Suite: TypeAlias = Literal["storage", "session", "all"]
 """What a run checks: the checkpointer (``storage``), the session layer on it
@@ -38,6 +38,34 @@ class BackendProbe(msgspec.Struct, frozen=True):
 
     capabilities: frozenset[Capability]
     has_hooks: bool
+
+
+OutputName: TypeAlias = Literal["report", "junit", "badge", "summary"]
+"""The files a run can write its verdict to."""
+
+
+class ReportOutputs(msgspec.Struct, frozen=True, kw_only=True):
+    """Where the run's verdict is written besides the terminal: each a file path, or
+    None for none. Checked writable when the run is planned, written when it ends."""
+
+    report: str | None = None
+    """``--report``: the JSON report."""
+    junit: str | None = None
+    """``--junit``: JUnit XML, one testcase per check."""
+    badge: str | None = None
+    """``--badge``: an SVG status badge."""
+    summary: str | None = None
+    """``--summary`` (pytest: ``--checkpointer-summary``): the Markdown CI summary."""
+
+    def named(self) -> dict[OutputName, str]:
+        """The outputs asked for, by name."""
+        paths: dict[OutputName, str | None] = {
+            "report": self.report,
+            "junit": self.junit,
+            "badge": self.badge,
+            "summary": self.summary,
+        }
+        return {name: path for name, path in paths.items() if path is not None}
 
 
 class KitRun(msgspec.Struct, frozen=True, kw_only=True):
@@ -72,6 +100,8 @@ class KitRun(msgspec.Struct, frozen=True, kw_only=True):
     """How many checks run at once, each in a process of its own (1: in this process)."""
     reproduction: Reproduction | None = None
     """``--reproduce``: the one recorded failing example the one selected check replays."""
+    outputs: ReportOutputs = ReportOutputs()
+    """The files the verdict is written to when the run ends."""
 
     @property
     def backend_options(self) -> dict[str, str]:

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn
 
@@ -64,7 +64,7 @@ from ...spec import RULES
 from ..checks.base import Check
 from ..engines.profiles import DEFAULT_PROFILE, PROFILES
 from ..engines.replay import ReproduceError, Reproduction, parse_reproduction
-from ..engines.run import KitRun
+from ..engines.run import KitRun, OutputName, ReportOutputs
 from ..engines.session_layer import DEFAULT_SESSION_LAYER
 from ..running.failures import panel_body
 from ..running.levels import describe_levels, level_of_rule
@@ -138,12 +138,13 @@ def _reproduction(text: str) -> Reproduction:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _output_file(text: str) -> Path:
-    """A file the report can be written to, checked before the kit runs for minutes."""
+def _output_file(text: str) -> str:
+    """A file the report can be written to, checked before the kit runs for minutes
+    (and again by `plan_run`, for callers other than this command line)."""
     problem = unwritable(text)
     if problem is not None:
         raise argparse.ArgumentTypeError(problem)
-    return Path(text)
+    return text
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -370,6 +371,15 @@ def _summary_md(report: KitReport) -> bytes:
     return render_summary(report).encode()
 
 
+_RENDERERS: dict[OutputName, Callable[[KitReport], bytes]] = {
+    "report": to_json,
+    "junit": to_junit,
+    "badge": _badge_svg,
+    "summary": _summary_md,
+}
+"""How each output file renders the report."""
+
+
 def _write(path: Path, data: bytes) -> str | None:
     try:
         path.write_bytes(data)
@@ -400,6 +410,9 @@ def _planned_run(args: argparse.Namespace) -> KitRun:
         suite=args.suite,
         session_layer=args.session_layer,
         reproduction=args.reproduce,
+        outputs=ReportOutputs(
+            report=args.report, junit=args.junit, badge=args.badge, summary=args.summary
+        ),
     )
 
 
@@ -414,7 +427,8 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     )
     live = _Live(progress, args.backend or args.process)
     with progress:  # shown while the backend is probed too
-        report = run_kit(_planned_run(args), live)
+        run = _planned_run(args)
+        report = run_kit(run, live)
     console.print(_rules_table(report))
     not_run = sum(r.status == "not_run" for r in report.rules)
     if not_run:
@@ -424,14 +438,8 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         if result.status == "passed" and result.reason:  # a --reproduce that did not fail
             console.print(f"{escape(result.name)}: {escape(result.reason)}", highlight=False)
     status = report.exit_status
-    outputs = (
-        (args.report, to_json),
-        (args.junit, to_junit),
-        (args.badge, _badge_svg),
-        (args.summary, _summary_md),
-    )
-    for path, data in outputs:
-        problem = _write(path, data(report)) if path else None
+    for name, path in run.outputs.named().items():
+        problem = _write(Path(path), _RENDERERS[name](report))
         if problem:
             _error(problem)
             # A verdict (1, 3) stands; a pass whose report was lost is not a pass to CI.

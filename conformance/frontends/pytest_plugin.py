@@ -64,7 +64,7 @@ from ...backends.registry import BackendLoadError, parse_options
 from ..checks.base import Check
 from ..engines.profiles import DEFAULT_PROFILE, PROFILES
 from ..engines.replay import ReproduceError, Reproduction, parse_reproduction
-from ..engines.run import KitRun
+from ..engines.run import KitRun, ReportOutputs
 from ..engines.session_layer import DEFAULT_SESSION_LAYER
 from ..running.failures import panel, panel_body
 from ..running.plan import (
@@ -80,7 +80,7 @@ from ..running.registry import (
     UnknownRuleError,
     check_rule_id,
 )
-from ..running.report import CheckResult, unwritable
+from ..running.report import CheckResult
 from ..running.runner import report_of, run_check
 from .summary import render_summary
 
@@ -358,6 +358,7 @@ _FLAGS: dict[Setting, str] = {
     "only": "--checkpointer-only",
     "session_layer": "--checkpointer-session-layer",
     "reproduce": "--checkpointer-reproduce",
+    "summary": "--checkpointer-summary",
 }
 """The flag that gives each setting `plan_run` may refuse."""
 
@@ -380,6 +381,7 @@ def _planned_run(config: pytest.Config) -> KitRun:
             suite=option("checkpointer_suite"),
             session_layer=option("checkpointer_session_layer"),
             reproduction=_reproduction(option("checkpointer_reproduce")),
+            outputs=ReportOutputs(summary=option("checkpointer_summary")),
         )
     except ReproduceNeedsOneCheck as exc:
         raise pytest.UsageError(
@@ -399,11 +401,9 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     if not _requested(config):
         return
-    summary = config.getoption("checkpointer_summary")
-    if summary is not None and (problem := unwritable(summary)) is not None:
-        raise pytest.UsageError(f"--checkpointer-summary: {problem}")
     run = _planned_run(config)
     config.stash[_SETUP] = _KitSetup(run, tuple(selected_checks(run)))
+    summary = run.outputs.summary
     if summary is not None and getattr(config, "workerinput", None) is None:
         config.pluginmanager.register(
             _SummaryWriter(config, Path(summary)), "checkpointspec-summary"

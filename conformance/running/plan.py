@@ -33,9 +33,10 @@ from ..checks.base import Check
 from ..engines.profiles import DEFAULT_PROFILE, PROFILES, Profile
 from ..engines.provenance import open_checkpointer
 from ..engines.replay import Reproduction
-from ..engines.run import BackendProbe, KitRun, Suite
+from ..engines.run import BackendProbe, KitRun, OutputName, ReportOutputs, Suite
 from ..engines.session_layer import DEFAULT_SESSION_LAYER, load_session_layer
 from .registry import DEFAULT_SUITE, SUITES, UnknownCheckError, is_session_check, select_checks
+from .report import unwritable
 
 __all__ = [
     "ReproduceNeedsOneCheck",
@@ -46,7 +47,7 @@ __all__ = [
     "selected_checks",
 ]
 
-Setting: TypeAlias = Literal["backend", "suite", "only", "session_layer", "reproduce"]
+Setting: TypeAlias = Literal["backend", "suite", "only", "session_layer", "reproduce"] | OutputName
 """The settings `plan_run` can refuse."""
 
 
@@ -118,25 +119,32 @@ def plan_run(
     suite: Suite = DEFAULT_SUITE,
     session_layer: str = DEFAULT_SESSION_LAYER,
     reproduction: Reproduction | None = None,
+    outputs: ReportOutputs | None = None,
 ) -> KitRun:
     """The run of the kit against ``backend_name`` (a built-in name or ``module:function``),
-    or with ``process`` (and no name) against a backend in another process that speaks
-    the stdio protocol, every message checked against its schema with ``validate_protocol``.
+        or with ``process`` (and no name) against a backend in another process that speaks
+        the stdio protocol, every message checked against its schema with ``validate_protocol``.
 
-    ``suite`` picks the checks (``storage``, ``session`` or ``all``; ``only`` narrows
-    them to the checks whose name starts with an entry or that verify a rule it
-    names); session checks run ``session_layer`` (``MODULE`` or ``MODULE:OBJECT``)
-    on the backend. ``expected_failures`` are the ``--xfail`` rules, or a mapping of
-    each to the reason it is expected to fail. ``reproduction`` replays one recorded
-    failing example of the one selected check (``--reproduce``). With no ``seed`` one
-    is drawn; with ``workers > 1`` that many checks run at once, in processes of their own.
+        ``suite`` picks the checks (``storage``, ``session`` or ``all``; ``only`` narrows
+        them to the checks whose name starts with an entry or that verify a rule it
+        names); session checks run ``session_layer`` (``MODULE`` or ``MODULE:OBJECT``)
+        on the backend. ``expected_failures`` are the ``--xfail`` rules, or a mapping of
+        each to the reason it is expected to fail. ``reproduction`` replays one recorded
+        failing example of the one selected check (``--reproduce``); ``outputs`` are the
+    files the verdict is written to when the run ends. With no ``seed`` one
+        is drawn; with ``workers > 1`` that many checks run at once, in processes of their own.
 
-    Raises `RunSettingError` (a `BackendLoadError`) for a usage error: an unknown
-    backend or suite; a factory that cannot be imported, raises or returns something
-    that is not a Checkpointer; a selection matching no check; a session layer that
-    cannot be loaded when a session check is selected; a reproduction with a
-    selection of other than one check (`ReproduceNeedsOneCheck`).
+        Raises `RunSettingError` (a `BackendLoadError`) for a usage error: an output file
+        that cannot be written (checked first: no report is lost after minutes of checks);
+        an unknown backend or suite; a factory that cannot be imported, raises or returns something
+        that is not a Checkpointer; a selection matching no check; a session layer that
+        cannot be loaded when a session check is selected; a reproduction with a
+        selection of other than one check (`ReproduceNeedsOneCheck`).
     """
+    outputs = outputs or ReportOutputs()
+    for name, path in outputs.named().items():
+        if (problem := unwritable(path)) is not None:
+            raise RunSettingError(name, problem)
     if suite not in SUITES:
         raise RunSettingError("suite", f"unknown suite {suite!r}: use one of {', '.join(SUITES)}")
     backend, process_options = _backend(backend_name, process, validate_protocol)
@@ -162,6 +170,7 @@ def plan_run(
         ),
         workers=workers,
         reproduction=reproduction,
+        outputs=outputs,
     )
     _check_selection(run)
     return run

@@ -18,8 +18,11 @@ from checkpointspec.backends.registry import BackendRef, resolve_backend
 from checkpointspec.conformance.checks.base import Check, check
 from checkpointspec.conformance.engines.harness import Harness
 from checkpointspec.conformance.engines.profiles import PROFILES
+from checkpointspec.conformance.engines.run import ReportOutputs
 from checkpointspec.conformance.engines.violations import RuleViolation
+from checkpointspec.conformance.running import plan
 from checkpointspec.conformance.running.failures import FLAKY_REPLAY
+from checkpointspec.conformance.running.plan import RunSettingError, plan_run
 from checkpointspec.conformance.running.registry import CHECKS_BY_NAME
 from checkpointspec.conformance.running.report import CheckResult
 from checkpointspec.conformance.running.runner import KitRun, probe_backend, run_check
@@ -237,3 +240,26 @@ def test_a_worker_process_that_cannot_start_is_a_kit_error(
     assert result.violated_rule is None
     assert "WorkerExited" in result.reason
     assert "No module named" in result.detail  # the worker's own stderr
+
+
+# -- the run's output files ----------------------------------------------------------------
+
+
+def test_a_run_carries_its_output_files(tmp_path: Path) -> None:
+    outputs = ReportOutputs(report=str(tmp_path / "r.json"), summary=str(tmp_path / "s.md"))
+    run = plan_run("memory", seed=1, only=("SEQ-001",), outputs=outputs)
+    assert run.outputs.named() == {"report": outputs.report, "summary": outputs.summary}
+
+
+@pytest.mark.parametrize("name", ["report", "junit", "badge", "summary"])
+def test_an_output_file_that_cannot_be_written_is_refused_before_the_backend_is_opened(
+    tmp_path: Path, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def probe_must_not_run(*_: object, **__: object) -> None:
+        raise AssertionError("the backend was opened before the outputs were checked")
+
+    monkeypatch.setattr(plan, "probe_backend", probe_must_not_run)
+    missing = str(tmp_path / "no" / "such" / "folder" / "out")
+    with pytest.raises(RunSettingError, match="does not exist") as refused:
+        plan_run("memory", outputs=ReportOutputs(**{name: missing}))
+    assert refused.value.setting == name
