@@ -29,6 +29,7 @@ from .compaction import (
 )
 from .context import BackendContext, BackendFactory
 from .conversation import (
+    FOLD_RULE_OF_ORIGIN,
     Block,
     Message,
     MessageOrigin,
@@ -140,6 +141,7 @@ __all__ = [
     "CAPABILITY_REASONS",
     "DEFAULT_SNAPSHOT_LIMIT",
     "EVENT_TYPES",
+    "FOLD_RULE_OF_ORIGIN",
     "LEVEL_MEANINGS",
     "MAX_SESSION_ID_LENGTH",
     "RESERVED_DIR",

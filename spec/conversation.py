@@ -38,8 +38,9 @@ prompt, a prompt and a reminder); the fold does not invent alternation.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Literal, TypeAlias
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
+from typing import Final, Literal, TypeAlias
 
 import msgspec
 
@@ -57,6 +58,7 @@ from .events import (
 from .records import StoredEvent
 
 __all__ = [
+    "FOLD_RULE_OF_ORIGIN",
     "Block",
     "Message",
     "MessageOrigin",
@@ -73,6 +75,20 @@ Role: TypeAlias = Literal["user", "assistant"]
 MessageOrigin: TypeAlias = Literal[
     "prompt", "assistant", "tool_results", "reminder", "background", "repair", "summary"
 ]
+
+FOLD_RULE_OF_ORIGIN: Final[Mapping[MessageOrigin, str]] = MappingProxyType(
+    {
+        "prompt": "FOLD-001",
+        "assistant": "FOLD-002",
+        "tool_results": "FOLD-003",
+        "reminder": "FOLD-005",
+        "background": "FOLD-005",
+        "repair": "FOLD-005",
+        "summary": "FOLD-006",
+    }
+)
+"""The rule that says how a message of each origin is folded: a message folded wrong
+breaks the rule of its origin."""
 
 
 class TextBlock(msgspec.Struct, frozen=True, tag="text"):

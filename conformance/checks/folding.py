@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ...spec import (
+    FOLD_RULE_OF_ORIGIN,
     AssistantMessage,
     BackgroundCompletion,
     Checkpointer,
     FileSnapshot,
     Message,
-    MessageOrigin,
     RepairMessage,
     RuntimeReminder,
     SessionEvent,
@@ -281,17 +281,6 @@ async def a_summary_replaces_what_it_covers(h: Harness) -> None:
     )
 
 
-_RULE_OF_ORIGIN: dict[MessageOrigin, str] = {
-    "prompt": "FOLD-001",
-    "assistant": "FOLD-002",
-    "tool_results": "FOLD-003",
-    "reminder": "FOLD-005",
-    "background": "FOLD-005",
-    "repair": "FOLD-005",
-    "summary": "FOLD-006",
-}
-
-
 def _blame(
     got: list[Message], expected: list[Message], invisible: frozenset[int]
 ) -> tuple[str, str]:
@@ -312,7 +301,7 @@ def _blame(
         min(shown.seqs) < seq < max(shown.seqs) for seq in invisible
     ):
         return "FOLD-004", where
-    return _RULE_OF_ORIGIN[shown.origin], where
+    return FOLD_RULE_OF_ORIGIN[shown.origin], where
 
 
 @check("FOLD-001", "FOLD-002", "FOLD-003", "FOLD-004", "FOLD-005", "FOLD-006")

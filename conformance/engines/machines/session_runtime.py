@@ -29,6 +29,7 @@ from hypothesis.stateful import RuleBasedStateMachine
 
 from ....backends.registry import BackendRef
 from ....spec import (
+    FOLD_RULE_OF_ORIGIN,
     STAGES,
     BackendContext,
     Capability,
@@ -415,10 +416,7 @@ class SessionMachineBase(RuleBasedStateMachine):
         got, want = list(outcome.value), fold_model(log)
         if got == want:
             return
-        i = next(
-            (n for n, (g, w) in enumerate(zip(got, want, strict=False)) if g != w),
-            min(len(got), len(want)),
-        )
+        i = first_difference(got, want)
         raise RuleViolation(
             self.fold_rule(log, got, want, i),
             f"fold(log) differs from the spec's fold at message {i}: got "
@@ -440,7 +438,7 @@ class SessionMachineBase(RuleBasedStateMachine):
             if isinstance(again, Ok) and list(again.value) == fold_model(visible):
                 return "FOLD-004"
         culprit = want[i] if i < len(want) else got[i]
-        return _FOLD_RULES.get(culprit.origin, "FOLD-001")
+        return FOLD_RULE_OF_ORIGIN.get(culprit.origin, "FOLD-001")
 
     def check_checkpoints(self, log: list[StoredEvent]) -> None:
         """CKPT-001..003: the layer's checkpoints are the spec's, with the stored prompts' ts."""
@@ -464,6 +462,15 @@ class SessionMachineBase(RuleBasedStateMachine):
 
 
 # -- comparing ----------------------------------------------------------------------
+def first_difference(got: Sequence[object], want: Sequence[object]) -> int:
+    """The index of the first item where ``got`` and ``want`` differ (the shorter one's
+    length when one is a prefix of the other)."""
+    return next(
+        (n for n, (g, w) in enumerate(zip(got, want, strict=False)) if g != w),
+        min(len(got), len(want)),
+    )
+
+
 def compare_events(
     log: Sequence[StoredEvent], events: Sequence[SessionEvent], rule_id: str
 ) -> None:
@@ -472,10 +479,7 @@ def compare_events(
     want = list(enumerate(events, 1))
     if got == want:
         return
-    i = next(
-        (n for n, (g, w) in enumerate(zip(got, want, strict=False)) if g != w),
-        min(len(got), len(want)),
-    )
+    i = first_difference(got, want)
     raise RuleViolation(
         rule_id,
         f"the log holds {len(got)} events, the model {len(want)}; first difference at position "
@@ -533,17 +537,6 @@ def check_compaction_progress(call: str, seen: Sequence[CompactionProgress]) -> 
             "COMPACT-002",
             f"{call} reported token counts without saying measured or estimated: {p!r}",
         )
-
-
-_FOLD_RULES = {
-    "prompt": "FOLD-001",
-    "assistant": "FOLD-002",
-    "tool_results": "FOLD-003",
-    "reminder": "FOLD-005",
-    "background": "FOLD-005",
-    "repair": "FOLD-005",
-    "summary": "FOLD-006",
-}
 
 
 def not_smaller(report: CompactionProgress) -> bool:
