@@ -390,8 +390,6 @@ def _write(path: Path, data: bytes) -> str | None:
 
 def _planned_run(args: argparse.Namespace) -> KitRun:
     """The run the command line asks for, every setting checked (`plan_run`)."""
-    if (args.backend is None) == (args.process is None):
-        raise BackendLoadError("name a backend or give --process COMMAND (one of them)")
     if args.validate_protocol and args.process is None:
         raise BackendLoadError("--validate-protocol checks a --process backend's messages")
     xfail: dict[str, str] = {}
@@ -416,6 +414,14 @@ def _planned_run(args: argparse.Namespace) -> KitRun:
     )
 
 
+def _backend_named(args: argparse.Namespace) -> str:
+    """What the command line names as the backend: its name, or the ``--process`` command."""
+    if (args.backend is None) == (args.process is None):
+        raise BackendLoadError("name a backend or give --process COMMAND (one of them)")
+    named: str = args.backend or args.process
+    return named
+
+
 def _run(args: argparse.Namespace, console: Console) -> int:
     progress = Progress(
         TextColumn("[bold]{task.description}"),
@@ -425,7 +431,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         console=console,
         disable=args.quiet or not console.is_terminal,
     )
-    live = _Live(progress, args.backend or args.process)
+    live = _Live(progress, _backend_named(args))
     with progress:  # shown while the backend is probed too
         run = _planned_run(args)
         report = run_kit(run, live)
