@@ -8,6 +8,7 @@ import time
 from ...spec import Capability
 from ..engines.harness import Harness
 from ..engines.outcomes import check_list_order
+from ..engines.violations import RuleViolation
 from ._support import expect
 from .base import check
 
@@ -45,18 +46,33 @@ async def list_is_most_recent_first(h: Harness) -> None:
         )
 
 
-@check("LIST-003")
+@check("LIST-003", "LIST-001")
 async def mtime_follows_modification_order(h: Harness) -> None:
-    """LIST-003: a session modified later never has an earlier mtime (a SHOULD: reported as a warning)."""
+    """LIST-003: a session modified later never has an earlier mtime (a SHOULD: reported as a warning).
+
+    Its mtimes can only be compared if every session modified is listed: one
+    missing breaks LIST-001 (a session truncated to 0 has been appended to and not
+    deleted, so it stays listed)."""
     cp = await h.open()
     order = ["x", "y", "z", "x", "w"]
     for sid in order:
         await cp.append(sid, [h.prompt(sid)])
+    emptied: dict[str, str] = {}
     if h.has(Capability.TRUNCATE):
         await cp.truncate("y", 0)
         order.append("y")
+        emptied["y"] = " (truncated to 0 after its events were appended)"
     recency = list(dict.fromkeys(reversed(order)))
     mtimes = {i.id: i.mtime for i in await cp.list_sessions()}
+    missing = [sid for sid in recency if sid not in mtimes]
+    if missing:
+        names = " and ".join(f"{sid!r}{emptied.get(sid, '')}" for sid in missing)
+        raise RuleViolation(
+            "LIST-001",
+            f"{names} {'is' if len(missing) == 1 else 'are'} not listed: a session "
+            "appended to and not deleted stays listed, even with no events; "
+            f"list_sessions shows {sorted(mtimes)}",
+        )
     for later, earlier in itertools.pairwise(recency):
         if mtimes[later] < mtimes[earlier]:
             h.warn("LIST-003", f"{later!r} was modified after {earlier!r} but has an earlier mtime")

@@ -13,7 +13,7 @@ import types
 from pathlib import Path
 
 import pytest
-from checkpointspec.backends.memory import MemoryCheckpointer, store_for
+from checkpointspec.backends.memory import MemoryCheckpointer, MemoryStore, store_for
 from checkpointspec.backends.registry import BackendRef, resolve_backend
 from checkpointspec.conformance.checks.base import Check, check
 from checkpointspec.conformance.engines.harness import Harness
@@ -26,7 +26,12 @@ from checkpointspec.conformance.running.plan import RunSettingError, plan_run
 from checkpointspec.conformance.running.registry import CHECKS_BY_NAME
 from checkpointspec.conformance.running.report import CheckResult
 from checkpointspec.conformance.running.runner import KitRun, probe_backend, run_check
-from checkpointspec.spec import BackendContext, Capability, UnsupportedOperationError
+from checkpointspec.spec import (
+    BackendContext,
+    Capability,
+    SessionInfo,
+    UnsupportedOperationError,
+)
 from hypothesis.errors import FlakyFailure
 
 # -- backends -------------------------------------------------------------------------
@@ -68,6 +73,15 @@ def make_refuses_declared_delete(ctx: BackendContext) -> MemoryCheckpointer:
 
 def make_refuses_append(ctx: BackendContext) -> MemoryCheckpointer:
     return _RefusesAppend(store_for(ctx.path))
+
+
+class _HidesEmptySessions(MemoryCheckpointer):
+    def _listed(self, store: MemoryStore) -> list[SessionInfo]:
+        return [info for info in super()._listed(store) if store.logs[info.id]]
+
+
+def make_hides_empty_sessions(ctx: BackendContext) -> MemoryCheckpointer:
+    return _HidesEmptySessions(store_for(ctx.path))
 
 
 _opened: list[Path] = []
@@ -263,3 +277,17 @@ def test_an_output_file_that_cannot_be_written_is_refused_before_the_backend_is_
     with pytest.raises(RunSettingError, match="does not exist") as refused:
         plan_run("memory", outputs=ReportOutputs(**{name: missing}))
     assert refused.value.setting == name
+
+
+# -- a wrong answer is a verdict, never an error of the kit ----------------------------------
+
+
+def test_a_session_missing_from_the_listing_fails_list_001_not_the_kit(tmp_path: Path) -> None:
+    mtime_check = CHECKS_BY_NAME["LIST-003::mtime_follows_modification_order"]
+    result = run(mtime_check, tmp_path, ours("make_hides_empty_sessions"))
+    assert (result.status, result.violated_rule) == ("failed", "LIST-001"), result.detail
+    assert result.detail.startswith(
+        "[LIST-001] 'y' (truncated to 0 after its events were appended) is not listed: a session "
+        "appended to and not deleted stays listed"
+    ), result.detail
+    assert run(mtime_check, tmp_path / "reference").status == "passed"
