@@ -290,4 +290,6 @@ def test_a_session_missing_from_the_listing_fails_list_001_not_the_kit(tmp_path:
         "[LIST-001] 'y' (truncated to 0 after its events were appended) is not listed: a session "
         "appended to and not deleted stays listed"
     ), result.detail
-    assert run(mtime_check, tmp_path / "reference").status == "passed"
+    reference = tmp_path / "reference"
+    reference.mkdir()
+    assert run(mtime_check, reference).status == "passed"
