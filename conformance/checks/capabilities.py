@@ -6,7 +6,9 @@ from collections.abc import Awaitable, Callable
 
 from ...spec import Capability, UnsupportedOperationError
 from ..engines.harness import CheckSkipped, Harness
-from ._support import append_five, expect_error, snapshot, unchanged
+from ..engines.outcomes import Ok, run_backend
+from ..engines.violations import RuleViolation
+from ._support import append_five, snapshot, unchanged
 from .base import check
 
 __all__ = ["CHECKS"]
@@ -35,12 +37,22 @@ async def undeclared_operations_refuse_loudly(h: Harness) -> None:
         if h.has(capability):
             continue
         tried += 1
-        await expect_error(
-            call,
-            UnsupportedOperationError,
-            "CAP-001",
-            f"{operation} without {capability.name}",
-        )
+        outcome = await run_backend(call)
+        if isinstance(outcome, Ok):
+            # Most often a backend written before the capability existed: one line fixes it.
+            raise RuleViolation(
+                "CAP-001",
+                f"{operation} works but {capability.name} is not declared: declare "
+                f"Capability.{capability.name}, or make {operation} raise "
+                f"UnsupportedOperationError ({operation} returned {outcome.value!r})",
+            )
+        if not isinstance(outcome.error, UnsupportedOperationError):
+            raise RuleViolation(
+                "CAP-001",
+                f"{operation} without {capability.name} raised "
+                f"{type(outcome.error).__name__}: {outcome.error}; expected "
+                "UnsupportedOperationError",
+            )
     if not tried:
         raise CheckSkipped("the backend declares every optional operation it has")
     await unchanged(cp, before, "CAP-001", "a refused optional operation")

@@ -75,6 +75,19 @@ def make_refuses_append(ctx: BackendContext) -> MemoryCheckpointer:
     return _RefusesAppend(store_for(ctx.path))
 
 
+class _DeletesWithoutDeclaring(MemoryCheckpointer):
+    """Written before DELETE was a capability: delete works, undeclared."""
+
+    capabilities = MemoryCheckpointer.capabilities - {Capability.DELETE}
+
+    def _require(self, capability: Capability, operation: str) -> None:
+        pass
+
+
+def make_deletes_without_declaring(ctx: BackendContext) -> MemoryCheckpointer:
+    return _DeletesWithoutDeclaring(store_for(ctx.path))
+
+
 class _HidesEmptySessions(MemoryCheckpointer):
     def _listed(self, store: MemoryStore) -> list[SessionInfo]:
         return [info for info in super()._listed(store) if store.logs[info.id]]
@@ -293,3 +306,16 @@ def test_a_session_missing_from_the_listing_fails_list_001_not_the_kit(tmp_path:
     reference = tmp_path / "reference"
     reference.mkdir()
     assert run(mtime_check, reference).status == "passed"
+
+
+def test_an_undeclared_operation_that_works_is_told_the_one_line_fix(tmp_path: Path) -> None:
+    result = run(
+        CHECKS_BY_NAME["CAP-001::undeclared_operations_refuse_loudly"],
+        tmp_path,
+        ours("make_deletes_without_declaring"),
+    )
+    assert (result.status, result.violated_rule) == ("failed", "CAP-001"), result.detail
+    assert result.detail.startswith(
+        "[CAP-001] delete works but DELETE is not declared: declare Capability.DELETE, "
+        "or make delete raise UnsupportedOperationError"
+    ), result.detail
