@@ -275,7 +275,7 @@ def _rules_table(report: KitReport) -> Table:
     for r in report.rules:
         if r.status == "not_run":
             continue
-        note = r.title if r.status == "passed" else f"{r.title} — {r.reason}"
+        note = f"{r.title} — {r.reason}" if r.reason else r.title
         if r.first_failure:
             note += f"\n{r.first_failure.splitlines()[0]}"
         table.add_row(r.id, r.strength.value, f"[{_STYLE[r.status]}]{r.status}[/]", escape(note))
@@ -301,6 +301,10 @@ def _print_findings(console: Console, report: KitReport, verbose: bool = False) 
     for result in report.checks:
         if result.status == "passed" and result.detail:
             console.print(f"[dim]covered[/] {escape(result.name)}: {escape(result.detail)}")
+    for result in report.checks:
+        if result.status in ("skipped", "not_checked"):
+            kind = result.status.replace("_", " ")
+            console.print(f"[dim]{kind}[/] {escape(result.name)}: {escape(result.reason)}")
     for warning in report.warnings:
         console.print(f"[yellow]warning[/] {escape(warning)}")
 

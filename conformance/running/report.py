@@ -232,7 +232,7 @@ def _rule_verdict(
                     "listed as an expected failure, but it passed", expected_failures[rule.id]
                 ),
             )
-        return verdict("passed")
+        return verdict("passed", _partly_checked(results))
     skipped = [r for r in results if r.status == "skipped"]
     if skipped and len(skipped) == len(results):
         return verdict("skipped", skipped[0].reason)
@@ -248,6 +248,17 @@ def _rule_verdict(
         "not_checked",
         f"{other.name} stopped on {other.violated_rule} before reaching this rule",
     )
+
+
+def _partly_checked(results: list[CheckResult]) -> str:
+    """For a rule that passed: which of its checks did not run, so that a pass that
+    rests on some of its checks only says so (empty when every check ran)."""
+    unrun = [r for r in results if r.status in ("skipped", "not_checked")]
+    if not unrun:
+        return ""
+    first = unrun[0]
+    kind = "skipped" if first.status == "skipped" else "not checked"
+    return f"{len(unrun)} of {len(results)} checks {kind}: {first.name}: {first.reason}"
 
 
 def _expected(reason: str, why: str) -> str:

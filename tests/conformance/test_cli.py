@@ -432,3 +432,13 @@ def test_the_summary_counts_every_check_the_bar_counts(
     counted = out.split(f"{total} checks: ")[1].split(" · ")[0]
     assert "skipped" in counted
     assert sum(int(part.split()[0]) for part in counted.split(", ")) == total
+
+
+def test_every_skipped_check_is_named_with_its_reason(capsys: pytest.CaptureFixture[str]) -> None:
+    # DUR-001's checks need DURABLE, which the memory backend does not declare.
+    assert main(["run", "memory", "--seed", "1", "--only", "DUR-001::", "-q"]) == 0
+    out = capsys.readouterr().out
+    skipped = [c.name for c in CHECKS_BY_NAME.values() if c.name.startswith("DUR-001::")]
+    assert skipped
+    for name in skipped:
+        assert f"skipped {name}: " in " ".join(out.split()), out

@@ -52,6 +52,20 @@ def test_a_failure_outranks_an_error_of_another_check() -> None:
     assert rules["SEQ-003"].status == "error"
 
 
+def test_a_rule_that_passed_with_a_check_skipped_says_so() -> None:
+    rules = verdicts(
+        result("DUR-003::on_the_simulated_disk", "passed"),
+        result("DUR-003::traced", "skipped", reason="strace is not installed"),
+        result("SEQ-003::whole", "passed"),
+    )
+    assert rules["DUR-003"].status == "passed"
+    assert rules["DUR-003"].reason == (
+        "1 of 2 checks skipped: DUR-003::traced: strace is not installed"
+    )
+    # Every check ran: a pass with nothing to add.
+    assert rules["SEQ-003"].reason == ""
+
+
 def test_a_refused_operation_leaves_the_rule_not_checked_with_the_reason() -> None:
     reason = "the backend refuses delete (UnsupportedOperationError), which this check needs"
     rules = verdicts(result("SEQ-003::needs_delete", "not_checked", reason=reason))
