@@ -212,7 +212,21 @@ def worker_env() -> dict[str, str]:
 
 class WorkerHung(Exception):
     """A worker did not answer in time: it is blocked, most likely on something a
-    killed process still holds."""
+    killed process still holds. ``waiting_for`` names the request it did not answer
+    (``append``, ``hello`` …), ``stderr`` holds the end of what it wrote there."""
+
+    def __init__(self, message: str, waiting_for: str = "", stderr: str = "") -> None:
+        super().__init__(message)
+        self.waiting_for = waiting_for
+        self.stderr = stderr
+
+    @classmethod
+    def silent(cls, seconds: float, waiting_for: str, stderr: str) -> WorkerHung:
+        """A worker that sent nothing for ``seconds`` while ``waiting_for`` was in flight."""
+        last = stderr.strip().splitlines()[-3:]
+        said = "; its last stderr lines: " + " | ".join(last) if last else "; no stderr output"
+        doing = f"its {waiting_for} request" if waiting_for else "its start"
+        return cls(f"no answer to {doing} within {seconds:g}s{said}", waiting_for, stderr)
 
 
 class WorkerExited(Exception):
@@ -293,7 +307,9 @@ class WorkerClient:
             try:
                 line = await asyncio.wait_for(stdout.readline(), self.reply_timeout)
             except TimeoutError:
-                raise WorkerHung(f"no answer within {self.reply_timeout:.0f}s") from None
+                raise WorkerHung.silent(
+                    self.reply_timeout, self._conversation.op, self.stderr_tail()
+                ) from None
             if not line:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.process.wait(), self.reply_timeout)
