@@ -468,3 +468,26 @@ def test_DUR_003_is_skipped_with_a_reason_without_the_opt_in(tmp_path: Path) -> 
     memory = run_powerloss("memory", 0, tmp_path)
     assert memory.status == "skipped"
     assert "DURABLE" in (memory.reason or "")
+
+
+def test_a_session_listed_with_no_events_is_said_in_words_before_the_evidence() -> None:
+    nothing = crash_states.Expected({}, frozenset())
+    both = crash_states.Expected({"gamma": ("g1", "g2")}, frozenset({"gamma"}))
+    flight = crash_states.Step("append('gamma', 2 events)", 0, 3, both)
+    seen = crash_states.Seen({"gamma": ()}, {}, frozenset({"gamma"}), True, "ok", [])
+    rule_id, message = crash_states._judge(seen, nothing, flight, False, "DUR-002")
+    assert rule_id == "DUR-002"
+    assert message.startswith(
+        "'gamma' is listed but has no events; after the interrupted append('gamma', 2 events) "
+        "it must be absent, or hold its events (list_sessions shows ['gamma'], expected [] "
+    ), message
+
+
+def test_an_acknowledged_session_missing_from_the_listing_is_said_in_words() -> None:
+    acked = crash_states.Expected({"s": ("a",)}, frozenset({"s"}))
+    seen = crash_states.Seen({"s": ("a",)}, {}, frozenset(), True, "ok", [])
+    verdict = crash_states._judge(seen, acked, None, False, "DUR-003")
+    assert verdict == (
+        "DUR-003",
+        "'s' holds acknowledged events but is not listed (list_sessions shows [], expected ['s'])",
+    )

@@ -303,7 +303,32 @@ def _mismatch(seen: Seen, acked: Expected, flight: Step | None, rule_id: str) ->
         if flight is None
         else f"{sorted(acked.listed)}{interrupted}{sorted(other.listed)}"
     )
-    return rule_id, f"list_sessions shows {sorted(seen.listed or ())}, expected {wanted}"
+    evidence = f"list_sessions shows {sorted(seen.listed or ())}, expected {wanted}"
+    wrong = _listing_faults(seen, acked, flight)
+    return rule_id, f"{wrong} ({evidence})" if wrong else evidence
+
+
+def _listing_faults(seen: Seen, acked: Expected, flight: Step | None) -> str:
+    """What is wrong with the listing, session by session, in words: the sessions
+    whose presence no state the writes could leave agrees with. Empty when the fault
+    is only in how the sessions combine."""
+    listed = seen.listed or frozenset()
+    after = flight.after.listed if flight is not None else acked.listed
+    faults = []
+    for sid in sorted(listed | acked.listed | after):
+        shown, before, then = sid in listed, sid in acked.listed, sid in after
+        if shown and not seen.logs.get(sid) and not before:
+            fault = f"{sid!r} is listed but has no events"
+            if flight is not None and then:
+                fault += (
+                    f"; after the interrupted {flight.label} it must be absent, or hold its events"
+                )
+            faults.append(fault)
+        elif shown and not (before or then):
+            faults.append(f"{sid!r} is listed, and no state the writes could leave lists it")
+        elif not shown and before and then:
+            faults.append(f"{sid!r} holds acknowledged events but is not listed")
+    return "; ".join(faults)
 
 
 def _context(rnd: Round, spec: CrashSpec, state: CrashState, crash: str) -> str:
