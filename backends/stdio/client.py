@@ -53,7 +53,7 @@ from ...spec import (
     UnsupportedOperationError,
     encode_event,
 )
-from ...spec.validation import check_events, check_optional_seq, check_seq, check_session_id
+from ...spec.validation import check_events, check_seq, check_session_id
 from .messages import (
     CAPABILITIES,
     ERROR_ATTRIBUTES,
@@ -487,8 +487,8 @@ class StdioCheckpointer:
         def checks() -> tuple[SessionEvent, ...]:
             _wire_session_id(session_id)
             batch = check_events(events)
-            check_optional_seq("expected_head", expected_head)
-            check_optional_seq("expected_generation", expected_generation)
+            _wire_seq("expected_head", expected_head, optional=True)
+            _wire_seq("expected_generation", expected_generation, optional=True)
             for event in batch:
                 encode_event(event)  # EVENT-002: what JSON cannot carry exactly
             return batch
@@ -506,7 +506,7 @@ class StdioCheckpointer:
 
         def checks() -> None:
             _wire_session_id(session_id)
-            check_seq("since_seq", since_seq)
+            _wire_seq("since_seq", since_seq)
 
         self._refuse_types("read", checks)
         chunks: list[StoredEvent] = []
@@ -553,9 +553,9 @@ class StdioCheckpointer:
 
         def checks() -> None:
             _wire_session_id(session_id)
-            check_seq("to_seq", to_seq)
-            check_optional_seq("expected_head", expected_head)
-            check_optional_seq("expected_generation", expected_generation)
+            _wire_seq("to_seq", to_seq)
+            _wire_seq("expected_head", expected_head, optional=True)
+            _wire_seq("expected_generation", expected_generation, optional=True)
 
         self._refuse_types("truncate", checks)
         return await self._call(
@@ -696,6 +696,16 @@ def _wire_session_id(session_id: object) -> None:
         session_id.encode("utf-8")
     except UnicodeEncodeError:
         check_session_id(session_id)
+
+
+def _wire_seq(name: str, value: object, *, optional: bool = False) -> None:
+    """Refuse here a seq argument JSON cannot carry as an integer (a float, a bool,
+    anything else; None unless ``optional``); its value, negative or huge, is the
+    child's to refuse (ARG-002)."""
+    if value is None and optional:
+        return
+    if isinstance(value, bool) or not isinstance(value, int):
+        check_seq(name, value)  # the spec's own refusal of a wrong type
 
 
 def _quote(raw: bytes | msgspec.Raw, limit: int = 400) -> str:

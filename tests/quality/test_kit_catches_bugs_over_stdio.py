@@ -30,6 +30,7 @@ ONE_HANDLE = (
     "ListsOldestFirst",
     "InclusiveSinceSeq",
     "PhantomSessionOnTruncate",
+    "ClampsNegativeSinceSeq",
 )
 """Broken backends whose case's checks open one handle at a time."""
 
