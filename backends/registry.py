@@ -13,10 +13,9 @@ The steps, each usable on its own:
 
 1. `resolve_backend` turns a name into a `BackendRef` (nothing imported yet);
    `process_backend` does it for ``--process COMMAND``.
-2. `BackendRef.load` (or `load_factory`) imports the factory. A factory is
-   imported once per process and target: later loads return the same object
-   without asking the import system again, so the kit can load per check, per
-   worker or per handle at no cost.
+2. `BackendRef.load` (or `load_factory`) imports the factory. Its module runs
+   once per process (Python keeps it in ``sys.modules``), so the kit can load
+   per check, per worker or per handle at no cost.
 3. `open_backend` calls the factory with a `BackendContext`, awaits it if it is
    async, and checks that the result has every member of the protocol.
 
@@ -29,7 +28,6 @@ from __future__ import annotations
 
 import importlib
 import shlex
-import sys
 import sysconfig
 import traceback
 from collections.abc import Awaitable, Mapping, Sequence
@@ -229,39 +227,20 @@ def import_object(target: str) -> object:
     return _look_up(module, module_name, attribute) if attribute else module
 
 
-class _Loaded(msgspec.Struct, frozen=True):
-    """A factory as imported, and the module it was found in."""
-
-    module: ModuleType
-    factory: BackendFactory
-
-
-_loaded: dict[str, _Loaded] = {}
-"""Factories imported by this process, by ``module:function``."""
-
-
 def load_factory(target: str) -> BackendFactory:
     """The factory ``module:function`` names, imported once per process.
 
-    A later call with the same ``target`` returns the same object without
-    importing again, as long as the module is still the one Python holds in
-    ``sys.modules`` (a test harness that swaps or removes modules gets them
-    imported afresh, never a factory from a module Python has dropped). A failed
-    import is not remembered: the next call tries again.
+    Python's import system keeps the module in ``sys.modules``, so a later call
+    with the same ``target`` runs none of the module again and returns the same
+    object; a module Python has dropped is imported afresh, and a failed import
+    is tried again by the next call.
 
     Raises `ModuleImportError`, `MissingAttributeError` or `NotCallableError`.
     """
-    module_name, _, attribute = target.partition(":")
-    known = _loaded.get(target)
-    if known is not None and sys.modules.get(module_name) is known.module:
-        return known.factory
-    module = _import_module(module_name)
-    found = _look_up(module, module_name, attribute)
+    found = import_object(target)
     if not callable(found):
         raise NotCallableError(target)
-    factory = cast(BackendFactory, found)
-    _loaded[target] = _Loaded(module, factory)
-    return factory
+    return cast(BackendFactory, found)
 
 
 # -- naming a backend --------------------------------------------------------------------------
