@@ -15,9 +15,11 @@ Four layers, each importing only the ones below it:
   (simulated disk, traces, held processes), fault codecs.
 """
 
+from .engines.run import KitRun
+from .running.plan import plan_run
 from .running.registry import ALL_CHECKS, SESSION_CHECKS, select_checks
 from .running.report import CheckResult, KitReport
-from .running.runner import KitRun, plan_run, run_kit
+from .running.runner import run_kit
 
 __all__ = [
     "ALL_CHECKS",

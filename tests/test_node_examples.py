@@ -36,8 +36,9 @@ from typing import Any
 
 import jsonschema
 import pytest
+from checkpointspec.conformance.running.plan import plan_run
 from checkpointspec.conformance.running.report import KitReport
-from checkpointspec.conformance.running.runner import plan_run, run_kit
+from checkpointspec.conformance.running.runner import run_kit
 from test_examples import marked_commands
 
 REPO = Path(__file__).resolve().parent.parent

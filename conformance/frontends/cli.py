@@ -68,6 +68,7 @@ from ..engines.run import KitRun, OutputName, ReportOutputs
 from ..engines.session_layer import DEFAULT_SESSION_LAYER
 from ..running.failures import panel_body
 from ..running.levels import describe_levels, level_of_rule
+from ..running.plan import plan_run
 from ..running.registry import DEFAULT_SUITE, SUITES, UnknownRuleError, check_rule_id
 from ..running.report import (
     EXIT_FAILED,
@@ -80,7 +81,7 @@ from ..running.report import (
     to_junit,
     unwritable,
 )
-from ..running.runner import RunListener, plan_run, run_kit
+from ..running.runner import RunListener, run_kit
 from .badge import badge_for, render_badge
 from .explain import explain_rule
 from .summary import render_summary

@@ -56,9 +56,7 @@ from typing import TypeGuard
 
 import msgspec
 
-from ...backends.registry import (
-    BackendLoadError,
-)
+from ...backends.registry import BackendLoadError
 from ...spec import (
     CAPABILITY_REASONS,
     Capability,
@@ -78,7 +76,7 @@ from ..engines.run import BackendProbe, KitRun
 from ..engines.violations import RuleViolation
 from .failures import backend_frames, full_traceback, hypothesis_lines, raised_at
 from .levels import judge_levels
-from .plan import plan_run, probe_backend, selected_checks
+from .plan import selected_checks
 from .registry import CHECKS_BY_NAME, SUITES, is_session_check, rules_of_suite
 from .report import (
     REPORT_SCHEMA_VERSION,
@@ -90,11 +88,7 @@ from .report import (
 
 __all__ = [
     "REPLAY_PASSED",
-    "BackendProbe",
-    "KitRun",
     "RunListener",
-    "plan_run",
-    "probe_backend",
     "report_of",
     "run_check",
     "run_kit",

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from checkpointspec.conformance.running.runner import plan_run, run_kit
+from checkpointspec.conformance.running.plan import plan_run
+from checkpointspec.conformance.running.runner import run_kit
 
 psycopg = pytest.importorskip("psycopg", reason="the postgres extra is not installed")
 

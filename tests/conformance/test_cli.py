@@ -15,9 +15,10 @@ from checkpointspec.conformance.engines.violations import RuleViolation
 from checkpointspec.conformance.frontends import cli
 from checkpointspec.conformance.frontends.cli import main
 from checkpointspec.conformance.running import plan
+from checkpointspec.conformance.running.plan import plan_run
 from checkpointspec.conformance.running.registry import CHECKS_BY_NAME
 from checkpointspec.conformance.running.report import CheckResult
-from checkpointspec.conformance.running.runner import RunListener, plan_run, run_kit
+from checkpointspec.conformance.running.runner import RunListener, run_kit
 
 
 def test_memory_passes_and_writes_reports(

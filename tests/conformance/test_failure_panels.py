@@ -18,12 +18,14 @@ from checkpointspec.backends.registry import BackendRef
 from checkpointspec.conformance.checks._support import run_machine
 from checkpointspec.conformance.checks.base import Check, check
 from checkpointspec.conformance.engines.harness import Harness
+from checkpointspec.conformance.engines.run import BackendProbe
 from checkpointspec.conformance.engines.violations import RuleViolation
 from checkpointspec.conformance.frontends.cli import main
 from checkpointspec.conformance.running import plan
 from checkpointspec.conformance.running.failures import FLAKY_REPLAY, hypothesis_lines, panel
+from checkpointspec.conformance.running.plan import plan_run
 from checkpointspec.conformance.running.report import CheckResult
-from checkpointspec.conformance.running.runner import BackendProbe, plan_run, run_check
+from checkpointspec.conformance.running.runner import run_check
 from checkpointspec.spec import Capability
 from hypothesis import strategies as st
 from hypothesis.errors import FlakyFailure

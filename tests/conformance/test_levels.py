@@ -10,9 +10,10 @@ from checkpointspec.conformance.running.levels import (
     judge_levels,
     level_of_rule,
 )
+from checkpointspec.conformance.running.plan import plan_run
 from checkpointspec.conformance.running.registry import ALL_CHECKS, suite_of_rule
 from checkpointspec.conformance.running.report import CheckResult, LevelResult
-from checkpointspec.conformance.running.runner import plan_run, run_kit
+from checkpointspec.conformance.running.runner import run_kit
 from checkpointspec.spec import LEVEL_MEANINGS, RULES, RULES_BY_ID, Capability, Strength
 from checkpointspec.spec import Level as CatalogLevel
 from kit_outputs import ALL_CAPABILITIES, errored, every_rule_passed, failed, report_of

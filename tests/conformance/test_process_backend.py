@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from checkpointspec.conformance.engines.processes.groups import group_members
 from checkpointspec.conformance.frontends.cli import main
-from checkpointspec.conformance.running.runner import plan_run, run_kit
+from checkpointspec.conformance.running.plan import plan_run
+from checkpointspec.conformance.running.runner import run_kit
 
 SERVE = [sys.executable, "-m", "checkpointspec.backends.stdio.serve"]
 

@@ -31,18 +31,14 @@ from checkpointspec.conformance.engines.replay import (
     exact_generation,
     parse_reproduction,
 )
+from checkpointspec.conformance.engines.run import BackendProbe, KitRun
 from checkpointspec.conformance.engines.violations import RuleViolation
 from checkpointspec.conformance.frontends.cli import main
 from checkpointspec.conformance.running.failures import panel
+from checkpointspec.conformance.running.plan import plan_run
 from checkpointspec.conformance.running.registry import CHECKS_BY_NAME
 from checkpointspec.conformance.running.report import REPORT_SCHEMA_VERSION
-from checkpointspec.conformance.running.runner import (
-    REPLAY_PASSED,
-    BackendProbe,
-    KitRun,
-    plan_run,
-    run_check,
-)
+from checkpointspec.conformance.running.runner import REPLAY_PASSED, run_check
 from checkpointspec.spec import Checkpointer
 from hypothesis import strategies as st
 

@@ -14,6 +14,7 @@ import jsonschema
 import msgspec
 import pytest
 from checkpointspec.conformance.running import report_schema as schema_module
+from checkpointspec.conformance.running.plan import plan_run
 from checkpointspec.conformance.running.report import REPORT_SCHEMA_VERSION, KitReport, to_json
 from checkpointspec.conformance.running.report_schema import (
     REPORT_SCHEMA_FILE,
@@ -21,7 +22,7 @@ from checkpointspec.conformance.running.report_schema import (
     schema_text,
     shipped_report_schema,
 )
-from checkpointspec.conformance.running.runner import plan_run, run_kit
+from checkpointspec.conformance.running.runner import run_kit
 
 REPO = Path(__file__).resolve().parents[2]
 QUALITY = str(REPO / "tests" / "quality")

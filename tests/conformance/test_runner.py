@@ -18,14 +18,14 @@ from checkpointspec.backends.registry import BackendRef, resolve_backend
 from checkpointspec.conformance.checks.base import Check, check
 from checkpointspec.conformance.engines.harness import Harness
 from checkpointspec.conformance.engines.profiles import PROFILES
-from checkpointspec.conformance.engines.run import ReportOutputs
+from checkpointspec.conformance.engines.run import KitRun, ReportOutputs
 from checkpointspec.conformance.engines.violations import RuleViolation
 from checkpointspec.conformance.running import plan
 from checkpointspec.conformance.running.failures import FLAKY_REPLAY
-from checkpointspec.conformance.running.plan import RunSettingError, plan_run
+from checkpointspec.conformance.running.plan import RunSettingError, plan_run, probe_backend
 from checkpointspec.conformance.running.registry import CHECKS_BY_NAME
 from checkpointspec.conformance.running.report import CheckResult
-from checkpointspec.conformance.running.runner import KitRun, probe_backend, run_check
+from checkpointspec.conformance.running.runner import run_check
 from checkpointspec.spec import (
     BackendContext,
     Capability,

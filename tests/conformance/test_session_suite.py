@@ -25,8 +25,9 @@ from checkpointspec.conformance.engines.session_layer import (
 )
 from checkpointspec.conformance.frontends import cli
 from checkpointspec.conformance.frontends.cli import main
+from checkpointspec.conformance.running.plan import plan_run
 from checkpointspec.conformance.running.registry import rules_of_suite
-from checkpointspec.conformance.running.runner import plan_run, run_check, run_kit
+from checkpointspec.conformance.running.runner import run_check, run_kit
 from checkpointspec.spec import SESSION_LAYER_NAMES
 
 pytest_plugins = ["pytester"]

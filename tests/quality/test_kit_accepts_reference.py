@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import pytest
 from checkpointspec.backends.memory import MemoryCheckpointer
+from checkpointspec.conformance.running.plan import plan_run
 from checkpointspec.conformance.running.report import KitReport
-from checkpointspec.conformance.running.runner import plan_run, run_kit
+from checkpointspec.conformance.running.runner import run_kit
 from checkpointspec.spec import Capability
 from kit_reports import MODEL_BASED, describe
 

@@ -26,8 +26,9 @@ import pytest
 from cases import MEMORY_CASES, SEED, Case
 from checkpointspec.backends.stdio.messages import AppendBatches, KitReply, Reply
 from checkpointspec.conformance.engines.processes.client import hello, worker_argv, worker_env
+from checkpointspec.conformance.running.plan import plan_run
 from checkpointspec.conformance.running.report import KitReport
-from checkpointspec.conformance.running.runner import plan_run, run_kit
+from checkpointspec.conformance.running.runner import run_kit
 from kit_reports import MODEL_BASED, describe, failed_checks, failed_rules, verdict
 
 SLOW_SEEDS = range(100, 130)

@@ -18,7 +18,8 @@ import sys
 
 import pytest
 from cases import HARD_CASES, MEMORY_CASES, SEED, Case
-from checkpointspec.conformance.running.runner import plan_run, run_kit
+from checkpointspec.conformance.running.plan import plan_run
+from checkpointspec.conformance.running.runner import run_kit
 from kit_reports import describe, failed_rules
 
 pytestmark = pytest.mark.usefixtures("broken_backends_importable")

@@ -20,8 +20,9 @@ import sys
 import pytest
 from checkpointspec.conformance.engines.crash.recorder import tracer_unavailable
 from checkpointspec.conformance.engines.crash.stopper import stopper_unavailable
+from checkpointspec.conformance.running.plan import plan_run
 from checkpointspec.conformance.running.report import KitReport
-from checkpointspec.conformance.running.runner import plan_run, run_kit
+from checkpointspec.conformance.running.runner import run_kit
 from crash_backends import (
     BatchInTwoUnsyncedPieces,
     NoDirectorySyncOnDisk,

@@ -39,8 +39,9 @@ from cases import (
     WRONG_KEY,
     Case,
 )
+from checkpointspec.conformance.running.plan import plan_run
 from checkpointspec.conformance.running.report import KitReport
-from checkpointspec.conformance.running.runner import plan_run, run_kit
+from checkpointspec.conformance.running.runner import run_kit
 from kit_reports import describe, failed_checks, verdict
 
 SLOW_SEEDS = range(3, 13)

@@ -12,8 +12,9 @@ cases (`session_cases.FAST`); the ``slow`` tests run them all.
 from __future__ import annotations
 
 import pytest
+from checkpointspec.conformance.running.plan import plan_run
 from checkpointspec.conformance.running.report import KitReport
-from checkpointspec.conformance.running.runner import plan_run, run_kit
+from checkpointspec.conformance.running.runner import run_kit
 from kit_reports import describe, failed_checks, verdict
 from session_cases import SESSION_CASES, SessionCase
 

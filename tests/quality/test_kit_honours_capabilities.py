@@ -12,8 +12,9 @@ directory of the check's own, and still catches a backend that escapes.
 from __future__ import annotations
 
 import pytest
+from checkpointspec.conformance.running.plan import plan_run
 from checkpointspec.conformance.running.report import KitReport
-from checkpointspec.conformance.running.runner import plan_run, run_kit
+from checkpointspec.conformance.running.runner import run_kit
 from kit_reports import MODEL_BASED, describe, failed_checks, failed_rules, verdict
 
 SEED = 1729

@@ -9,7 +9,8 @@ tests also show that its reports name the calls that contradict each other.
 from __future__ import annotations
 
 import pytest
-from checkpointspec.conformance.running.runner import plan_run, run_kit
+from checkpointspec.conformance.running.plan import plan_run
+from checkpointspec.conformance.running.runner import run_kit
 from kit_reports import describe, failed_checks
 
 CHECK = "MP-001::free_running_history"
