@@ -44,7 +44,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import NoReturn, get_args
 
 from rich.console import Console
 from rich.markup import escape
@@ -68,7 +68,7 @@ from ..engines.run import KitRun, OutputName, ReportOutputs
 from ..engines.session_layer import DEFAULT_SESSION_LAYER
 from ..running.failures import panel_body
 from ..running.levels import describe_levels, level_of_rule
-from ..running.plan import plan_run
+from ..running.plan import RunSettingError, plan_run
 from ..running.registry import DEFAULT_SUITE, SUITES, UnknownRuleError, check_rule_id
 from ..running.report import (
     EXIT_FAILED,
@@ -79,7 +79,6 @@ from ..running.report import (
     KitReport,
     to_json,
     to_junit,
-    unwritable,
 )
 from ..running.runner import RunListener, run_kit
 from .badge import badge_for, render_badge
@@ -137,15 +136,6 @@ def _reproduction(text: str) -> Reproduction:
         return parse_reproduction(text)
     except ReproduceError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _output_file(text: str) -> str:
-    """A file the report can be written to, checked before the kit runs for minutes
-    (and again by `plan_run`, for callers other than this command line)."""
-    problem = unwritable(text)
-    if problem is not None:
-        raise argparse.ArgumentTypeError(problem)
-    return text
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -230,18 +220,11 @@ def _parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="backend option passed in BackendContext.options (repeatable)",
     )
-    run.add_argument(
-        "--report", type=_output_file, metavar="FILE.json", help="write the machine-readable report"
-    )
-    run.add_argument(
-        "--junit", type=_output_file, metavar="FILE.xml", help="write a JUnit XML report"
-    )
-    run.add_argument(
-        "--badge", type=_output_file, metavar="FILE.svg", help="write an SVG status badge"
-    )
+    run.add_argument("--report", metavar="FILE.json", help="write the machine-readable report")
+    run.add_argument("--junit", metavar="FILE.xml", help="write a JUnit XML report")
+    run.add_argument("--badge", metavar="FILE.svg", help="write an SVG status badge")
     run.add_argument(
         "--summary",
-        type=_output_file,
         metavar="FILE.md",
         help="write a Markdown summary (e.g. to $GITHUB_STEP_SUMMARY)",
     )
@@ -495,6 +478,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     try:
         return _run(args, console)
+    except RunSettingError as exc:
+        # plan_run checks the output files before the backend is opened; name the flag.
+        flag = f"--{exc.setting}: " if exc.setting in get_args(OutputName) else ""
+        _error(f"{flag}{exc}")
+        return EXIT_USAGE
     except BackendLoadError as exc:
         _error(str(exc))
         return EXIT_USAGE
