@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
 from ...spec import Capability, Checkpointer, Codec, StoredEvent, StoreHooks
+from ..engines.exploration import explore, rejecting_tolerated
 from ..engines.harness import Harness, read_all
 from ..engines.machines.storage import CheckpointerMachine, MachineEnv
 from ..engines.outcomes import Err, run_backend
@@ -37,6 +38,7 @@ __all__ = [
     "check_whole_batches",
     "expect",
     "expect_error",
+    "explore_runs",
     "fingerprint",
     "hooks_of",
     "opened_workers",
@@ -119,13 +121,15 @@ def run_property(
     """Run ``body`` on one fresh store per generated example, on a private loop.
 
     Hypothesis shrinks a failing example and attaches it, and its reproduce blob, to
-    the RuleViolation's notes. With ``--reproduce`` (``h.replay``) only the recorded
-    example runs (`checkpointspec.conformance.engines.replay`).
+    the RuleViolation's notes. A failure is recorded and the search goes on with its
+    rule tolerated (`explore_runs`). With ``--reproduce`` (``h.replay``) only the
+    recorded example runs (`checkpointspec.conformance.engines.replay`).
     """
     loop = asyncio.new_event_loop()
 
     @property_settings(h)
     @given(strategy)
+    @rejecting_tolerated
     def test(value: T) -> None:
         async def one() -> None:
             cp = await h.open(h.new_store())
@@ -137,9 +141,19 @@ def run_property(
         loop.run_until_complete(one())
 
     try:
-        run_exactly(replayable(test, h.seed, _reproduction(h)), h.replay)
+        explore_runs(h, lambda: run_exactly(replayable(test, h.seed, _reproduction(h)), h.replay))
     finally:
         loop.close()
+
+
+def explore_runs(h: Harness, run_once: Callable[[], None]) -> None:
+    """``run_once`` (the check's Hypothesis run) in exploration rounds (`explore`): every
+    failure is recorded in ``h.findings`` and the next round tolerates its rule, up to the
+    profile's ``exploration_rounds``. A replay (``--reproduce``) runs once, as recorded."""
+    if h.replay is not None:
+        run_once()
+        return
+    h.explored = explore(run_once, h.findings, h.profile.exploration_rounds, h.run.tolerated)
 
 
 def _reproduction(h: Harness) -> Reproduction | None:
@@ -212,7 +226,8 @@ def run_machine(
     """Run the state machine that ``make`` builds, under the run's seed.
 
     A failure's minimal sequence of steps and its reproduce blob arrive as notes on
-    the RuleViolation, which the runner reports with it. ``shrink=False`` reports a
+    the RuleViolation, which the runner reports with it; the machine then runs again
+    with that rule tolerated, for the next finding (`explore_runs`). ``shrink=False`` reports a
     failing run as it was found, for machines whose every replay is expensive. With
     ``--reproduce`` (``h.replay``) only the recorded run of steps is replayed. A
     check runs at most one machine or property: a blob names one run.
@@ -224,7 +239,12 @@ def run_machine(
         phases=REPORTING_PHASES if shrink else SEARCH_PHASES,
         stateful_step_count=steps,
     )
-    run_exactly(lambda: run_state_machine_as_test(factory, settings=configured), h.replay)
+    explore_runs(
+        h,
+        lambda: run_exactly(
+            lambda: run_state_machine_as_test(factory, settings=configured), h.replay
+        ),
+    )
 
 
 def run_model_based(h: Harness, codec: type[Codec] | None) -> None:

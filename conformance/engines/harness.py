@@ -33,12 +33,14 @@ from ...spec import (
     SessionLayer,
     UserPrompt,
 )
+from .exploration import Explored, Found
 from .outcomes import read_all
 from .profiles import Profile
 from .provenance import open_checkpointer
 from .replay import Replay
 from .run import KitRun
 from .session_layer import load_session_layer
+from .violations import RuleViolation
 
 __all__ = ["CheckSkipped", "Harness", "read_all"]
 
@@ -61,6 +63,11 @@ class Harness:
         instead of searching (`checkpointspec.conformance.engines.replay`)."""
         self._session: SessionLayer | None = None
         self.warnings: list[str] = []
+        self.findings: list[Found] = []
+        """Violations the check recorded and explored past (`record`, `explore`); the
+        runner reports each, and the one the check ended on if any."""
+        self.explored: Explored | None = None
+        """How the check's Hypothesis runs explored (None: it made none)."""
         self.measured: list[str] = []
         """What a passing check reports it covered (how many crash states); see `measure`."""
         self._handles: list[Checkpointer] = []
@@ -150,6 +157,17 @@ class Harness:
         line = f"[{rule_id}] {message}"
         if line not in self.warnings:
             self.warnings.append(line)
+
+    def record(self, violation: RuleViolation) -> None:
+        """Record ``violation`` and go on checking: for a check that looks at many
+        independent cases (crash states, held writers) and reports every rule they
+        break, each once, rather than stopping at the first."""
+        if all(f.violation.rule_id != violation.rule_id for f in self.findings):
+            self.findings.append(Found(violation, violation))
+
+    def found(self, rule_id: str) -> bool:
+        """Whether the check has recorded a violation of ``rule_id`` already."""
+        return any(f.violation.rule_id == rule_id for f in self.findings)
 
     def measure(self, text: str) -> None:
         """Say how much a check covered (``"checked 200 crash states"``): the detail of its pass."""

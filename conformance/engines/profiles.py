@@ -39,6 +39,10 @@ class Profile(msgspec.Struct, frozen=True):
     """Each stress worker stops after this long, whatever calls it has left."""
     stress_kills: int = 1
     """Stress workers killed (SIGKILL) at a random moment of the run."""
+    exploration_rounds: int = 6
+    """Hypothesis runs a property or model-based check makes at most: each one after a
+    failure tolerates the rules found so far and looks for the next finding
+    (`checkpointspec.conformance.engines.exploration`)."""
 
 
 PROFILES: dict[str, Profile] = {
@@ -56,6 +60,7 @@ PROFILES: dict[str, Profile] = {
         held_writes=8,
         stress_operations=2_000,
         stress_seconds=6.0,
+        exploration_rounds=4,
     ),
     "default": Profile(
         "default",
@@ -87,6 +92,7 @@ PROFILES: dict[str, Profile] = {
         stress_operations=32_000,
         stress_seconds=600.0,
         stress_kills=2,
+        exploration_rounds=12,
     ),
 }
 

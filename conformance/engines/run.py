@@ -102,6 +102,10 @@ class KitRun(msgspec.Struct, frozen=True, kw_only=True):
     """``--reproduce``: the one recorded failing example the one selected check replays."""
     outputs: ReportOutputs = ReportOutputs()
     """The files the verdict is written to when the run ends."""
+    tolerated: frozenset[str] = frozenset()
+    """Rules every check tolerates from its first round (see
+    `checkpointspec.conformance.engines.exploration`): empty for a user's run; the
+    kit's re-check of whether one finding follows from another sets it."""
 
     @property
     def backend_options(self) -> dict[str, str]:

@@ -260,6 +260,8 @@ def _rules_table(report: KitReport) -> Table:
         if r.status == "not_run":
             continue
         note = f"{r.title} — {r.reason}" if r.reason else r.title
+        if r.follows_from is not None:
+            note += f"\nfollows from {r.follows_from}: fix that first"
         if r.first_failure:
             note += f"\n{r.first_failure.splitlines()[0]}"
         table.add_row(r.id, r.strength.value, f"[{_STYLE[r.status]}]{r.status}[/]", escape(note))
@@ -270,9 +272,10 @@ def _print_findings(console: Console, report: KitReport, verbose: bool = False) 
     """One panel per failed or errored check: the rule and the finding first, then the
     failing steps and the replay command; the kit's traceback only if ``verbose``.
     Then what passing checks say they covered (how many crash states), and warnings."""
-    for result in report.checks:
+    for result in sorted(report.checks, key=_roots_first):
         if result.status == "failed":
-            title = f"[bold red]{escape(result.name)}[/] broke [bold]{result.violated_rule}[/]"
+            rules = ", ".join(f.rule for f in result.findings) or str(result.violated_rule)
+            title = f"[bold red]{escape(result.name)}[/] broke [bold]{rules}[/]"
         elif result.status == "error":
             title = (
                 f"[bold]{escape(result.name)}[/] stopped on a [bold red]kit error[/]"
@@ -291,6 +294,11 @@ def _print_findings(console: Console, report: KitReport, verbose: bool = False) 
             console.print(f"[dim]{kind}[/] {escape(result.name)}: {escape(result.reason)}")
     for warning in report.warnings:
         console.print(f"[yellow]warning[/] {escape(warning)}")
+
+
+def _roots_first(result: CheckResult) -> bool:
+    """Panels of checks whose first finding is a root come first (False sorts first)."""
+    return bool(result.findings) and result.findings[0].follows_from is not None
 
 
 _CHECK_STATUSES = ("passed", "failed", "error", "not_checked", "skipped")
@@ -339,6 +347,9 @@ class _Live(RunListener):
             self.running.remove(result.name)
         self.progress.update(self.task, advance=1)
         self._describe()
+
+    def rechecking(self, check: Check) -> None:
+        self.progress.update(self.task, description=f"rooting findings: {escape(check.name)}")
 
     def _describe(self) -> None:
         names = ", ".join(escape(n) for n in self.running)
@@ -439,8 +450,23 @@ def _run(args: argparse.Namespace, console: Console) -> int:
             # A verdict (1, 3) stands; a pass whose report was lost is not a pass to CI.
             status = EXIT_USAGE if status == EXIT_PASSED else status
     console.print(f"{_VERDICTS[report.exit_status]} {_summary(report)}")
+    if report.roots:
+        console.print(escape(_roots_line(report)), highlight=False)
     console.print(escape(describe_levels(report.levels)), highlight=False)
     return status
+
+
+def _roots_line(report: KitReport) -> str:
+    """The defects to fix, at their roots: each root rule, and the rules following from it."""
+    follows: dict[str, list[str]] = {}
+    for rule in report.rules:
+        if rule.follows_from is not None:
+            follows.setdefault(rule.follows_from, []).append(rule.id)
+    parts = [
+        root + (f" (explains {', '.join(follows[root])})" if root in follows else "")
+        for root in report.roots
+    ]
+    return f"fix first: {'; '.join(parts)}"
 
 
 def _error(message: str) -> None:

@@ -27,7 +27,7 @@ import hypothesis
 from hypothesis.errors import Flaky
 
 from ..engines.replay import linked_exceptions
-from .report import CheckResult
+from .report import CheckResult, Finding
 
 __all__ = [
     "FLAKY_REPLAY",
@@ -158,7 +158,8 @@ def panel_title(result: CheckResult) -> str:
     """The panel's headline: which check broke which rule, or stopped on a kit error."""
     if result.status == "error":
         return f"{result.name} stopped on a kit error (no verdict on the backend)"
-    return f"{result.name} broke {result.violated_rule}"
+    rules = [f.rule for f in result.findings] or [str(result.violated_rule)]
+    return f"{result.name} broke {', '.join(rules)}"
 
 
 def panel_body(
@@ -178,11 +179,25 @@ def panel_body(
         lines.extend(f"    or: {command}" for command in also)
         if result.replay_note:
             lines.append(f"(the replay may differ: {result.replay_note})")
+    first = result.findings[0] if result.findings else None
+    if first is not None and first.follows_from:
+        lines.insert(0, f"follows from {first.follows_from}: {first.root_evidence}")
+    for finding in result.findings[1:]:
+        lines.append(f"\nalso found {finding.rule}" + _follows(finding) + ":")
+        lines.append(finding.detail)
+        if finding.replay:
+            lines.append(f"replay: {finding.replay}")
     if result.traceback and verbose:
         lines.append(f"traceback (the kit's frames included):\n{result.traceback.rstrip()}")
     elif result.traceback:
         lines.append(f"(the full traceback, the kit's frames included: {more})")
     return "\n".join(lines)
+
+
+def _follows(finding: Finding) -> str:
+    if finding.follows_from is None:
+        return ""
+    return f" (follows from {finding.follows_from}: {finding.root_evidence})"
 
 
 def panel(

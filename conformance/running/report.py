@@ -51,6 +51,7 @@ __all__ = [
     "REPORT_SCHEMA_VERSION",
     "CheckResult",
     "CheckStatus",
+    "Finding",
     "KitReport",
     "LevelResult",
     "LevelStatus",
@@ -62,7 +63,7 @@ __all__ = [
     "unwritable",
 ]
 
-REPORT_SCHEMA_VERSION = 7
+REPORT_SCHEMA_VERSION = 8
 """2: check status ``error`` and ``not_checked``, rule status ``error``, exit status 3.
 3: rule status ``not_run`` for rules outside an ``--only`` selection, which were
 ``not_checked`` before.
@@ -72,7 +73,10 @@ REPORT_SCHEMA_VERSION = 7
 ``expected_failures`` (the ``--xfail`` rules and their reasons); the ``reason`` of an
 ``xfailed`` or ``xpassed`` rule carries the ``--xfail`` reason.
 7: a check's ``reproduce`` (the failing example's blob, also in ``replay`` as
-``--reproduce``) and ``replay_note``; ``replay`` carries the run's ``--option``s."""
+``--reproduce``) and ``replay_note``; ``replay`` carries the run's ``--option``s.
+8: a check's ``findings`` (every distinct violation it found, each with its own
+``replay``), a rule's ``follows_from``, the run's ``findings`` and ``roots``; a rule
+fails when any check found it violated; ``rules`` lead with the roots."""
 
 CheckStatus = Literal["passed", "failed", "skipped", "not_checked", "error"]
 RuleStatus = Literal[
@@ -96,6 +100,26 @@ EXIT_USAGE = 2
 """Usage error: unknown backend, a factory that cannot be imported or raises, a bad option."""
 EXIT_KIT_ERROR = 3
 """No MUST rule failed, but a check ended in a kit error, so the run proves nothing either way."""
+
+
+class Finding(msgspec.Struct, frozen=True):
+    """One defect a check found: a rule it saw violated, with its own evidence and replay.
+
+    A check keeps exploring after a finding (`checkpointspec.conformance.engines.exploration`),
+    so it may report several, one per rule. ``summary`` says what is wrong in one
+    sentence; ``detail`` is the failure panel (the message, the shrunk steps, the
+    backend's frames). ``follows_from`` is the root rule whose defect explains this
+    finding, decided by re-checking (``root_evidence`` says how); None for a root.
+    """
+
+    rule: str
+    check: str
+    summary: str
+    detail: str = ""
+    replay: str = ""
+    reproduce: str | None = None
+    follows_from: str | None = None
+    root_evidence: str = ""
 
 
 class CheckResult(msgspec.Struct, frozen=True):
@@ -128,6 +152,14 @@ class CheckResult(msgspec.Struct, frozen=True):
     replay_note: str = ""
     """Why ``replay`` may not reproduce the failure exactly (a kill or a race timed by
     the operating system, not by the seed); empty when it does."""
+    findings: tuple[Finding, ...] = ()
+    """Every distinct violation the check found, one per rule, in the order found; the
+    first is ``violated_rule``. Empty unless ``failed``."""
+    rounds: int = 0
+    """Exploration rounds the check's Hypothesis runs used (0: it runs none)."""
+    explored: bool = False
+    """The check explored past its findings until a round found nothing new: a rule it
+    verifies and did not find broken passed it, as in a check that passed."""
 
 
 class RuleResult(msgspec.Struct, frozen=True):
@@ -141,6 +173,9 @@ class RuleResult(msgspec.Struct, frozen=True):
     checks: tuple[str, ...]
     reason: str = ""
     first_failure: str = ""
+    follows_from: str | None = None
+    """For a failed rule whose every finding follows from another rule's defect: that
+    root rule (the fix is there); None for a root or a rule that did not fail."""
 
 
 class LevelResult(msgspec.Struct, frozen=True):
@@ -167,7 +202,10 @@ class KitReport(msgspec.Struct, frozen=True):
 
     ``suite`` is the suite run; ``session_layer`` the session layer checked on the
     backend (``MODULE`` or ``MODULE:OBJECT``), None when the run had no session check.
-    ``rules`` are the suite's rules, in catalog order. ``levels`` are every
+    ``rules`` are the suite's rules: the roots first (failed rules that follow from
+    no other), then the failed rules that follow from them, then the rest, each group
+    in catalog order. ``findings`` are every check's findings, roots first; ``roots``
+    the root rules, the first of them the run's headline. ``levels`` are every
     conformance level, in order, attained or not; ``expected_failures`` the rules
     listed with ``--xfail`` and the reason given for each (empty when none was).
     """
@@ -187,6 +225,8 @@ class KitReport(msgspec.Struct, frozen=True):
     exit_status: int
     levels: tuple[LevelResult, ...]
     expected_failures: dict[str, str]
+    findings: tuple[Finding, ...] = ()
+    roots: tuple[str, ...] = ()
 
 
 def _rule_verdict(
@@ -197,8 +237,10 @@ def _rule_verdict(
     narrowed: bool,
 ) -> RuleResult:
     names = tuple(r.name for r in results)
-    failures = [r for r in results if r.status == "failed" and r.violated_rule == rule.id]
-    completed = [r for r in results if r.status == "passed"]
+    failures = [r for r in results if r.status == "failed" and rule.id in _found_rules(r)]
+    completed = [
+        r for r in results if r.status == "passed" or (r.status == "failed" and r.explored)
+    ]
     capability = rule.capability.value if rule.capability else None
 
     def verdict(status: RuleStatus, reason: str = "", first_failure: str = "") -> RuleResult:
@@ -210,12 +252,13 @@ def _rule_verdict(
         return verdict("skipped", f"the backend does not declare {capability}")
     if failures:
         first = failures[0]
+        detail = next(f.detail for f in _findings_of(first) if f.rule == rule.id)
         if rule.id in expected_failures:
             return verdict(
-                "xfailed", _expected(f"{first.name}", expected_failures[rule.id]), first.detail
+                "xfailed", _expected(f"{first.name}", expected_failures[rule.id]), detail
             )
         status: RuleStatus = "failed" if rule.strength is Strength.MUST else "warning"
-        return verdict(status, f"{first.name}", first.detail)
+        return verdict(status, ", ".join(r.name for r in failures), detail)
     errors = [r for r in results if r.status == "error"]
     if errors:
         # A check that broke off on the kit's own error may have been about to
@@ -248,6 +291,18 @@ def _rule_verdict(
         "not_checked",
         f"{other.name} stopped on {other.violated_rule} before reaching this rule",
     )
+
+
+def _findings_of(result: CheckResult) -> tuple[Finding, ...]:
+    """A failed check's findings; a result built without them (by hand, or by an older
+    kit) has its one violated rule."""
+    if result.findings or result.violated_rule is None:
+        return result.findings
+    return (Finding(result.violated_rule, result.name, "", result.detail, result.replay),)
+
+
+def _found_rules(result: CheckResult) -> set[str]:
+    return {f.rule for f in _findings_of(result)} if result.status == "failed" else set()
 
 
 def _partly_checked(results: list[CheckResult]) -> str:
@@ -293,8 +348,8 @@ def summarise_rules(
             rule_id = warning[1 : warning.index("]")]
             if rule_id in by_rule and rule_id not in result.rules:
                 by_rule[rule_id].append(result)
-        if result.violated_rule is not None and result.violated_rule not in result.rules:
-            by_rule[result.violated_rule].append(result)
+        for rule_id in sorted(_found_rules(result) - set(result.rules)):
+            by_rule[rule_id].append(result)
     declared = frozenset(capabilities)
     wanted = None if rule_ids is None else frozenset(rule_ids)
     return tuple(

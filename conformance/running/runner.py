@@ -50,6 +50,7 @@ import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from functools import partial
 from multiprocessing import get_context
 from pathlib import Path
 from typing import TypeGuard
@@ -64,6 +65,7 @@ from ...spec import (
     UnsupportedOperationError,
 )
 from ..checks.base import Check
+from ..engines.exploration import Found
 from ..engines.harness import CheckSkipped, Harness
 from ..engines.provenance import backend_operation
 from ..engines.replay import (
@@ -81,10 +83,13 @@ from .registry import CHECKS_BY_NAME, SUITES, is_session_check, rules_of_suite
 from .report import (
     REPORT_SCHEMA_VERSION,
     CheckResult,
+    Finding,
     KitReport,
+    RuleResult,
     exit_status_for,
     summarise_rules,
 )
+from .roots import Derivation, derive_roots, rooted
 
 __all__ = [
     "REPLAY_PASSED",
@@ -169,7 +174,8 @@ def run_check(check: Check, run: KitRun, root: Path | None = None) -> CheckResul
     except Exception as exc:
         replay = run.replay_command(check.name, session_check=is_session_check(check))
         judged = _judge(check, exc, run.probe, time.perf_counter() - started, replay)
-        return _with_reproduction(judged, check, exc, _replayed(harness_made))
+        ended = _with_reproduction(judged, check, exc, _replayed(harness_made))
+        return _with_findings(ended, check, run, harness_made)
     finally:
         if workdir is not None:
             _drop_external_stores(harness_made, workdir)
@@ -179,13 +185,83 @@ def run_check(check: Check, run: KitRun, root: Path | None = None) -> CheckResul
             f"{check.name} draws no Hypothesis examples, so there is no blob to replay: "
             "replay it with --seed alone"
         )
-    return CheckResult(
+    passed = CheckResult(
         check.name,
         check.rules,
         "passed",
         time.perf_counter() - started,
         detail="; ".join(harness.measured),
         warnings=tuple(harness.warnings),
+    )
+    return _with_findings(passed, check, run, harness)
+
+
+def _finding_of(found: Found, check: Check, run: KitRun) -> Finding:
+    """A violation the check recorded and explored past, as the report shows it."""
+    violation, raised = found.violation, found.raised
+    replay = run.replay_command(check.name, session_check=is_session_check(check))
+    blob = reproduction_of(raised)
+    return Finding(
+        rule=violation.rule_id,
+        check=check.name,
+        summary=violation.message.splitlines()[0] if violation.message else "",
+        detail="\n".join([str(violation), *hypothesis_lines(raised, violation)]),
+        replay=f"{replay} --reproduce {blob}" if blob is not None else replay,
+        reproduce=str(blob) if blob is not None else None,
+    )
+
+
+def _with_findings(
+    result: CheckResult, check: Check, run: KitRun, harness: Harness | None
+) -> CheckResult:
+    """``result`` with every finding of the check: those it recorded and explored past
+    (`Harness.findings`), then the one it ended on, if it failed. A check that recorded
+    any is ``failed``, whatever its last round did: the evidence stands."""
+    explored = harness.explored if harness is not None else None
+    if explored is not None:
+        result = msgspec.structs.replace(
+            result,
+            rounds=explored.rounds,
+            explored=explored.complete and result.status in ("passed", "failed"),
+        )
+    recorded = [_finding_of(f, check, run) for f in harness.findings] if harness else []
+    ended = (
+        [
+            Finding(
+                rule=result.violated_rule,
+                check=check.name,
+                summary=result.detail.splitlines()[0].removeprefix(f"[{result.violated_rule}] ")
+                if result.detail
+                else "",
+                detail=result.detail,
+                replay=result.replay,
+                reproduce=result.reproduce,
+            )
+        ]
+        if result.status == "failed" and result.violated_rule is not None
+        else []
+    )
+    findings = tuple(
+        f
+        for n, f in enumerate(recorded + ended)
+        if all(f.rule != g.rule for g in (recorded + ended)[:n])
+    )
+    if not findings:
+        return result
+    first = findings[0]
+    kit_error = f"; then {result.reason}" if result.status == "error" else ""
+    return msgspec.structs.replace(
+        result,
+        status="failed",
+        violated_rule=first.rule,
+        detail=first.detail,
+        replay=first.replay,
+        reproduce=first.reproduce,
+        replay_note=check.replay_note,
+        reason=f"{len(findings)} finding(s){kit_error}" if len(findings) > 1 or kit_error else "",
+        findings=findings,
+        traceback=result.traceback
+        or (full_traceback(harness.findings[0].raised) if harness and harness.findings else ""),
     )
 
 
@@ -363,6 +439,10 @@ class RunListener:
     def finished(self, result: CheckResult) -> None:
         """A check ended, skipped ones included."""
 
+    def rechecking(self, check: Check) -> None:
+        """After the checks: ``check`` runs again with another finding's defect left out,
+        to tell whether its own finding follows from that one (`derive_roots`)."""
+
 
 def run_kit(run: KitRun, listener: RunListener | None = None) -> KitReport:
     """Run the checks of ``run`` (`checkpointspec.conformance.running.plan.plan_run`
@@ -385,11 +465,22 @@ def run_kit(run: KitRun, listener: RunListener | None = None) -> KitReport:
         for result in _results(run, checks, root, told):
             results[result.name] = result
             told.finished(result)
+        derived = (
+            derive_roots(run, list(results.values()), partial(_recheck, root=root, told=told))
+            if run.reproduction is None
+            else {}
+        )
     except ReproduceError as exc:
         raise BackendLoadError(f"--reproduce: {exc}") from None
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    return report_of(run, checks, results, time.perf_counter() - started)
+    return report_of(run, checks, results, time.perf_counter() - started, derived)
+
+
+def _recheck(check: Check, variant: KitRun, *, root: Path, told: RunListener) -> CheckResult:
+    """One re-check of rooting (`derive_roots`): ``check`` on a variant of the run."""
+    told.rechecking(check)
+    return run_check(check, variant, root)
 
 
 def _results(
@@ -429,12 +520,19 @@ def _in_workers(
 
 
 def report_of(
-    run: KitRun, checks: Sequence[Check], results: Mapping[str, CheckResult], duration: float
+    run: KitRun,
+    checks: Sequence[Check],
+    results: Mapping[str, CheckResult],
+    duration: float,
+    derived: Mapping[tuple[str, str], Derivation] | None = None,
 ) -> KitReport:
     """The report of ``run`` over its selected ``checks``, from the ``results`` of those
-    that ran (pytest may deselect some: the run is then narrowed, as by ``--only``).
-    The CLI's report and the pytest plugin's summary are both this."""
-    ran = tuple(results[c.name] for c in checks if c.name in results)
+    that ran (pytest may deselect some: the run is then narrowed, as by ``--only``),
+    with the findings that follow from another rule's (``derived``, from `derive_roots`)
+    marked so. The CLI's report and the pytest plugin's summary are both this."""
+    ran, findings, roots, follows = rooted(
+        [results[c.name] for c in checks if c.name in results], derived or {}
+    )
     declared = tuple(sorted(c.value for c in run.probe.capabilities))
     rules = summarise_rules(
         ran,
@@ -443,7 +541,10 @@ def report_of(
         narrowed={r.name for r in ran} != {c.name for c in SUITES[run.suite]},
         # A check may prove a rule of the other suite broken (a session check meeting a
         # storage violation): that verdict is listed too, never dropped.
-        rule_ids=rules_of_suite(run.suite) | {r.violated_rule for r in ran if r.violated_rule},
+        rule_ids=rules_of_suite(run.suite) | {f.rule for f in findings},
+    )
+    rules = _roots_first(
+        tuple(msgspec.structs.replace(r, follows_from=follows.get(r.id)) for r in rules), roots
     )
     uses_session = any(is_session_check(c) for c in checks)
     return KitReport(
@@ -462,4 +563,18 @@ def report_of(
         exit_status=exit_status_for(rules, ran),
         levels=judge_levels(rules, declared),
         expected_failures=dict(run.expected_failures),
+        findings=findings,
+        roots=roots,
     )
+
+
+def _roots_first(rules: tuple[RuleResult, ...], roots: Sequence[str]) -> tuple[RuleResult, ...]:
+    """The rules in table order: the failed roots, then the failed rules that follow from
+    them, then the rest; catalog order within each."""
+
+    def place(rule: RuleResult) -> int:
+        if rule.id in roots:
+            return 0
+        return 1 if rule.follows_from is not None else 2
+
+    return tuple(sorted(rules, key=place))

@@ -46,7 +46,7 @@ def test_memory_passes_and_writes_reports(
     )
     assert status == 0
     data = json.loads(report.read_bytes())
-    assert data["schema_version"] == 7
+    assert data["schema_version"] == 8
     assert data["suite"] == "storage"
     assert data["session_layer"] is None
     assert not any(r["id"].startswith(("FOLD-", "RESTORE-")) for r in data["rules"])

@@ -36,7 +36,7 @@ from typing import NamedTuple
 
 from hypothesis import note
 from hypothesis import strategies as st
-from hypothesis.stateful import initialize, invariant, precondition, rule
+from hypothesis.stateful import precondition
 
 from ....spec import (
     STAGES,
@@ -64,6 +64,7 @@ from ....spec import (
     encode_content,
     plan_restore,
 )
+from ..exploration import initialize, invariant, rule
 from ..outcomes import Err, read_all, run_backend
 from ..violations import RuleViolation, expect
 from .session_runtime import (

@@ -53,6 +53,7 @@ from ....spec import (
     fold_model,
     make_snapshot,
 )
+from ..exploration import Diverging
 from ..outcomes import Err, Ok, run_backend
 from ..provenance import open_checkpointer
 from ..violations import RuleViolation, expect
@@ -117,7 +118,7 @@ class Blame(msgspec.Struct):
     files: str = "RESTORE-001"
 
 
-class SessionMachineBase(RuleBasedStateMachine):
+class SessionMachineBase(Diverging, RuleBasedStateMachine):
     """A fresh store and workspace under ``env.root``, one handle and one workspace on them."""
 
     def __init__(self, env: SessionMachineEnv) -> None:

@@ -25,7 +25,7 @@ from typing import cast
 
 from hypothesis import note
 from hypothesis import strategies as st
-from hypothesis.stateful import invariant, precondition, rule
+from hypothesis.stateful import precondition
 
 from ....spec import (
     Capability,
@@ -34,6 +34,7 @@ from ....spec import (
     GenerationalCheckpointer,
     StoredEvent,
 )
+from ..exploration import invariant, rule
 from ..outcomes import (
     EVENT_KINDS,
     Err,

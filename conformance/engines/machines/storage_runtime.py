@@ -37,6 +37,7 @@ from ....spec import (
     SpecModel,
     StoredEvent,
 )
+from ..exploration import Diverging
 from ..outcomes import (
     Err,
     Ok,
@@ -78,7 +79,7 @@ class MachineEnv(msgspec.Struct):
     warnings: list[str] = msgspec.field(default_factory=list)
 
 
-class MachineBase(RuleBasedStateMachine):
+class MachineBase(Diverging, RuleBasedStateMachine):
     """A fresh store under ``env.root`` with one handle, beside a fresh `SpecModel`."""
 
     def __init__(self, env: MachineEnv) -> None:

@@ -1,0 +1,201 @@
+"""Which findings follow from another: a run's defects named at their roots.
+
+One defect often breaks several rules, each seen by another check: a truncate that
+ignores ``expected_head`` fails TRUNC-003 in its own check, and forks the history
+the multi-process check judges (APPEND-002). An author fixing the rules in catalog
+order would chase the symptom first. So after the checks, the kit decides for every
+finding whether another rule found in the run explains it, from evidence, never
+from wording: it re-checks the finding's check with that other rule's defect left
+out, and if the finding is then gone, it *follows from* that rule.
+
+"Left out" means, by what the candidate root is about:
+
+- an optional operation (the rule's capability: TRUNCATE, DELETE, LIST, GENERATION):
+  the check runs again as if the backend did not declare it, so it never calls it;
+- anything else, for a check whose Hypothesis run can tolerate a rule
+  (`checkpointspec.conformance.engines.exploration`): the check runs again with the
+  root's rule tolerated from its first round, so every example that breaks it is
+  excluded; what the check still finds departs from the model on its own.
+
+A finding that neither way can re-check stays a root: the kit does not guess. The
+re-checks run in this process after the checks, each like a check of the run
+(``recheck``), within `MAX_RECHECKS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import NamedTuple
+
+import msgspec
+
+from ...spec import RULES, RULES_BY_ID, Capability
+from ..checks.base import Check
+from ..engines.run import KitRun
+from .registry import CHECKS_BY_NAME
+from .report import CheckResult, Finding
+
+__all__ = ["MAX_RECHECKS", "Derivation", "derive_roots", "rooted"]
+
+MAX_RECHECKS = 16
+"""Re-checks one run spends on rooting at most; a finding not reached stays a root."""
+
+_CATALOG_ORDER = {rule.id: n for n, rule in enumerate(RULES)}
+
+
+class Derivation(NamedTuple):
+    """A finding that follows from ``root``: ``evidence`` says how that was shown."""
+
+    root: str
+    evidence: str
+
+
+def _by_capability(run: KitRun, check: Check, rule: str, root: str) -> Capability | None:
+    """The optional operation ``root`` is about, if leaving it out of ``check`` can show
+    whether ``rule`` follows from it: declared, not needed by the check, and not the
+    operation ``rule`` is about itself."""
+    capability = RULES_BY_ID[root].capability
+    if (
+        capability is not None
+        and capability in run.probe.capabilities
+        and capability not in check.needs
+        and RULES_BY_ID[rule].capability != capability
+    ):
+        return capability
+    return None
+
+
+def _left_out(run: KitRun, check: Check, rule: str, root: str) -> tuple[KitRun, str]:
+    """``run`` with ``root``'s defect left out for re-checking ``rule`` in ``check``, and
+    how it was left out, for the report."""
+    capability = _by_capability(run, check, rule, root)
+    if capability is not None:
+        probe = msgspec.structs.replace(
+            run.probe, capabilities=run.probe.capabilities - {capability}
+        )
+        return (
+            msgspec.structs.replace(run, probe=probe),
+            f"with {capability.name} left out, {check.name} no longer finds {rule} broken",
+        )
+    return (
+        msgspec.structs.replace(run, tolerated=run.tolerated | {root}),
+        f"with every example that breaks {root} excluded, {check.name} no longer finds "
+        f"{rule} broken",
+    )
+
+
+def _found(result: CheckResult) -> set[str]:
+    return {f.rule for f in result.findings} if result.status == "failed" else set()
+
+
+def derive_roots(
+    run: KitRun,
+    results: Sequence[CheckResult],
+    recheck: Callable[[Check, KitRun], CheckResult],
+) -> dict[tuple[str, str], Derivation]:
+    """For each (check name, rule) finding of ``results`` that follows from another rule
+    found in the run: that rule and the evidence. ``recheck`` runs one check of a
+    variant of ``run`` (the runner's `run_check`)."""
+    findings = [(r.name, f.rule) for r in results for f in r.findings if r.status == "failed"]
+    candidates = sorted({rule for _, rule in findings}, key=_CATALOG_ORDER.__getitem__)
+    if len(candidates) < 2:
+        return {}
+    derived: dict[tuple[str, str], Derivation] = {}
+    spent = 0
+    for check_name, rule in findings:
+        check = CHECKS_BY_NAME.get(check_name)
+        if check is None:
+            continue
+        # Exploration made every finding of one check its own departure from the model
+        # (`checkpointspec.conformance.engines.exploration`): a rule this check found
+        # too is no root of another of its findings.
+        own = {f.rule for r in results if r.name == check_name for f in r.findings}
+        for root in candidates:
+            if root in own or spent >= MAX_RECHECKS:
+                continue
+            if not _can_recheck(run, check, rule, root, results):
+                continue
+            variant, how = _left_out(run, check, rule, root)
+            spent += 1
+            again = recheck(check, variant)
+            if again.status in ("passed", "failed") and rule not in _found(again):
+                derived[(check_name, rule)] = Derivation(root, how)
+                break
+    return _without_cycles(derived)
+
+
+def _can_recheck(
+    run: KitRun, check: Check, rule: str, root: str, results: Sequence[CheckResult]
+) -> bool:
+    """Whether re-checking ``rule`` in ``check`` with ``root`` left out can tell anything:
+    by capability (`_by_capability`), or by tolerance for a check whose Hypothesis run
+    tolerates rules (it reported exploration rounds)."""
+    if _by_capability(run, check, rule, root) is not None:
+        return True
+    ran = next((r for r in results if r.name == check.name), None)
+    return ran is not None and ran.rounds > 0
+
+
+def _without_cycles(
+    derived: dict[tuple[str, str], Derivation],
+) -> dict[tuple[str, str], Derivation]:
+    """Each derivation pointing at a root that is itself a root somewhere: a rule whose
+    every finding follows from another cannot explain a third (its own root does),
+    and two rules that each explain the other both stay roots."""
+    derived_rules = _wholly_derived(derived)
+    kept = dict(derived)
+    for key, derivation in derived.items():
+        seen = {key[1]}
+        root = derivation.root
+        while root in derived_rules and root not in seen:
+            seen.add(root)
+            root = derived_rules[root]
+        if root in seen:
+            del kept[key]
+        elif root != derivation.root:
+            kept[key] = Derivation(root, derivation.evidence)
+    return kept
+
+
+def _wholly_derived(derived: Mapping[tuple[str, str], Derivation]) -> dict[str, str]:
+    """Rules every finding of which follows from another: rule → that root (the first)."""
+    by_rule: dict[str, list[str]] = {}
+    for (_, rule), derivation in derived.items():
+        by_rule.setdefault(rule, []).append(derivation.root)
+    return {rule: roots[0] for rule, roots in by_rule.items()}
+
+
+def rooted(
+    results: Sequence[CheckResult], derived: Mapping[tuple[str, str], Derivation]
+) -> tuple[tuple[CheckResult, ...], tuple[Finding, ...], tuple[str, ...], dict[str, str]]:
+    """The results with each finding's ``follows_from`` filled in; every finding, roots
+    first; the root rules in catalog order; and each failed rule that follows wholly
+    from another, mapped to its root."""
+    marked: list[CheckResult] = []
+    for result in results:
+        findings = tuple(
+            msgspec.structs.replace(
+                f,
+                follows_from=derived[(result.name, f.rule)].root,
+                root_evidence=derived[(result.name, f.rule)].evidence,
+            )
+            if (result.name, f.rule) in derived
+            else f
+            for f in result.findings
+        )
+        marked.append(msgspec.structs.replace(result, findings=findings))
+    every = [f for r in marked if r.status == "failed" for f in r.findings]
+    root_rules = sorted(
+        {f.rule for f in every if f.follows_from is None}, key=_CATALOG_ORDER.__getitem__
+    )
+    follows = {
+        rule: root
+        for rule in {f.rule for f in every}
+        if rule not in root_rules
+        for root in [next(f.follows_from for f in every if f.rule == rule and f.follows_from)]
+    }
+    ordered = sorted(
+        every,
+        key=lambda f: (f.follows_from is not None, _CATALOG_ORDER[f.rule], f.check),
+    )
+    return tuple(marked), tuple(ordered), tuple(root_rules), follows
