@@ -169,8 +169,8 @@ def rooted(
     results: Sequence[CheckResult], derived: Mapping[tuple[str, str], Derivation]
 ) -> tuple[tuple[CheckResult, ...], tuple[Finding, ...], tuple[str, ...], dict[str, str]]:
     """The results with each finding's ``follows_from`` filled in; every finding, roots
-    first; the root rules in catalog order; and each failed rule that follows wholly
-    from another, mapped to its root."""
+    first; the root rules, the one explaining most findings first, then in catalog
+    order; and each failed rule that follows wholly from another, mapped to its root."""
     marked: list[CheckResult] = []
     for result in results:
         findings = tuple(
@@ -185,8 +185,13 @@ def rooted(
         )
         marked.append(msgspec.structs.replace(result, findings=findings))
     every = [f for r in marked if r.status == "failed" for f in r.findings]
+    explains = {
+        rule: sum(f.follows_from == rule for f in every) for rule in {f.rule for f in every}
+    }
+    # The root explaining most findings leads (the defect to fix first), then catalog order.
     root_rules = sorted(
-        {f.rule for f in every if f.follows_from is None}, key=_CATALOG_ORDER.__getitem__
+        {f.rule for f in every if f.follows_from is None},
+        key=lambda rule: (-explains[rule], _CATALOG_ORDER[rule]),
     )
     follows = {
         rule: root

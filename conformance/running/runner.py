@@ -569,12 +569,12 @@ def report_of(
 
 
 def _roots_first(rules: tuple[RuleResult, ...], roots: Sequence[str]) -> tuple[RuleResult, ...]:
-    """The rules in table order: the failed roots, then the failed rules that follow from
-    them, then the rest; catalog order within each."""
+    """The rules in table order: the failed roots in ``roots``' order, then the failed
+    rules that follow from them, then the rest, in catalog order."""
 
-    def place(rule: RuleResult) -> int:
+    def place(rule: RuleResult) -> tuple[int, int]:
         if rule.id in roots:
-            return 0
-        return 1 if rule.follows_from is not None else 2
+            return (0, roots.index(rule.id))
+        return (1 if rule.follows_from is not None else 2, 0)
 
     return tuple(sorted(rules, key=place))

@@ -30,18 +30,21 @@ def failed_rules(report: KitReport) -> set[str]:
 
 
 def failed_checks(report: KitReport, rule_id: str | None = None) -> list[CheckResult]:
-    """Failed checks, only those that blamed ``rule_id`` when it is given."""
+    """Failed checks, only those that found ``rule_id`` broken when it is given."""
     return [
         c
         for c in report.checks
-        if c.status == "failed" and (rule_id is None or c.violated_rule == rule_id)
+        if c.status == "failed" and (rule_id is None or rule_id in {f.rule for f in c.findings})
     ]
 
 
 def _check_lines(check: CheckResult) -> list[str]:
     line = f"  {check.status:7} {check.name}"
     if check.status == "failed":
-        line += f"  -> {check.violated_rule}"
+        line += "  -> " + ", ".join(
+            f.rule + (f" (follows from {f.follows_from})" if f.follows_from else "")
+            for f in check.findings
+        )
     elif check.status in ("skipped", "not_checked", "error"):
         line += f"  ({check.reason})"
     lines = [line]
@@ -67,7 +70,7 @@ def describe(report: KitReport) -> str:
     """The report as text: summary, non-passing rules, then every check."""
     lines = [
         f"kit report for {report.backend} (profile {report.profile}, seed {report.seed}): "
-        f"exit status {report.exit_status}",
+        f"exit status {report.exit_status}, roots {list(report.roots)}",
         "rules not passed: " + (", ".join(_unpassed(report)) or "none"),
         "checks:",
     ]

@@ -99,11 +99,15 @@ def _rejects(report: KitReport, rule_id: str) -> bool:
 
 
 def assert_rejected(report: KitReport, rule_id: str) -> None:
-    """Exit status 1, ``rule_id`` failed, and every failure replayable with the run's seed."""
+    """Exit status 1, ``rule_id`` failed as the first root and first row of the table, and
+    every failure replayable with the run's seed."""
     text = describe(report)
     assert report.exit_status == 1, text
     assert _rejects(report, rule_id), text
     assert failed_checks(report, rule_id), text
+    # Named at its root: the planted rule leads the roots and the table.
+    assert report.roots[:1] == (rule_id,), text
+    assert report.rules[0].id == rule_id, text
     for check in failed_checks(report):
         assert f"--seed {report.seed}" in check.replay, text
         assert f"--only {check.name}" in check.replay, text

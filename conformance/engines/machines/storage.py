@@ -30,6 +30,7 @@ from hypothesis.stateful import precondition
 from ....spec import (
     Capability,
     CheckpointConflictError,
+    Checkpointer,
     CheckpointerClosedError,
     GenerationalCheckpointer,
     StoredEvent,
@@ -104,6 +105,23 @@ class CheckpointerMachine(MachineBase):
         )
         if isinstance(actual, Ok) and isinstance(model, Ok):
             self.compare_read(i, actual.value, model.value, (session_id, since), call)
+
+    def blame_unchecked_head(
+        self, cp: Checkpointer, session_id: str, stale: int | None, call: str
+    ) -> None:
+        """After racing appends on one expected head all succeeded: if one more append with
+        that head, now stale, succeeds on its own, no race is needed to show the defect,
+        and the rule broken is APPEND-002, not APPEND-004."""
+        alone = self.run(
+            run_backend(partial(cp.append, session_id, self.new_batch(["user_prompt"]), stale))
+        )
+        if isinstance(alone, Ok):
+            raise RuleViolation(
+                "APPEND-002",
+                f"an append with a stale expected_head succeeds: after {call} (all succeeded), "
+                f"append({session_id!r}, 1 event, expected_head={stale}) on its own also "
+                f"returned {alone.value}; expected CheckpointConflictError",
+            )
 
     @rule(h=_handle_index, session_id=_session)
     def head(self, h: int, session_id: str) -> None:
@@ -292,6 +310,8 @@ class CheckpointerMachine(MachineBase):
                     f"{call}: one raised {type(outcome.error).__name__}: {outcome.error}",
                 )
         if use_expected:
+            if len(winners) > 1:
+                self.blame_unchecked_head(picked[0][1], session_id, want, call)
             expect(
                 len(winners) == 1,
                 "APPEND-004",
