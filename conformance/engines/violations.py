@@ -12,18 +12,22 @@ class RuleViolation(AssertionError):
 
     ``rule_id`` names the rule, ``message`` says what was seen against what the
     rule (or the model) requires. Raised by checks and the stateful machines; the
-    runner turns it into a failed rule in the report.
+    runner turns it into a failed rule in the report. ``also`` names rules the same
+    evidence breaks as well (a batch torn by a kill breaks APPEND-003 and KILL-001):
+    each is reported as following from ``rule_id``, so that its row fails too.
     """
 
-    def __init__(self, rule_id: str, message: str) -> None:
-        if rule_id not in RULES_BY_ID:
-            raise KeyError(f"RuleViolation names unknown rule {rule_id!r}")
+    def __init__(self, rule_id: str, message: str, also: tuple[str, ...] = ()) -> None:
+        for rule in (rule_id, *also):
+            if rule not in RULES_BY_ID:
+                raise KeyError(f"RuleViolation names unknown rule {rule!r}")
         super().__init__(f"[{rule_id}] {message}")
         self.rule_id = rule_id
         self.message = message
+        self.also = tuple(r for r in also if r != rule_id)
 
-    def __reduce__(self) -> tuple[type[RuleViolation], tuple[str, str]]:
-        return (type(self), (self.rule_id, self.message))
+    def __reduce__(self) -> tuple[type[RuleViolation], tuple[str, str, tuple[str, ...]]]:
+        return (type(self), (self.rule_id, self.message, self.also))
 
 
 def expect(condition: bool, rule_id: str, message: str) -> None:

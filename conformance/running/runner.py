@@ -175,7 +175,7 @@ def run_check(check: Check, run: KitRun, root: Path | None = None) -> CheckResul
         replay = run.replay_command(check.name, session_check=is_session_check(check))
         judged = _judge(check, exc, run.probe, time.perf_counter() - started, replay)
         ended = _with_reproduction(judged, check, exc, _replayed(harness_made))
-        return _with_findings(ended, check, run, harness_made)
+        return _with_findings(ended, check, run, harness_made, _violation_in(exc))
     finally:
         if workdir is not None:
             _drop_external_stores(harness_made, workdir)
@@ -196,12 +196,17 @@ def run_check(check: Check, run: KitRun, root: Path | None = None) -> CheckResul
     return _with_findings(passed, check, run, harness)
 
 
-def _finding_of(found: Found, check: Check, run: KitRun) -> Finding:
-    """A violation the check recorded and explored past, as the report shows it."""
+def _violation_in(exc: BaseException) -> RuleViolation | None:
+    return next((e for e in _leaves(exc) if isinstance(e, RuleViolation)), None)
+
+
+def _finding_of(found: Found, check: Check, run: KitRun) -> list[Finding]:
+    """A violation the check recorded and explored past, as the report shows it (with
+    the rules the same evidence breaks as well, `_same_evidence`)."""
     violation, raised = found.violation, found.raised
     replay = run.replay_command(check.name, session_check=is_session_check(check))
     blob = reproduction_of(raised)
-    return Finding(
+    finding = Finding(
         rule=violation.rule_id,
         check=check.name,
         summary=violation.message.splitlines()[0] if violation.message else "",
@@ -209,10 +214,31 @@ def _finding_of(found: Found, check: Check, run: KitRun) -> Finding:
         replay=f"{replay} --reproduce {blob}" if blob is not None else replay,
         reproduce=str(blob) if blob is not None else None,
     )
+    return [finding, *_same_evidence(finding, violation)]
+
+
+def _same_evidence(finding: Finding, violation: RuleViolation | None) -> list[Finding]:
+    """The findings of the rules ``violation`` names in ``also``: the same evidence breaks
+    them, so each follows from ``finding``'s rule, and shares its detail and replay."""
+    if violation is None or violation.rule_id != finding.rule:
+        return []
+    return [
+        msgspec.structs.replace(
+            finding,
+            rule=rule,
+            follows_from=finding.rule,
+            root_evidence=f"the same evidence breaks it: {finding.summary}",
+        )
+        for rule in violation.also
+    ]
 
 
 def _with_findings(
-    result: CheckResult, check: Check, run: KitRun, harness: Harness | None
+    result: CheckResult,
+    check: Check,
+    run: KitRun,
+    harness: Harness | None,
+    violation: RuleViolation | None = None,
 ) -> CheckResult:
     """``result`` with every finding of the check: those it recorded and explored past
     (`Harness.findings`), then the one it ended on, if it failed. A check that recorded
@@ -224,8 +250,8 @@ def _with_findings(
             rounds=explored.rounds,
             explored=explored.complete and result.status in ("passed", "failed"),
         )
-    recorded = [_finding_of(f, check, run) for f in harness.findings] if harness else []
-    ended = (
+    recorded = [g for f in harness.findings for g in _finding_of(f, check, run)] if harness else []
+    ended_finding = (
         [
             Finding(
                 rule=result.violated_rule,
@@ -241,6 +267,7 @@ def _with_findings(
         if result.status == "failed" and result.violated_rule is not None
         else []
     )
+    ended = ended_finding + [g for f in ended_finding for g in _same_evidence(f, violation)]
     findings = tuple(
         f
         for n, f in enumerate(recorded + ended)

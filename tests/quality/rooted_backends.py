@@ -1,17 +1,23 @@
-"""Backends whose one defect breaks several rules, each seen by another check: the kit
-must name the defect's own rule as the root and show the others as following from it.
+"""Backends for findings and roots: one defect that several checks see under several
+rules, and several defects that one check must find all of.
 
-Each is the SQLite reference backend (multi-process, durable, so that every check
-applies) with one mistake; ``violates`` names the root rule. The kit loads them by
-``module:attribute``, in its worker processes too: ``rooted_backends:TruncateIgnoresExpectedHead.make``.
+`TruncateIgnoresExpectedHead` is the SQLite reference backend (multi-process,
+durable, so that every check applies) with one mistake: the kit must name its rule
+as the root and show what the other checks saw as following from it.
+`ThreeDefects` is the memory reference backend with three unrelated bugs: the
+model-based check must report all three, each replayable on its own. ``violates``
+names the root rule (the first, for several). Neither is a meta-suite case
+(`cases.py`): `test_findings_and_roots.py` runs them. The kit loads them by
+``module:attribute``, in its worker processes too.
 """
 
 from __future__ import annotations
 
+from broken_backends import ListsOldestFirst, ReadTakesAnyId, TruncateKeepsOneMore
 from checkpointspec.backends.sqlite import SqliteCheckpointer
 from racy_backends import Racy
 
-__all__ = ["ROOTED", "TruncateIgnoresExpectedHead"]
+__all__ = ["ThreeDefects", "TruncateIgnoresExpectedHead"]
 
 
 class TruncateIgnoresExpectedHead(Racy):
@@ -37,4 +43,13 @@ class TruncateIgnoresExpectedHead(Racy):
         )
 
 
-ROOTED: dict[str, type[Racy]] = {"TruncateIgnoresExpectedHead": TruncateIgnoresExpectedHead}
+class ThreeDefects(ReadTakesAnyId, TruncateKeepsOneMore, ListsOldestFirst):
+    """Bugs: reads take any session id, even the empty one (ARG-001); truncate keeps one
+    event too many (TRUNC-001); list_sessions lists the oldest first (LIST-002).
+
+    The first shows in almost every run of the model-based check; the kit must still
+    find the other two.
+    """
+
+    violates = "ARG-001"
+    also_violates = ("TRUNC-001", "LIST-002")

@@ -1,0 +1,54 @@
+"""A run reports every defect it finds, each at its root (docs/kit.md, "Findings and roots").
+
+`rooted_backends` holds the backends: several defects for one check to find all of,
+and one defect several checks see under several rules.
+"""
+
+from __future__ import annotations
+
+import pytest
+from checkpointspec.conformance.engines.replay import parse_reproduction
+from checkpointspec.conformance.running.plan import plan_run
+from checkpointspec.conformance.running.registry import CHECKS_BY_NAME
+from checkpointspec.conformance.running.runner import run_check, run_kit
+from kit_reports import MODEL_BASED, describe
+from rooted_backends import ThreeDefects, TruncateIgnoresExpectedHead
+
+THREE = "rooted_backends:ThreeDefects.make"
+
+
+@pytest.mark.slow
+def test_the_model_based_check_finds_every_defect_and_each_replays_alone(tmp_path) -> None:
+    run = plan_run(THREE, profile="quick", seed=1, only=(MODEL_BASED,))
+    result = run_check(CHECKS_BY_NAME[MODEL_BASED], run, tmp_path)
+    found = [f.rule for f in result.findings]
+    assert result.status == "failed", result.detail
+    assert set(found) == {ThreeDefects.violates, *ThreeDefects.also_violates}, found
+    for finding in result.findings:
+        assert finding.reproduce is not None, finding
+        assert f"--reproduce {finding.reproduce}" in finding.replay
+        replay = plan_run(
+            THREE,
+            profile="quick",
+            seed=1,
+            only=(MODEL_BASED,),
+            reproduction=parse_reproduction(finding.reproduce),
+        )
+        again = run_check(CHECKS_BY_NAME[MODEL_BASED], replay, tmp_path)
+        assert [f.rule for f in again.findings] == [finding.rule], again.detail
+
+
+ROOTED_SEEDS = (1, 2, 3)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", ROOTED_SEEDS)
+def test_one_defect_seen_by_several_checks_is_named_at_its_root(seed: int) -> None:
+    backend = "rooted_backends:TruncateIgnoresExpectedHead.make"
+    report = run_kit(plan_run(backend, profile="quick", seed=seed))
+    text = describe(report)
+    assert report.exit_status == 1, text
+    assert report.roots == (TruncateIgnoresExpectedHead.violates,), text
+    assert report.rules[0].id == TruncateIgnoresExpectedHead.violates, text
+    for rule in report.rules[1:]:
+        assert rule.status != "failed" or rule.follows_from == report.roots[0], text
