@@ -17,7 +17,6 @@ from ..running.levels import attained
 from ..running.report import (
     EXIT_FAILED,
     EXIT_PASSED,
-    CheckResult,
     KitReport,
     RuleResult,
     RuleStatus,
@@ -55,19 +54,17 @@ def _code(text: str) -> str:
     return f"{fence}{_cell(text, 10_000)}{fence}"
 
 
-def _replay(rule: RuleResult, checks: dict[str, CheckResult]) -> str:
-    """The replay command of the check that decided the rule's verdict, if it has one."""
-    for name in rule.checks:
-        check = checks.get(name)
-        if check is None or not check.replay:
-            continue
-        if check.status == "failed" and check.violated_rule == rule.id:
-            return check.replay
-        if rule.status == "error" and check.status == "error":
-            return check.replay
-    # A failure found by a check that does not list the rule (the model-based check).
-    for check in checks.values():
-        if check.status == "failed" and check.violated_rule == rule.id and check.replay:
+def _replay(rule: RuleResult, report: KitReport) -> str:
+    """The replay command of the rule's first finding, or of the check that stopped on a
+    kit error for a rule in error; empty when there is none."""
+    finding = next((f for f in report.findings if f.rule == rule.id and f.replay), None)
+    if finding is not None:
+        return finding.replay
+    for check in report.checks:
+        # A report built without findings (by hand, or an older kit's) has the rule on its check.
+        blamed = check.status == "failed" and check.violated_rule == rule.id
+        stopped = rule.status == "error" and check.status == "error" and check.name in rule.checks
+        if (blamed or stopped) and check.replay:
             return check.replay
     return ""
 
@@ -75,6 +72,8 @@ def _replay(rule: RuleResult, checks: dict[str, CheckResult]) -> str:
 def _finding(rule: RuleResult, expected: dict[str, str]) -> str:
     if rule.status in ("failed", "xfailed", "warning", "error") and rule.first_failure:
         first = rule.first_failure.splitlines()[0]
+        if rule.follows_from is not None:
+            first = f"follows from {rule.follows_from}: {first}"
         why = expected.get(rule.id, "")
         return f"{first} (expected: {why})" if rule.status == "xfailed" and why else first
     return rule.reason
@@ -112,12 +111,14 @@ def render_summary(report: KitReport) -> str:
             for level in report.levels
         ),
     ]
+    if report.roots:
+        lines += ["", f"**Fix first:** {', '.join(report.roots)}"]
+    # The report's rules lead with the roots; a stable sort keeps them first per status.
     listed = sorted(
         (r for r in report.rules if r.status in _LISTED),
         key=lambda r: _LISTED.index(r.status),
     )
     if listed:
-        checks = {c.name: c for c in report.checks}
         lines += [
             "",
             "### Rules that did not pass",
@@ -126,7 +127,7 @@ def render_summary(report: KitReport) -> str:
             "|---|---|---|---|---|",
             *(
                 f"| {r.id} | {r.strength.value} | {r.status} | {_cell(_finding(r, report.expected_failures))} "
-                f"| {_code(_replay(r, checks))} |"
+                f"| {_code(_replay(r, report))} |"
                 for r in listed
             ),
         ]
