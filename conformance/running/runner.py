@@ -493,7 +493,12 @@ def run_kit(run: KitRun, listener: RunListener | None = None) -> KitReport:
             results[result.name] = result
             told.finished(result)
         derived = (
-            derive_roots(run, list(results.values()), partial(_recheck, root=root, told=told))
+            derive_roots(
+                run,
+                list(results.values()),
+                partial(_recheck, root=root, told=told),
+                seconds=time.perf_counter() - started,
+            )
             if run.reproduction is None
             else {}
         )
