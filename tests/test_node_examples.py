@@ -54,7 +54,7 @@ pytestmark = pytest.mark.skipif(
 # The meta-suite's cases live beside their conftest, which only tests/quality loads.
 sys.path.insert(0, str(REPO / "tests" / "quality"))
 from cases import MEMORY_CASES, SEED  # noqa: E402
-from kit_reports import describe, failed_rules  # noqa: E402
+from kit_reports import describe, failed_rules, verdict  # noqa: E402
 
 TWIN = next(case for case in MEMORY_CASES if case.name == "IgnoresExpectedHead")
 COMMANDS = marked_commands((EXAMPLE / "README.md").read_text(encoding="utf-8"))
@@ -135,7 +135,11 @@ def test_a_batch_written_line_by_line_is_caught_without_fault_points(seed: int) 
         plan_run(None, process=_command(TORN), profile="quick", seed=seed, only=list(CRASH_CHECKS))
     )
     assert report.exit_status == 1, describe(report)
-    assert failed_rules(report) == {"APPEND-003"}, describe(report)
+    # A batch torn by a killed writer is a write left half-done: KILL-001 fails too,
+    # following from APPEND-003, the root.
+    assert report.roots == ("APPEND-003",), describe(report)
+    assert failed_rules(report) == {"APPEND-003", "KILL-001"}, describe(report)
+    assert verdict(report, "KILL-001").follows_from == "APPEND-003", describe(report)
     assert [c.status for c in report.checks] == ["failed", "failed"], describe(report)
 
 
