@@ -102,6 +102,9 @@ class KitRun(msgspec.Struct, frozen=True, kw_only=True):
     """``--reproduce``: the one recorded failing example the one selected check replays."""
     outputs: ReportOutputs = ReportOutputs()
     """The files the verdict is written to when the run ends."""
+    shard: tuple[int, int] | None = None
+    """``--shard K/N``: this run checks the K-th of N deterministic slices of the selected
+    checks (`checkpointspec.conformance.running.plan.shard_of`); None for all of them."""
     tolerated: frozenset[str] = frozenset()
     """Rules every check tolerates from its first round (see
     `checkpointspec.conformance.engines.exploration`): empty for a user's run; the

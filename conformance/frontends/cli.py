@@ -66,9 +66,11 @@ from ..engines.profiles import DEFAULT_PROFILE, PROFILES
 from ..engines.replay import ReproduceError, Reproduction, parse_reproduction
 from ..engines.run import KitRun, OutputName, ReportOutputs
 from ..engines.session_layer import DEFAULT_SESSION_LAYER
+from ..running.compare import compare_reports, render_comparison
 from ..running.failures import panel_body
 from ..running.levels import describe_levels, level_of_rule
-from ..running.plan import RunSettingError, plan_run
+from ..running.merge import MergeError, load_report, merge_reports
+from ..running.plan import RunSettingError, parse_shard, plan_run
 from ..running.registry import DEFAULT_SUITE, SUITES, UnknownRuleError, check_rule_id
 from ..running.report import (
     EXIT_FAILED,
@@ -79,6 +81,7 @@ from ..running.report import (
     KitReport,
     to_json,
     to_junit,
+    unwritable,
 )
 from ..running.runner import RunListener, run_kit
 from .badge import badge_for, render_badge
@@ -128,6 +131,21 @@ def _workers(text: str) -> int:
     if n < 1:
         raise argparse.ArgumentTypeError(f"{n} processes: use 1 or more")
     return n
+
+
+_OUTPUT_FLAGS = (
+    ("report", "FILE.json", "JSON report"),
+    ("junit", "FILE.xml", "JUnit XML report"),
+    ("badge", "FILE.svg", "SVG status badge"),
+    ("summary", "FILE.md", "Markdown summary"),
+)
+
+
+def _shard(text: str) -> tuple[int, int]:
+    try:
+        return parse_shard(text)
+    except RunSettingError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--shard ")) from None
 
 
 def _reproduction(text: str) -> Reproduction:
@@ -228,13 +246,36 @@ def _parser() -> argparse.ArgumentParser:
         metavar="FILE.md",
         help="write a Markdown summary (e.g. to $GITHUB_STEP_SUMMARY)",
     )
-    run.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    run.add_argument(
+        "--shard",
+        type=_shard,
+        metavar="K/N",
+        help="run the K-th of N deterministic slices of the selected checks (a CI matrix "
+        "job); `checkpointspec merge` makes the shards' reports one",
+    )
+    run.add_argument(
+        "-q", "--quiet", action="store_true", help="no progress bar, and no progress lines"
+    )
     run.add_argument(
         "-v",
         "--verbose",
         action="store_true",
         help="print each failure's full traceback, the kit's own frames included",
     )
+    merge = commands.add_parser(
+        "merge", help="make the reports of one run's shards (--shard) one report"
+    )
+    merge.add_argument(
+        "reports", nargs="+", metavar="REPORT.json", help="the shards' --report files"
+    )
+    for flag, meta, what in _OUTPUT_FLAGS:
+        merge.add_argument(f"--{flag}", metavar=meta, help=f"write the merged {what}")
+    compare = commands.add_parser(
+        "compare",
+        help="what changed between two reports: exit 1 when a rule newly fails",
+    )
+    compare.add_argument("old", metavar="OLD.json", help="the report to compare against")
+    compare.add_argument("new", metavar="NEW.json", help="the newer report")
     commands.add_parser("rules", help="print the rule catalog")
     explain = commands.add_parser(
         "explain", help="print one rule: its text, capability, level and checks"
@@ -327,15 +368,20 @@ _VERDICTS = {
 
 
 class _Live(RunListener):
-    """The progress bar: how many of the selected checks ended, and which run now."""
+    """The progress bar: how many of the selected checks ended, and which run now; and
+    with ``lines`` (no terminal: a CI log), one line per check as it ends instead."""
 
-    def __init__(self, progress: Progress, backend: str) -> None:
+    def __init__(self, progress: Progress, backend: str, lines: Console | None = None) -> None:
         self.progress = progress
+        self.lines = lines
         self.idle = f"checking {escape(backend)}"
         self.task: TaskID = progress.add_task(self.idle, total=None)
         self.running: list[str] = []
+        self.done = 0
+        self.total = 0
 
     def selected(self, checks: list[Check]) -> None:
+        self.total = len(checks)
         self.progress.update(self.task, total=len(checks))
 
     def started(self, check: Check) -> None:
@@ -345,11 +391,29 @@ class _Live(RunListener):
     def finished(self, result: CheckResult) -> None:
         if result.name in self.running:
             self.running.remove(result.name)
+        self.done += 1
         self.progress.update(self.task, advance=1)
         self._describe()
+        if self.lines is not None:
+            self.lines.print(escape(self.progress_line(result)), highlight=False, soft_wrap=True)
+
+    def progress_line(self, result: CheckResult) -> str:
+        """``[12/53] KILL-001::commanded_workers passed in 8.1s: <what it covered>``."""
+        what = {
+            "failed": ", ".join(f.rule for f in result.findings) or str(result.violated_rule),
+            "passed": result.detail,
+        }.get(result.status, result.reason)
+        line = f"[{self.done}/{self.total}] {result.name} {result.status} in {result.duration:.1f}s"
+        return f"{line}: {what}" if what else line
 
     def rechecking(self, check: Check) -> None:
         self.progress.update(self.task, description=f"rooting findings: {escape(check.name)}")
+        if self.lines is not None:
+            self.lines.print(
+                f"rooting findings: {escape(check.name)} again, another finding's defect left out",
+                highlight=False,
+                soft_wrap=True,
+            )
 
     def _describe(self) -> None:
         names = ", ".join(escape(n) for n in self.running)
@@ -410,6 +474,7 @@ def _planned_run(args: argparse.Namespace) -> KitRun:
         outputs=ReportOutputs(
             report=args.report, junit=args.junit, badge=args.badge, summary=args.summary
         ),
+        shard=args.shard,
     )
 
 
@@ -430,20 +495,28 @@ def _run(args: argparse.Namespace, console: Console) -> int:
         console=console,
         disable=args.quiet or not console.is_terminal,
     )
-    live = _Live(progress, _backend_named(args))
+    # Without a terminal (a CI log, a pipe) the bar is not drawn: a line per check instead.
+    lines = console if not args.quiet and not console.is_terminal else None
+    live = _Live(progress, _backend_named(args), lines)
     with progress:  # shown while the backend is probed too
         run = _planned_run(args)
         report = run_kit(run, live)
+    return _show(report, run.outputs, console, verbose=args.verbose)
+
+
+def _show(report: KitReport, outputs: ReportOutputs, console: Console, *, verbose: bool) -> int:
+    """Print ``report`` (table, findings, verdict, roots, levels) and write ``outputs``;
+    the exit status: the report's, or a usage error when a pass could not be written."""
     console.print(_rules_table(report))
     not_run = sum(r.status == "not_run" for r in report.rules)
     if not_run:
         console.print(f"[dim]{not_run} rules not run: no check selected by --only verifies them[/]")
-    _print_findings(console, report, args.verbose)
+    _print_findings(console, report, verbose)
     for result in report.checks:
         if result.status == "passed" and result.reason:  # a --reproduce that did not fail
             console.print(f"{escape(result.name)}: {escape(result.reason)}", highlight=False)
     status = report.exit_status
-    for name, path in run.outputs.named().items():
+    for name, path in outputs.named().items():
         problem = _write(Path(path), _RENDERERS[name](report))
         if problem:
             _error(problem)
@@ -467,6 +540,35 @@ def _roots_line(report: KitReport) -> str:
         for root in report.roots
     ]
     return f"fix first: {'; '.join(parts)}"
+
+
+def _merge(args: argparse.Namespace, console: Console) -> int:
+    """``checkpointspec merge``: the shards' reports as one, printed and written like a run's."""
+    outputs = ReportOutputs(
+        report=args.report, junit=args.junit, badge=args.badge, summary=args.summary
+    )
+    for name, path in outputs.named().items():
+        if (problem := unwritable(path)) is not None:
+            _error(f"--{name}: {problem}")
+            return EXIT_USAGE
+    try:
+        report = merge_reports([load_report(Path(p)) for p in args.reports])
+    except MergeError as exc:
+        _error(str(exc))
+        return EXIT_USAGE
+    return _show(report, outputs, console, verbose=False)
+
+
+def _compare(args: argparse.Namespace, console: Console) -> int:
+    """``checkpointspec compare OLD NEW``: exit 1 when a rule newly fails."""
+    try:
+        old, new = load_report(Path(args.old)), load_report(Path(args.new))
+    except MergeError as exc:
+        _error(str(exc))
+        return EXIT_USAGE
+    comparison = compare_reports(old, new)
+    console.print(escape(render_comparison(comparison)), highlight=False, soft_wrap=True)
+    return EXIT_FAILED if comparison.regressed else EXIT_PASSED
 
 
 def _error(message: str) -> None:
@@ -499,6 +601,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         console.print(table)
         return 0
+    if args.command == "merge":
+        return _merge(args, console)
+    if args.command == "compare":
+        return _compare(args, console)
     if args.command == "explain":
         console.print(escape(explain_rule(args.rule)), highlight=False, end="", soft_wrap=True)
         return 0

@@ -66,7 +66,9 @@ from ..engines.profiles import DEFAULT_PROFILE, PROFILES
 from ..engines.replay import ReproduceError, Reproduction, parse_reproduction
 from ..engines.run import KitRun, ReportOutputs
 from ..engines.session_layer import DEFAULT_SESSION_LAYER
+from ..running.compare import compare_reports, render_comparison
 from ..running.failures import panel, panel_body
+from ..running.merge import MergeError, load_report
 from ..running.plan import (
     ReproduceNeedsOneCheck,
     RunSettingError,
@@ -158,6 +160,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--checkpointer-summary",
         metavar="FILE.md",
         help="write a Markdown summary of the kit's checks (e.g. to $GITHUB_STEP_SUMMARY)",
+    )
+    group.addoption(
+        "--checkpointer-compare",
+        metavar="OLD.json",
+        help="compare the kit's checks with a stored report (checkpointspec run --report): "
+        "a rule newly failing fails the session, and what changed is printed",
     )
     group.addoption(
         "--checkpointer-reproduce",
@@ -404,10 +412,26 @@ def pytest_configure(config: pytest.Config) -> None:
     run = _planned_run(config)
     config.stash[_SETUP] = _KitSetup(run, tuple(selected_checks(run)))
     summary = run.outputs.summary
-    if summary is not None and getattr(config, "workerinput", None) is None:
+    baseline = _baseline(config)
+    wanted = summary is not None or baseline is not None
+    if wanted and getattr(config, "workerinput", None) is None:
         config.pluginmanager.register(
-            _SummaryWriter(config, Path(summary)), "checkpointspec-summary"
+            _SessionReport(config, Path(summary) if summary else None, baseline),
+            "checkpointspec-session-report",
         )
+
+
+def _baseline(config: pytest.Config) -> Path | None:
+    """``--checkpointer-compare``'s report, read once now so that a bad one is a usage
+    error before any check runs, not a surprise at the end."""
+    given = config.getoption("--checkpointer-compare")
+    if given is None:
+        return None
+    try:
+        load_report(Path(given))
+    except MergeError as exc:
+        raise pytest.UsageError(f"--checkpointer-compare: {exc}") from exc
+    return Path(given)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -454,13 +478,15 @@ def pytest_runtest_makereport(
     return report
 
 
-class _SummaryWriter:
-    """Collects the checks' results from their setup reports and writes the Markdown
-    summary when the session ends (registered on the controller only)."""
+class _SessionReport:
+    """Collects the checks' results from their setup reports and, when the session ends,
+    writes the Markdown summary and compares with a stored report (registered on the
+    controller only, when either is asked for)."""
 
-    def __init__(self, config: pytest.Config, path: Path) -> None:
+    def __init__(self, config: pytest.Config, summary: Path | None, baseline: Path | None) -> None:
         self.config = config
-        self.path = path
+        self.summary = summary
+        self.baseline = baseline
         self.results: dict[str, CheckResult] = {}
         self.started = time.perf_counter()
 
@@ -475,15 +501,23 @@ class _SummaryWriter:
         report = report_of(
             setup.run, setup.checks, self.results, time.perf_counter() - self.started
         )
-        try:
-            self.path.write_text(render_summary(report), encoding="utf-8")
-        except OSError as exc:
-            sys.stderr.write(
-                f"ERROR: --checkpointer-summary: cannot write {self.path}: {exc.strerror or exc}\n"
-            )
-            # As in the CLI: a verdict stands; a pass whose summary was lost is not a pass.
-            if session.exitstatus == pytest.ExitCode.OK:
-                session.exitstatus = pytest.ExitCode.USAGE_ERROR
+        if self.summary is not None:
+            try:
+                self.summary.write_text(render_summary(report), encoding="utf-8")
+            except OSError as exc:
+                sys.stderr.write(
+                    "ERROR: --checkpointer-summary: cannot write "
+                    f"{self.summary}: {exc.strerror or exc}\n"
+                )
+                # As in the CLI: a verdict stands; a pass whose summary was lost is not a pass.
+                if session.exitstatus == pytest.ExitCode.OK:
+                    session.exitstatus = pytest.ExitCode.USAGE_ERROR
+        if self.baseline is not None:
+            comparison = compare_reports(load_report(self.baseline), report)
+            sys.stdout.write(f"\ncheckpointspec compare {self.baseline}:\n")
+            sys.stdout.write(render_comparison(comparison) + "\n")
+            if comparison.regressed and session.exitstatus == pytest.ExitCode.OK:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:

@@ -42,12 +42,16 @@ __all__ = [
     "ReproduceNeedsOneCheck",
     "RunSettingError",
     "Setting",
+    "parse_shard",
     "plan_run",
     "probe_backend",
     "selected_checks",
+    "shard_of",
 ]
 
-Setting: TypeAlias = Literal["backend", "suite", "only", "session_layer", "reproduce"] | OutputName
+Setting: TypeAlias = (
+    Literal["backend", "suite", "only", "shard", "session_layer", "reproduce"] | OutputName
+)
 """The settings `plan_run` can refuse."""
 
 
@@ -100,9 +104,29 @@ def probe_backend(backend: BackendRef, options: Mapping[str, str] | None = None)
 
 
 def selected_checks(run: KitRun) -> list[Check]:
-    """The checks ``run`` runs, in the catalog's order: its suite's, narrowed by ``only``.
-    Raises `UnknownCheckError` when ``only`` matches none (`plan_run` has checked it)."""
-    return select_checks(run.only, suite=run.suite)
+    """The checks ``run`` runs, in the catalog's order: its suite's, narrowed by ``only``
+    and cut to its shard. Raises `UnknownCheckError` when ``only`` matches none
+    (`plan_run` has checked it)."""
+    checks = select_checks(run.only, suite=run.suite)
+    return checks if run.shard is None else shard_of(checks, *run.shard)
+
+
+def shard_of(checks: list[Check], number: int, count: int) -> list[Check]:
+    """Shard ``number`` (1-based) of ``count``: every ``count``-th check of ``checks`` from
+    the ``number``-th on. The same selection gives the same shards on every machine, and
+    the shards of one selection hold each of its checks exactly once; dealing them in
+    turn spreads the costly checks, which sit together in the catalog, over the shards."""
+    return checks[number - 1 :: count]
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``K/N`` (1 <= K <= N) as ``(K, N)``; raises `RunSettingError` naming the setting."""
+    number, sep, count = text.partition("/")
+    if sep and number.isdigit() and count.isdigit() and 1 <= int(number) <= int(count):
+        return int(number), int(count)
+    raise RunSettingError(
+        "shard", f"--shard takes K/N with 1 <= K <= N (the K-th of N slices), not {text!r}"
+    )
 
 
 def plan_run(
@@ -120,6 +144,7 @@ def plan_run(
     session_layer: str = DEFAULT_SESSION_LAYER,
     reproduction: Reproduction | None = None,
     outputs: ReportOutputs | None = None,
+    shard: tuple[int, int] | None = None,
 ) -> KitRun:
     """The run of the kit against ``backend_name`` (a built-in name or ``module:function``),
         or with ``process`` (and no name) against a backend in another process that speaks
@@ -131,7 +156,8 @@ def plan_run(
         on the backend. ``expected_failures`` are the ``--xfail`` rules, or a mapping of
         each to the reason it is expected to fail. ``reproduction`` replays one recorded
         failing example of the one selected check (``--reproduce``); ``outputs`` are the
-    files the verdict is written to when the run ends. With no ``seed`` one
+    files the verdict is written to when the run ends; ``shard`` ``(K, N)`` runs the K-th
+    of N slices of the selection (`shard_of`). With no ``seed`` one
         is drawn; with ``workers > 1`` that many checks run at once, in processes of their own.
 
         Raises `RunSettingError` (a `BackendLoadError`) for a usage error: an output file
@@ -171,6 +197,7 @@ def plan_run(
         workers=workers,
         reproduction=reproduction,
         outputs=outputs,
+        shard=shard,
     )
     _check_selection(run)
     return run
@@ -197,6 +224,13 @@ def _check_selection(run: KitRun) -> None:
         selected = selected_checks(run)
     except UnknownCheckError as exc:
         raise RunSettingError("only", str(exc)) from exc
+    if run.shard is not None and not selected:
+        number, count = run.shard
+        raise RunSettingError(
+            "shard",
+            f"--shard {number}/{count} holds no check: the selection has fewer than {number} "
+            "checks; use fewer shards",
+        )
     if run.reproduction is not None and len(selected) != 1:
         raise ReproduceNeedsOneCheck(len(selected))
     if any(is_session_check(c) for c in selected):

@@ -227,6 +227,8 @@ class KitReport(msgspec.Struct, frozen=True):
     expected_failures: dict[str, str]
     findings: tuple[Finding, ...] = ()
     roots: tuple[str, ...] = ()
+    shard: str | None = None
+    """``K/N`` for a run of one shard (``--shard``); None for a whole run or a merged one."""
 
 
 def _rule_verdict(

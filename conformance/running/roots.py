@@ -37,9 +37,9 @@ from ...spec import RULES, RULES_BY_ID, Capability
 from ..checks.base import Check
 from ..engines.run import KitRun
 from .registry import CHECKS_BY_NAME
-from .report import CheckResult, Finding
+from .report import CheckResult, Finding, RuleResult
 
-__all__ = ["MAX_RECHECKS", "Derivation", "derive_roots", "rooted"]
+__all__ = ["MAX_RECHECKS", "Derivation", "derive_roots", "rooted", "table_order"]
 
 MAX_RECHECKS = 16
 """Re-checks one run spends on rooting at most; a finding not reached stays a root."""
@@ -217,3 +217,15 @@ def rooted(
         key=lambda f: (f.follows_from is not None, _CATALOG_ORDER[f.rule], f.check),
     )
     return tuple(marked), tuple(ordered), tuple(root_rules), follows
+
+
+def table_order(rules: Sequence[RuleResult], roots: Sequence[str]) -> tuple[RuleResult, ...]:
+    """The rules in table order: the failed roots in ``roots``' order, then the failed
+    rules that follow from them, then the rest, in catalog order."""
+
+    def place(rule: RuleResult) -> tuple[int, int]:
+        if rule.id in roots:
+            return (0, list(roots).index(rule.id))
+        return (1 if rule.follows_from is not None else 2, 0)
+
+    return tuple(sorted(rules, key=place))

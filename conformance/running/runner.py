@@ -85,11 +85,10 @@ from .report import (
     CheckResult,
     Finding,
     KitReport,
-    RuleResult,
     exit_status_for,
     summarise_rules,
 )
-from .roots import Derivation, derive_roots, rooted
+from .roots import Derivation, derive_roots, rooted, table_order
 
 __all__ = [
     "REPLAY_PASSED",
@@ -575,7 +574,7 @@ def report_of(
         # storage violation): that verdict is listed too, never dropped.
         rule_ids=rules_of_suite(run.suite) | {f.rule for f in findings},
     )
-    rules = _roots_first(
+    rules = table_order(
         tuple(msgspec.structs.replace(r, follows_from=follows.get(r.id)) for r in rules), roots
     )
     uses_session = any(is_session_check(c) for c in checks)
@@ -597,16 +596,5 @@ def report_of(
         expected_failures=dict(run.expected_failures),
         findings=findings,
         roots=roots,
+        shard=f"{run.shard[0]}/{run.shard[1]}" if run.shard is not None else None,
     )
-
-
-def _roots_first(rules: tuple[RuleResult, ...], roots: Sequence[str]) -> tuple[RuleResult, ...]:
-    """The rules in table order: the failed roots in ``roots``' order, then the failed
-    rules that follow from them, then the rest, in catalog order."""
-
-    def place(rule: RuleResult) -> tuple[int, int]:
-        if rule.id in roots:
-            return (0, roots.index(rule.id))
-        return (1 if rule.follows_from is not None else 2, 0)
-
-    return tuple(sorted(rules, key=place))

@@ -8,6 +8,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from checkpointspec.conformance.frontends.cli import main as cli_main
 
 pytest_plugins = ["pytester"]
 
@@ -380,3 +381,27 @@ def test_process_usage_errors_through_the_plugin(
     pytester: pytest.Pytester, args: list[str], said: str
 ) -> None:
     _usage_error(pytester.runpytest_subprocess(*args), said)
+
+
+def test_compare_fails_the_session_on_a_rule_newly_failing(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(brokenbackend=BROKEN)
+    baseline = pytester.path / "memory.json"
+    argv = ["run", "memory", "--profile", "quick", "--seed", "1", "-q"]
+    assert cli_main([*argv, "--only", "APPEND-002::", "--report", str(baseline)]) == 0
+    common = ["--checkpointer-seed", "1", "--checkpointer-profile", "quick"]
+    common += ["--checkpointer-only", "APPEND-002::", "--checkpointer-compare", str(baseline)]
+    worse = pytester.runpytest_subprocess("--checkpointer", "brokenbackend:make", *common)
+    assert worse.ret == pytest.ExitCode.TESTS_FAILED
+    worse.stdout.fnmatch_lines(["newly failing: APPEND-002 passed -> failed*", "REGRESSED*"])
+    same = pytester.runpytest_subprocess("--checkpointer", "memory", *common)
+    assert same.ret == pytest.ExitCode.OK
+    same.stdout.fnmatch_lines(["no rule newly failing"])
+
+
+def test_compare_with_an_unreadable_report_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    missing = pytester.path / "missing.json"
+    result = pytester.runpytest_subprocess(
+        "--checkpointer", "memory", "--checkpointer-compare", str(missing)
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*--checkpointer-compare: cannot read {missing}*"])
