@@ -65,7 +65,6 @@ from ...spec import (
     UnsupportedOperationError,
 )
 from ..checks.base import Check
-from ..engines.exploration import Found
 from ..engines.harness import CheckSkipped, Harness
 from ..engines.provenance import backend_operation
 from ..engines.replay import (
@@ -77,13 +76,13 @@ from ..engines.replay import (
 from ..engines.run import BackendProbe, KitRun
 from ..engines.violations import RuleViolation
 from .failures import backend_frames, full_traceback, hypothesis_lines, raised_at
+from .findings import with_findings
 from .levels import judge_levels
 from .plan import selected_checks
 from .registry import CHECKS_BY_NAME, SUITES, is_session_check, rules_of_suite
 from .report import (
     REPORT_SCHEMA_VERSION,
     CheckResult,
-    Finding,
     KitReport,
     exit_status_for,
     summarise_rules,
@@ -174,7 +173,7 @@ def run_check(check: Check, run: KitRun, root: Path | None = None) -> CheckResul
         replay = run.replay_command(check.name, session_check=is_session_check(check))
         judged = _judge(check, exc, run.probe, time.perf_counter() - started, replay)
         ended = _with_reproduction(judged, check, exc, _replayed(harness_made))
-        return _with_findings(ended, check, run, harness_made, _violation_in(exc))
+        return with_findings(ended, check, run, harness_made, exc)
     finally:
         if workdir is not None:
             _drop_external_stores(harness_made, workdir)
@@ -192,103 +191,7 @@ def run_check(check: Check, run: KitRun, root: Path | None = None) -> CheckResul
         detail="; ".join(harness.measured),
         warnings=tuple(harness.warnings),
     )
-    return _with_findings(passed, check, run, harness)
-
-
-def _violation_in(exc: BaseException) -> RuleViolation | None:
-    return next((e for e in _leaves(exc) if isinstance(e, RuleViolation)), None)
-
-
-def _finding_of(found: Found, check: Check, run: KitRun) -> list[Finding]:
-    """A violation the check recorded and explored past, as the report shows it (with
-    the rules the same evidence breaks as well, `_same_evidence`)."""
-    violation, raised = found.violation, found.raised
-    replay = run.replay_command(check.name, session_check=is_session_check(check))
-    blob = reproduction_of(raised)
-    finding = Finding(
-        rule=violation.rule_id,
-        check=check.name,
-        summary=violation.message.splitlines()[0] if violation.message else "",
-        detail="\n".join([str(violation), *hypothesis_lines(raised, violation)]),
-        replay=f"{replay} --reproduce {blob}" if blob is not None else replay,
-        reproduce=str(blob) if blob is not None else None,
-    )
-    return [finding, *_same_evidence(finding, violation)]
-
-
-def _same_evidence(finding: Finding, violation: RuleViolation | None) -> list[Finding]:
-    """The findings of the rules ``violation`` names in ``also``: the same evidence breaks
-    them, so each follows from ``finding``'s rule, and shares its detail and replay."""
-    if violation is None or violation.rule_id != finding.rule:
-        return []
-    return [
-        msgspec.structs.replace(
-            finding,
-            rule=rule,
-            follows_from=finding.rule,
-            root_evidence=f"the same evidence breaks it: {finding.summary}",
-        )
-        for rule in violation.also
-    ]
-
-
-def _with_findings(
-    result: CheckResult,
-    check: Check,
-    run: KitRun,
-    harness: Harness | None,
-    violation: RuleViolation | None = None,
-) -> CheckResult:
-    """``result`` with every finding of the check: those it recorded and explored past
-    (`Harness.findings`), then the one it ended on, if it failed. A check that recorded
-    any is ``failed``, whatever its last round did: the evidence stands."""
-    explored = harness.explored if harness is not None else None
-    if explored is not None:
-        result = msgspec.structs.replace(
-            result,
-            rounds=explored.rounds,
-            explored=explored.complete and result.status in ("passed", "failed"),
-        )
-    recorded = [g for f in harness.findings for g in _finding_of(f, check, run)] if harness else []
-    ended_finding = (
-        [
-            Finding(
-                rule=result.violated_rule,
-                check=check.name,
-                summary=result.detail.splitlines()[0].removeprefix(f"[{result.violated_rule}] ")
-                if result.detail
-                else "",
-                detail=result.detail,
-                replay=result.replay,
-                reproduce=result.reproduce,
-            )
-        ]
-        if result.status == "failed" and result.violated_rule is not None
-        else []
-    )
-    ended = ended_finding + [g for f in ended_finding for g in _same_evidence(f, violation)]
-    findings = tuple(
-        f
-        for n, f in enumerate(recorded + ended)
-        if all(f.rule != g.rule for g in (recorded + ended)[:n])
-    )
-    if not findings:
-        return result
-    first = findings[0]
-    kit_error = f"; then {result.reason}" if result.status == "error" else ""
-    return msgspec.structs.replace(
-        result,
-        status="failed",
-        violated_rule=first.rule,
-        detail=first.detail,
-        replay=first.replay,
-        reproduce=first.reproduce,
-        replay_note=check.replay_note,
-        reason=f"{len(findings)} finding(s){kit_error}" if len(findings) > 1 or kit_error else "",
-        findings=findings,
-        traceback=result.traceback
-        or (full_traceback(harness.findings[0].raised) if harness and harness.findings else ""),
-    )
+    return with_findings(passed, check, run, harness)
 
 
 def _replayed(harness: Harness | None) -> Reproduction | None:
