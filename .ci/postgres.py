@@ -4,7 +4,14 @@
     python .ci/postgres.py stop DIR    # stop it and remove DIR
     python .ci/postgres.py run -- COMMAND ...
         # COMMAND with CHECKPOINTSPEC_POSTGRES_DSN set: the variable's own value if
-        # it is set, else a throwaway cluster's, stopped when COMMAND ends
+        # it is set, else a throwaway cluster's, stopped when COMMAND ends (or when
+        # this is interrupted or terminated)
+
+Nothing is left running: every cluster records the process it serves (``holder``:
+the caller of `start`, or the shell that ran ``start`` from the command line), and
+every `start` first stops the clusters under the temporary directory whose holder
+has died (`reap_stale`): a test run or ``tox`` killed before it could stop its
+cluster leaves it behind until the next start, not for good.
 
 The cluster listens on 127.0.0.1 at a free port (and a unix socket inside DIR),
 trusts local connections, and is kept small for shared 2-core machines:
@@ -26,6 +33,7 @@ import glob
 import os
 import pwd
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -78,8 +86,44 @@ def _run(argv: list[str], owner: str | None) -> None:
         raise RuntimeError(f"{' '.join(argv)} failed: {result.stderr.strip() or result.stdout}")
 
 
-def start(directory: Path) -> str:
-    """Create and start a cluster in ``directory`` (which must not exist); return its DSN."""
+STALE_PREFIX = "checkpointspec-pg-"
+"""The prefix of the temporary directories throwaway clusters are made in (as ``cluster``)."""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, as another user's
+        return True
+    return True
+
+
+def reap_stale(root: Path | None = None) -> list[Path]:
+    """Stop and remove every throwaway cluster under ``root`` (the temporary directory)
+    whose holder process has died; return the clusters reaped."""
+    reaped = []
+    for cluster in sorted((root or Path(tempfile.gettempdir())).glob(f"{STALE_PREFIX}*/cluster")):
+        try:
+            holder = int((cluster / "holder").read_text())
+        except (OSError, ValueError):
+            continue  # still being made, or not one of ours
+        if _alive(holder):
+            continue
+        stop(cluster)
+        with contextlib.suppress(OSError):
+            cluster.parent.rmdir()
+        reaped.append(cluster)
+    return reaped
+
+
+def start(directory: Path, holder: int | None = None) -> str:
+    """Create and start a cluster in ``directory`` (which must not exist); return its DSN.
+
+    ``holder`` is the process the cluster serves (default: this one): once it has died,
+    the next `start` stops the cluster if nobody did (`reap_stale`)."""
+    reap_stale()
     initdb, pg_ctl = find_tool("initdb"), find_tool("pg_ctl")
     if initdb is None or pg_ctl is None:
         raise RuntimeError(
@@ -87,6 +131,7 @@ def start(directory: Path) -> str:
         )
     owner = _owner()
     directory.mkdir(parents=True)
+    (directory / "holder").write_text(f"{holder or os.getpid()}\n")
     data = directory / "data"
     if owner is not None:
         entry = pwd.getpwnam(owner)
@@ -147,15 +192,24 @@ def run(command: list[str]) -> int:
             return 1
         print(f"postgres.py: skipped {' '.join(command)}: {message}", file=sys.stderr)
         return 0
-    parent = Path(tempfile.mkdtemp(prefix="checkpointspec-pg-"))
+    parent = Path(tempfile.mkdtemp(prefix=STALE_PREFIX))
     parent.chmod(0o755)  # the server's user must reach the cluster inside
     cluster = parent / "cluster"
+    # A terminated run stops its cluster as an interrupted one does: through `finally`.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+    command_process: subprocess.Popen[bytes] | None = None
     try:
         dsn = start(cluster)
-        return subprocess.run(
-            command, env={**os.environ, DSN_VARIABLE: dsn}, check=False
-        ).returncode
+        command_process = subprocess.Popen(command, env={**os.environ, DSN_VARIABLE: dsn})
+        return command_process.wait()
     finally:
+        if command_process is not None and command_process.poll() is None:
+            command_process.terminate()
+            try:
+                command_process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                command_process.kill()
+                command_process.wait()
         stop(cluster)
         parent.rmdir()
 
@@ -173,7 +227,8 @@ def main(argv: list[str]) -> int:
     directory = Path(argv[1]).resolve()
     try:
         if argv[0] == "start":
-            print(start(directory))
+            # From the command line the cluster serves the shell that asked for it.
+            print(start(directory, holder=os.getppid()))
         else:
             stop(directory)
     except RuntimeError as exc:

@@ -38,6 +38,16 @@ def _unavailable(reason: str) -> None:
 
 
 @pytest.fixture(scope="session")
+def cluster_helper() -> ModuleType:
+    """``.ci/postgres.py`` as a module, for tests of the throwaway cluster itself; they
+    skip when ``initdb`` is not installed."""
+    helper = _cluster_helper()
+    if helper.find_tool("initdb") is None:
+        pytest.skip("initdb is not installed: no cluster to start")
+    return helper
+
+
+@pytest.fixture(scope="session")
 def postgres_dsn() -> Iterator[str]:
     """A DSN of a running PostgreSQL server the tests may create schemas in."""
     dsn = os.environ.get(DSN_VARIABLE)
@@ -51,7 +61,7 @@ def postgres_dsn() -> Iterator[str]:
         _unavailable(f"{DSN_VARIABLE} is not set and initdb is not installed")
     # Not under pytest's tmp_path: its parents are private to root, and the server
     # runs as an unprivileged user who must reach the directory.
-    parent = Path(tempfile.mkdtemp(prefix="checkpointspec-pg-"))
+    parent = Path(tempfile.mkdtemp(prefix=helper.STALE_PREFIX))
     parent.chmod(0o755)
     cluster = parent / "cluster"
     try:

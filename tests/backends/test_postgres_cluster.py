@@ -1,0 +1,98 @@
+"""The throwaway PostgreSQL cluster leaves nothing running (.ci/postgres.py): a run that is
+terminated stops its cluster and its command, and a cluster whose holder died without
+stopping it is stopped at the next start."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+PATIENCE = 120.0
+"""Seconds a cluster may take to come up or go down on a loaded machine."""
+
+
+def _clusters(helper: ModuleType) -> set[Path]:
+    root = Path(tempfile.gettempdir())
+    return set(root.glob(f"{helper.STALE_PREFIX}*/cluster"))
+
+
+def _wait_for(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + PATIENCE
+    while not condition():
+        assert time.monotonic() < deadline, f"gave up after {PATIENCE:.0f}s waiting for {what}"
+        time.sleep(0.1)
+
+
+def test_a_terminated_run_stops_its_cluster_and_its_command(
+    tmp_path: Path, cluster_helper: ModuleType
+) -> None:
+    helper = cluster_helper
+    started = tmp_path / "dsn"
+    pid_file = tmp_path / "pid"
+    command = (
+        "import os, pathlib, time;"
+        f"pathlib.Path({str(pid_file)!r}).write_text(str(os.getpid()));"
+        f"pathlib.Path({str(started)!r}).write_text(os.environ['CHECKPOINTSPEC_POSTGRES_DSN']);"
+        "time.sleep(600)"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "CHECKPOINTSPEC_POSTGRES_DSN"}
+    before = _clusters(helper)
+    run = subprocess.Popen(
+        [sys.executable, helper.__file__, "run", "--", sys.executable, "-c", command], env=env
+    )
+    try:
+        _wait_for(started.exists, "the command to start with its cluster's DSN")
+        dsn = started.read_text()
+        ours = {
+            c
+            for c in _clusters(helper) - before
+            if (c / "dsn").exists() and (c / "dsn").read_text().strip() == dsn
+        }
+        assert len(ours) == 1
+        run.send_signal(signal.SIGTERM)
+        assert run.wait(timeout=PATIENCE) == 128 + signal.SIGTERM
+    finally:
+        if run.poll() is None:
+            run.kill()
+    (cluster,) = ours
+    assert not cluster.exists()
+    command_pid = int(pid_file.read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(command_pid, 0)
+
+
+def test_a_cluster_whose_holder_died_is_stopped_at_the_next_start(
+    tmp_path: Path, cluster_helper: ModuleType
+) -> None:
+    helper = cluster_helper
+    # The holder lives while the cluster is made (another test's start would reap it
+    # otherwise), then dies without stopping it.
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    parent = Path(tempfile.gettempdir()) / f"{helper.STALE_PREFIX}{tmp_path.name}"
+    parent.mkdir()
+    parent.chmod(0o755)
+    cluster = parent / "cluster"
+    try:
+        helper.start(cluster, holder=holder.pid)
+        assert (cluster / "data" / "postmaster.pid").exists()
+        assert cluster not in helper.reap_stale()
+        holder.kill()
+        holder.wait()
+        assert cluster in helper.reap_stale()
+        assert not cluster.exists()
+        assert not parent.exists()
+    finally:
+        holder.kill()
+        holder.wait()
+        helper.stop(cluster)
+        if parent.exists():
+            parent.rmdir()
