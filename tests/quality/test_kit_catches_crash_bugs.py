@@ -70,6 +70,7 @@ def assert_caught(report: KitReport, rule_id: str) -> None:
     text = describe(report)
     assert report.exit_status == 1, text
     assert verdict(report, rule_id).status == "failed", text
+    assert report.roots[:1] == (rule_id,), text
     (check, *_) = failed_checks(report, rule_id)
     assert "ops recorded, traced)" in check.detail, text
     assert check.name in TRACED, text

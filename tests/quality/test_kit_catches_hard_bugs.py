@@ -76,11 +76,14 @@ SEED_STABLE = tuple(case for case in HARD_CASES if case.name != "EventAtATime" a
 
 
 def assert_caught(report: KitReport, rule_id: str) -> None:
-    """Exit 1, ``rule_id`` failed, and a failed check blamed it (its detail is in the message)."""
+    """Exit 1, ``rule_id`` failed as the first root and first row of the table, and a failed
+    check found it (its detail is in the message)."""
     text = describe(report)
     assert report.exit_status == 1, text
     assert verdict(report, rule_id).status == "failed", text
     assert failed_checks(report, rule_id), text
+    assert report.roots[:1] == (rule_id,), text
+    assert report.rules[0].id == rule_id, text
 
 
 @pytest.mark.parametrize(
