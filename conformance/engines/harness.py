@@ -30,6 +30,7 @@ from ...spec import (
     Capability,
     Checkpointer,
     Codec,
+    RefusesBeforeTheBackend,
     SessionLayer,
     UserPrompt,
 )
@@ -63,6 +64,9 @@ class Harness:
         self.warnings: list[str] = []
         self.measured: list[str] = []
         """What a passing check reports it covered (how many crash states); see `measure`."""
+        self.kit_checked = ""
+        """Why the check's pass is the kit's own verdict, not the backend's (see
+        `judged_on_the_kit_side`); empty when the backend answered for itself."""
         self._handles: list[Checkpointer] = []
         self.specimen: Checkpointer | None = None
         """The first handle the check opened (closed by the end): the kit calls the
@@ -154,6 +158,15 @@ class Harness:
     def measure(self, text: str) -> None:
         """Say how much a check covered (``"checked 200 crash states"``): the detail of its pass."""
         self.measured.append(text)
+
+    def judged_on_the_kit_side(self, cp: Checkpointer, rule_id: str) -> None:
+        """Note that ``cp`` refuses every case this check makes of ``rule_id`` before the
+        backend behind it is asked, if it says so (a proxy, `RefusesBeforeTheBackend`):
+        the check's pass is then reported as checked by the kit, not by the backend."""
+        if isinstance(cp, RefusesBeforeTheBackend):
+            reason = cp.refused_before_the_backend().get(rule_id)
+            if reason is not None and not self.kit_checked:
+                self.kit_checked = reason
 
     def has(self, capability: Capability) -> bool:
         return capability in self.capabilities

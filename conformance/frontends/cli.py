@@ -97,6 +97,7 @@ _STYLE = {
     "not_checked": "dim yellow",
     "not_run": "dim",
     "error": "bold white on red",
+    "kit_checked": "dim cyan",
 }
 
 
@@ -285,6 +286,12 @@ def _print_findings(console: Console, report: KitReport, verbose: bool = False) 
     for result in report.checks:
         if result.status == "passed" and result.detail:
             console.print(f"[dim]covered[/] {escape(result.name)}: {escape(result.detail)}")
+    for result in report.checks:
+        if result.status == "passed" and result.kit_checked:
+            console.print(
+                f"[dim cyan]checked by the kit, not the backend[/] {escape(result.name)}: "
+                f"{escape(result.kit_checked)}"
+            )
     for result in report.checks:
         if result.status in ("skipped", "not_checked"):
             kind = result.status.replace("_", " ")

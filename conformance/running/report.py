@@ -12,6 +12,12 @@ nothing about the backend, fails no rule and makes the run exit 3.
 refuses an operation it needs and does not declare; ``skipped`` that the check
 does not apply (an undeclared capability, no `StoreHooks`).
 
+A check that passed only because the kit refused every case before the
+backend was asked (the stdio client refusing what JSON cannot carry: a proxy
+declaring `checkpointspec.spec.RefusesBeforeTheBackend`) says so in
+``kit_checked``; its pass is no evidence about the backend. A rule whose every
+pass is of that kind has the status ``kit_checked``, never ``passed``.
+
 A rule has one more status: ``not_run``, for a rule no selected check verifies
 when the run was narrowed (``--only``): the user chose not to run it, which
 says nothing about the backend. ``not_checked`` keeps its meaning: a check that
@@ -85,6 +91,7 @@ RuleStatus = Literal[
     "not_checked",
     "not_run",
     "error",
+    "kit_checked",
 ]
 LevelStatus = Literal["attained", "failed", "not_declared", "unverified", "not_run"]
 
@@ -128,6 +135,10 @@ class CheckResult(msgspec.Struct, frozen=True):
     replay_note: str = ""
     """Why ``replay`` may not reproduce the failure exactly (a kill or a race timed by
     the operating system, not by the seed); empty when it does."""
+    kit_checked: str = ""
+    """For a pass: why it is the kit's verdict on its own side, not the backend's (the
+    kit refused every case before the backend was asked); empty when the backend
+    answered for itself."""
 
 
 class RuleResult(msgspec.Struct, frozen=True):
@@ -198,7 +209,9 @@ def _rule_verdict(
 ) -> RuleResult:
     names = tuple(r.name for r in results)
     failures = [r for r in results if r.status == "failed" and r.violated_rule == rule.id]
-    completed = [r for r in results if r.status == "passed"]
+    passes = [r for r in results if r.status == "passed"]
+    completed = [r for r in passes if not r.kit_checked]
+    kit_only = [r for r in passes if r.kit_checked]
     capability = rule.capability.value if rule.capability else None
 
     def verdict(status: RuleStatus, reason: str = "", first_failure: str = "") -> RuleResult:
@@ -233,6 +246,9 @@ def _rule_verdict(
                 ),
             )
         return verdict("passed", _partly_checked(results))
+    if kit_only:
+        # Evidence about the kit's client, not the backend: never a pass.
+        return verdict("kit_checked", f"{kit_only[0].name}: {kit_only[0].kit_checked}")
     skipped = [r for r in results if r.status == "skipped"]
     if skipped and len(skipped) == len(results):
         return verdict("skipped", skipped[0].reason)

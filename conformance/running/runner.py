@@ -186,6 +186,7 @@ def run_check(check: Check, run: KitRun, root: Path | None = None) -> CheckResul
         time.perf_counter() - started,
         detail="; ".join(harness.measured),
         warnings=tuple(harness.warnings),
+        kit_checked=harness.kit_checked,
     )
 
 
