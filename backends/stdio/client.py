@@ -165,6 +165,9 @@ class _Child:
             raise StdioProtocolError(f"cannot start {shlex.join(argv)}: {exc}") from exc
         self.argv = argv
         self.timeout = timeout
+        self.closed_for: object | None = None
+        """While parked after a ``close``: the token of the handle it closed, the one
+        handle whose calls after close it answers (`_Pool.reclaim`)."""
         self._buffer = bytearray()
         self._stderr: collections.deque[str] = collections.deque(maxlen=_STDERR_LINES)
         # Drained on a thread of its own: a child that logs a lot must never block on
@@ -280,6 +283,7 @@ class _Pool:
                 reused = idle.pop()
                 if reused.process.poll() is None:
                     reused.timeout = timeout
+                    reused.closed_for = None  # it serves a new handle now
                     return reused
             spare = self._spares.pop(key, None)
         if spare is not None and spare.process.poll() is None:
@@ -296,13 +300,15 @@ class _Pool:
                 previous.end()
         return child
 
-    def park(self, child: _Child, cwd: str | None, reusable: bool) -> None:
-        """Keep ``child``, whose handle is closed: a reusable one for the next handle
-        (or end it when enough are idle), another only while it is among the last
-        `_CLOSED_LIMIT` closed, to answer calls on its closed handle."""
+    def park(self, child: _Child, cwd: str | None, reusable: bool, closed_for: object) -> None:
+        """Keep ``child``, which closed the handle whose token is ``closed_for``: a
+        reusable one for the next handle (or end it when enough are idle), another
+        only while it is among the last `_CLOSED_LIMIT` closed, to answer calls on
+        that closed handle."""
         key = (tuple(child.argv), cwd)
         evicted: list[_Child] = []
         with self._lock:
+            child.closed_for = closed_for
             if reusable:
                 idle = self._idle.setdefault(key, [])
                 if len(idle) < _IDLE_LIMIT:
@@ -317,11 +323,14 @@ class _Pool:
         for old in evicted:
             old.end()
 
-    def reclaim(self, child: _Child, cwd: str | None) -> bool:
-        """Take ``child`` back from the pool for a call on its closed handle; False when
-        it serves another handle by now, or has been ended."""
+    def reclaim(self, child: _Child, cwd: str | None, closed_for: object) -> bool:
+        """Take ``child`` back from the pool for a call on the closed handle whose token
+        is ``closed_for``; False when it has served another handle since, or has been
+        ended."""
         key = (tuple(child.argv), cwd)
         with self._lock:
+            if child.closed_for is not closed_for:
+                return False
             for kept in (self._idle.get(key, []), self._closed.get(key, [])):
                 if child in kept:
                     kept.remove(child)
@@ -367,6 +376,9 @@ class StdioCheckpointer:
         self._hook: FaultHook | None = None
         self._reporting = False
         self._capabilities = frozenset(Capability(c) for c in hello.capabilities)
+        self._token = object()
+        """What the pool knows this handle by: a child parked after closing it answers
+        this handle's calls after close, and no other handle's."""
 
     @classmethod
     def start(
@@ -526,7 +538,7 @@ class StdioCheckpointer:
         launch = self._launch
         if launch is None:  # made by hand, not by `start`: no way to reach the backend
             raise CheckpointerClosedError("call after close")
-        if _pool.reclaim(self._child, launch.cwd):
+        if _pool.reclaim(self._child, launch.cwd, self._token):
             return self._child
         self._child = _pool.take(launch.argv, launch.cwd, launch.timeout)
         try:
@@ -544,7 +556,7 @@ class StdioCheckpointer:
         if self._launch is None:
             child.end()
         else:
-            _pool.park(child, self._launch.cwd, self._hello.reusable)
+            _pool.park(child, self._launch.cwd, self._hello.reusable, self._token)
 
     def _refuse_types(self, op: str, checks: Callable[[], _T]) -> _T:
         """Run the type-level argument checks of ``op`` here, in the contract's order:
@@ -696,7 +708,7 @@ class StdioCheckpointer:
                 try:
                     raw = self._exchange_locked(Close(self._take_id()), "close", None)
                     if bytes(raw) == b"null" and self._launch is not None:
-                        _pool.park(self._child, self._launch.cwd, self._hello.reusable)
+                        self._park(self._child)
                         parked = True
                     return raw
                 finally:
@@ -708,7 +720,7 @@ class StdioCheckpointer:
     def _close_again(self) -> None:
         with self._lock:
             launch = self._launch
-            if launch is None or not _pool.reclaim(self._child, launch.cwd):
+            if launch is None or not _pool.reclaim(self._child, launch.cwd, self._token):
                 return
             raw = self._in_closed_state(self._child, lambda: Close(self._take_id()), "close", None)
         _null_result(raw, "close")

@@ -28,7 +28,7 @@ from checkpointspec.backends.stdio import (
     make,
     protocol_schema,
 )
-from checkpointspec.backends.stdio.client import _to_exception
+from checkpointspec.backends.stdio.client import _pool, _to_exception
 from checkpointspec.backends.stdio.serve import error_body
 from checkpointspec.spec import (
     BackendContext,
@@ -413,12 +413,15 @@ async def test_a_closed_handle_whose_process_serves_another_asks_a_closed_one(
     await first.append("s", [UserPrompt("a")])
     await first.close()
     second = await asyncio.to_thread(StdioCheckpointer.start, [*SERVE, "file"], tmp_path)
-    try:
-        assert second._child is first._child  # reused: the first handle's process is taken
-        with pytest.raises(CheckpointerClosedError) as refused:
-            await first.read("s").__anext__()
-        assert refused.value.operation == "read"
-        assert first._child is not second._child  # a process told hello and close answered
-        assert await second.head("s") == 1
-    finally:
-        await second.close()
+    assert second._child is first._child  # reused: the first handle's process is taken
+    assert await second.head("s") == 1
+    await second.close()  # parked again, as the process that closed the second handle
+    parked = second._child
+    assert not _pool.reclaim(parked, None, first._token)  # not the first handle's any more
+    assert _pool.reclaim(parked, None, second._token)
+    _pool.park(parked, None, True, second._token)
+    with pytest.raises(CheckpointerClosedError) as refused:
+        await first.read("s").__anext__()
+    assert refused.value.operation == "read"
+    # A process told hello and close for the first handle's store answered.
+    assert first._child.closed_for is first._token
