@@ -250,6 +250,8 @@ def run_machine(
 
 def run_model_based(h: Harness, codec: type[Codec] | None) -> None:
     """Run the model-based machine (`CheckpointerMachine`) against the backend."""
+    # Its bad batches (ARG-003) never reach a backend behind the stdio client.
+    h.judged_on_the_kit_side(*MODEL_OBSERVED)
     env = MachineEnv(
         backend=h.backend,
         capabilities=h.capabilities,

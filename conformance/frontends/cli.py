@@ -287,10 +287,12 @@ def _print_findings(console: Console, report: KitReport, verbose: bool = False) 
         if result.status == "passed" and result.detail:
             console.print(f"[dim]covered[/] {escape(result.name)}: {escape(result.detail)}")
     for result in report.checks:
-        if result.status == "passed" and result.kit_checked:
+        if result.status != "passed":
+            continue
+        for rule_id, why in result.kit_checked.items():
             console.print(
-                f"[dim cyan]checked by the kit, not the backend[/] {escape(result.name)}: "
-                f"{escape(result.kit_checked)}"
+                f"[dim cyan]checked by the kit, not the backend[/] {rule_id} in "
+                f"{escape(result.name)}: {escape(why)}"
             )
     for result in report.checks:
         if result.status in ("skipped", "not_checked"):

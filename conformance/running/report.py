@@ -14,9 +14,9 @@ does not apply (an undeclared capability, no `StoreHooks`).
 
 A check that passed only because the kit refused every case before the
 backend was asked (the stdio client refusing what JSON cannot carry: a proxy
-declaring `checkpointspec.spec.RefusesBeforeTheBackend`) says so in
-``kit_checked``; its pass is no evidence about the backend. A rule whose every
-pass is of that kind has the status ``kit_checked``, never ``passed``.
+declaring `checkpointspec.spec.RefusesBeforeTheBackend`) says so, per rule, in
+``kit_checked``; its pass is no evidence about the backend on that rule. A rule
+whose every pass is of that kind has the status ``kit_checked``, never ``passed``.
 
 A rule has one more status: ``not_run``, for a rule no selected check verifies
 when the run was narrowed (``--only``): the user chose not to run it, which
@@ -135,10 +135,10 @@ class CheckResult(msgspec.Struct, frozen=True):
     replay_note: str = ""
     """Why ``replay`` may not reproduce the failure exactly (a kill or a race timed by
     the operating system, not by the seed); empty when it does."""
-    kit_checked: str = ""
-    """For a pass: why it is the kit's verdict on its own side, not the backend's (the
-    kit refused every case before the backend was asked); empty when the backend
-    answered for itself."""
+    kit_checked: dict[str, str] = msgspec.field(default_factory=dict)
+    """The rules this check's pass says nothing about for this backend, each with why:
+    the kit refused every case of it on its own side, before the backend was asked
+    (the stdio client and what JSON cannot carry); empty when the backend answered."""
 
 
 class RuleResult(msgspec.Struct, frozen=True):
@@ -210,8 +210,8 @@ def _rule_verdict(
     names = tuple(r.name for r in results)
     failures = [r for r in results if r.status == "failed" and r.violated_rule == rule.id]
     passes = [r for r in results if r.status == "passed"]
-    completed = [r for r in passes if not r.kit_checked]
-    kit_only = [r for r in passes if r.kit_checked]
+    completed = [r for r in passes if rule.id not in r.kit_checked]
+    kit_only = [r for r in passes if rule.id in r.kit_checked]
     capability = rule.capability.value if rule.capability else None
 
     def verdict(status: RuleStatus, reason: str = "", first_failure: str = "") -> RuleResult:
@@ -248,7 +248,8 @@ def _rule_verdict(
         return verdict("passed", _partly_checked(results))
     if kit_only:
         # Evidence about the kit's client, not the backend: never a pass.
-        return verdict("kit_checked", f"{kit_only[0].name}: {kit_only[0].kit_checked}")
+        first_kit = kit_only[0]
+        return verdict("kit_checked", f"{first_kit.name}: {first_kit.kit_checked[rule.id]}")
     skipped = [r for r in results if r.status == "skipped"]
     if skipped and len(skipped) == len(results):
         return verdict("skipped", skipped[0].reason)

@@ -165,7 +165,9 @@ def test_a_rule_the_kit_checked_on_its_own_side_neither_counts_nor_blocks() -> N
     # ARG-003 through stdio: every case is refused by the kit's client, never the backend's.
     checks = [c for c in every_rule_passed() if not c.name.startswith("ARG-003")]
     checks.append(
-        CheckResult("ARG-003::check", ("ARG-003",), "passed", 0.0, kit_checked="JSON cannot")
+        CheckResult(
+            "ARG-003::check", ("ARG-003",), "passed", 0.0, kit_checked={"ARG-003": "JSON cannot"}
+        )
     )
     report = report_of(checks)
     assert {r.id: r.status for r in report.rules}["ARG-003"] == "kit_checked"

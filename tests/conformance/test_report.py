@@ -91,7 +91,7 @@ def test_a_rule_the_kit_checked_on_its_own_side_is_kit_checked_not_passed() -> N
         ("ARG-003", "APPEND-003"),
         "passed",
         0.0,
-        kit_checked="the stdio client refuses a dict posing as an event",
+        kit_checked={"ARG-003": "the stdio client refuses a dict posing as an event"},
     )
     rules = verdicts(refused_here, result("APPEND-003::whole", "passed"))
     assert rules["ARG-003"].status == "kit_checked"
