@@ -83,6 +83,7 @@ from .protocol import (
     FaultInjectable,
     GenerationalCheckpointer,
     MaintenanceLockable,
+    RefusesBeforeTheBackend,
     StoreHooks,
 )
 from .records import IntegrityReport, SessionInfo, StoredEvent
@@ -193,6 +194,7 @@ __all__ = [
     "ReasonCode",
     "RecoverFunction",
     "RecoveryOutcome",
+    "RefusesBeforeTheBackend",
     "RepairMessage",
     "RestoreError",
     "RestoreFunction",

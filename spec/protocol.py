@@ -31,6 +31,7 @@ __all__ = [
     "FaultInjectable",
     "GenerationalCheckpointer",
     "MaintenanceLockable",
+    "RefusesBeforeTheBackend",
     "StoreHooks",
 ]
 
@@ -234,4 +235,20 @@ class FaultInjectable(Protocol):
 
     def set_fault_hook(self, hook: FaultHook | None) -> None:
         """Install (or with None, remove) the hook for this handle."""
+        ...
+
+
+@runtime_checkable
+class RefusesBeforeTheBackend(Protocol):
+    """Optional, for a proxy: rules whose every checked case it refuses itself, before
+    the backend behind it is asked.
+
+    The stdio client is such a proxy: JSON cannot carry a dict posing as an event
+    or a lone surrogate, so it refuses them on the kit's side. A check of such a
+    rule passes on the proxy's refusal, which says nothing about the backend; the
+    kit reports the rule ``kit_checked``, never ``passed``.
+    """
+
+    def refused_before_the_backend(self) -> dict[str, str]:
+        """Rule id → why the proxy, not the backend, refuses what the kit checks of it."""
         ...

@@ -921,7 +921,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "Damage is reported, not hidden",
         "check_integrity on a damaged store reports ok=False with a detail naming "
         "what is wrong; reads of damaged data raise CorruptStoreError rather than "
-        "returning wrong events.",
+        "returning wrong events. Neither changes a byte of the store: damaged data "
+        "is never repaired away.",
     ),
     Rule(
         "SCHEMA-001",

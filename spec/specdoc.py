@@ -115,8 +115,10 @@ def render_spec() -> str:
             lines.append(f"\n### {area} ({r.suite.value} suite)\n")
         counts = f", level `{r.level.value}`" if r.level else ""
         needs = f" — needs {r.capability.name}" if r.capability else ""
+        # An anchor per rule, so other documents link a rule itself (SPEC.md#arg-001).
         lines.append(
-            f"\n**{r.id}** ({r.strength.value}{counts}{needs}) — *{r.title}*.  \n{r.statement}\n"
+            f'\n<a id="{r.id.lower()}"></a>**{r.id}** ({r.strength.value}{counts}{needs}) '
+            f"— *{r.title}*.  \n{r.statement}\n"
         )
     return "".join(lines)
 

@@ -354,3 +354,17 @@ def test_after_close_the_process_serves_another_handle(tmp_path: Path) -> None:
     assert replies[8] == {"id": 8, "result": None}
     assert _log_file(second, "s").exists()
     assert not _log_file(first, "s").exists()
+
+
+def test_a_closed_handle_refuses_calls_and_takes_close_again(tmp_path: Path) -> None:
+    replies = _converse(
+        [
+            _hello(tmp_path),
+            {"op": "close", "id": 1},
+            {"op": "head", "id": 2, "session_id": "s"},
+            {"op": "close", "id": 3},
+        ],
+    )
+    assert replies[2]["error"]["type"] == "CheckpointerClosedError"
+    assert replies[2]["error"]["operation"] == "head"
+    assert replies[3] == {"id": 3, "result": None}

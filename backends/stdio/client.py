@@ -12,8 +12,10 @@ What stays on this side of the pipe, and why: JSON cannot tell ``1`` from
 ``1.0``, a dict from an event, or carry a lone surrogate, so the *types* of the
 arguments are checked here with the spec's validators (a wrong type never
 reaches the child); their *values* (an empty or over-long session id, a
-negative seq, a ``to_seq`` beyond the head) are the child's to refuse. A closed
-handle has no child of its own, so `CheckpointerClosedError` is raised here too.
+negative seq, a ``to_seq`` beyond the head) are the child's to refuse. So is a
+call on a closed handle: it is sent to the process that closed the handle, or,
+once that process serves another handle, to one told ``hello`` and ``close`` for
+the same store, and the backend answers it (`CheckpointerClosedError`, CLOSE-001).
 """
 
 from __future__ import annotations
@@ -85,6 +87,7 @@ from .messages import (
 from .validation import MessageValidator
 
 __all__ = [
+    "KIT_SIDE_RULES",
     "PROCESS_OPTION",
     "VALIDATE_OPTION",
     "HookedStdioCheckpointer",
@@ -101,6 +104,14 @@ VALIDATE_OPTION: Final = "validate_protocol"
 TIMEOUT_OPTION: Final = "reply_timeout"
 """Option key: seconds to wait for any one reply line (default 60)."""
 _OWN_OPTIONS: Final = frozenset({PROCESS_OPTION, VALIDATE_OPTION, TIMEOUT_OPTION})
+
+KIT_SIDE_RULES: Final[dict[str, str]] = {
+    "ARG-003": "an events argument that is not a list of events cannot be sent as JSON: "
+    "the kit's stdio client refuses it, so the backend is never asked",
+    "EVENT-002": "an event JSON cannot carry exactly (a lone surrogate, a wrongly typed "
+    "field) is refused by the kit's stdio client, so the backend is never asked",
+}
+"""Rules this client judges on its own side for every backend behind it, with why."""
 
 _STDERR_LINES: Final = 20
 _T = TypeVar("_T")
@@ -154,6 +165,9 @@ class _Child:
             raise StdioProtocolError(f"cannot start {shlex.join(argv)}: {exc}") from exc
         self.argv = argv
         self.timeout = timeout
+        self.closed_for: object | None = None
+        """While parked after a ``close``: the token of the handle it closed, the one
+        handle whose calls after close it answers (`_Pool.reclaim`)."""
         self._buffer = bytearray()
         self._stderr: collections.deque[str] = collections.deque(maxlen=_STDERR_LINES)
         # Drained on a thread of its own: a child that logs a lot must never block on
@@ -232,6 +246,8 @@ class _Child:
 
 _Key = tuple[tuple[str, ...], str | None]
 _IDLE_LIMIT: Final = 8
+_CLOSED_LIMIT: Final = 2
+"""Closed children that take no ``hello`` kept per command, for calls after close."""
 
 
 class _Pool:
@@ -243,12 +259,18 @@ class _Pool:
     current one works hides part of a runtime's start-up; a child that may serve
     another handle after ``close`` saves all of it. Neither holds a store while it
     waits: a spare has been told nothing, a closed child has closed its store.
+
+    A closed child also answers calls on the handle it closed, for as long as it
+    is here: the handle takes it back (`reclaim`) for each such call, then gives
+    it back (`park`). A child that is not reusable is kept for that alone, the last
+    `_CLOSED_LIMIT` per command.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._spares: dict[_Key, _Child] = {}
         self._idle: dict[_Key, list[_Child]] = {}
+        self._closed: dict[_Key, list[_Child]] = {}
         atexit.register(self.end_all)
 
     def take(self, argv: list[str], cwd: str | None, timeout: float) -> _Child:
@@ -261,6 +283,7 @@ class _Pool:
                 reused = idle.pop()
                 if reused.process.poll() is None:
                     reused.timeout = timeout
+                    reused.closed_for = None  # it serves a new handle now
                     return reused
             spare = self._spares.pop(key, None)
         if spare is not None and spare.process.poll() is None:
@@ -277,21 +300,49 @@ class _Pool:
                 previous.end()
         return child
 
-    def give_back(self, child: _Child, cwd: str | None) -> None:
-        """Keep ``child``, whose handle is closed, for the next handle (or end it
-        when enough are idle)."""
+    def park(self, child: _Child, cwd: str | None, reusable: bool, closed_for: object) -> None:
+        """Keep ``child``, which closed the handle whose token is ``closed_for``: a
+        reusable one for the next handle (or end it when enough are idle), another
+        only while it is among the last `_CLOSED_LIMIT` closed, to answer calls on
+        that closed handle."""
+        key = (tuple(child.argv), cwd)
+        evicted: list[_Child] = []
+        with self._lock:
+            child.closed_for = closed_for
+            if reusable:
+                idle = self._idle.setdefault(key, [])
+                if len(idle) < _IDLE_LIMIT:
+                    idle.append(child)
+                    return
+                evicted.append(child)
+            else:
+                closed = self._closed.setdefault(key, [])
+                closed.append(child)
+                while len(closed) > _CLOSED_LIMIT:
+                    evicted.append(closed.pop(0))
+        for old in evicted:
+            old.end()
+
+    def reclaim(self, child: _Child, cwd: str | None, closed_for: object) -> bool:
+        """Take ``child`` back from the pool for a call on the closed handle whose token
+        is ``closed_for``; False when it has served another handle since, or has been
+        ended."""
         key = (tuple(child.argv), cwd)
         with self._lock:
-            idle = self._idle.setdefault(key, [])
-            if len(idle) < _IDLE_LIMIT:
-                idle.append(child)
-                return
-        child.end()
+            if child.closed_for is not closed_for:
+                return False
+            for kept in (self._idle.get(key, []), self._closed.get(key, [])):
+                if child in kept:
+                    kept.remove(child)
+                    return child.process.poll() is None
+        return False
 
     def end_all(self) -> None:
         with self._lock:
-            waiting = list(self._spares.values()) + [c for cs in self._idle.values() for c in cs]
-            self._spares, self._idle = {}, {}
+            waiting = list(self._spares.values()) + [
+                c for kept in (self._idle, self._closed) for cs in kept.values() for c in cs
+            ]
+            self._spares, self._idle, self._closed = {}, {}, {}
         for child in waiting:
             child.end()
 
@@ -325,6 +376,9 @@ class StdioCheckpointer:
         self._hook: FaultHook | None = None
         self._reporting = False
         self._capabilities = frozenset(Capability(c) for c in hello.capabilities)
+        self._token = object()
+        """What the pool knows this handle by: a child parked after closing it answers
+        this handle's calls after close, and no other handle's."""
 
     @classmethod
     def start(
@@ -344,7 +398,7 @@ class StdioCheckpointer:
         argv = shlex.split(command) if isinstance(command, str) else list(command)
         if not argv:
             raise StdioProtocolError("the process command is empty")
-        launch = _Launch(argv, cwd, reply_timeout, validate, dict(options or {}))
+        launch = _Launch(argv, cwd, reply_timeout, validate, dict(options or {}), str(path))
         child = _pool.take(argv, cwd, reply_timeout)
         handle = cls(child, HelloResult(PROTOCOL_VERSION, []), launch.validator(), launch)
         try:
@@ -433,30 +487,87 @@ class StdioCheckpointer:
         self._child.write(resume)
 
     async def _call(self, op: str, build: Callable[[int], Request], kind: type[_T]) -> _T:
-        request = build(self._take_id(op))
-        raw = await asyncio.to_thread(self._exchange, request, op)
+        raw = await asyncio.to_thread(self._send, op, build, None)
         return _decode_result(raw, kind, op)
 
     async def _call_none(self, op: str, build: Callable[[int], Request]) -> None:
-        request = build(self._take_id(op))
-        raw = await asyncio.to_thread(self._exchange, request, op)
-        if bytes(raw) != b"null":
-            raise StdioProtocolError(f"the result of {op} must be null: {_quote(bytes(raw))}")
+        _null_result(await asyncio.to_thread(self._send, op, build, None), op)
 
-    def _take_id(self, op: str) -> int:
-        if self._closed:
-            raise CheckpointerClosedError(op)
+    def _take_id(self) -> int:
         self._next_id += 1
         return self._next_id
 
+    def _send(
+        self, op: str, build: Callable[[int], Request], chunks: list[StoredEvent] | None
+    ) -> msgspec.Raw:
+        """Send the request ``build`` makes and return its result: to this handle's
+        child while the handle is open, else to a child in the closed state."""
+        with self._lock:
+            if not self._closed:
+                return self._exchange_locked(build(self._take_id()), op, chunks)
+            child = self._closed_child()
+            return self._in_closed_state(child, lambda: build(self._take_id()), op, chunks)
+
+    def _in_closed_state(
+        self,
+        child: _Child,
+        build: Callable[[], Request],
+        op: str,
+        chunks: list[StoredEvent] | None,
+    ) -> msgspec.Raw:
+        """One request to ``child``, a closed handle's child taken from the pool, which
+        goes back to the pool after its answer; a child that broke the protocol is
+        out of step with the kit, and is killed instead."""
+        try:
+            raw = self._exchange_locked(build(), op, chunks)
+        except StdioProtocolError:
+            child.process.kill()
+            child.end()
+            raise
+        except BaseException:
+            self._park(child)
+            raise
+        self._park(child)
+        return raw
+
+    def _closed_child(self) -> _Child:
+        """A child in the state this closed handle left its own in, for a call after
+        close: that child, if the pool still holds it, else one told ``hello`` and
+        ``close`` for the same store (the backend answers for its handles, not the kit).
+        Called holding the handle's lock."""
+        launch = self._launch
+        if launch is None:  # made by hand, not by `start`: no way to reach the backend
+            raise CheckpointerClosedError("call after close")
+        if _pool.reclaim(self._child, launch.cwd, self._token):
+            return self._child
+        self._child = _pool.take(launch.argv, launch.cwd, launch.timeout)
+        try:
+            hello = Hello(self._take_id(), PROTOCOL_VERSION, launch.path, launch.options)
+            _decode_result(self._exchange_locked(hello, "hello", None), HelloResult, "hello")
+            _null_result(self._exchange_locked(Close(self._take_id()), "close", None), "close")
+        except BaseException:
+            self._child.process.kill()
+            self._child.end()
+            raise
+        return self._child
+
+    def _park(self, child: _Child) -> None:
+        """Give ``child``, closed, back to the pool (ended if the handle was made by hand)."""
+        if self._launch is None:
+            child.end()
+        else:
+            _pool.park(child, self._launch.cwd, self._hello.reusable, self._token)
+
     def _refuse_types(self, op: str, checks: Callable[[], _T]) -> _T:
         """Run the type-level argument checks of ``op`` here, in the contract's order:
-        a closed handle, then an undeclared capability, then the argument."""
-        if self._closed:
-            raise CheckpointerClosedError(op)
+        a closed handle, then an undeclared capability, then the argument. Only a call
+        that cannot be sent is refused here; a closed handle's other calls go to the
+        backend, whose answer it is."""
         try:
             return checks()
         except InvalidArgumentError:
+            if self._closed:
+                raise CheckpointerClosedError(op) from None
             needed = _NEEDS.get(op)
             if needed is not None and needed not in self._capabilities:
                 raise UnsupportedOperationError(op, needed.value) from None
@@ -510,13 +621,9 @@ class StdioCheckpointer:
 
         self._refuse_types("read", checks)
         chunks: list[StoredEvent] = []
-        request = Read(self._take_id("read"), session_id, since_seq)
-
-        def exchange() -> msgspec.Raw:
-            with self._lock:
-                return self._exchange_locked(request, "read", chunks)
-
-        raw = await asyncio.to_thread(exchange)
+        raw = await asyncio.to_thread(
+            self._send, "read", lambda id: Read(id, session_id, since_seq), chunks
+        )
         result = _decode_result(raw, ReadResult, "read")
         if result.count != len(chunks):
             raise StdioProtocolError(
@@ -585,28 +692,45 @@ class StdioCheckpointer:
         return IntegrityReport(found.ok, found.detail, tuple(found.problems), tuple(found.repairs))
 
     async def close(self) -> None:
-        """Send ``close``, then end the child, or keep it for another handle if it
-        declared ``reusable``. Idempotent."""
+        """Send ``close`` and give the child to the pool, where it answers calls on this
+        closed handle until it serves another handle (if it declared ``reusable``) or
+        is ended. Closing again sends ``close`` again, to that child while the pool
+        still holds it; once it is gone there is nothing left to close, and nothing is
+        sent."""
         if self._closed:
+            await asyncio.to_thread(self._close_again)
             return
-        request = Close(self._take_id("close"))
-        self._closed = True
 
         def finish() -> msgspec.Raw:
-            kept = False
-            try:
-                raw = self._exchange(request, "close")
-                if self._hello.reusable and bytes(raw) == b"null" and self._launch is not None:
-                    _pool.give_back(self._child, self._launch.cwd)
-                    kept = True
-                return raw
-            finally:
-                if not kept:
-                    self._child.end()
+            parked = False
+            with self._lock:
+                self._closed = True
+                try:
+                    raw = self._exchange_locked(Close(self._take_id()), "close", None)
+                    if bytes(raw) == b"null" and self._launch is not None:
+                        self._park(self._child)
+                        parked = True
+                    return raw
+                finally:
+                    if not parked:
+                        self._child.end()
 
-        raw = await asyncio.to_thread(finish)
-        if bytes(raw) != b"null":
-            raise StdioProtocolError(f"the result of close must be null: {_quote(bytes(raw))}")
+        _null_result(await asyncio.to_thread(finish), "close")
+
+    def _close_again(self) -> None:
+        with self._lock:
+            launch = self._launch
+            if launch is None or not _pool.reclaim(self._child, launch.cwd, self._token):
+                return
+            raw = self._in_closed_state(self._child, lambda: Close(self._take_id()), "close", None)
+        _null_result(raw, "close")
+
+    # -- RefusesBeforeTheBackend -------------------------------------------------------
+
+    def refused_before_the_backend(self) -> dict[str, str]:
+        """The rules whose every case the kit checks is a value JSON cannot carry, so
+        this client refuses it and the child is never asked."""
+        return dict(KIT_SIDE_RULES)
 
     # -- ScratchFiles ---------------------------------------------------------------
 
@@ -627,7 +751,7 @@ class StdioCheckpointer:
         wanted = hook is not None and bool(self._hello.fault_points)
         if wanted == self._reporting or self._closed:
             return
-        request = FaultReports(self._take_id("fault_reports"), wanted)
+        request = FaultReports(self._take_id(), wanted)
         self._reporting = wanted
         raw = self._exchange(request, "fault_reports")
         if bytes(raw) != b"null":
@@ -642,6 +766,8 @@ class _Launch(msgspec.Struct, frozen=True):
     timeout: float
     validate: bool
     options: dict[str, str]
+    path: str
+    """The store the handle was opened on (a call after close says ``hello`` to it again)."""
 
     def validator(self) -> MessageValidator | None:
         return MessageValidator() if self.validate else None
@@ -706,6 +832,11 @@ def _wire_seq(name: str, value: object, *, optional: bool = False) -> None:
         return
     if isinstance(value, bool) or not isinstance(value, int):
         check_seq(name, value)  # the spec's own refusal of a wrong type
+
+
+def _null_result(raw: msgspec.Raw, op: str) -> None:
+    if bytes(raw) != b"null":
+        raise StdioProtocolError(f"the result of {op} must be null: {_quote(raw)}")
 
 
 def _quote(raw: bytes | msgspec.Raw, limit: int = 400) -> str:

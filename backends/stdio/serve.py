@@ -183,6 +183,10 @@ class Server:
         self.requests = requests
         self.replies = replies
         self.cp: Checkpointer | None = None
+        """The open handle, from the last ``hello``; None before it and after ``close``."""
+        self.closed: Checkpointer | None = None
+        """The handle the last ``close`` closed: requests after ``close`` go to it, so the
+        backend's own handle answers them (CLOSE-001), until the next ``hello``."""
         self.current = 0
         """The id of the request being answered (the one a ``fault`` reply names)."""
         self.reporting = False
@@ -225,6 +229,7 @@ class Server:
         if self.cp is not None:  # a hello replaces the open handle
             cp, self.cp = self.cp, None
             await cp.close()
+        self.closed = None
         self.reporting = False  # a new handle starts with fault reports off
         ctx = BackendContext(path=Path(request.path), options=dict(request.options))
         self.cp = await self.open(ctx)
@@ -260,10 +265,12 @@ class Server:
         return cp.damage_store(Path(request.path))
 
     def handle(self) -> Checkpointer:
-        """The open handle; `RuntimeError` before the first ``hello``."""
-        if self.cp is None:
+        """The open handle, else the one ``close`` closed (whose answer to a call after
+        close is the backend's to give); `RuntimeError` before the first ``hello``."""
+        cp = self.cp if self.cp is not None else self.closed
+        if cp is None:
             raise RuntimeError("the first request must be hello")
-        return self.cp
+        return cp
 
     async def answer(self, request: Request | KitRequest) -> object:
         """The result of ``request`` (replies before it, if any, are sent from here)."""
@@ -271,8 +278,8 @@ class Server:
             return await self.hello(request)
         if isinstance(request, MarkNewerSchema | DamageStore):
             return await self.store_hook(request)
-        if isinstance(request, Close) and self.cp is None:
-            return None  # nothing open: nothing to close
+        if isinstance(request, Close) and self.cp is None and self.closed is None:
+            return None  # nothing was opened: nothing to close
         cp = self.handle()
         match request:
             case Append():
@@ -328,8 +335,10 @@ class Server:
                 self.pause, self.arrivals = (request.point, request.arrival), 0
                 return None
             case Close():
-                # Reusable: the next hello opens a handle afresh; nothing of this one stays.
-                self.cp = None
+                # Reusable: the next hello opens a handle afresh; nothing of this one stays
+                # but the closed handle itself, which answers until then (a second close
+                # included: close is idempotent).
+                self.cp, self.closed = None, cp
                 await cp.close()
                 return None
         raise RuntimeError(f"unexpected request {type(request).__name__}")

@@ -35,6 +35,7 @@ __all__ = [
     "MODEL_OBSERVED",
     "Snapshot",
     "append_five",
+    "changed_files",
     "check_whole_batches",
     "expect",
     "expect_error",
@@ -161,17 +162,37 @@ def _reproduction(h: Harness) -> Reproduction | None:
 
 
 def fingerprint(path: Path) -> dict[str, str]:
-    """SHA-256 of every file under ``path``, by relative name: what "untouched" means."""
+    """SHA-256 of every file under ``path``, by relative name, and every directory
+    (as ``"directory"``): what "untouched" means, byte for byte."""
     prints: dict[str, str] = {}
-    for dirpath, _, filenames in os.walk(path):
+    for dirpath, dirnames, filenames in os.walk(path):
+        for name in dirnames:
+            prints[str((Path(dirpath) / name).relative_to(path))] = "directory"
         for name in filenames:
             full = Path(dirpath) / name
             prints[str(full.relative_to(path))] = hashlib.sha256(full.read_bytes()).hexdigest()
     return prints
 
 
+def changed_files(before: dict[str, str], after: dict[str, str]) -> str:
+    """The names that differ between two fingerprints, in words (empty when none do)."""
+    added = sorted(after.keys() - before.keys())
+    removed = sorted(before.keys() - after.keys())
+    altered = sorted(n for n in before.keys() & after.keys() if before[n] != after[n])
+    parts = [
+        f"{what} {', '.join(names)}"
+        for what, names in (("created", added), ("removed", removed), ("changed", altered))
+        if names
+    ]
+    return "; ".join(parts)
+
+
 async def hooks_of(h: Harness) -> StoreHooks:
-    cp = await h.open()
+    """The backend's `StoreHooks`, from a handle opened and closed on a scratch store of
+    its own: opening one on the store the hook will change could prepare that store
+    (create a table, switch a journal mode) before the hook runs, and the check would
+    then never see the backend do it to the store it must leave untouched."""
+    cp = await h.open(h.new_store())
     await cp.close()
     assert isinstance(cp, StoreHooks)
     return cp
@@ -249,6 +270,8 @@ def run_machine(
 
 def run_model_based(h: Harness, codec: type[Codec] | None) -> None:
     """Run the model-based machine (`CheckpointerMachine`) against the backend."""
+    # Its bad batches (ARG-003) never reach a backend behind the stdio client.
+    h.judged_on_the_kit_side(*MODEL_OBSERVED)
     env = MachineEnv(
         backend=h.backend,
         capabilities=h.capabilities,

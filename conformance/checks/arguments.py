@@ -86,6 +86,7 @@ def bad_batches_are_refused(h: Harness) -> None:
     """ARG-003: an events argument that is not a sequence of SessionEvent raises InvalidArgumentError."""
 
     async def body(cp: Checkpointer, bad: object) -> None:
+        h.judged_on_the_kit_side("ARG-003")
         await _seeded(cp, h)
         before = await snapshot(cp, ["s", "t"])
         for sid in ("s", "t"):

@@ -40,6 +40,7 @@ def every_event_kind_round_trips(h: Harness) -> None:
 async def unstorable_event_is_refused_whole(h: Harness) -> None:
     """EVENT-002: a batch holding an unstorable event (lone surrogate, wrongly typed field) is refused whole."""
     cp = await h.open()
+    h.judged_on_the_kit_side("EVENT-002")
     await cp.append("s", [h.prompt("kept")])
     before = await snapshot(cp, ["s"])
     wrongly_typed = AssistantMessage(text=42)  # type: ignore[arg-type]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ...spec import Capability, CheckpointError
 from ..engines.harness import Harness, read_all
 from ..engines.outcomes import Err, run_backend
-from ._support import expect, hooks_of, snapshot
+from ._support import changed_files, expect, fingerprint, hooks_of, snapshot
 from .base import check
 
 __all__ = ["CHECKS"]
@@ -28,12 +28,15 @@ async def healthy_store_reports_ok(h: Harness) -> None:
 
 @check("INTEG-002", hooks=True)
 async def damage_is_reported(h: Harness) -> None:
-    """INTEG-002: damaged data makes check_integrity report ok=False and reads raise, not lie."""
+    """INTEG-002: damaged data makes check_integrity report ok=False and reads raise, not lie; nothing is repaired."""
     cp = await h.open()
     events = [h.prompt(f"event {i} " + "x" * 200) for i in range(20)]
     await cp.append("s", events)
     await cp.close()
     what = (await hooks_of(h)).damage_store(h.path)
+    # Every byte the hook left is compared once the handles are closed: a "repair"
+    # of damaged data destroys the evidence, whatever the hook says it damaged.
+    damaged = fingerprint(h.path)
     cp = await h.open()
     report = await cp.check_integrity()
     expect(
@@ -55,6 +58,13 @@ async def damage_is_reported(h: Harness) -> None:
             "INTEG-002",
             f"after damage ({what}) read returned wrong events without raising CorruptStoreError",
         )
+    await h.close_all()
+    changes = changed_files(damaged, fingerprint(h.path))
+    expect(
+        not changes,
+        "INTEG-002",
+        f"checking and reading the damaged store ({what}) changed its files: {changes}",
+    )
 
 
 CHECKS = (

@@ -70,6 +70,9 @@ class Harness:
         """How the check's Hypothesis runs explored (None: it made none)."""
         self.measured: list[str] = []
         """What a passing check reports it covered (how many crash states); see `measure`."""
+        self.kit_checked: dict[str, str] = {}
+        """The rules whose verdict in this check is the kit's own, not the backend's,
+        with why (see `judged_on_the_kit_side`); empty when the backend answered."""
         self._handles: list[Checkpointer] = []
         self.specimen: Checkpointer | None = None
         """The first handle the check opened (closed by the end): the kit calls the
@@ -172,6 +175,17 @@ class Harness:
     def measure(self, text: str) -> None:
         """Say how much a check covered (``"checked 200 crash states"``): the detail of its pass."""
         self.measured.append(text)
+
+    def judged_on_the_kit_side(self, *rule_ids: str) -> None:
+        """Say that this check verifies ``rule_ids`` only through cases a proxy may refuse
+        before the backend behind it is asked. Those the backend under test is such a
+        proxy for (`checkpointspec.spec.RefusesBeforeTheBackend`, e.g. the stdio client
+        for ARG-003) are then reported checked by the kit, not the backend, and their
+        pass here is not counted as the backend's."""
+        refused = self.run.probe.refused_before_the_backend
+        for rule_id in rule_ids:
+            if rule_id in refused:
+                self.kit_checked[rule_id] = refused[rule_id]
 
     def has(self, capability: Capability) -> bool:
         return capability in self.capabilities

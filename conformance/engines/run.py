@@ -38,6 +38,10 @@ class BackendProbe(msgspec.Struct, frozen=True):
 
     capabilities: frozenset[Capability]
     has_hooks: bool
+    refused_before_the_backend: dict[str, str] = msgspec.field(default_factory=dict)
+    """For a proxy (`checkpointspec.spec.RefusesBeforeTheBackend`, the stdio client): the
+    rules whose every checked case it refuses itself, with why; empty for a backend
+    that answers for itself."""
 
 
 OutputName: TypeAlias = Literal["report", "junit", "badge", "summary"]

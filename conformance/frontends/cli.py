@@ -100,6 +100,7 @@ _STYLE = {
     "not_checked": "dim yellow",
     "not_run": "dim",
     "error": "bold white on red",
+    "kit_checked": "dim cyan",
 }
 
 
@@ -329,6 +330,14 @@ def _print_findings(console: Console, report: KitReport, verbose: bool = False) 
     for result in report.checks:
         if result.status == "passed" and result.detail:
             console.print(f"[dim]covered[/] {escape(result.name)}: {escape(result.detail)}")
+    for result in report.checks:
+        if result.status != "passed":
+            continue
+        for rule_id, why in result.kit_checked.items():
+            console.print(
+                f"[dim cyan]checked by the kit, not the backend[/] {rule_id} in "
+                f"{escape(result.name)}: {escape(why)}"
+            )
     for result in report.checks:
         if result.status in ("skipped", "not_checked"):
             kind = result.status.replace("_", " ")

@@ -31,6 +31,7 @@ _LISTED: Final[tuple[RuleStatus, ...]] = (
     "not_checked",
     "warning",
     "xfailed",
+    "kit_checked",
     "skipped",
 )
 """The rule statuses that get a row, most urgent first."""

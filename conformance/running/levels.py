@@ -30,6 +30,13 @@ not checked, stopped on a kit error, or not run (``--only``, or a run of another
 suite): a level is a claim that the kit saw every rule of it hold. `judge_levels`
 says which of those kept each level back (`LevelResult.status`) and names the
 first such rule.
+
+A rule reported ``kit_checked`` (every case of it refused by the kit's own
+client before the backend was asked: ARG-003 through stdio, where JSON cannot
+carry what it checks) counts neither way: it is no evidence that the backend
+meets it, and none that it does not, as with a rule that does not apply. The
+level is judged on its other rules, and an attained level's ``reason`` names the
+rule the kit checked on its own side.
 """
 
 from __future__ import annotations
@@ -105,7 +112,9 @@ def _judge(level: Level, verdicts: dict[str, RuleResult], declared: frozenset[st
     inapplicable = {v.id for v in found if v.status == "skipped" and _needs_undeclared(v, declared)}
     # skipped for want of StoreHooks, not_checked, error, or anything else short of a pass
     unverified = [
-        v for v in found if v.status not in ("passed", "not_run") and v.id not in inapplicable
+        v
+        for v in found
+        if v.status not in ("passed", "not_run", "kit_checked") and v.id not in inapplicable
     ]
     if unverified:
         first = unverified[0]
@@ -117,6 +126,9 @@ def _judge(level: Level, verdicts: dict[str, RuleResult], declared: frozenset[st
     not_run = [v for v in found if v.status == "not_run"]
     if not_run:
         return result("not_run", f"{not_run[0].id} not run (--only)")
+    by_kit = [v for v in found if v.status == "kit_checked"]
+    if by_kit:
+        return result("attained", f"{by_kit[0].id} checked by the kit, not the backend")
     return result("attained")
 
 

@@ -28,7 +28,7 @@ from ...backends.registry import (
     process_backend,
     resolve_backend,
 )
-from ...spec import BackendContext, Capability, StoreHooks
+from ...spec import BackendContext, Capability, RefusesBeforeTheBackend, StoreHooks
 from ..checks.base import Check
 from ..engines.profiles import DEFAULT_PROFILE, PROFILES, Profile
 from ..engines.provenance import open_checkpointer
@@ -89,7 +89,10 @@ def probe_backend(backend: BackendRef, options: Mapping[str, str] | None = None)
         )
         try:
             capabilities = frozenset(Capability(c) for c in cp.capabilities)
-            return BackendProbe(capabilities, isinstance(cp, StoreHooks))
+            refused = (
+                cp.refused_before_the_backend() if isinstance(cp, RefusesBeforeTheBackend) else {}
+            )
+            return BackendProbe(capabilities, isinstance(cp, StoreHooks), dict(refused))
         finally:
             await cp.close()
 

@@ -12,6 +12,12 @@ nothing about the backend, fails no rule and makes the run exit 3.
 refuses an operation it needs and does not declare; ``skipped`` that the check
 does not apply (an undeclared capability, no `StoreHooks`).
 
+A check that passed only because the kit refused every case before the
+backend was asked (the stdio client refusing what JSON cannot carry: a proxy
+declaring `checkpointspec.spec.RefusesBeforeTheBackend`) says so, per rule, in
+``kit_checked``; its pass is no evidence about the backend on that rule. A rule
+whose every pass is of that kind has the status ``kit_checked``, never ``passed``.
+
 A rule has one more status: ``not_run``, for a rule no selected check verifies
 when the run was narrowed (``--only``): the user chose not to run it, which
 says nothing about the backend. ``not_checked`` keeps its meaning: a check that
@@ -76,7 +82,8 @@ REPORT_SCHEMA_VERSION = 8
 ``--reproduce``) and ``replay_note``; ``replay`` carries the run's ``--option``s.
 8: a check's ``findings`` (every distinct violation it found, each with its own
 ``replay``), a rule's ``follows_from``, the run's ``findings`` and ``roots``; a rule
-fails when any check found it violated; ``rules`` lead with the roots."""
+fails when any check found it violated; ``rules`` lead with the roots; a check's
+``kit_checked`` and the rule status ``kit_checked`` (a rule only the kit's side judged)."""
 
 CheckStatus = Literal["passed", "failed", "skipped", "not_checked", "error"]
 RuleStatus = Literal[
@@ -89,6 +96,7 @@ RuleStatus = Literal[
     "not_checked",
     "not_run",
     "error",
+    "kit_checked",
 ]
 LevelStatus = Literal["attained", "failed", "not_declared", "unverified", "not_run"]
 
@@ -160,6 +168,10 @@ class CheckResult(msgspec.Struct, frozen=True):
     explored: bool = False
     """The check explored past its findings until a round found nothing new: a rule it
     verifies and did not find broken passed it, as in a check that passed."""
+    kit_checked: dict[str, str] = msgspec.field(default_factory=dict)
+    """The rules this check's pass says nothing about for this backend, each with why:
+    the kit refused every case of it on its own side, before the backend was asked
+    (the stdio client and what JSON cannot carry); empty when the backend answered."""
 
 
 class RuleResult(msgspec.Struct, frozen=True):
@@ -240,9 +252,9 @@ def _rule_verdict(
 ) -> RuleResult:
     names = tuple(r.name for r in results)
     failures = [r for r in results if r.status == "failed" and rule.id in _found_rules(r)]
-    completed = [
-        r for r in results if r.status == "passed" or (r.status == "failed" and r.explored)
-    ]
+    passes = [r for r in results if r.status == "passed" or (r.status == "failed" and r.explored)]
+    completed = [r for r in passes if rule.id not in r.kit_checked]
+    kit_only = [r for r in passes if rule.id in r.kit_checked]
     capability = rule.capability.value if rule.capability else None
 
     def verdict(status: RuleStatus, reason: str = "", first_failure: str = "") -> RuleResult:
@@ -278,6 +290,10 @@ def _rule_verdict(
                 ),
             )
         return verdict("passed", _partly_checked(results))
+    if kit_only:
+        # Evidence about the kit's client, not the backend: never a pass.
+        first_kit = kit_only[0]
+        return verdict("kit_checked", f"{first_kit.name}: {first_kit.kit_checked[rule.id]}")
     skipped = [r for r in results if r.status == "skipped"]
     if skipped and len(skipped) == len(results):
         return verdict("skipped", skipped[0].reason)

@@ -190,6 +190,7 @@ def run_check(check: Check, run: KitRun, root: Path | None = None) -> CheckResul
         time.perf_counter() - started,
         detail="; ".join(harness.measured),
         warnings=tuple(harness.warnings),
+        kit_checked=harness.kit_checked,
     )
     return with_findings(passed, check, run, harness)
 

@@ -346,7 +346,10 @@ class FileBackend {
       return this[request.op](request.path);
     }
     if (!this.opened) throw new Error(`the first request must be a successful hello, not ${request.op}`);
+    // A closed handle still gets requests: the kit asks us, not itself, what a call
+    // after close does (CLOSE-001). Close again is fine (idempotent); all else is refused.
     if (this.closed) {
+      if (request.op === 'close') return null;
       throw new ContractError('CheckpointerClosedError', 'the handle is closed', { operation: request.op });
     }
     if (!OPERATIONS.has(request.op)) throw new Error(`unknown op ${JSON.stringify(request.op)}`);

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import subprocess
 import sys
 from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
@@ -27,7 +28,7 @@ from checkpointspec.backends.stdio import (
     make,
     protocol_schema,
 )
-from checkpointspec.backends.stdio.client import _to_exception
+from checkpointspec.backends.stdio.client import _pool, _to_exception
 from checkpointspec.backends.stdio.serve import error_body
 from checkpointspec.spec import (
     BackendContext,
@@ -369,15 +370,58 @@ def test_a_reusable_child_serves_the_next_handle_from_scratch(tmp_path: Path) ->
         asyncio.run(second.close())
 
 
-def test_a_child_that_is_not_reusable_exits_after_close(tmp_path: Path) -> None:
-    cp = StdioCheckpointer.start([sys.executable, CHILDREN, HELLO], tmp_path)
-    process = cp._child.process
-    asyncio.run(cp.close())
-    assert process.poll() is not None
+@pytest.mark.parametrize(
+    "command",
+    [[sys.executable, CHILDREN, HELLO], [*SERVE, "--one-handle", "file"]],
+    ids=["scripted", "serve --one-handle"],
+)
+def test_a_child_that_is_not_reusable_exits_once_later_handles_are_closed(
+    tmp_path: Path, command: list[str]
+) -> None:
+    # Kept after close only to answer calls on its closed handle, the last few per command.
+    def closed_process() -> subprocess.Popen[bytes]:
+        cp = StdioCheckpointer.start(command, tmp_path)
+        asyncio.run(cp.close())
+        return cp._child.process
+
+    first = closed_process()
+    later = [closed_process() for _ in range(2)]
+    assert first.wait(timeout=10) is not None
+    assert all(process.poll() is None for process in later)
 
 
-def test_serve_with_one_handle_exits_after_close(tmp_path: Path) -> None:
-    cp = StdioCheckpointer.start([*SERVE, "--one-handle", "file"], tmp_path)
-    process = cp._child.process
-    asyncio.run(cp.close())
-    assert process.poll() is not None
+@synchronous
+async def test_calls_after_close_reach_the_backend_which_answers_them(tmp_path: Path) -> None:
+    # A scripted child that answers head after close with 5: nothing on the kit's side
+    # refused the call for it.
+    cp = await asyncio.to_thread(
+        StdioCheckpointer.start,
+        [sys.executable, CHILDREN, HELLO, '{"id":{id},"result":5}', '{"id":{id},"result":6}'],
+        tmp_path,
+    )
+    await cp.close()
+    assert await cp.head("") == 5  # an empty id too: the value is the backend's to refuse
+    await cp.close()  # close again: answered by the child (the script has no line for it)
+    assert await cp.head("s") == 6
+
+
+@synchronous
+async def test_a_closed_handle_whose_process_serves_another_asks_a_closed_one(
+    tmp_path: Path,
+) -> None:
+    first = await asyncio.to_thread(StdioCheckpointer.start, [*SERVE, "file"], tmp_path)
+    await first.append("s", [UserPrompt("a")])
+    await first.close()
+    second = await asyncio.to_thread(StdioCheckpointer.start, [*SERVE, "file"], tmp_path)
+    assert second._child is first._child  # reused: the first handle's process is taken
+    assert await second.head("s") == 1
+    await second.close()  # parked again, as the process that closed the second handle
+    parked = second._child
+    assert not _pool.reclaim(parked, None, first._token)  # not the first handle's any more
+    assert _pool.reclaim(parked, None, second._token)
+    _pool.park(parked, None, True, second._token)
+    with pytest.raises(CheckpointerClosedError) as refused:
+        await first.read("s").__anext__()
+    assert refused.value.operation == "read"
+    # A process told hello and close for the first handle's store answered.
+    assert first._child.closed_for is first._token

@@ -161,6 +161,21 @@ def test_a_rule_that_also_needs_an_undeclared_capability_does_not_apply() -> Non
     assert levels["multi_process"].status == "not_declared"
 
 
+def test_a_rule_the_kit_checked_on_its_own_side_neither_counts_nor_blocks() -> None:
+    # ARG-003 through stdio: every case is refused by the kit's client, never the backend's.
+    checks = [c for c in every_rule_passed() if not c.name.startswith("ARG-003")]
+    checks.append(
+        CheckResult(
+            "ARG-003::check", ("ARG-003",), "passed", 0.0, kit_checked={"ARG-003": "JSON cannot"}
+        )
+    )
+    report = report_of(checks)
+    assert {r.id: r.status for r in report.rules}["ARG-003"] == "kit_checked"
+    base = _levels(report.levels)["base"]
+    assert base.status == "attained"
+    assert base.reason == "ARG-003 checked by the kit, not the backend"
+
+
 def test_a_rule_left_out_by_only_is_not_run() -> None:
     report = run_kit(plan_run("memory", profile="quick", seed=1, only=["TRUNC"]))
     levels = _levels(report.levels)

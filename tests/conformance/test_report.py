@@ -83,3 +83,21 @@ def test_exit_status_failure_then_kit_error_then_pass() -> None:
     assert exit_status_for(summarise_rules(both, DECLARED), both) == EXIT_FAILED
     not_checked = (result("SEQ-003::needs_delete", "not_checked"),)
     assert exit_status_for(summarise_rules(not_checked, DECLARED), not_checked) == EXIT_PASSED
+
+
+def test_a_rule_the_kit_checked_on_its_own_side_is_kit_checked_not_passed() -> None:
+    refused_here = CheckResult(
+        "ARG-003::bad_batches_are_refused",
+        ("ARG-003", "APPEND-003"),
+        "passed",
+        0.0,
+        kit_checked={"ARG-003": "the stdio client refuses a dict posing as an event"},
+    )
+    rules = verdicts(refused_here, result("APPEND-003::whole", "passed"))
+    assert rules["ARG-003"].status == "kit_checked"
+    assert rules["ARG-003"].reason == (
+        "ARG-003::bad_batches_are_refused: the stdio client refuses a dict posing as an event"
+    )
+    # Another check of APPEND-003 reached the backend: its pass stands.
+    assert rules["APPEND-003"].status == "passed"
+    assert exit_status_for(rules.values()) == EXIT_PASSED

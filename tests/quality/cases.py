@@ -28,7 +28,7 @@ from hard_backends import (
     PlaintextSearchIndex,
     UpgradesFormatOnOpen,
 )
-from racy_backends import RACY, CheckThenAppend, Racy, StaleHead
+from racy_backends import RACY, CheckThenAppend, PreparesBeforeVersionCheck, Racy, StaleHead
 
 __all__ = [
     "ALL_BACKENDS",
@@ -121,6 +121,8 @@ HARD_CASES: tuple[Case, ...] = (
     # Tasks racing on one head through three handles all succeed.
     Case(CheckThenAppend, (RACING,), HARD_SEEDS),
     Case(StaleHead, (FREE_RUNNING,), (SEED,), "four processes hammer the store for seconds"),
+    # The table it creates before reading the version lands in the newer store.
+    Case(PreparesBeforeVersionCheck, (NEWER_FORMAT,), (0,)),
 )
 """One case per backend of `hard_backends` and `racy_backends`."""
 

@@ -1,7 +1,9 @@
-"""Multi-process backends with one race each, for the free-running stress check.
+"""SQLite backends with one bug each: a race only contention shows, or a newer store touched.
 
-Each is the SQLite reference backend with one mistake only contention shows;
-``violates`` names the rule the kit must report. The kit loads them by
+Each is the SQLite reference backend with one mistake: most only contention
+shows (the free-running stress check's targets); one prepares a database before
+it reads the version and so changes a store it then refuses. ``violates`` names
+the rule the kit must report. The kit loads them by
 ``module:attribute`` in its worker processes, which import this module by name
 (``tests/quality/conftest.py`` puts this folder on the path): every class is its
 own factory, ``racy_backends:CheckThenAppend.make``. Nothing here is correct on
@@ -10,14 +12,16 @@ purpose.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar, Self, cast
 
+import aiosqlite
 from checkpointspec.backends.sqlite import DATABASE_NAME, SqliteCheckpointer
 from checkpointspec.spec import BackendContext, CheckpointConflictError, SessionEvent
 
-__all__ = ["RACY", "CheckThenAppend", "Racy", "StaleHead"]
+__all__ = ["RACY", "CheckThenAppend", "PreparesBeforeVersionCheck", "Racy", "StaleHead"]
 
 
 class Racy(SqliteCheckpointer):
@@ -77,5 +81,31 @@ class StaleHead(Racy):
         return last[session_id]
 
 
-RACY: dict[str, type[Racy]] = {cls.__name__: cls for cls in (CheckThenAppend, StaleHead)}
+class PreparesBeforeVersionCheck(Racy):
+    """Bug: opening an existing database first switches it to WAL and makes sure an index
+    table exists (``CREATE TABLE IF NOT EXISTS``), and only then reads its version.
+
+    A store written by a newer format is refused with SchemaVersionError, but not
+    untouched: the table is already in it. The reference's own hooks cannot tell
+    (a version bump only), and a handle opened on that store before the hook runs
+    would have prepared it already. Kit must report SCHEMA-001.
+    """
+
+    violates = "SCHEMA-001"
+
+    async def _connect(self) -> aiosqlite.Connection:
+        database = Path(self._database)
+        if database.exists():
+            conn = sqlite3.connect(database, isolation_level=None)
+            try:
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute("CREATE TABLE IF NOT EXISTS search_index (session_id TEXT, text TEXT)")
+            finally:
+                conn.close()
+        return await super()._connect()
+
+
+RACY: dict[str, type[Racy]] = {
+    cls.__name__: cls for cls in (CheckThenAppend, StaleHead, PreparesBeforeVersionCheck)
+}
 """Every racy backend by class name; its factory is ``racy_backends:<name>.make``."""

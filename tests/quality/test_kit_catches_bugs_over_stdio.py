@@ -32,8 +32,12 @@ ONE_HANDLE = (
     "InclusiveSinceSeq",
     "PhantomSessionOnTruncate",
     "ClampsNegativeSinceSeq",
+    "ReadTakesAnyId",
+    "ClosedHandleWorks",
 )
-"""Broken backends whose case's checks open one handle at a time."""
+"""Broken backends whose case's checks open one handle at a time. The last ones show
+that the values JSON can carry reach the backend, which answers for them: a negative
+seq, an empty session id, a call after close."""
 
 FILE_BASED = ("CachedHead", "UpgradesFormatOnOpen", "LockOutlivesHolder")
 """Broken file backends (`hard_backends`): their store is on disk, so every check applies
@@ -72,3 +76,17 @@ def test_the_same_rules_fail_directly_and_through_stdio(case: Case) -> None:
     assert failed_rules(proxied) == failed_rules(direct), describe(proxied)
     assert proxied.exit_status == 1
     assert all("--process" in c.replay for c in proxied.checks if c.status == "failed")
+
+
+def test_what_json_cannot_carry_is_reported_as_checked_by_the_kit_not_passed() -> None:
+    # The stdio client refuses a dict posing as an event before the backend sees it,
+    # so the backend that accepts one (ARG-003) is not shown wrong through stdio, and
+    # the reference is not shown right: both are kit_checked, neither passed.
+    for target in ("broken_backends:AcceptsEventDicts.make", "memory"):
+        report = run_kit(
+            plan_run(None, process=_served(target), profile="quick", seed=SEED, only=("ARG-003::",))
+        )
+        verdicts = {r.id: r for r in report.rules}
+        assert verdicts["ARG-003"].status == "kit_checked", describe(report)
+        assert "never asked" in verdicts["ARG-003"].reason
+        assert report.exit_status == 0, describe(report)

@@ -64,7 +64,7 @@ REFERENCE_CHECKS: dict[str, list[str]] = {
         AT_REST,
         DEAD_HOLDER,
     ],
-    "sqlite": [HANDLES, PROCESSES, RACING, DEAD_HOLDER],
+    "sqlite": [HANDLES, PROCESSES, RACING, NEWER_FORMAT, DEAD_HOLDER],
 }
 """For each reference backend, the checks above that it must pass (those it can run).
 
