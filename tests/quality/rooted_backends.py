@@ -13,15 +13,19 @@ names the root rule (the first, for several). Neither is a meta-suite case
 
 from __future__ import annotations
 
+from typing import Self, cast
+
 from broken_backends import ListsOldestFirst, ReadTakesAnyId, TruncateKeepsOneMore
 from checkpointspec.backends.sqlite import SqliteCheckpointer
-from racy_backends import Racy
+from checkpointspec.backends.sqlite import make as make_sqlite
+from checkpointspec.spec import BackendContext, check_truncate_arguments
 
 __all__ = ["ThreeDefects", "TruncateIgnoresExpectedHead"]
 
 
-class TruncateIgnoresExpectedHead(Racy):
-    """Bug: truncate drops ``expected_head``, so a truncate from a stale head succeeds.
+class TruncateIgnoresExpectedHead(SqliteCheckpointer):
+    """Bug: truncate checks ``expected_head`` is a valid head, then ignores it, so a
+    truncate from a stale head succeeds.
 
     Its own check sees TRUNC-003; the multi-process checks see the history it forks
     (appends and truncates disagreeing on the log). Kit must report TRUNC-003 as the
@@ -29,6 +33,13 @@ class TruncateIgnoresExpectedHead(Racy):
     """
 
     violates = "TRUNC-003"
+
+    @classmethod
+    async def make(cls, ctx: BackendContext) -> Self:
+        """The reference SQLite factory (``ctx.codec`` and options applied), as this class."""
+        handle = await make_sqlite(ctx)
+        handle.__class__ = cls
+        return cast(Self, handle)
 
     async def truncate(
         self,
@@ -38,8 +49,9 @@ class TruncateIgnoresExpectedHead(Racy):
         *,
         expected_generation: int | None = None,
     ) -> int:
-        return await SqliteCheckpointer.truncate(
-            self, session_id, to_seq, None, expected_generation=expected_generation
+        check_truncate_arguments(session_id, to_seq, expected_head, expected_generation)
+        return await super().truncate(
+            session_id, to_seq, None, expected_generation=expected_generation
         )
 
 

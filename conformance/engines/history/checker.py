@@ -187,11 +187,32 @@ def _search(session: SessionChain, reason: str, max_steps: int) -> tuple[list[An
         rule_id = {
             "read": "READ-003",
             "head": "HEAD-001",
-            "truncate": "TRUNC-003" if isinstance(failed.outcome, Conflicted) else "TRUNC-001",
+            "truncate": _truncate_rule(calls, result.failed_at, session, max_steps),
             "delete": "DELETE-001",
         }.get(failed.kind, "APPEND-002" if isinstance(failed.outcome, Conflicted) else "MP-001")
     summary += f" (decided by the linearizability search: {reason})"
     return [Anomaly(rule_id, session.name, summary, tuple(culprits))], None
+
+
+def _truncate_rule(
+    calls: list[LogCall], failed_at: int, session: SessionChain, max_steps: int
+) -> str:
+    """The rule a truncate no order explains breaks: TRUNC-003 when it conflicted, or when
+    the search gets past it once its ``expected_head`` is left out (every order would
+    have accepted it as an unconditional truncate: only the condition is wrong); else
+    TRUNC-001 (what it kept is wrong)."""
+    failed = calls[failed_at]
+    if failed.status == "conflict":
+        return "TRUNC-003"
+    if failed.expected_head is None:
+        return "TRUNC-001"
+    unconditional = [*calls]
+    unconditional[failed_at] = msgspec.structs.replace(failed, expected_head=None)
+    again = search_log(unconditional, session.final, max_steps=max_steps)
+    passed_it = again.verdict == "linearizable" or (
+        again.verdict == "violation" and again.failed_at is not None and again.failed_at > failed_at
+    )
+    return "TRUNC-003" if passed_it else "TRUNC-001"
 
 
 # -- entry point -------------------------------------------------------------------------------
