@@ -229,8 +229,11 @@ async def run_restore_process(order: KillOrder) -> KillRun:
         out, err = await asyncio.wait_for(process.communicate(), CHILD_TIMEOUT)
     except TimeoutError:
         kill_group(process.pid)
-        await process.wait()
-        raise
+        await asyncio.wait_for(process.wait(), CHILD_TIMEOUT)
+        raise TimeoutError(
+            f"the {order.operation} child process {process.pid} did not end within "
+            f"{CHILD_TIMEOUT:g}s"
+        ) from None
     finally:
         kill_group(process.pid)  # a child the backend started must not outlive the run
     await wait_group_gone(process.pid)
@@ -264,6 +267,7 @@ async def run_held_restore(
         env=worker_env(),
         start_new_session=True,
     )
+    stopper: SyscallStopper | None = None
     try:
         assert process.stdin is not None
         assert process.stdout is not None
@@ -275,17 +279,21 @@ async def run_held_restore(
         await process.stdin.drain()
         ended = asyncio.ensure_future(process.wait())
         either: list[asyncio.Future[int] | asyncio.Future[str]] = [ended, stopper.outcome]
-        await asyncio.wait_for(
-            asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED), CHILD_TIMEOUT
-        )
+        await asyncio.wait(either, timeout=CHILD_TIMEOUT, return_when=asyncio.FIRST_COMPLETED)
         if stopper.outcome.done() and stopper.outcome.result().startswith("stopped "):
             await stopper.kill()
             return stopper.outcome.result().split(" ", 2)[2], []
-        await ended
+        if not ended.done():
+            raise TimeoutError(
+                f"the {order.operation} child process {process.pid}, to be held after its "
+                f"store call #{n}, neither ended nor was held within {CHILD_TIMEOUT:g}s"
+            )
         return None, await stopper.finish()
     finally:
+        if stopper is not None:
+            await stopper.kill()  # ends a stopper still attached, so the child can be reaped
         kill_group(process.pid)
-        await process.wait()
+        await asyncio.wait_for(process.wait(), CHILD_TIMEOUT)
         await wait_group_gone(process.pid)
 
 
