@@ -29,7 +29,7 @@ def test_a_silent_worker_names_the_request_it_left_unanswered_and_its_last_words
     (tmp_path / "blocking_backend.py").write_text(BLOCKING_FACTORY, encoding="utf-8")
     pythonpath = os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])
 
-    async def body() -> WorkerHung:
+    async def body() -> tuple[WorkerHung, int]:
         with (tmp_path / "stderr").open("w+b") as stderr:
             worker = await WorkerClient.start(
                 "blocking_backend:make",
@@ -40,11 +40,13 @@ def test_a_silent_worker_names_the_request_it_left_unanswered_and_its_last_words
             try:
                 with pytest.raises(WorkerHung) as hung:
                     await worker.call(hello(str(tmp_path / "store")))
-                return hung.value
+                return hung.value, worker.process.pid
             finally:
                 await worker.kill()
 
-    hung = asyncio.run(body())
+    hung, pid = asyncio.run(body())
     assert hung.waiting_for == "hello"
-    assert str(hung).startswith("no answer to its hello request within 2s"), str(hung)
+    assert str(hung).startswith(
+        f"worker process {pid} sent no answer to its hello request within 2s"
+    ), str(hung)
     assert "opening the store at" in str(hung), str(hung)

@@ -1,9 +1,10 @@
 """File backends with one bug each that only several handles, processes, kills, codecs or disks show.
 
 Each class is the file reference backend (`FileCheckpointer`) with one mistake put
-in: a cached view that is trusted instead of re-validated, a batch written one
-event at a time, a directory never fsynced, a codec failure handled as damage,
-papered over or sidestepped, a format marker overwritten. Plain unit tests of
+in: a cached view that is trusted instead of re-validated, a batch written or a
+truncate cut one event at a time, a directory never fsynced, a codec failure
+handled as damage, papered over or sidestepped, a format marker overwritten,
+trailing whitespace stripped from every text. Plain unit tests of
 one handle in one process pass on most of them. Each docstring says the bug and
 the rule the kit must report; ``violates`` holds that rule id.
 
