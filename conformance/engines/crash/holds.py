@@ -4,8 +4,8 @@
 stdio backend's child) right after the Nth system call of a write that changes
 a store file. No fault point, no timer: every point of every write can be
 reached on every run. `holds` says which (write, N) pairs a check tries. The
-budget, ``profile.held_writes``, is allotted per kind of write (`allot`, by
-`KIND_WEIGHTS`): appends of several events to a session that has events, truncates
+budget, ``profile.held_writes``, is allotted per kind of write
+(`checkpointspec.conformance.engines.crash.verdicts.allot`, by ``KIND_WEIGHTS``): appends of several events to a session that has events, truncates
 (TRUNCATE), deletes (DELETE), first appends of a session; each kind the workload
 has is held at least once, and a kind that makes fewer calls than its share
 leaves the rest to the next. Within a kind, writes come in the seed's order,
@@ -34,7 +34,7 @@ import itertools
 import random
 import shutil
 import tempfile
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Final, NamedTuple
 
@@ -54,12 +54,12 @@ from .stopper import (
     StopperError,
     SyscallStopper,
     stopper_unavailable,
+    tree_states,
     tree_threads,
 )
-from .verdicts import Call
+from .verdicts import KIND_WEIGHTS, Call, allot, kind_of
 
 __all__ = [
-    "KIND_WEIGHTS",
     "LOCK_POLL",
     "NEVER",
     "PER_WRITE",
@@ -68,11 +68,9 @@ __all__ = [
     "STOPPER_PATIENCE",
     "Held",
     "HeldWrite",
-    "allot",
     "copy_store",
     "held_write",
     "holds",
-    "kind_of",
     "needs_holding",
     "opened_worker",
     "prepared",
@@ -91,16 +89,6 @@ PER_WRITE: Final = 4
 """Holds drawn per write (all of its calls when it makes fewer)."""
 LOCK_POLL: Final = 0.02
 """How often a silent reader is looked for among the waiters of ``/proc/locks``."""
-KIND_WEIGHTS: Final[Mapping[str, int]] = {
-    "append": 4,
-    "truncate": 2,
-    "delete": 1,
-    "first append": 1,
-}
-"""Each kind of write's share of the holds, in the order they are allotted: appends
-of several events to a session that has events can show a partial batch at most
-points, so they get the most; a truncate can show a partial cut; a delete and a
-session's first append (a log created) at fewer points."""
 
 
 def waits_on_a_lock(pid: int) -> bool:
@@ -225,8 +213,10 @@ async def _reached(
         await reply  # bounded: the worker's reply deadline raises WorkerHung
     except WorkerHung as hung:
         hold = "counted" if n == NEVER else f"to be held after its store call #{n}"
+        threads = tree_states(worker.process.pid)
         raise WorkerHung(
-            f"{call.label}, sent to a worker with its store calls {hold}: {hung}",
+            f"{call.label}, sent to a worker with its store calls {hold}: {hung} (its "
+            f"threads: {threads})",
             hung.waiting_for,
             hung.stderr,
         ) from hung
@@ -241,15 +231,6 @@ async def _reached(
     return Held(None, len(counted))
 
 
-def kind_of(calls: Sequence[Call], t: int) -> str:
-    """The kind of write ``calls[t]`` is, as `KIND_WEIGHTS` names it."""
-    call = calls[t]
-    if call.kind != "append":
-        return call.kind
-    before = calls[t - 1].after.logs.get(call.session, ()) if t else ()
-    return "append" if before else "first append"
-
-
 def targets(rng: random.Random, calls: Sequence[Call]) -> dict[str, list[int]]:
     """The writes to hold by kind, in `KIND_WEIGHTS`' order; each kind's in the seed's order."""
     groups: dict[str, list[int]] = {kind: [] for kind in KIND_WEIGHTS}
@@ -258,20 +239,6 @@ def targets(rng: random.Random, calls: Sequence[Call]) -> dict[str, list[int]]:
     for group in groups.values():
         rng.shuffle(group)
     return {kind: group for kind, group in groups.items() if group}
-
-
-def allot(budget: int, kinds: Sequence[str]) -> dict[str, int]:
-    """Each of ``kinds``' share of ``budget`` holds: one each first (as far as the budget
-    goes), the rest in proportion to `KIND_WEIGHTS`, what rounding leaves to the first."""
-    present = [kind for kind in KIND_WEIGHTS if kind in kinds]
-    shares = {kind: int(i < budget) for i, kind in enumerate(present)}
-    left = budget - sum(shares.values())
-    weight = sum(KIND_WEIGHTS[kind] for kind in present) or 1
-    for kind in present:
-        shares[kind] += left * KIND_WEIGHTS[kind] // weight
-    for kind in present[: budget - sum(shares.values())]:
-        shares[kind] += 1
-    return shares
 
 
 async def holds(

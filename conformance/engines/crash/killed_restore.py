@@ -61,7 +61,7 @@ from ..processes.client import worker_env
 from ..processes.groups import kill_group, wait_group_gone
 from ..provenance import open_checkpointer
 from ..session_layer import load_session_layer
-from .stopper import SyscallStopper
+from .stopper import SyscallStopper, tree_states
 
 __all__ = [
     "CHILD_TIMEOUT",
@@ -284,9 +284,12 @@ async def run_held_restore(
             await stopper.kill()
             return stopper.outcome.result().split(" ", 2)[2], []
         if not ended.done():
+            said = " | ".join(stopper.stderr_tail().strip().splitlines()[-3:]) or "nothing"
+            at = "with its store calls counted" if n >= 1 << 30 else f"to be held after call #{n}"
             raise TimeoutError(
-                f"the {order.operation} child process {process.pid}, to be held after its "
-                f"store call #{n}, neither ended nor was held within {CHILD_TIMEOUT:g}s"
+                f"the {order.operation} child process {process.pid} ({at}) neither ended nor "
+                f"was held within {CHILD_TIMEOUT:g}s (its threads: {tree_states(process.pid)}); "
+                f"its stopper process wrote to stderr: {said}"
             )
         return None, await stopper.finish()
     finally:

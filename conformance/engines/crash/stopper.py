@@ -69,6 +69,7 @@ __all__ = [
     "StopperHung",
     "SyscallStopper",
     "stopper_unavailable",
+    "tree_states",
     "tree_threads",
 ]
 
@@ -472,6 +473,20 @@ def tree_threads(pid: int) -> list[int]:
                 continue
             pending += [int(c) for c in children]
     return found
+
+
+def tree_states(pid: int) -> str:
+    """Each thread of ``pid``'s tree with its state and what it waits in, for a message
+    about a tree that went silent (``4711 t ptrace_stop``: held by a tracer)."""
+    states = []
+    for tid in tree_threads(pid):
+        try:
+            stat = Path(f"/proc/{tid}/stat").read_text()
+            wchan = Path(f"/proc/{tid}/wchan").read_text().strip() or "-"
+        except OSError:
+            continue
+        states.append(f"{tid} {stat[stat.rfind(')') + 2 :][:1]} {wchan}")
+    return ", ".join(states) or "no thread left"
 
 
 def _main(pid: int, target: int, roots: list[str]) -> int:

@@ -18,7 +18,7 @@ import contextvars
 import logging
 import random
 import shutil
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Final, NamedTuple
 
@@ -30,17 +30,20 @@ from ..violations import RuleViolation
 from .states import CrashPlan, CrashSpec, CrashState
 
 __all__ = [
+    "KIND_WEIGHTS",
     "SESSIONS",
     "Call",
     "Expected",
     "Round",
     "Seen",
     "Step",
+    "allot",
     "at_point",
     "check_rounds",
     "check_state",
     "event_text",
     "expected_of",
+    "kind_of",
     "plan_workload",
     "quiet",
     "verdict_on",
@@ -68,6 +71,8 @@ class Step(NamedTuple):
     start: int
     end: int
     after: Expected
+    kind: str = ""
+    """The kind of write, as `kind_of` names it ("" when it does not matter)."""
 
 
 class Round(NamedTuple):
@@ -122,6 +127,43 @@ class Call(NamedTuple):
         if self.kind == "truncate":
             return f"truncate({self.session!r}, {self.to_seq})"
         return f"delete({self.session!r})"
+
+
+KIND_WEIGHTS: Final[Mapping[str, int]] = {
+    "append": 4,
+    "truncate": 2,
+    "delete": 1,
+    "first append": 1,
+}
+"""Each kind of write's share of the holds and kill states, in the order they are allotted: appends
+of several events to a session that has events can show a partial batch at most
+points, so they get the most; a truncate can show a partial cut; a delete and a
+session's first append (a log created) at fewer points."""
+
+
+def kind_of(calls: Sequence[Call], t: int) -> str:
+    """The kind of write ``calls[t]`` is, as `KIND_WEIGHTS` names it."""
+    call = calls[t]
+    if call.kind != "append":
+        return call.kind
+    before = calls[t - 1].after.logs.get(call.session, ()) if t else ()
+    return "append" if before else "first append"
+
+
+def allot(budget: int, kinds: Sequence[str]) -> dict[str, int]:
+    """Each of ``kinds``' share of ``budget`` crash points: one each first (as far as the
+    budget goes), the rest in proportion to `KIND_WEIGHTS` (1 for a kind it does not
+    name), what rounding leaves to the first; in `KIND_WEIGHTS`' order, others after."""
+    present = [kind for kind in KIND_WEIGHTS if kind in kinds]
+    present += [kind for kind in dict.fromkeys(kinds) if kind not in KIND_WEIGHTS]
+    shares = {kind: int(i < budget) for i, kind in enumerate(present)}
+    left = budget - sum(shares.values())
+    weight = sum(KIND_WEIGHTS.get(kind, 1) for kind in present) or 1
+    for kind in present:
+        shares[kind] += left * KIND_WEIGHTS.get(kind, 1) // weight
+    for kind in present[: budget - sum(shares.values())]:
+        shares[kind] += 1
+    return shares
 
 
 def plan_workload(
