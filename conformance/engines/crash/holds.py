@@ -208,7 +208,10 @@ async def _reached(
             return Held(line.split(" ", 2)[2], n)
         if line.startswith("error "):
             await worker.kill()
-            raise StopperError(line.removeprefix("error "))
+            raise StopperError(
+                f"holding worker process {worker.process.pid} after store call #{n} of "
+                f"{call.label}: {line.removeprefix('error ')}"
+            )
     try:
         await reply  # bounded: the worker's reply deadline raises WorkerHung
     except WorkerHung as hung:
@@ -247,8 +250,8 @@ async def holds(
     """(write, n, store before it) for every hold the budget allows, kind by kind as
     `allot` shares it out: each write's store calls are counted once, then
     ``PER_WRITE`` of them (or all, or what is left of the kind's share) are drawn
-    with the seed, spread over the write. A kind whose writes make fewer calls than its share leaves the
-    rest to the next kind.
+    with the seed, spread over the write. A kind whose writes make fewer calls
+    than its share leaves the rest to the next kind.
 
     Raises `CheckSkipped` when an append changes no file under the store
     directory (a backend whose data lives in a server): there is nothing to hold

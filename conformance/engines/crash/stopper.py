@@ -608,10 +608,9 @@ class SyscallStopper:
         try:
             return await asyncio.wait_for(step, self.patience)
         except TimeoutError:
+            said = self.stderr_tail()
             await self._kill_process()
-            raise StopperHung(
-                self.pid, self.target, waiting_for, self.patience, self.stderr_tail()
-            ) from None
+            raise StopperHung(self.pid, self.target, waiting_for, self.patience, said) from None
 
     async def _kill_process(self) -> None:
         with contextlib.suppress(ProcessLookupError):
@@ -637,10 +636,16 @@ class SyscallStopper:
         assert self.process.stdin is not None
         self.process.stdin.close()
         line = await self._within(self.outcome, "report the calls it counted")
+        if not line.startswith("count "):
+            said = self.stderr_tail().strip() or "nothing"
+            await self._kill_process()
+            raise StopperError(
+                f"the stopper process tracing process {self.pid} ended without its count "
+                f"({line or 'no output'}); its stderr: {said}"
+            )
         calls: list[str] = []
-        if line.startswith("count "):
-            for _ in range(int(line.split()[1])):
-                calls.append(await self._within(self._line(), "list the calls it counted"))
+        for _ in range(int(line.split()[1])):
+            calls.append(await self._within(self._line(), "list the calls it counted"))
         await self._within(self.process.wait(), "exit after its count")
         self._stderr.close()
         return calls
