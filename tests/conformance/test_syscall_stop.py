@@ -155,7 +155,8 @@ def test_a_held_process_killed_by_another_is_reaped_and_the_stopper_ends(tmp_pat
 def test_a_stopper_that_does_not_answer_is_killed_and_named(tmp_path: Path) -> None:
     async def run() -> tuple[StopperHung, int, int | None]:
         async with child(tmp_path) as (process, store):
-            stopper = await SyscallStopper.start(process.pid, [store], CALLS + 1, patience=0.5)
+            stopper = await SyscallStopper.start(process.pid, [store], CALLS + 1)
+            stopper.patience = 0.5
             os.kill(stopper.process.pid, signal.SIGSTOP)  # it can never answer now
             with pytest.raises(StopperHung) as hung:
                 await stopper.finish()
