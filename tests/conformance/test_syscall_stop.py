@@ -25,6 +25,7 @@ from checkpointspec.conformance.engines.crash.stopper import (
     StopperHung,
     SyscallStopper,
     stopper_unavailable,
+    until_done_or_silent,
 )
 
 pytestmark = pytest.mark.skipif(
@@ -170,3 +171,29 @@ def test_a_stopper_that_does_not_answer_is_killed_and_named(tmp_path: Path) -> N
         "the calls it counted within 0.5s"
     ), str(hung)
     assert stopper_status == -signal.SIGKILL
+
+
+def test_a_process_that_uses_no_cpu_time_is_given_up_on() -> None:
+    async def run() -> bool:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", "import time; time.sleep(600)"
+        )
+        try:
+            ended = asyncio.ensure_future(process.wait())
+            never: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+            return await until_done_or_silent([ended, never], process.pid, 0.5, REAPED_WITHIN)
+        finally:
+            process.kill()
+            await process.wait()
+
+    assert asyncio.run(run()) is False
+
+
+def test_a_process_that_ends_is_waited_for() -> None:
+    async def run() -> bool:
+        process = await asyncio.create_subprocess_exec(sys.executable, "-c", "pass")
+        ended = asyncio.ensure_future(process.wait())
+        never: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        return await until_done_or_silent([ended, never], process.pid, 30, REAPED_WITHIN)
+
+    assert asyncio.run(run()) is True

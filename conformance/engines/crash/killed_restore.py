@@ -61,10 +61,11 @@ from ..processes.client import worker_env
 from ..processes.groups import kill_group, wait_group_gone
 from ..provenance import open_checkpointer
 from ..session_layer import load_session_layer
-from .stopper import SyscallStopper, tree_states
+from .stopper import SyscallStopper, tree_states, until_done_or_silent
 
 __all__ = [
     "CHILD_TIMEOUT",
+    "HELD_CHILD_CAP",
     "KillOrder",
     "KillReport",
     "KillRun",
@@ -209,7 +210,10 @@ def _main(argument: str) -> None:
 
 
 CHILD_TIMEOUT: Final = 120.0
-"""Seconds a child may run before it is killed and reported as hung."""
+"""Seconds a child may run before it is killed and reported as hung; a traced child,
+seconds it may use no CPU time (see `HELD_CHILD_CAP`)."""
+HELD_CHILD_CAP: Final = 5 * CHILD_TIMEOUT
+"""Seconds a traced child may run while it keeps using CPU time."""
 
 
 async def run_restore_process(order: KillOrder) -> KillRun:
@@ -279,7 +283,7 @@ async def run_held_restore(
         await process.stdin.drain()
         ended = asyncio.ensure_future(process.wait())
         either: list[asyncio.Future[int] | asyncio.Future[str]] = [ended, stopper.outcome]
-        await asyncio.wait(either, timeout=CHILD_TIMEOUT, return_when=asyncio.FIRST_COMPLETED)
+        await until_done_or_silent(either, process.pid, CHILD_TIMEOUT, HELD_CHILD_CAP)
         if stopper.outcome.done() and stopper.outcome.result().startswith("stopped "):
             await stopper.kill()
             return stopper.outcome.result().split(" ", 2)[2], []
@@ -288,7 +292,8 @@ async def run_held_restore(
             at = "with its store calls counted" if n >= 1 << 30 else f"to be held after call #{n}"
             raise TimeoutError(
                 f"the {order.operation} child process {process.pid} ({at}) neither ended nor "
-                f"was held within {CHILD_TIMEOUT:g}s (its threads: {tree_states(process.pid)}); "
+                f"was held: it used no CPU time for {CHILD_TIMEOUT:g}s or ran "
+                f"{HELD_CHILD_CAP:g}s (its threads: {tree_states(process.pid)}); "
                 f"its stopper process wrote to stderr: {said}"
             )
         return None, await stopper.finish()

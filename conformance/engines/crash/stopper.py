@@ -71,6 +71,7 @@ __all__ = [
     "stopper_unavailable",
     "tree_states",
     "tree_threads",
+    "until_done_or_silent",
 ]
 
 _T = TypeVar("_T")
@@ -487,6 +488,48 @@ def tree_states(pid: int) -> str:
             continue
         states.append(f"{tid} {stat[stat.rfind(')') + 2 :][:1]} {wchan}")
     return ", ".join(states) or "no thread left"
+
+
+def _cpu_ticks(pid: int) -> int:
+    """The CPU time the threads of ``pid``'s tree have used, in clock ticks."""
+    ticks = 0
+    for tid in tree_threads(pid):
+        try:
+            stat = Path(f"/proc/{tid}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2 :].split()
+        ticks += int(fields[11]) + int(fields[12])  # utime, stime
+    return ticks
+
+
+async def until_done_or_silent(
+    pending: Sequence[asyncio.Future[_T] | asyncio.Future[str]],
+    pid: int,
+    silence: float,
+    cap: float,
+) -> bool:
+    """Wait until one of ``pending`` is done (True), or until ``pid``'s tree has used no
+    CPU time for ``silence`` seconds or ``cap`` seconds have passed (False).
+
+    A traced process is slow (every system call stops it twice), slower still on a
+    busy machine: the deadline is on silence, not on how long the work takes.
+    """
+    loop = asyncio.get_running_loop()
+    end = loop.time() + cap
+    used = _cpu_ticks(pid)
+    while True:
+        done, _ = await asyncio.wait(
+            pending,
+            timeout=min(silence, max(0.0, end - loop.time())),
+            return_when="FIRST_COMPLETED",
+        )
+        if done:
+            return True
+        now = _cpu_ticks(pid)
+        if now == used or loop.time() >= end:
+            return False
+        used = now
 
 
 def _main(pid: int, target: int, roots: list[str]) -> int:
