@@ -30,7 +30,8 @@ once every thread is traced, then ``stopped ...`` or ``count ...``.
 Every wait has a deadline, on both ends. The stopper process reaps every traced
 thread that exits, also while it holds the tree (a held worker the kit kills is
 reaped at once, never left a zombie its parent cannot wait for), ends when no
-traced thread is left, and gives up on a thread that neither stops nor exits
+traced thread is left or the traced process is a zombie (its exit is not
+always reported to a tracer), and gives up on a thread that neither stops nor exits
 within ``HOLD_PATIENCE`` seconds (``error ...``). The kit's end waits at most
 ``patience`` seconds for each line and for the stopper process's exit; then it
 kills the stopper process (which kills the traced tree) and raises
@@ -547,7 +548,11 @@ def _main(pid: int, target: int, roots: list[str]) -> int:
     while True:
         found = tracer.wait()
         if found is None:
-            if tracer.gone or (select.select([stdin], [], [], _POLL)[0] and not os.read(stdin, 64)):
+            # A traced process that exited can stay a zombie whose exit is never
+            # reported here (a thread-group leader whose exit waits on its threads'):
+            # it has ended all the same, and this process's exit lets its parent reap it.
+            ended = tracer.gone or not _alive(pid)
+            if ended or (select.select([stdin], [], [], _POLL)[0] and not os.read(stdin, 64)):
                 # The kit is done with it (or nothing is left): exiting kills the tracees.
                 out.write("".join(f"{call}\n" for call in [f"count {tracer.count}", *tracer.calls]))
                 out.flush()
@@ -563,16 +568,16 @@ def _main(pid: int, target: int, roots: list[str]) -> int:
         return 1
     out.write(f"stopped {tracer.count} {tracer.last}\n")
     out.flush()
-    if _command(tracer, stdin) == "resume":
+    if _command(tracer, stdin, pid) == "resume":
         tracer.detach_all()
     return 0
 
 
-def _command(tracer: _Tracer, stdin: int) -> str:
+def _command(tracer: _Tracer, stdin: int, pid: int) -> str:
     """The kit's next line ("" at end of stdin), reaping held threads the kit kills
-    meanwhile; "" at once when none is left."""
+    meanwhile; "" at once when none is left or ``pid`` has ended."""
     line = b""
-    while not tracer.gone:
+    while not tracer.gone and _alive(pid):
         if select.select([stdin], [], [], _POLL)[0]:
             chunk = os.read(stdin, 64)
             line += chunk
