@@ -66,6 +66,7 @@ from typing import IO, Final, TypeVar
 __all__ = [
     "HOLD_PATIENCE",
     "STOPPER_PATIENCE",
+    "StopperDied",
     "StopperError",
     "StopperHung",
     "SyscallStopper",
@@ -159,6 +160,10 @@ _CALLS: Final = {0xC000003E: _X86_64, 0xC00000B7: _AARCH64}
 
 class StopperError(Exception):
     """The stopper process could not trace the process (permission, a kernel without the calls)."""
+
+
+class StopperDied(Exception):
+    """The stopper process ended without saying what it counted: the kit's error, not a skip."""
 
 
 class StopperHung(Exception):
@@ -687,7 +692,7 @@ class SyscallStopper:
         if not line.startswith("count "):
             said = self.stderr_tail().strip() or "nothing"
             await self._kill_process()
-            raise StopperError(
+            raise StopperDied(
                 f"the stopper process tracing process {self.pid} ended without its count "
                 f"({line or 'no output'}); its stderr: {said}"
             )
