@@ -239,7 +239,9 @@ class _Child:
             self.process.wait(timeout=self.timeout)
         except subprocess.TimeoutExpired:
             self.process.kill()
-            self.process.wait()
+            # Bounded too: a killed child held by a tracer is reaped once the tracer ends.
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(timeout=self.timeout)
         assert self.process.stdout is not None
         self.process.stdout.close()
 

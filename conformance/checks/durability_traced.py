@@ -20,7 +20,8 @@ Method (after ALICE, OSDI 2014). Each round uses a new store:
 
 DUR-002 (a kill) uses, at every operation of the trace, the state that a
 SIGKILL right after it leaves: every operation issued is kept (the page cache
-survives a kill), nothing is torn. Every operation is a crash point, so a write
+survives a kill), nothing is torn. Over ``profile.kill_states`` they are
+allotted per kind of write as KILL-001's holds are (`allot`). Every operation is a crash point, so a write
 done in two calls is caught between them, whatever the timing. DUR-003 (a
 power loss) uses every state of the persistence model
 (`checkpointspec.conformance.engines.crash.states`): only what was fsynced is
@@ -52,7 +53,15 @@ from ..engines.crash.recorder import (
     tracer_unavailable,
 )
 from ..engines.crash.states import CrashPlan, CrashSpec, Image
-from ..engines.crash.verdicts import Call, Round, Step, check_rounds, plan_workload
+from ..engines.crash.verdicts import (
+    Call,
+    Round,
+    Step,
+    allot,
+    check_rounds,
+    kind_of,
+    plan_workload,
+)
 from ..engines.harness import CheckSkipped, Harness
 from ..engines.processes.client import (
     UNSENT,
@@ -132,9 +141,10 @@ def _steps(run: TracedRun, calls: list[Call], transcript: bytes) -> tuple[Step, 
             "writes to the worker's reply pipe"
         )
     steps = [
-        Step(call.label, replies[n], replies[n + 1], call.after) for n, call in enumerate(calls)
+        Step(call.label, replies[n], replies[n + 1], call.after, kind_of(calls, n))
+        for n, call in enumerate(calls)
     ]
-    steps.append(Step("close()", replies[-2], replies[-1], calls[-1].after))
+    steps.append(Step("close()", replies[-2], replies[-1], calls[-1].after, "close"))
     return tuple(steps)
 
 
@@ -169,10 +179,29 @@ async def _record(h: Harness, rng: random.Random, number: int, rule_id: str) -> 
 
 
 def _kill_states(rnd: Round, rng: random.Random, left: int) -> list[CrashSpec]:
+    """Every kill state of the round, or ``left`` of them allotted per kind of write
+    (`allot`): a truncate or a delete is killed in even when appends make most calls."""
     points = list(rnd.plan.points)
     if len(points) > left:
-        points = sorted(rng.sample(points, left))
+        points = sorted(_allotted(rnd, points, rng, left))
     return [rnd.plan.kill(point) for point in points]
+
+
+def _allotted(rnd: Round, points: list[int], rng: random.Random, budget: int) -> list[int]:
+    by_kind: dict[str, list[int]] = {}
+    for point in points:
+        # An op between two replies belongs to the call that the later reply answers.
+        step = next((s for s in rnd.steps if s.start < point <= s.end), None)
+        by_kind.setdefault(step.kind if step is not None else "", []).append(point)
+    shares = allot(budget, list(by_kind))
+    chosen: list[int] = []
+    spare = 0
+    for kind, share in shares.items():
+        group = by_kind[kind]
+        take = min(len(group), share + spare)
+        chosen += rng.sample(group, take)
+        spare = share + spare - take
+    return chosen
 
 
 @check("DUR-002", "APPEND-003", "INTEG-001")

@@ -19,7 +19,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import random
 from pathlib import Path
 from typing import Final
@@ -30,17 +29,16 @@ from ..engines.crash.holds import (
     REPLY_TIMEOUT,
     Held,
     copy_store,
+    held_write,
     holds,
     needs_holding,
     opened_worker,
-    send_held,
 )
 from ..engines.crash.killed_restore import KillOrder, run_held_restore
 from ..engines.crash.stopper import StopperError
 from ..engines.crash.verdicts import Call, Expected, Step, plan_workload, verdict_on
 from ..engines.harness import CheckSkipped, Harness, read_all
 from ..engines.machines.commanded import WORKERS, CommandedEnv, CommandedMachine, worker_pool
-from ..engines.processes.client import WorkerExited, WorkerHung
 from ..engines.violations import RuleViolation
 from ._support import run_machine
 from .base import check
@@ -89,15 +87,15 @@ async def killed_after_every_system_call(h: Harness) -> None:
     held = 0
     async for t, n, before in holds(h, rng, calls, "KILL-001"):
         store = copy_store(h, before)
-        async with opened_worker(h, store, "KILL-001") as worker:
-            stopper, reply, reached = await send_held(worker, store, calls[t], n)
+        async with (
+            opened_worker(h, store, "KILL-001") as worker,
+            held_write(worker, store, calls[t], n, "KILL-001") as write,
+        ):
+            reached = write.reached
             if reached.call is None:
                 continue  # this run of the write made fewer calls than counted
-            await stopper.kill()
+            await write.stopper.kill()
             await worker.kill()
-            reply.cancel()
-            with contextlib.suppress(asyncio.CancelledError, WorkerExited, WorkerHung):
-                await reply
         acked = calls[t - 1].after if t else Expected({}, frozenset())
         flight = Step(calls[t].label, 0, 1, calls[t].after)
         await _judge_killed(h, store, sessions, acked, flight, reached, calls[t])

@@ -11,15 +11,22 @@ from ..engines.crash.holds import (
     LOCK_POLL,
     READER_PATIENCE,
     copy_store,
+    held_write,
     holds,
     needs_holding,
     opened_worker,
-    send_held,
     waits_on_a_lock,
 )
-from ..engines.crash.verdicts import Expected, plan_workload
+from ..engines.crash.verdicts import Call, Expected, plan_workload
 from ..engines.harness import Harness, read_all
-from ..engines.processes.client import UNSENT, Failed, Ok, WorkerClient
+from ..engines.processes.client import (
+    UNSENT,
+    Failed,
+    Ok,
+    WorkerClient,
+    WorkerExited,
+    WorkerReply,
+)
 from ..engines.violations import RuleViolation
 from ._support import expect
 from .base import check
@@ -114,13 +121,14 @@ async def read_while_a_writer_is_held(h: Harness) -> None:
         async with (
             opened_worker(h, store, "READ-003") as reader,
             opened_worker(h, store, "READ-003") as writer,
+            held_write(writer, store, call, n, "READ-003") as write,
         ):
-            stopper, reply, reached = await send_held(writer, store, call, n)
+            reached = write.reached
             if reached.call is None:
                 continue
             seen = await _read_while_held(reader, call.session)
-            await stopper.resume()
-            done = await reply
+            await write.stopper.resume()
+            done = await _finished(writer, write.reply, call, n)
         if not isinstance(done, Ok):
             raise RuleViolation(
                 "READ-003",
@@ -143,6 +151,20 @@ async def read_while_a_writer_is_held(h: Harness) -> None:
         f"read while writers were held right after {held} different system calls "
         f"({waited} reads waited for the writer)"
     )
+
+
+async def _finished(
+    writer: WorkerClient, reply: asyncio.Future[WorkerReply], call: Call, n: int
+) -> WorkerReply:
+    """What the held write came to once let go; a writer that exits instead fails READ-003."""
+    try:
+        return await reply  # bounded: the worker's reply deadline raises WorkerHung
+    except WorkerExited as exited:
+        raise RuleViolation(
+            "READ-003",
+            f"the writer (process {writer.process.pid}), held right after its system call "
+            f"#{n} of {call.label} and let go, exited without being killed: {exited}",
+        ) from exited
 
 
 async def _read_while_held(reader: WorkerClient, session: str) -> list[tuple[int, str]] | None:

@@ -201,8 +201,8 @@ async def restore_killed_after_every_system_call(h: Harness) -> None:
             )
         except StopperError as exc:
             raise CheckSkipped(f"cannot hold a process at a system call here: {exc}") from exc
-        except TimeoutError:
-            raise RuleViolation("RESTORE-006", f"a restore held at call {n} hung") from None
+        except TimeoutError as exc:
+            raise RuleViolation("RESTORE-006", f"a restore in a traced child hung: {exc}") from None
         return store, workspace, trial, call, calls
 
     counted_in, _, _, _, calls = await held(_NEVER)

@@ -3,12 +3,17 @@
 A small child process, on ``go``, creates a file in the store, writes three
 pieces (one from another thread) and fsyncs between them, writing to a file
 outside the store too; the stopper process must count only the store's calls, hold the
-whole process after the Nth, and then kill it there or let it go on.
+whole process after the Nth, and then kill it there or let it go on. Every wait
+has a deadline: a held child killed by someone else is reaped (never left a
+zombie its parent cannot wait for), and a stopper process that does not answer
+is killed and named.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import sys
 import textwrap
 from collections.abc import AsyncIterator
@@ -16,7 +21,12 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
-from checkpointspec.conformance.engines.crash.stopper import SyscallStopper, stopper_unavailable
+from checkpointspec.conformance.engines.crash.stopper import (
+    StopperHung,
+    SyscallStopper,
+    stopper_unavailable,
+    until_done_or_silent,
+)
 
 pytestmark = pytest.mark.skipif(
     stopper_unavailable() is not None, reason=f"cannot hold processes: {stopper_unavailable()}"
@@ -121,3 +131,69 @@ def test_only_the_store_calls_are_counted(tmp_path: Path) -> None:
         f"fsync {f}",
         f"write {f}",
     ]
+
+
+REAPED_WITHIN = 60.0
+"""A deadline that turns a hang into a failure; the child is reaped at once."""
+
+
+def test_a_held_process_killed_by_another_is_reaped_and_the_stopper_ends(tmp_path: Path) -> None:
+    async def run() -> tuple[int, int | None]:
+        async with child(tmp_path) as (process, store):
+            stopper = await SyscallStopper.start(process.pid, [store], 2)
+            await go(process)
+            assert (await stopper.outcome).startswith("stopped 2 ")
+            process.kill()  # not through the stopper: a worker's own kill
+            status = await asyncio.wait_for(process.wait(), REAPED_WITHIN)
+            await stopper.kill()
+            return status, stopper.process.returncode
+
+    status, stopper_status = asyncio.run(run())
+    assert status == -signal.SIGKILL
+    assert stopper_status == 0
+
+
+def test_a_stopper_that_does_not_answer_is_killed_and_named(tmp_path: Path) -> None:
+    async def run() -> tuple[StopperHung, int, int | None]:
+        async with child(tmp_path) as (process, store):
+            stopper = await SyscallStopper.start(process.pid, [store], CALLS + 1)
+            stopper.patience = 0.5
+            os.kill(stopper.process.pid, signal.SIGSTOP)  # it can never answer now
+            with pytest.raises(StopperHung) as hung:
+                await stopper.finish()
+            return hung.value, process.pid, stopper.process.returncode
+
+    hung, pid, stopper_status = asyncio.run(run())
+    assert hung.pid == pid
+    assert hung.waiting_for == "report the calls it counted"
+    assert str(hung).startswith(
+        f"the stopper process tracing process {pid} (store call #{CALLS + 1}) did not report "
+        "the calls it counted within 0.5s"
+    ), str(hung)
+    assert stopper_status == -signal.SIGKILL
+
+
+def test_a_process_that_uses_no_cpu_time_is_given_up_on() -> None:
+    async def run() -> bool:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", "import time; time.sleep(600)"
+        )
+        try:
+            ended = asyncio.ensure_future(process.wait())
+            never: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+            return await until_done_or_silent([ended, never], process.pid, 0.5, REAPED_WITHIN)
+        finally:
+            process.kill()
+            await process.wait()
+
+    assert asyncio.run(run()) is False
+
+
+def test_a_process_that_ends_is_waited_for() -> None:
+    async def run() -> bool:
+        process = await asyncio.create_subprocess_exec(sys.executable, "-c", "pass")
+        ended = asyncio.ensure_future(process.wait())
+        never: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        return await until_done_or_silent([ended, never], process.pid, 30, REAPED_WITHIN)
+
+    assert asyncio.run(run()) is True

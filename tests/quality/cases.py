@@ -26,6 +26,8 @@ from hard_backends import (
     NoDirectorySync,
     PlaintextFallback,
     PlaintextSearchIndex,
+    StripsTrailingWhitespace,
+    TruncatesEventAtATime,
     UpgradesFormatOnOpen,
 )
 from racy_backends import RACY, CheckThenAppend, PreparesBeforeVersionCheck, Racy, StaleHead
@@ -93,6 +95,7 @@ MEMORY_CASES: tuple[Case, ...] = tuple(
 HANDLES = "HANDLE-001::handles_share_one_log"
 RACING = "APPEND-004::racing_appends_never_fork"
 COMMANDED = "KILL-001::commanded_workers"
+HELD_KILLS = "KILL-001::killed_after_every_system_call"
 POWER_LOSS = "DUR-003::acknowledged_writes_survive_power_loss"
 NEWER_FORMAT = "SCHEMA-001::newer_store_is_refused_untouched"
 ROUND_TRIP = "CODEC-001::payloads_round_trip_through_the_codec"
@@ -109,6 +112,9 @@ HARD_CASES: tuple[Case, ...] = (
     # seeds make the commanded machine do that; see test_kit_catches_hard_bugs.
     Case(EventAtATime, (COMMANDED,), (2, 4)),
     # The first crash state that drops an unsynced directory entry shows it.
+    # Holds are allotted per kind of write: the truncate is held twice, spread over
+    # its calls, so a kill lands between two of its cuts on every seed.
+    Case(TruncatesEventAtATime, (HELD_KILLS,), HARD_SEEDS),
     Case(NoDirectorySync, (POWER_LOSS,), (0,)),
     Case(UpgradesFormatOnOpen, (NEWER_FORMAT,), (0,)),
     Case(EncodesOncePerLength, (ROUND_TRIP,), (0,)),
@@ -116,6 +122,9 @@ HARD_CASES: tuple[Case, ...] = (
     Case(DecodeFailureIsTornTail, (DECODE_FAILS,), HARD_SEEDS),
     Case(PlaintextFallback, (WRONG_KEY,), HARD_SEEDS),
     Case(PlaintextSearchIndex, (AT_REST,), (0,)),
+    # test_kit_catches_hard_bugs also runs the whole quick profile on it: every check
+    # that starts, holds or kills processes must end in a verdict.
+    Case(StripsTrailingWhitespace, ("EVENT-001::",), (0,)),
     # A holder process killed while it holds the session: one worker, a second seconds.
     Case(LockOutlivesHolder, (DEAD_HOLDER,), (0,)),
     # Tasks racing on one head through three handles all succeed.

@@ -1,9 +1,10 @@
 """File backends with one bug each that only several handles, processes, kills, codecs or disks show.
 
 Each class is the file reference backend (`FileCheckpointer`) with one mistake put
-in: a cached view that is trusted instead of re-validated, a batch written one
-event at a time, a directory never fsynced, a codec failure handled as damage,
-papered over or sidestepped, a format marker overwritten. Plain unit tests of
+in: a cached view that is trusted instead of re-validated, a batch written or a
+truncate cut one event at a time, a directory never fsynced, a codec failure
+handled as damage, papered over or sidestepped, a format marker overwritten,
+trailing whitespace stripped from every text. Plain unit tests of
 one handle in one process pass on most of them. Each docstring says the bug and
 the rule the kit must report; ``violates`` holds that rule id.
 
@@ -26,6 +27,7 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import ClassVar, Self
 
+import msgspec
 from checkpointspec.backends.file import Durability, FileCheckpointer
 from checkpointspec.backends.file.checkpointer import MARKER_NAME
 from checkpointspec.backends.file.format import marker_bytes
@@ -145,6 +147,44 @@ class NoDirectorySync(Hard):
 
     def on_filesystem(self, fs: FileSystem) -> NoDirectorySync:
         return NoDirectorySync(self._root, codec=self._codec, durability=self._durability, fs=fs)
+
+
+# -- a truncate done one event at a time ---------------------------------------------------
+
+
+class TruncatesEventAtATime(Hard):
+    """Bug: a truncate removes its events one at a time, the last first, each cut durable.
+
+    Each cut is a whole truncate of its own (the log rewritten to one event less,
+    fsynced and renamed into place), so a writer killed between two cuts leaves
+    the log cut part of the way: neither the log before the truncate nor the log
+    after it. A read never sees the cut in progress, nor does a power loss add to
+    what a kill shows. Kit must report KILL-001 (a writer held right after one of
+    its system calls during the truncate, and killed there).
+    """
+
+    violates = "KILL-001"
+
+    async def truncate(
+        self,
+        session_id: str,
+        to_seq: int,
+        expected_head: int | None = None,
+        *,
+        expected_generation: int | None = None,
+    ) -> int:
+        head = await self.head(session_id)
+        cuts = isinstance(to_seq, int) and not isinstance(to_seq, bool) and 0 <= to_seq < head
+        if not cuts:  # nothing to cut, or arguments the contract refuses: as it should be
+            return await super().truncate(
+                session_id, to_seq, expected_head, expected_generation=expected_generation
+            )
+        kept = await super().truncate(
+            session_id, head - 1, expected_head, expected_generation=expected_generation
+        )
+        for seq in range(head - 2, to_seq - 1, -1):
+            kept = await super().truncate(session_id, seq)
+        return kept
 
 
 # -- the format marker ---------------------------------------------------------------------
@@ -313,6 +353,31 @@ class PlaintextFallback(Hard):
     def __init__(self, *args: object, codec: Codec | None = None, **kwargs: object) -> None:
         wrapped = PlaintextFallbackCodec(codec) if codec is not None else None
         super().__init__(*args, codec=wrapped, **kwargs)  # type: ignore[arg-type]
+
+
+# -- a lossy round trip --------------------------------------------------------------------
+
+
+class StripsTrailingWhitespace(Hard):
+    """Bug: the text of every event is stored with its trailing whitespace stripped.
+
+    A "tidy" encoder: ``"ls -la \\n"`` comes back as ``"ls -la"``. Nothing else is
+    wrong, so every multi-process, kill and hold check runs its whole course on a
+    backend that is durable and atomic, and must still end in a verdict. Kit must
+    report EVENT-001 (an event reads back as it was appended).
+    """
+
+    violates = "EVENT-001"
+
+    def _encode(self, sid: str, plain: list[bytes]) -> list[bytes]:
+        return super()._encode(sid, [encode_event(_stripped(decode_event(p))) for p in plain])
+
+
+def _stripped(event: SessionEvent) -> SessionEvent:
+    text = getattr(event, "text", None)
+    if isinstance(text, str):
+        return msgspec.structs.replace(event, text=text.rstrip())
+    return event
 
 
 # -- the maintenance lock --------------------------------------------------------------------

@@ -18,6 +18,12 @@ Some verdicts hold for some seeds only, and the cases say which and why:
   12 runs alone, 17-18 of 20 with two runs sharing the two cores. The slow test
   asks for a majority of seeds, which a check that stopped aiming its kills
   inside appends would not reach.
+* ``TruncatesEventAtATime`` is caught by KILL-001's holds on every seed: the
+  truncate of the crash workload cuts two events or more and gets two holds of
+  its own, one in each half of its calls (`holds.allot`, `holds.spread`); before
+  holds were allotted per kind of write, all eight went to appends and it passed.
+* ``StripsTrailingWhitespace`` also runs the whole quick profile (slow): the run
+  must end with verdicts, none of them an error.
 * ``CachedHead`` is caught by MP-001 (processes acknowledged with the same head)
   only when the worker processes overlap in time; HANDLE-001 catches it always.
 """
@@ -128,6 +134,20 @@ def test_hard_bug_is_caught_for_more_seeds(case: Case, seed: int) -> None:
     assert_caught(
         run_kit(plan_run(case.target, profile="quick", seed=seed, only=case.checks)), case.rule
     )
+
+
+@pytest.mark.slow
+def test_a_lossy_round_trip_ends_the_whole_quick_profile_with_verdicts() -> None:
+    """Every check of the storage suite runs on a durable multi-process backend whose
+    only bug is a round trip that strips trailing whitespace: the run ends with a
+    report, EVENT-001 fails, and no check ends in error (a wait without a deadline
+    on a worker or a stopper process would hang it or end it in error)."""
+    report = run_kit(
+        plan_run("hard_backends:StripsTrailingWhitespace.make", profile="quick", seed=0)
+    )
+    assert_caught(report, "EVENT-001")
+    errors = [c.name for c in report.checks if c.status == "error"]
+    assert errors == [], describe(report)
 
 
 @pytest.mark.slow

@@ -3,13 +3,23 @@
 `checkpointspec.conformance.engines.crash.stopper` holds a worker process (and a
 stdio backend's child) right after the Nth system call of a write that changes
 a store file. No fault point, no timer: every point of every write can be
-reached on every run. `holds` says which (write, N) pairs a check tries: each
-write of a workload drawn from the seed, those that can show a partial state
-first (appends of several events to a session that has events, then truncates
-and deletes), has its store calls counted in a first run, then ``PER_WRITE``
-of them are drawn with the seed, up to ``profile.held_writes``. Each hold starts
-from a copy of a store holding the workload's earlier writes (`prepared`), with
-fresh worker processes (`opened_worker`), and `send_held` sends the write.
+reached on every run. `holds` says which (write, N) pairs a check tries. The
+budget, ``profile.held_writes``, is allotted per kind of write
+(`checkpointspec.conformance.engines.crash.verdicts.allot`, by ``KIND_WEIGHTS``): appends of several events to a session that has events, truncates
+(TRUNCATE), deletes (DELETE), first appends of a session; each kind the workload
+has is held at least once, and a kind that makes fewer calls than its share
+leaves the rest to the next. Within a kind, writes come in the seed's order,
+each has its store calls counted in a first run, and ``PER_WRITE`` of them
+are drawn with the seed, spread over the write (`spread`). Each hold starts from a copy of a store holding the
+workload's earlier writes (`prepared`), with fresh worker processes
+(`opened_worker`), and `held_write` sends the write and ends the hold.
+
+Every wait of a hold has a deadline: a worker's reply (``REPLY_TIMEOUT``), the
+stopper process's lines and exit (`STOPPER_PATIENCE`). A writer that exits in
+the middle of its write without being killed is the backend's doing: the
+check's rule fails, with its exit status and last stderr lines. A wait that
+runs out is the kit's error (`WorkerHung`, `StopperHung`), naming the process,
+the request or system call, how long, and the last stderr lines.
 
 The checks: `checkpointspec.conformance.checks.kill` (killed there, KILL-001)
 and `checkpointspec.conformance.checks.reading` (read from another process
@@ -20,10 +30,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import random
 import shutil
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Final, NamedTuple
 
@@ -32,17 +43,21 @@ from ..processes.client import (
     Ok,
     Opened,
     WorkerClient,
+    WorkerExited,
+    WorkerHung,
     WorkerReply,
     hello,
 )
 from ..violations import RuleViolation
 from .stopper import (
+    STOPPER_PATIENCE,
     StopperError,
     SyscallStopper,
     stopper_unavailable,
+    tree_states,
     tree_threads,
 )
-from .verdicts import Call
+from .verdicts import KIND_WEIGHTS, Call, allot, kind_of
 
 __all__ = [
     "LOCK_POLL",
@@ -50,13 +65,16 @@ __all__ = [
     "PER_WRITE",
     "READER_PATIENCE",
     "REPLY_TIMEOUT",
+    "STOPPER_PATIENCE",
     "Held",
+    "HeldWrite",
     "copy_store",
+    "held_write",
     "holds",
     "needs_holding",
     "opened_worker",
     "prepared",
-    "send_held",
+    "spread",
     "targets",
     "waits_on_a_lock",
 ]
@@ -127,78 +145,164 @@ def copy_store(h: Harness, store: Path) -> Path:
     return target
 
 
-async def send_held(
-    worker: WorkerClient, store: Path, call: Call, n: int
-) -> tuple[SyscallStopper, asyncio.Task[WorkerReply], Held]:
-    """Send ``call`` to ``worker`` with the stopper process holding it after its ``n``-th store call."""
+class HeldWrite(NamedTuple):
+    """One write sent to a traced worker: its stopper, its reply to come, and what it reached."""
+
+    stopper: SyscallStopper
+    reply: asyncio.Future[WorkerReply]
+    reached: Held
+
+
+@contextlib.asynccontextmanager
+async def held_write(
+    worker: WorkerClient, store: Path, call: Call, n: int, rule_id: str
+) -> AsyncIterator[HeldWrite]:
+    """Send ``call`` to ``worker`` with the stopper process holding it after its ``n``-th
+    store call; when the block ends, the stopper process is ended whatever happened
+    (its exit kills a tree still held), so the worker can always be reaped.
+
+    A worker that exits before its reply without being killed fails ``rule_id``.
+    Raises `StopperHung` or `WorkerHung` when a wait runs out, `CheckSkipped` when
+    no process can be held here.
+    """
     try:
         stopper = await SyscallStopper.start(worker.process.pid, [store], n)
     except StopperError as exc:
         raise CheckSkipped(f"cannot hold a process at a system call here: {exc}") from exc
+    reply: asyncio.Future[WorkerReply] = asyncio.ensure_future(_first_reply(worker, call))
+    try:
+        yield HeldWrite(stopper, reply, await _reached(stopper, reply, worker, call, n, rule_id))
+    finally:
+        await stopper.kill()
+        if not reply.done():
+            reply.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await reply  # what it came to is the block's to judge; never left unretrieved
+
+
+async def _first_reply(worker: WorkerClient, call: Call) -> WorkerReply:
     await worker.send(call.as_request())
-    reply = asyncio.ensure_future(worker.receive())
+    return await worker.receive()
+
+
+async def _reached(
+    stopper: SyscallStopper,
+    reply: asyncio.Future[WorkerReply],
+    worker: WorkerClient,
+    call: Call,
+    n: int,
+    rule_id: str,
+) -> Held:
+    """Where the write stands once it is held or has ended."""
     pending: list[asyncio.Future[WorkerReply] | asyncio.Future[str]] = [reply, stopper.outcome]
-    await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+    # The worker's own reply deadline bounds this wait; this one is for a stopper
+    # that neither holds nor lets go.
+    await asyncio.wait(
+        pending,
+        timeout=worker.reply_timeout + STOPPER_PATIENCE,
+        return_when=asyncio.FIRST_COMPLETED,
+    )
     if stopper.outcome.done():
         line = stopper.outcome.result()
         if line.startswith("stopped "):
-            return stopper, reply, Held(line.split(" ", 2)[2], n)
-    # The write ended before its nth call: n - 1 was its last.
-    await reply
+            return Held(line.split(" ", 2)[2], n)
+        if line.startswith("error "):
+            await worker.kill()
+            raise StopperError(
+                f"holding worker process {worker.process.pid} after store call #{n} of "
+                f"{call.label}: {line.removeprefix('error ')}"
+            )
+    try:
+        await reply  # bounded: the worker's reply deadline raises WorkerHung
+    except WorkerHung as hung:
+        hold = "counted" if n == NEVER else f"to be held after its store call #{n}"
+        threads = tree_states(worker.process.pid)
+        raise WorkerHung(
+            f"{call.label}, sent to a worker with its store calls {hold}: {hung} (its "
+            f"threads: {threads})",
+            hung.waiting_for,
+            hung.stderr,
+        ) from hung
+    except WorkerExited as exited:
+        raise RuleViolation(
+            rule_id,
+            f"the worker (process {worker.process.pid}) exited in the middle of {call.label} "
+            f"without being killed: {exited}",
+        ) from exited
+    # The write ended before its nth call: the ones counted were all it made.
     counted = await stopper.finish()
-    return stopper, reply, Held(None, len(counted))
+    return Held(None, len(counted))
 
 
-def targets(rng: random.Random, calls: list[Call]) -> list[int]:
-    """The writes to hold, those that can show a partial state first: appends of two or
-    more events to a session that has events, then truncates and deletes, then the
-    rest; each group in the seed's order."""
-
-    def grown(t: int) -> bool:
-        before = calls[t - 1].after.logs.get(calls[t].session, ()) if t else ()
-        return calls[t].kind == "append" and len(calls[t].texts) > 1 and bool(before)
-
-    groups: list[list[int]] = [[], [], []]
-    for t, call in enumerate(calls):
-        groups[0 if grown(t) else 1 if call.kind != "append" else 2].append(t)
-    for group in groups:
+def targets(rng: random.Random, calls: Sequence[Call]) -> dict[str, list[int]]:
+    """The writes to hold by kind, in `KIND_WEIGHTS`' order; each kind's in the seed's order."""
+    groups: dict[str, list[int]] = {kind: [] for kind in KIND_WEIGHTS}
+    for t in range(len(calls)):
+        groups[kind_of(calls, t)].append(t)
+    for group in groups.values():
         rng.shuffle(group)
-    return [t for group in groups for t in group]
+    return {kind: group for kind, group in groups.items() if group}
 
 
 async def holds(
     h: Harness, rng: random.Random, calls: list[Call], rule_id: str
 ) -> AsyncIterator[tuple[int, int, Path]]:
-    """(write, n, store before it) for every hold the budget allows: each write's store
-    calls are counted once, then ``PER_WRITE`` of them (or all) are drawn with the seed.
+    """(write, n, store before it) for every hold the budget allows, kind by kind as
+    `allot` shares it out: each write's store calls are counted once, then
+    ``PER_WRITE`` of them (or all, or what is left of the kind's share) are drawn
+    with the seed, spread over the write. A kind whose writes make fewer calls
+    than its share leaves the rest to the next kind.
 
-    Raises `CheckSkipped` when the first write, an append, changes no file under
-    the store directory (a backend whose data lives in a server): there is nothing
-    to hold it at.
+    Raises `CheckSkipped` when an append changes no file under the store
+    directory (a backend whose data lives in a server): there is nothing to hold
+    it at.
     """
-    budget, held = h.profile.held_writes, 0
-    for t in targets(rng, calls):
-        if held >= budget:
-            return
-        before = await prepared(h, calls, t, rule_id)
-        try:
-            store = copy_store(h, before)
-            async with opened_worker(h, store, rule_id) as worker:
-                _, _, reached = await send_held(worker, store, calls[t], NEVER)
-            shutil.rmtree(store, ignore_errors=True)
-            if reached.counted == 0 and calls[t].kind == "append":
-                raise CheckSkipped(
-                    f"{calls[t].label} changed no file under the store directory: the "
-                    "backend keeps its data elsewhere (a server), where no system call of "
-                    "its client can be held"
-                )
-            points = range(1, reached.counted + 1)
-            take = min(len(points), PER_WRITE, budget - held)
-            for n in sorted(rng.sample(points, take)):
-                yield t, n, before
-                held += 1
-        finally:
-            shutil.rmtree(before, ignore_errors=True)
+    groups = targets(rng, calls)
+    shares = allot(h.profile.held_writes, list(groups))
+    spare = 0
+    for kind, writes in groups.items():
+        share, taken = shares[kind] + spare, 0
+        for t in writes:
+            if taken >= share:
+                break
+            before = await prepared(h, calls, t, rule_id)
+            try:
+                counted = await _count_calls(h, before, calls[t], rule_id)
+                for n in spread(rng, counted, min(PER_WRITE, share - taken)):
+                    yield t, n, before
+                    taken += 1
+            finally:
+                shutil.rmtree(before, ignore_errors=True)
+        spare = share - taken
+
+
+def spread(rng: random.Random, counted: int, take: int) -> list[int]:
+    """``take`` of the calls ``1..counted`` (all if fewer), one drawn from each of
+    ``take`` consecutive, near-equal stretches: even two holds reach a write's
+    middle, where a write done in pieces shows them."""
+    if counted <= take:
+        return list(range(1, counted + 1))
+    bounds = [1 + counted * i // take for i in range(take + 1)]
+    return [rng.randrange(start, end) for start, end in itertools.pairwise(bounds)]
+
+
+async def _count_calls(h: Harness, before: Path, call: Call, rule_id: str) -> int:
+    """How many store calls ``call`` makes on a copy of ``before``."""
+    store = copy_store(h, before)
+    try:
+        async with (
+            opened_worker(h, store, rule_id) as worker,
+            held_write(worker, store, call, NEVER, rule_id) as write,
+        ):
+            counted = write.reached.counted
+    finally:
+        shutil.rmtree(store, ignore_errors=True)
+    if counted == 0 and call.kind == "append":
+        raise CheckSkipped(
+            f"{call.label} changed no file under the store directory: the backend keeps "
+            "its data elsewhere (a server), where no system call of its client can be held"
+        )
+    return counted
 
 
 def needs_holding() -> None:

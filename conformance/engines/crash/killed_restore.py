@@ -61,10 +61,11 @@ from ..processes.client import worker_env
 from ..processes.groups import kill_group, wait_group_gone
 from ..provenance import open_checkpointer
 from ..session_layer import load_session_layer
-from .stopper import SyscallStopper
+from .stopper import SyscallStopper, tree_states, until_done_or_silent
 
 __all__ = [
     "CHILD_TIMEOUT",
+    "HELD_CHILD_CAP",
     "KillOrder",
     "KillReport",
     "KillRun",
@@ -209,7 +210,10 @@ def _main(argument: str) -> None:
 
 
 CHILD_TIMEOUT: Final = 120.0
-"""Seconds a child may run before it is killed and reported as hung."""
+"""Seconds a child may run before it is killed and reported as hung; a traced child,
+seconds it may use no CPU time (see `HELD_CHILD_CAP`)."""
+HELD_CHILD_CAP: Final = 5 * CHILD_TIMEOUT
+"""Seconds a traced child may run while it keeps using CPU time."""
 
 
 async def run_restore_process(order: KillOrder) -> KillRun:
@@ -229,8 +233,11 @@ async def run_restore_process(order: KillOrder) -> KillRun:
         out, err = await asyncio.wait_for(process.communicate(), CHILD_TIMEOUT)
     except TimeoutError:
         kill_group(process.pid)
-        await process.wait()
-        raise
+        await asyncio.wait_for(process.wait(), CHILD_TIMEOUT)
+        raise TimeoutError(
+            f"the {order.operation} child process {process.pid} did not end within "
+            f"{CHILD_TIMEOUT:g}s"
+        ) from None
     finally:
         kill_group(process.pid)  # a child the backend started must not outlive the run
     await wait_group_gone(process.pid)
@@ -264,6 +271,7 @@ async def run_held_restore(
         env=worker_env(),
         start_new_session=True,
     )
+    stopper: SyscallStopper | None = None
     try:
         assert process.stdin is not None
         assert process.stdout is not None
@@ -275,17 +283,25 @@ async def run_held_restore(
         await process.stdin.drain()
         ended = asyncio.ensure_future(process.wait())
         either: list[asyncio.Future[int] | asyncio.Future[str]] = [ended, stopper.outcome]
-        await asyncio.wait_for(
-            asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED), CHILD_TIMEOUT
-        )
+        await until_done_or_silent(either, process.pid, CHILD_TIMEOUT, HELD_CHILD_CAP)
         if stopper.outcome.done() and stopper.outcome.result().startswith("stopped "):
             await stopper.kill()
             return stopper.outcome.result().split(" ", 2)[2], []
-        await ended
+        if not ended.done():
+            said = " | ".join(stopper.stderr_tail().strip().splitlines()[-3:]) or "nothing"
+            at = "with its store calls counted" if n >= 1 << 30 else f"to be held after call #{n}"
+            raise TimeoutError(
+                f"the {order.operation} child process {process.pid} ({at}) neither ended nor "
+                f"was held: it used no CPU time for {CHILD_TIMEOUT:g}s or ran "
+                f"{HELD_CHILD_CAP:g}s (its threads: {tree_states(process.pid)}); "
+                f"its stopper process wrote to stderr: {said}"
+            )
         return None, await stopper.finish()
     finally:
+        if stopper is not None:
+            await stopper.kill()  # ends a stopper still attached, so the child can be reaped
         kill_group(process.pid)
-        await process.wait()
+        await asyncio.wait_for(process.wait(), CHILD_TIMEOUT)
         await wait_group_gone(process.pid)
 
 

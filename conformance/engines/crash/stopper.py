@@ -27,6 +27,17 @@ Before the Nth call, end of stdin makes it print ``count K`` and the K calls it
 counted, one a line, and exit, which kills the traced process too. Lines to the kit: ``attached``
 once every thread is traced, then ``stopped ...`` or ``count ...``.
 
+Every wait has a deadline, on both ends. The stopper process reaps every traced
+thread that exits, also while it holds the tree (a held worker the kit kills is
+reaped at once, never left a zombie its parent cannot wait for), ends when no
+traced thread is left or the traced process is a zombie (its exit is not
+always reported to a tracer), and gives up on a thread that neither stops nor exits
+within ``HOLD_PATIENCE`` seconds (``error ...``). The kit's end waits at most
+``patience`` seconds for each line and for the stopper process's exit; then it
+kills the stopper process (which kills the traced tree) and raises
+`StopperHung`, naming the traced process, the call it was to be held at, what
+was awaited, for how long, and the stopper's last stderr lines.
+
 `stopper_unavailable` says why this cannot run here (no ``ptrace``, no
 ``PTRACE_GET_SYSCALL_INFO`` before Linux 5.3, an architecture it has no call
 numbers for).
@@ -46,11 +57,33 @@ import signal
 import struct
 import subprocess
 import sys
-from collections.abc import Sequence
+import tempfile
+import time
+from collections.abc import Awaitable, Sequence
 from pathlib import Path
-from typing import Final
+from typing import IO, Final, TypeVar
 
-__all__ = ["StopperError", "SyscallStopper", "stopper_unavailable", "tree_threads"]
+__all__ = [
+    "HOLD_PATIENCE",
+    "STOPPER_PATIENCE",
+    "StopperDied",
+    "StopperError",
+    "StopperHung",
+    "SyscallStopper",
+    "stopper_unavailable",
+    "tree_states",
+    "tree_threads",
+    "until_done_or_silent",
+]
+
+_T = TypeVar("_T")
+
+HOLD_PATIENCE: Final = 10.0
+"""Seconds the stopper process waits for a traced thread to stop (or exit) once asked."""
+STOPPER_PATIENCE: Final = 30.0
+"""Seconds the kit waits for any one line of the stopper process, and for its exit."""
+_POLL: Final = 0.001
+"""Seconds between two looks for a stop, an exit, or a line from the kit."""
 
 _SEIZE: Final = 0x4206
 _INTERRUPT: Final = 0x4207
@@ -127,6 +160,35 @@ _CALLS: Final = {0xC000003E: _X86_64, 0xC00000B7: _AARCH64}
 
 class StopperError(Exception):
     """The stopper process could not trace the process (permission, a kernel without the calls)."""
+
+
+class StopperDied(Exception):
+    """The stopper process ended without saying what it counted: the kit's error, not a skip."""
+
+
+class StopperHung(Exception):
+    """The stopper process did not answer in time; it was killed, and the traced tree with it.
+
+    ``pid`` is the traced process, ``target`` the store call it was to be held
+    after, ``waiting_for`` what the kit awaited, ``seconds`` how long, ``stderr``
+    the end of what the stopper process wrote there.
+    """
+
+    def __init__(
+        self, pid: int, target: int, waiting_for: str, seconds: float, stderr: str
+    ) -> None:
+        last = stderr.strip().splitlines()[-3:]
+        said = "; its last stderr lines: " + " | ".join(last) if last else "; no stderr output"
+        at = "only counting its store calls" if target >= 1 << 30 else f"store call #{target}"
+        super().__init__(
+            f"the stopper process tracing process {pid} ({at}) did not {waiting_for} within "
+            f"{seconds:g}s{said}"
+        )
+        self.pid = pid
+        self.target = target
+        self.waiting_for = waiting_for
+        self.seconds = seconds
+        self.stderr = stderr
 
 
 def _libc() -> ctypes.CDLL:
@@ -207,12 +269,25 @@ class _Tracer:
         self.stopped.discard(tid)
         self.entered.pop(tid, None)
 
-    def wait(self, block: bool) -> tuple[int, int] | None:
+    def wait(self) -> tuple[int, int] | None:
+        """The next stop or exit of a traced thread, if one is pending (never blocks)."""
         try:
-            tid, status = os.waitpid(-1, _WALL | (0 if block else os.WNOHANG))
+            tid, status = os.waitpid(-1, _WALL | os.WNOHANG)
         except ChildProcessError:
             return None
         return (tid, status) if tid else None
+
+    @property
+    def gone(self) -> bool:
+        """True when every traced thread has ended."""
+        return not self.running and not self.stopped
+
+    def forget_dead(self) -> None:
+        """Forget traced threads that ended without their exit being reported: a
+        thread-group leader that is a zombie until its other threads end never stops."""
+        for tid in [*self.running, *self.stopped]:
+            if not _alive(tid):
+                self.forget(tid)
 
     def handle(self, tid: int, status: int) -> bool:
         """Deal with one stop; True when the Nth counted call has just returned."""
@@ -310,16 +385,34 @@ class _Tracer:
                 self.ptrace(_INTERRUPT, tid)
             except OSError:
                 self.forget(tid)
+        deadline = time.monotonic() + HOLD_PATIENCE
         while self.running:
-            found = self.wait(block=True)
+            found = self.wait()
             if found is None:
-                return
+                self.forget_dead()
+                if self.running and time.monotonic() > deadline:
+                    raise StopperError(
+                        f"threads {sorted(self.running)} neither stopped nor exited within "
+                        f"{HOLD_PATIENCE:g}s of being interrupted"
+                    )
+                time.sleep(_POLL)
+                continue
             tid, status = found
             if os.WIFEXITED(status) or os.WIFSIGNALED(status):
                 self.forget(tid)
             elif os.WIFSTOPPED(status):
                 self.running.discard(tid)
                 self.stopped.add(tid)
+
+    def reap(self) -> None:
+        """Take every pending exit of a held thread (a kill the kit sent), leaving the
+        held ones held: the traced process's parent can wait for it only once this
+        process has."""
+        while (found := self.wait()) is not None:
+            tid, status = found
+            if os.WIFEXITED(status) or os.WIFSIGNALED(status):
+                self.forget(tid)
+        self.forget_dead()
 
     def detach_all(self) -> None:
         """Let every traced thread go on, each from where it stands."""
@@ -330,11 +423,20 @@ class _Tracer:
             self.forget(tid)
         # A thread or child started just before the hold is traced too and waits in
         # its first stop: let it go as well, or this process's exit would kill it.
-        while (found := self.wait(block=False)) is not None:
+        while (found := self.wait()) is not None:
             tid, status = found
             if os.WIFSTOPPED(status):
                 with contextlib.suppress(OSError):
                     self.ptrace(_DETACH, tid)
+
+
+def _alive(tid: int) -> bool:
+    """True while thread ``tid`` exists and is no zombie."""
+    try:
+        stat = Path(f"/proc/{tid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rfind(")") + 2 :][:1] not in ("Z", "X")
 
 
 def _int(value: int) -> int:
@@ -380,6 +482,62 @@ def tree_threads(pid: int) -> list[int]:
     return found
 
 
+def tree_states(pid: int) -> str:
+    """Each thread of ``pid``'s tree with its state and what it waits in, for a message
+    about a tree that went silent (``4711 t ptrace_stop``: held by a tracer)."""
+    states = []
+    for tid in tree_threads(pid):
+        try:
+            stat = Path(f"/proc/{tid}/stat").read_text()
+            wchan = Path(f"/proc/{tid}/wchan").read_text().strip() or "-"
+        except OSError:
+            continue
+        states.append(f"{tid} {stat[stat.rfind(')') + 2 :][:1]} {wchan}")
+    return ", ".join(states) or "no thread left"
+
+
+def _cpu_ticks(pid: int) -> int:
+    """The CPU time the threads of ``pid``'s tree have used, in clock ticks."""
+    ticks = 0
+    for tid in tree_threads(pid):
+        try:
+            stat = Path(f"/proc/{tid}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2 :].split()
+        ticks += int(fields[11]) + int(fields[12])  # utime, stime
+    return ticks
+
+
+async def until_done_or_silent(
+    pending: Sequence[asyncio.Future[_T] | asyncio.Future[str]],
+    pid: int,
+    silence: float,
+    cap: float,
+) -> bool:
+    """Wait until one of ``pending`` is done (True), or until ``pid``'s tree has used no
+    CPU time for ``silence`` seconds or ``cap`` seconds have passed (False).
+
+    A traced process is slow (every system call stops it twice), slower still on a
+    busy machine: the deadline is on silence, not on how long the work takes.
+    """
+    loop = asyncio.get_running_loop()
+    end = loop.time() + cap
+    used = _cpu_ticks(pid)
+    while True:
+        done, _ = await asyncio.wait(
+            pending,
+            timeout=min(silence, max(0.0, end - loop.time())),
+            return_when="FIRST_COMPLETED",
+        )
+        if done:
+            return True
+        now = _cpu_ticks(pid)
+        if now == used or loop.time() >= end:
+            return False
+        used = now
+
+
 def _main(pid: int, target: int, roots: list[str]) -> int:
     tracer = _Tracer(roots, target)
     out = sys.stdout
@@ -393,10 +551,13 @@ def _main(pid: int, target: int, roots: list[str]) -> int:
     out.flush()
     stdin = sys.stdin.fileno()
     while True:
-        found = tracer.wait(block=False)
+        found = tracer.wait()
         if found is None:
-            gone = not tracer.running and not tracer.stopped  # every traced thread ended
-            if gone or (select.select([stdin], [], [], 0.001)[0] and not os.read(stdin, 64)):
+            # A traced process that exited can stay a zombie whose exit is never
+            # reported here (a thread-group leader whose exit waits on its threads'):
+            # it has ended all the same, and this process's exit lets its parent reap it.
+            ended = tracer.gone or not _alive(pid)
+            if ended or (select.select([stdin], [], [], _POLL)[0] and not os.read(stdin, 64)):
                 # The kit is done with it (or nothing is left): exiting kills the tracees.
                 out.write("".join(f"{call}\n" for call in [f"count {tracer.count}", *tracer.calls]))
                 out.flush()
@@ -404,32 +565,71 @@ def _main(pid: int, target: int, roots: list[str]) -> int:
             continue
         if tracer.handle(*found):
             break
-    tracer.hold_all()
+    try:
+        tracer.hold_all()
+    except StopperError as exc:
+        out.write(f"error {exc}\n")
+        out.flush()
+        return 1
     out.write(f"stopped {tracer.count} {tracer.last}\n")
     out.flush()
-    command = sys.stdin.readline().strip()
-    if command == "resume":
+    if _command(tracer, stdin, pid) == "resume":
         tracer.detach_all()
     return 0
+
+
+def _command(tracer: _Tracer, stdin: int, pid: int) -> str:
+    """The kit's next line ("" at end of stdin), reaping held threads the kit kills
+    meanwhile; "" at once when none is left or ``pid`` has ended."""
+    line = b""
+    while not tracer.gone and _alive(pid):
+        if select.select([stdin], [], [], _POLL)[0]:
+            chunk = os.read(stdin, 64)
+            line += chunk
+            if not chunk or b"\n" in line:
+                break
+        tracer.reap()
+    return line.decode(errors="replace").strip()
 
 
 # -- the kit's end -------------------------------------------------------------------------
 
 
 class SyscallStopper:
-    """The stopper process for one process tree: `start`, then `outcome`, then `resume` or `kill`."""
+    """The stopper process for one process tree: `start`, then `outcome`, then `resume` or `kill`.
 
-    def __init__(self, process: asyncio.subprocess.Process) -> None:
+    Each of its waits lasts at most ``patience`` seconds; then the stopper process
+    is killed (and the traced tree with it) and `StopperHung` says what was awaited.
+    """
+
+    def __init__(
+        self,
+        process: asyncio.subprocess.Process,
+        pid: int,
+        target: int,
+        stderr: IO[bytes],
+        patience: float,
+    ) -> None:
         self.process = process
+        self.pid = pid
+        """The traced process."""
+        self.target = target
+        self.patience = patience
+        self._stderr = stderr
         self._outcome: asyncio.Future[str] | None = None
 
     @classmethod
-    async def start(cls, pid: int, roots: Sequence[Path], target: int) -> SyscallStopper:
+    async def start(
+        cls, pid: int, roots: Sequence[Path], target: int, patience: float = STOPPER_PATIENCE
+    ) -> SyscallStopper:
         """Trace ``pid``'s tree, to hold it after its ``target``-th call that changes a
         file under one of ``roots`` (a store, a workspace).
 
-        Returns once every thread is traced. Raises `StopperError` if it cannot be.
+        Returns once every thread is traced. Raises `StopperError` if it cannot be,
+        `StopperHung` if the stopper process says nothing within ``patience`` seconds.
         """
+        # Open for the stopper's whole life: `finish`, `resume` or `kill` closes it.
+        stderr = tempfile.TemporaryFile()  # noqa: SIM115
         # Run as a plain script (it needs only the standard library): importing the
         # kit's package for it would cost a quarter of a second per hold.
         process = await asyncio.create_subprocess_exec(
@@ -442,9 +642,10 @@ class SyscallStopper:
             *(str(root) for root in roots),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
+            stderr=stderr,
         )
-        stopper = cls(process)
-        line = await stopper._line()
+        stopper = cls(process, pid, target, stderr, patience)
+        line = await stopper._within(stopper._line(), "say it has attached")
         if line != "attached":
             await stopper.kill()
             raise StopperError(line.removeprefix("error ") or "the stopper process exited")
@@ -455,10 +656,30 @@ class SyscallStopper:
         assert self.process.stdout is not None
         return (await self.process.stdout.readline()).decode().strip()
 
+    async def _within(self, step: Awaitable[_T], waiting_for: str) -> _T:
+        """``step``'s result, or `StopperHung` (the stopper process killed) after ``patience``."""
+        try:
+            return await asyncio.wait_for(step, self.patience)
+        except TimeoutError:
+            said = self.stderr_tail()
+            await self._kill_process()
+            raise StopperHung(self.pid, self.target, waiting_for, self.patience, said) from None
+
+    async def _kill_process(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            self.process.kill()
+        # SIGKILL always ends it; the wait is bounded all the same.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.process.wait(), self.patience)
+        if self._outcome is not None and not self._outcome.done():
+            self._outcome.cancel()
+        self._stderr.close()
+
     @property
     def outcome(self) -> asyncio.Future[str]:
         """Resolves to ``stopped N CALL`` once the target call returned and the tree is
-        held, or to ``count K`` once the stopper process ended first (see `finish`)."""
+        held, to ``count K`` once the stopper process ended first (see `finish`), to
+        ``error ...`` if a thread would not stop, or to "" if it died."""
         assert self._outcome is not None
         return self._outcome
 
@@ -467,27 +688,51 @@ class SyscallStopper:
         calls the stopper process saw, described. Its exit kills the traced process."""
         assert self.process.stdin is not None
         self.process.stdin.close()
-        line = await self.outcome
+        line = await self._within(self.outcome, "report the calls it counted")
+        if not line.startswith("count "):
+            said = self.stderr_tail().strip() or "nothing"
+            await self._kill_process()
+            raise StopperDied(
+                f"the stopper process tracing process {self.pid} ended without its count "
+                f"({line or 'no output'}); its stderr: {said}"
+            )
         calls: list[str] = []
-        if line.startswith("count "):
-            calls = [(await self._line()) for _ in range(int(line.split()[1]))]
-        await self.process.wait()
+        for _ in range(int(line.split()[1])):
+            calls.append(await self._within(self._line(), "list the calls it counted"))
+        await self._within(self.process.wait(), "exit after its count")
+        self._stderr.close()
         return calls
 
     async def resume(self) -> None:
         """Let the held tree go on from where it stands."""
         assert self.process.stdin is not None
-        self.process.stdin.write(b"resume\n")
-        await self.process.stdin.drain()
-        await self.process.wait()
+        if not self.process.stdin.is_closing():
+            self.process.stdin.write(b"resume\n")
+            with contextlib.suppress(ConnectionError):
+                await self.process.stdin.drain()
+        await self._within(self.process.wait(), "let the held process go and exit")
+        self._stderr.close()
 
     async def kill(self) -> None:
-        """Kill the held tree where it stands (the stopper process exits; ptrace's EXITKILL)."""
+        """Kill the held tree where it stands (the stopper process exits; ptrace's EXITKILL).
+
+        Safe to call at any time, also after the stopper process has ended: the end
+        of every hold, whatever happened in it."""
         if self.process.stdin is not None and not self.process.stdin.is_closing():
             self.process.stdin.close()
-        await self.process.wait()
+        await self._within(self.process.wait(), "exit, killing the traced process")
         if self._outcome is not None and not self._outcome.done():
             self._outcome.cancel()
+        self._stderr.close()
+
+    def stderr_tail(self, limit: int = 800) -> str:
+        """The last ``limit`` characters the stopper process wrote to stderr."""
+        if self._stderr.closed:
+            return ""
+        fd = self._stderr.fileno()
+        size = os.fstat(fd).st_size
+        start = max(0, size - 4 * limit)
+        return os.pread(fd, size - start, start).decode(errors="replace")[-limit:]
 
 
 if __name__ == "__main__":

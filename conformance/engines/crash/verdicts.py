@@ -18,7 +18,7 @@ import contextvars
 import logging
 import random
 import shutil
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Final, NamedTuple
 
@@ -31,17 +31,20 @@ from ..violations import RuleViolation
 from .states import CrashPlan, CrashSpec, CrashState
 
 __all__ = [
+    "KIND_WEIGHTS",
     "SESSIONS",
     "Call",
     "Expected",
     "Round",
     "Seen",
     "Step",
+    "allot",
     "at_point",
     "check_rounds",
     "check_state",
     "event_text",
     "expected_of",
+    "kind_of",
     "plan_workload",
     "quiet",
     "verdict_on",
@@ -69,6 +72,8 @@ class Step(NamedTuple):
     start: int
     end: int
     after: Expected
+    kind: str = ""
+    """The kind of write, as `kind_of` names it ("" when it does not matter)."""
 
 
 class Round(NamedTuple):
@@ -125,14 +130,51 @@ class Call(NamedTuple):
         return f"delete({self.session!r})"
 
 
+KIND_WEIGHTS: Final[Mapping[str, int]] = {
+    "append": 4,
+    "truncate": 2,
+    "delete": 1,
+    "first append": 1,
+}
+"""Each kind of write's share of the holds and kill states, in the order they are allotted: appends
+of several events to a session that has events can show a partial batch at most
+points, so they get the most; a truncate can show a partial cut; a delete and a
+session's first append (a log created) at fewer points."""
+
+
+def kind_of(calls: Sequence[Call], t: int) -> str:
+    """The kind of write ``calls[t]`` is, as `KIND_WEIGHTS` names it."""
+    call = calls[t]
+    if call.kind != "append":
+        return call.kind
+    before = calls[t - 1].after.logs.get(call.session, ()) if t else ()
+    return "append" if before else "first append"
+
+
+def allot(budget: int, kinds: Sequence[str]) -> dict[str, int]:
+    """Each of ``kinds``' share of ``budget`` crash points: one each first (as far as the
+    budget goes), the rest in proportion to `KIND_WEIGHTS` (1 for a kind it does not
+    name), what rounding leaves to the first; in `KIND_WEIGHTS`' order, others after."""
+    present = [kind for kind in KIND_WEIGHTS if kind in kinds]
+    present += [kind for kind in dict.fromkeys(kinds) if kind not in KIND_WEIGHTS]
+    shares = {kind: int(i < budget) for i, kind in enumerate(present)}
+    left = budget - sum(shares.values())
+    weight = sum(KIND_WEIGHTS.get(kind, 1) for kind in present) or 1
+    for kind in present:
+        shares[kind] += left * KIND_WEIGHTS.get(kind, 1) // weight
+    for kind in present[: budget - sum(shares.values())]:
+        shares[kind] += 1
+    return shares
+
+
 def plan_workload(
     rng: random.Random, capabilities: frozenset[Capability], number: int
 ) -> tuple[tuple[str, ...], list[Call]]:
     """The sessions and writes of crash round ``number``, drawn with ``rng``.
 
     Appends of 1-3 events to two or three new sessions, then of 2-3 events to
-    existing ones, a truncate (TRUNCATE), a delete (DELETE), then more appends, one
-    of them re-creating the deleted session.
+    existing ones, a truncate of two events or more (TRUNCATE), a delete (DELETE),
+    then more appends, one of them re-creating the deleted session.
     """
     model = SpecModel(capabilities)
     calls: list[Call] = []
@@ -151,7 +193,9 @@ def plan_workload(
         append(sid)
     if Capability.TRUNCATE in capabilities:
         sid = max(sessions, key=model.head)
-        to_seq = rng.randrange(model.head(sid))
+        # It cuts two events or more, for the same reason: a backend that cuts one
+        # event at a time shows it only then. The longest log has three or more.
+        to_seq = rng.randrange(model.head(sid) - 1)
         model.truncate(sid, to_seq)
         calls.append(Call("truncate", sid, (), to_seq, expected_of(model)))
     victim = rng.choice(sessions)
@@ -291,6 +335,13 @@ def _mismatch(seen: Seen, acked: Expected, flight: Step | None, rule_id: str) ->
             return "APPEND-003", (
                 f"session {sid!r} shows {len(got) - len(want)} of the {len(alt) - len(want)} "
                 f"events of the interrupted {flight.label}: a partial batch"
+            )
+        if len(alt) < len(got) < len(want) and want[: len(got)] == got and got[: len(alt)] == alt:
+            assert flight is not None
+            return rule_id, (
+                f"session {sid!r} lost {len(want) - len(got)} of the {len(want) - len(alt)} "
+                f"events the interrupted {flight.label} removes: a truncate carried part of "
+                f"the way (expected {len(want)} or {len(alt)} events, read {len(got)})"
             )
         lost = [t for t in want if t not in got]
         back = [t for t in got if t not in want and t not in alt]

@@ -221,12 +221,16 @@ class WorkerHung(Exception):
         self.stderr = stderr
 
     @classmethod
-    def silent(cls, seconds: float, waiting_for: str, stderr: str) -> WorkerHung:
-        """A worker that sent nothing for ``seconds`` while ``waiting_for`` was in flight."""
+    def silent(cls, pid: int, seconds: float, waiting_for: str, stderr: str) -> WorkerHung:
+        """Worker ``pid`` sent nothing for ``seconds`` while ``waiting_for`` was in flight."""
         last = stderr.strip().splitlines()[-3:]
         said = "; its last stderr lines: " + " | ".join(last) if last else "; no stderr output"
         doing = f"its {waiting_for} request" if waiting_for else "its start"
-        return cls(f"no answer to {doing} within {seconds:g}s{said}", waiting_for, stderr)
+        return cls(
+            f"worker process {pid} sent no answer to {doing} within {seconds:g}s{said}",
+            waiting_for,
+            stderr,
+        )
 
 
 class WorkerExited(Exception):
@@ -308,7 +312,7 @@ class WorkerClient:
                 line = await asyncio.wait_for(stdout.readline(), self.reply_timeout)
             except TimeoutError:
                 raise WorkerHung.silent(
-                    self.reply_timeout, self._conversation.op, self.stderr_tail()
+                    self.process.pid, self.reply_timeout, self._conversation.op, self.stderr_tail()
                 ) from None
             if not line:
                 with contextlib.suppress(TimeoutError):
@@ -342,8 +346,19 @@ class WorkerClient:
         acknowledge writes; a line the kill cut short is dropped.
         """
         kill_group(self.process.pid)
-        await self.process.wait()
-        await wait_group_gone(self.process.pid, self.reply_timeout)
+        try:
+            await asyncio.wait_for(self.process.wait(), self.reply_timeout)
+            await wait_group_gone(self.process.pid, self.reply_timeout)
+        except TimeoutError:
+            # A killed process that cannot be reaped is held by its tracer (a stopper
+            # process still attached), or its group has a member SIGKILL cannot end.
+            raise WorkerHung(
+                f"worker process {self.process.pid} (or a process it started) did not end "
+                f"within {self.reply_timeout:g}s of SIGKILL; its last stderr lines: "
+                + " | ".join(self.stderr_tail().strip().splitlines()[-3:]),
+                self._conversation.op,
+                self.stderr_tail(),
+            ) from None
         if self.process.stdin is not None:
             self.process.stdin.close()
         stdout = self.process.stdout
