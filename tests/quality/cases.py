@@ -28,7 +28,7 @@ from hard_backends import (
     PlaintextSearchIndex,
     UpgradesFormatOnOpen,
 )
-from racy_backends import RACY, CheckThenAppend, Racy, StaleHead
+from racy_backends import RACY, CheckThenAppend, DeleteInTwoTransactions, Racy, StaleHead
 
 __all__ = [
     "ALL_BACKENDS",
@@ -121,6 +121,13 @@ HARD_CASES: tuple[Case, ...] = (
     # Tasks racing on one head through three handles all succeed.
     Case(CheckThenAppend, (RACING,), HARD_SEEDS),
     Case(StaleHead, (FREE_RUNNING,), (SEED,), "four processes hammer the store for seconds"),
+    # A delete racing another process's append leaves events beyond a head of 0.
+    Case(
+        DeleteInTwoTransactions,
+        (FREE_RUNNING,),
+        (SEED,),
+        "four processes hammer the store for seconds",
+    ),
 )
 """One case per backend of `hard_backends` and `racy_backends`."""
 

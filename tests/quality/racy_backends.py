@@ -10,14 +10,22 @@ purpose.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import sqlite3
+from collections.abc import Iterator, Sequence
+from functools import partial
 from pathlib import Path
 from typing import ClassVar, Self, cast
 
 from checkpointspec.backends.sqlite import DATABASE_NAME, SqliteCheckpointer
-from checkpointspec.spec import BackendContext, CheckpointConflictError, SessionEvent
+from checkpointspec.spec import (
+    BackendContext,
+    CheckpointConflictError,
+    SessionEvent,
+    check_session_id,
+)
 
-__all__ = ["RACY", "CheckThenAppend", "Racy", "StaleHead"]
+__all__ = ["RACY", "CheckThenAppend", "DeleteInTwoTransactions", "Racy", "StaleHead"]
 
 
 class Racy(SqliteCheckpointer):
@@ -77,5 +85,52 @@ class StaleHead(Racy):
         return last[session_id]
 
 
-RACY: dict[str, type[Racy]] = {cls.__name__: cls for cls in (CheckThenAppend, StaleHead)}
+class DeleteInTwoTransactions(Racy):
+    """Bug: delete removes the session's events in one transaction and its row in a second.
+
+    An append from another process between the two still finds the session's
+    head, and stores its events after it; the second transaction then drops the
+    row, so the session reads as head 0 with events at seqs beyond it, and the
+    next appends run into those seqs. Kit must report MP-001 (the stress run's
+    history, or the reads that fail on the store the race left).
+    """
+
+    violates = "MP-001"
+
+    async def delete(self, session_id: str) -> None:
+        sid = check_session_id(session_id)
+        await self._query("delete", partial(_delete_events, session_id=sid), sid)
+        await self._query("delete", partial(_delete_session_row, session_id=sid), sid)
+
+
+def _delete_events(conn: sqlite3.Connection, session_id: str) -> None:
+    with _transaction(conn):
+        conn.execute("DELETE FROM events WHERE session_id = ?", (session_id,))
+
+
+def _delete_session_row(conn: sqlite3.Connection, session_id: str) -> None:
+    with _transaction(conn):
+        if conn.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,)).rowcount:
+            conn.execute(
+                "INSERT INTO generations (session_id, generation) VALUES (?, 1)"
+                " ON CONFLICT (session_id) DO UPDATE SET generation = generation + 1",
+                (session_id,),
+            )
+
+
+@contextlib.contextmanager
+def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
+    """A write transaction of its own, committed when the block ends."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+RACY: dict[str, type[Racy]] = {
+    cls.__name__: cls for cls in (CheckThenAppend, StaleHead, DeleteInTwoTransactions)
+}
 """Every racy backend by class name; its factory is ``racy_backends:<name>.make``."""
