@@ -18,14 +18,25 @@ from pathlib import Path
 from typing import ClassVar, Self, cast
 
 from checkpointspec.backends.sqlite import DATABASE_NAME, SqliteCheckpointer
+from checkpointspec.backends.sqlite import worker as sqlite_worker
 from checkpointspec.spec import (
     BackendContext,
     CheckpointConflictError,
     SessionEvent,
+    check_expectations,
     check_session_id,
+    check_truncate_arguments,
+    check_truncate_bound,
 )
 
-__all__ = ["RACY", "CheckThenAppend", "DeleteInTwoTransactions", "Racy", "StaleHead"]
+__all__ = [
+    "RACY",
+    "CheckThenAppend",
+    "DeleteInTwoTransactions",
+    "Racy",
+    "StaleHead",
+    "TruncateInTwoTransactions",
+]
 
 
 class Racy(SqliteCheckpointer):
@@ -118,6 +129,61 @@ def _delete_session_row(conn: sqlite3.Connection, session_id: str) -> None:
             )
 
 
+class TruncateInTwoTransactions(Racy):
+    """Bug: truncate cuts the events in one transaction and moves the head in a second.
+
+    A writer killed between the two (the commanded machine pauses it at the
+    second's ``truncate.locked`` and kills it) leaves a head above the events
+    that are left: the truncate neither wholly done nor undone, and reads fail
+    on the mismatch. Kit must report KILL-001.
+    """
+
+    violates = "KILL-001"
+
+    async def truncate(
+        self,
+        session_id: str,
+        to_seq: int,
+        expected_head: int | None = None,
+        *,
+        expected_generation: int | None = None,
+    ) -> int:
+        sid, target, want_head, want_generation = check_truncate_arguments(
+            session_id, to_seq, expected_head, expected_generation
+        )
+        cut = partial(
+            _cut_events,
+            session_id=sid,
+            to_seq=target,
+            expected_head=want_head,
+            expected_generation=want_generation,
+        )
+        await self._query("truncate", cut, sid)
+        # The events are gone; the reference's own truncate now moves the head.
+        move = sqlite_worker.Truncate(sid, target, None, None)
+        return cast(int, await self._write("truncate", move))
+
+
+def _cut_events(
+    conn: sqlite3.Connection,
+    session_id: str,
+    to_seq: int,
+    expected_head: int | None,
+    expected_generation: int | None,
+) -> None:
+    with _transaction(conn):
+        head, generation = conn.execute(
+            "SELECT (SELECT head FROM sessions WHERE session_id = ?1),"
+            " (SELECT generation FROM generations WHERE session_id = ?1)",
+            (session_id,),
+        ).fetchone()
+        check_expectations(
+            session_id, head or 0, generation or 0, expected_head, expected_generation
+        )
+        check_truncate_bound(session_id, to_seq, head or 0)
+        conn.execute("DELETE FROM events WHERE session_id = ? AND seq > ?", (session_id, to_seq))
+
+
 @contextlib.contextmanager
 def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
     """A write transaction of its own, committed when the block ends."""
@@ -131,6 +197,7 @@ def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
 
 
 RACY: dict[str, type[Racy]] = {
-    cls.__name__: cls for cls in (CheckThenAppend, StaleHead, DeleteInTwoTransactions)
+    cls.__name__: cls
+    for cls in (CheckThenAppend, StaleHead, DeleteInTwoTransactions, TruncateInTwoTransactions)
 }
 """Every racy backend by class name; its factory is ``racy_backends:<name>.make``."""
