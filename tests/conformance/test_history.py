@@ -392,7 +392,6 @@ def test_delete_starts_a_new_epoch() -> None:
     assert rules(h.check("b1")) == ["DELETE-002"]
 
 
-
 @pytest.mark.parametrize(
     ("read", "ok"),
     [("b1", True), ("a1 b1", False), ("a1", False)],
@@ -411,6 +410,7 @@ def test_a_session_re_created_while_its_delete_is_in_flight(read: str, ok: bool)
     assert verdict.ok == ok, verdict.report()
     if not ok:
         assert rules(verdict) == ["READ-003"], verdict.report()
+
 
 def test_a_search_out_of_budget_is_undecided_not_wrong() -> None:
     h = History()
