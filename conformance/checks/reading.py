@@ -264,7 +264,7 @@ def _check_whole(seen: Seen, everything: list[str], where: str) -> None:
     raise RuleViolation(
         "READ-003",
         f"a read through {where}, made while appends of {IN_FLIGHT_BATCH} events each were "
-        f"in flight in the same process, saw part of a batch: {shape} "
+        f"in flight in the same process, did not see whole batches: {shape} "
         f"(it yielded {len(seen)} events, the last {seen[-1] if seen else None})",
     )
 

@@ -28,7 +28,14 @@ from hard_backends import (
     PlaintextSearchIndex,
     UpgradesFormatOnOpen,
 )
-from racy_backends import RACY, CheckThenAppend, DeleteInTwoTransactions, Racy, StaleHead
+from racy_backends import (
+    RACY,
+    CheckThenAppend,
+    DeleteInTwoTransactions,
+    Racy,
+    StaleHead,
+    TruncateInTwoTransactions,
+)
 
 __all__ = [
     "ALL_BACKENDS",
@@ -127,6 +134,14 @@ HARD_CASES: tuple[Case, ...] = (
         (FREE_RUNNING,),
         (SEED,),
         "four processes hammer the store for seconds",
+    ),
+    # Only a kill between the truncate's two transactions shows it: the commanded
+    # machine pauses truncates at truncate.locked and kills some of them.
+    Case(
+        TruncateInTwoTransactions,
+        (COMMANDED,),
+        (SEEDS_TBD,),
+        "three worker processes are paused and killed for a minute",
     ),
 )
 """One case per backend of `hard_backends` and `racy_backends`."""

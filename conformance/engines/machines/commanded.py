@@ -173,6 +173,9 @@ WriteKind = Literal["append", "truncate", "delete"]
 _write_kind = st.sampled_from(["append", "truncate", "delete"])
 
 
+_removal = st.sampled_from(["truncate", "delete"])
+
+
 Write = Append | Truncate | Delete
 
 
@@ -194,6 +197,7 @@ class CommandedMachine(RuleBasedStateMachine):
         self.fault_points: tuple[str, ...] = ()
         for k in range(WORKERS):
             self.fault_points = self.open_worker(k, "MP-001")
+        self.removes = bool({Capability.TRUNCATE, Capability.DELETE} & env.capabilities)
 
     # -- plumbing ---------------------------------------------------------------------
     def open_worker(self, k: int, rule_id: str) -> tuple[str, ...]:
@@ -347,20 +351,42 @@ class CommandedMachine(RuleBasedStateMachine):
     @rule(
         k=_worker,
         session=_session,
-        op=_write_kind,
         size=st.integers(1, 4),
         point=st.integers(0, 20),
         arrival=st.integers(1, 3),
     )
     @precondition(lambda self: self.paused is None and bool(self.fault_points))
-    def pause_inside_write(
-        self, k: int, session: str, op: WriteKind, size: int, point: int, arrival: int
+    def pause_inside_append(
+        self, k: int, session: str, size: int, point: int, arrival: int
     ) -> None:
-        """Pause an append, truncate or delete (as declared) at one of the backend's
-        fault points: one of the write's own kind if the backend names such points
-        (``truncate.locked``), each reached once per write, else any point, on its
-        first, second or third arrival."""
-        op = self.declared(op)
+        """An append of ``size`` events, with the current head as expected_head."""
+        self.pause_inside("append", k, session, size, point, arrival)
+
+    @rule(
+        k=_worker,
+        session=_session,
+        op=_removal,
+        cut=st.integers(1, 4),
+        point=st.integers(0, 20),
+        arrival=st.integers(1, 3),
+    )
+    @precondition(lambda self: self.paused is None and bool(self.fault_points) and self.removes)
+    def pause_inside_removal(
+        self, k: int, session: str, op: WriteKind, cut: int, point: int, arrival: int
+    ) -> None:
+        """A truncate (cutting ``cut`` events, 4 meaning all) or delete, as declared."""
+        if op == "delete" and Capability.DELETE not in self.env.capabilities:
+            op = "truncate"
+        elif op == "truncate" and Capability.TRUNCATE not in self.env.capabilities:
+            op = "delete"
+        self.pause_inside(op, k, session, cut, point, arrival)
+
+    def pause_inside(
+        self, op: WriteKind, k: int, session: str, size: int, point: int, arrival: int
+    ) -> None:
+        """Pause a write at one of the backend's fault points: one of the write's own
+        kind if the backend names such points (``truncate.locked``), each reached
+        once per write; else any point, on its first, second or third arrival."""
         own = [p for p in self.fault_points if p.startswith(f"{op}.")]
         candidates = own or self.fault_points
         if own:
