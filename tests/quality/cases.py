@@ -140,7 +140,7 @@ HARD_CASES: tuple[Case, ...] = (
     Case(
         TruncateInTwoTransactions,
         (COMMANDED,),
-        (SEEDS_TBD,),
+        (0, 1),
         "three worker processes are paused and killed for a minute",
     ),
 )
