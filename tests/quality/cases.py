@@ -114,7 +114,7 @@ HARD_CASES: tuple[Case, ...] = (
     Case(CachedHead, (HANDLES,), HARD_SEEDS),
     # Only a kill between the writes of one batch shows the bug, and only some
     # seeds make the commanded machine do that; see test_kit_catches_hard_bugs.
-    Case(EventAtATime, (COMMANDED,), (2, 4)),
+    Case(EventAtATime, (COMMANDED,), (0,)),
     # The first crash state that drops an unsynced directory entry shows it.
     Case(NoDirectorySync, (POWER_LOSS,), (0,)),
     Case(UpgradesFormatOnOpen, (NEWER_FORMAT,), (0,)),
@@ -135,12 +135,13 @@ HARD_CASES: tuple[Case, ...] = (
         (SEED,),
         "four processes hammer the store for seconds",
     ),
-    # Only a kill between the truncate's two transactions shows it: the commanded
-    # machine pauses truncates at truncate.locked and kills some of them.
+    # Only a kill between the truncate's two transactions shows it as KILL-001:
+    # the commanded machine pauses truncates at truncate.locked and kills some of
+    # them (seed 0 of 0-3; seed 2 shows a read of the half-done truncate, READ-003).
     Case(
         TruncateInTwoTransactions,
         (COMMANDED,),
-        (0, 1),
+        (0,),
         "three worker processes are paused and killed for a minute",
     ),
 )
