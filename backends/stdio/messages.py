@@ -347,16 +347,18 @@ class AppendBatches(_Request, frozen=True, tag="append_batches"):
 
 class Stress(_Request, frozen=True, tag="stress"):
     """Kit-only. Run worker ``number``'s share of the free-running workload: random
-    calls on ``sessions`` (truncates only on ``truncate_session``) until ``calls`` calls
-    are made or ``seconds`` have passed, each recorded before and after in the file
-    ``history``, and a `KitReply` with ``progress`` after each. The result is null."""
+    calls on ``sessions`` (truncates with ``truncate``, deletes with ``delete``) until
+    ``calls`` calls are made or ``seconds`` have passed, each recorded before and after
+    in the file ``history``, and a `KitReply` with ``progress`` after each. The result
+    is null."""
 
     number: int
     history: str
     calls: int
     seconds: float
     sessions: tuple[str, ...]
-    truncate_session: str | None = None
+    truncate: bool = False
+    delete: bool = False
     seed: int = 0
 
 

@@ -1,12 +1,22 @@
-"""Checks of the READ rules: since_seq is exclusive, unknown sessions read empty, a read is a snapshot."""
+"""Checks of the READ rules: since_seq is exclusive, unknown sessions read empty, a read is a snapshot.
+
+A read is checked against writes three ways: stepped by hand around a write
+(`read_is_a_snapshot`), in flight in the same process as an append
+(`read_during_an_append_in_flight`: a task on the writer's event loop, on the
+writer's handle and on a second one, and a thread with its own event loop and
+handle), and in another process while the writer is held inside the store
+(`read_while_a_writer_is_held`).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import random
+import threading
+from collections.abc import Callable
 
 from ...backends.stdio.messages import Read
-from ...spec import Capability
+from ...spec import Capability, Checkpointer, UserPrompt
 from ..engines.crash.holds import (
     LOCK_POLL,
     READER_PATIENCE,
@@ -27,6 +37,7 @@ from ..engines.processes.client import (
     WorkerExited,
     WorkerReply,
 )
+from ..engines.provenance import open_checkpointer
 from ..engines.violations import RuleViolation
 from ._support import expect
 from .base import check
@@ -104,6 +115,165 @@ async def read_is_a_snapshot(h: Harness) -> None:
             f"a read racing a {scenario} yielded {len(got)} events, neither the "
             f"{len(before)} before nor the {len(after)} after",
         )
+
+
+IN_FLIGHT_BATCHES = 12
+"""Appends the writer makes per scenario of `read_during_an_append_in_flight`."""
+IN_FLIGHT_BATCH = 64
+"""Events per append: enough that a store writing them one at a time is caught between two."""
+THREAD_PATIENCE = 60.0
+"""Seconds the reader thread may take to start, or to finish its last read."""
+
+Seen = list[tuple[int, str]]
+
+
+@check("READ-003", "APPEND-003", "HANDLE-001")
+async def read_during_an_append_in_flight(h: Harness) -> None:
+    """READ-003: a read in the same process as an append in flight sees its batch wholly or not at all."""
+    writer, second = await h.open(), await h.open()
+    batches = [[f"b{b}.e{e}" for e in range(IN_FLIGHT_BATCH)] for b in range(IN_FLIGHT_BATCHES)]
+    overlapping = 0
+    for where, reader, sid in (
+        ("the writer's own handle", writer, "s-same-handle"),
+        ("a second handle", second, "s-second-handle"),
+    ):
+        overlapping += await _task_reads(writer, reader, sid, batches, where)
+    overlapping += await _thread_reads(h, writer, "s-thread", batches)
+    h.measure(f"{overlapping} reads began while an append of the same process was in flight")
+
+
+async def _texts(cp: Checkpointer, sid: str) -> Seen:
+    return [(stored.seq, getattr(stored.event, "text", "")) async for stored in cp.read(sid)]
+
+
+async def _append_all(
+    writer: Checkpointer, sid: str, batches: list[list[str]], in_flight: Callable[[bool], None]
+) -> None:
+    """Append ``batches`` one after the other, saying when an append is in flight."""
+    for batch in batches:
+        in_flight(True)
+        try:
+            await writer.append(sid, [UserPrompt(text) for text in batch])
+        finally:
+            in_flight(False)
+
+
+async def _task_reads(
+    writer: Checkpointer, reader: Checkpointer, sid: str, batches: list[list[str]], where: str
+) -> int:
+    """Append ``batches`` while a task on the same event loop keeps reading through
+    ``reader``; every read must end on a batch boundary. How many reads began
+    during an append."""
+    everything = [text for batch in batches for text in batch]
+    state = {"in_flight": False, "finished": False}
+    overlapping = 0
+
+    def in_flight(now: bool) -> None:
+        state["in_flight"] = now
+
+    async def write() -> None:
+        try:
+            await _append_all(writer, sid, batches, in_flight)
+        finally:
+            state["finished"] = True
+
+    async def keep_reading() -> None:
+        nonlocal overlapping
+        while not state["finished"]:
+            during = state["in_flight"]
+            _check_whole(await _texts(reader, sid), everything, where)
+            overlapping += during
+            # A store whose read never suspends would keep the writer from running:
+            # hand the loop back between reads (a yield, not a wait for anything).
+            await asyncio.sleep(0)
+
+    await asyncio.gather(write(), keep_reading())
+    _check_whole(await _texts(reader, sid), everything, where)
+    return overlapping
+
+
+async def _thread_reads(
+    h: Harness, writer: Checkpointer, sid: str, batches: list[list[str]]
+) -> int:
+    """Append ``batches`` while a thread with its own event loop and handle keeps
+    reading: a backend doing blocking I/O in its append holds the writer's loop
+    still, so only another thread can look during it. How many reads began
+    during an append."""
+    where = "a thread with its own event loop and handle"
+    everything = [text for batch in batches for text in batch]
+    in_flight, started, stop = threading.Event(), threading.Event(), threading.Event()
+    overlapping: list[int] = [0]
+    failed: list[BaseException] = []
+
+    async def keep_reading() -> None:
+        cp = await open_checkpointer(h.factory, h.context())
+        try:
+            while True:
+                during = in_flight.is_set()
+                _check_whole(await _texts(cp, sid), everything, where)
+                overlapping[0] += during
+                started.set()
+                if stop.is_set():
+                    return
+        finally:
+            await cp.close()
+
+    def run() -> None:
+        try:
+            asyncio.run(keep_reading())
+        except BaseException as error:  # handed to the check's own loop below
+            failed.append(error)
+        finally:
+            started.set()
+
+    thread = threading.Thread(target=run, name="READ-003 reader", daemon=True)
+    thread.start()
+    try:
+        if not await asyncio.to_thread(started.wait, THREAD_PATIENCE):
+            raise RuleViolation(
+                "READ-003", f"a read through {where} did not finish in {THREAD_PATIENCE:.0f}s"
+            )
+
+        def mark(now: bool) -> None:
+            (in_flight.set if now else in_flight.clear)()
+
+        if not failed:
+            await _append_all(writer, sid, batches, mark)
+    finally:
+        stop.set()
+        await asyncio.to_thread(thread.join, THREAD_PATIENCE)
+    if thread.is_alive():
+        raise RuleViolation(
+            "READ-003",
+            f"a read through {where} did not finish in {THREAD_PATIENCE:.0f}s after the appends",
+        )
+    if failed:
+        raise failed[0]
+    return overlapping[0]
+
+
+def _check_whole(seen: Seen, everything: list[str], where: str) -> None:
+    """``seen`` must be the log after some whole number of the writer's batches."""
+    texts = [text for _, text in seen]
+    whole = len(seen) % IN_FLIGHT_BATCH == 0
+    if (
+        whole
+        and texts == everything[: len(seen)]
+        and [s for s, _ in seen] == list(range(1, len(seen) + 1))
+    ):
+        return
+    batch, inside = divmod(len(seen), IN_FLIGHT_BATCH)
+    shape = (
+        f"it ends after event {inside} of the {IN_FLIGHT_BATCH} of batch {batch + 1}"
+        if not whole
+        else f"its seqs and events are not the first {len(seen)} appended"
+    )
+    raise RuleViolation(
+        "READ-003",
+        f"a read through {where}, made while appends of {IN_FLIGHT_BATCH} events each were "
+        f"in flight in the same process, did not see whole batches: {shape} "
+        f"(it yielded {len(seen)} events, the last {seen[-1] if seen else None})",
+    )
 
 
 @check("READ-003", "APPEND-003", needs=[Capability.MULTI_PROCESS])
@@ -193,5 +363,6 @@ CHECKS = (
     since_seq_is_exclusive,
     unknown_sessions_read_empty,
     read_is_a_snapshot,
+    read_during_an_append_in_flight,
     read_while_a_writer_is_held,
 )

@@ -392,6 +392,26 @@ def test_delete_starts_a_new_epoch() -> None:
     assert rules(h.check("b1")) == ["DELETE-002"]
 
 
+@pytest.mark.parametrize(
+    ("read", "ok"),
+    [("b1", True), ("a1 b1", False), ("a1", False)],
+)
+def test_a_session_re_created_while_its_delete_is_in_flight(read: str, ok: bool) -> None:
+    """The stress mix deletes sessions that other processes keep appending to: an
+    append overlapping the delete starts the new log (head 1), and nothing of
+    the old one may be read after it."""
+    h = History()
+    h.append(1, "a1", (0, 10), head=1)
+    h.add(2, "delete", (20, 40), Returned(0))
+    h.append(3, "b1", (25, 35), head=1)  # overlaps the delete: it re-created the session
+    h.read(1, 0, read, (50, 60))
+    verdict = h.check("b1")
+    assert verdict.decided_by == {"s": "search"}
+    assert verdict.ok == ok, verdict.report()
+    if not ok:
+        assert rules(verdict) == ["READ-003"], verdict.report()
+
+
 def test_a_search_out_of_budget_is_undecided_not_wrong() -> None:
     h = History()
     h.append(1, "a1 a2", (0, 10), head=2)

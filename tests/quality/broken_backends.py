@@ -17,6 +17,7 @@ how to write a backend.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import os
 import types
@@ -430,6 +431,40 @@ class PagedRead(Broken):
             if len(page) < self.page_size:
                 return
             offset += len(page)
+
+
+class AppendYieldsMidBatch(Broken):
+    """Bug: append stores a batch one event at a time, handing the event loop back between two.
+
+    A store that awaits one write per event does this: a task reading on the same
+    event loop while the append is in flight sees the first events of the batch
+    without the rest. Kit must report READ-003.
+    """
+
+    violates = "READ-003"
+
+    async def append(
+        self,
+        session_id: str,
+        events: Sequence[SessionEvent],
+        expected_head: int | None = None,
+        *,
+        expected_generation: int | None = None,
+    ) -> int:
+        store = self._open("append")
+        sid, batch, want_head, want_generation = self._append_arguments(
+            session_id, events, expected_head, expected_generation
+        )
+        self._check_writable(store, sid, "append")
+        log = self._check_expectations(store, sid, want_head, want_generation)
+        stored = self._stamp(sid, len(log), batch)
+        head = len(log)
+        for n, event in enumerate(stored):
+            if n:
+                await asyncio.sleep(0)  # the await of the next event's write
+            head = self._store_batch(store, sid, log, [event])
+            log = store.logs[sid]
+        return head
 
 
 class ReadCreatesSession(Broken):

@@ -12,16 +12,36 @@ purpose.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from functools import partial
 from pathlib import Path
 from typing import ClassVar, Self, cast
 
 import aiosqlite
 from checkpointspec.backends.sqlite import DATABASE_NAME, SqliteCheckpointer
-from checkpointspec.spec import BackendContext, CheckpointConflictError, SessionEvent
+from checkpointspec.backends.sqlite import worker as sqlite_worker
+from checkpointspec.spec import (
+    BackendContext,
+    CheckpointConflictError,
+    SessionEvent,
+    check_expectations,
+    check_session_id,
+    check_truncate_arguments,
+    check_truncate_bound,
+)
 
-__all__ = ["RACY", "CheckThenAppend", "PreparesBeforeVersionCheck", "Racy", "StaleHead"]
+__all__ = [
+    "RACY",
+    "CheckThenAppend",
+    "DeleteInTwoTransactions",
+    "PreparesBeforeVersionCheck",
+    "Racy",
+    "StaleHead",
+    "TruncateInTwoTransactions",
+]
 
 
 class Racy(SqliteCheckpointer):
@@ -105,7 +125,121 @@ class PreparesBeforeVersionCheck(Racy):
         return await super()._connect()
 
 
+ROUND_TRIP = 0.002
+"""Seconds between the two transactions of `DeleteInTwoTransactions`."""
+
+
+class DeleteInTwoTransactions(Racy):
+    """Bug: delete removes the session's events in one transaction and its row in a second.
+
+    An append from another process between the two still finds the session's
+    head, and stores its events after it; the second transaction then drops the
+    row, so the session reads as head 0 with events at seqs beyond it, and the
+    next appends run into those seqs. Kit must report MP-001 (the stress run's
+    history, or the reads that fail on the store the race left).
+    """
+
+    violates = "MP-001"
+
+    async def delete(self, session_id: str) -> None:
+        sid = check_session_id(session_id)
+        await self._query("delete", partial(_delete_events, session_id=sid), sid)
+        # The round trip a database server adds between two statements; SQLite's
+        # in-process one is so short that the race would show on some runs only.
+        await asyncio.sleep(ROUND_TRIP)
+        await self._query("delete", partial(_delete_session_row, session_id=sid), sid)
+
+
+def _delete_events(conn: sqlite3.Connection, session_id: str) -> None:
+    with _transaction(conn):
+        conn.execute("DELETE FROM events WHERE session_id = ?", (session_id,))
+
+
+def _delete_session_row(conn: sqlite3.Connection, session_id: str) -> None:
+    with _transaction(conn):
+        if conn.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,)).rowcount:
+            conn.execute(
+                "INSERT INTO generations (session_id, generation) VALUES (?, 1)"
+                " ON CONFLICT (session_id) DO UPDATE SET generation = generation + 1",
+                (session_id,),
+            )
+
+
+class TruncateInTwoTransactions(Racy):
+    """Bug: truncate cuts the events in one transaction and moves the head in a second.
+
+    A writer killed between the two (the commanded machine pauses it at the
+    second's ``truncate.locked`` and kills it) leaves a head above the events
+    that are left: the truncate neither wholly done nor undone, and reads fail
+    on the mismatch. Kit must report KILL-001.
+    """
+
+    violates = "KILL-001"
+
+    async def truncate(
+        self,
+        session_id: str,
+        to_seq: int,
+        expected_head: int | None = None,
+        *,
+        expected_generation: int | None = None,
+    ) -> int:
+        sid, target, want_head, want_generation = check_truncate_arguments(
+            session_id, to_seq, expected_head, expected_generation
+        )
+        cut = partial(
+            _cut_events,
+            session_id=sid,
+            to_seq=target,
+            expected_head=want_head,
+            expected_generation=want_generation,
+        )
+        await self._query("truncate", cut, sid)
+        # The events are gone; the reference's own truncate now moves the head.
+        move = sqlite_worker.Truncate(sid, target, None, None)
+        return cast(int, await self._write("truncate", move))
+
+
+def _cut_events(
+    conn: sqlite3.Connection,
+    session_id: str,
+    to_seq: int,
+    expected_head: int | None,
+    expected_generation: int | None,
+) -> None:
+    with _transaction(conn):
+        head, generation = conn.execute(
+            "SELECT (SELECT head FROM sessions WHERE session_id = ?1),"
+            " (SELECT generation FROM generations WHERE session_id = ?1)",
+            (session_id,),
+        ).fetchone()
+        check_expectations(
+            session_id, head or 0, generation or 0, expected_head, expected_generation
+        )
+        check_truncate_bound(session_id, to_seq, head or 0)
+        conn.execute("DELETE FROM events WHERE session_id = ? AND seq > ?", (session_id, to_seq))
+
+
+@contextlib.contextmanager
+def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
+    """A write transaction of its own, committed when the block ends."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
 RACY: dict[str, type[Racy]] = {
-    cls.__name__: cls for cls in (CheckThenAppend, StaleHead, PreparesBeforeVersionCheck)
+    cls.__name__: cls
+    for cls in (
+        CheckThenAppend,
+        StaleHead,
+        PreparesBeforeVersionCheck,
+        DeleteInTwoTransactions,
+        TruncateInTwoTransactions,
+    )
 }
 """Every racy backend by class name; its factory is ``racy_backends:<name>.make``."""

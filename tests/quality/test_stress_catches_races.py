@@ -31,6 +31,9 @@ def test_the_sqlite_reference_passes() -> None:
         # same head, whichever the interleaving shows first.
         ("racy_backends:CheckThenAppend.make", {"SEQ-003", "APPEND-004", "APPEND-002"}),
         ("racy_backends:StaleHead.make", {"HEAD-001"}),
+        # A delete in two transactions: reads between them, or after an append
+        # slipped in, find a head its events do not match.
+        ("racy_backends:DeleteInTwoTransactions.make", {"MP-001"}),
     ],
 )
 def test_a_race_is_caught_with_its_rule(factory: str, rules: set[str]) -> None:

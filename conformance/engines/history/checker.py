@@ -17,9 +17,11 @@ session, in near linear time:
    markers appended to this session, each batch whole and in order; a read's
    seqs run on from ``since_seq``; an append that conflicted wrote nothing.
 2. *Epochs.* Successful truncates and deletes cut the session's history into
-   epochs. Each other call must fall between two of them in real time (the
-   stress mix truncates only one session, and those calls usually overlap: that
-   session then goes to the search below).
+   epochs. Each other call must fall between two of them in real time; when one
+   overlaps a removal (as in the stress mix, which truncates and deletes every
+   session while other processes append to it) the session goes to the search
+   below, which also decides re-creation: appends racing the delete that may
+   have come before or after it.
 3. *Chain.* In each epoch the successful appends form one chain: no two
    succeeded with the same ``expected_head`` (lost update), no two were
    acknowledged at overlapping seqs (forked log), each acknowledged batch sits

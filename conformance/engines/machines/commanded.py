@@ -1,14 +1,16 @@
 """The commanded-workers machine: a state machine choosing how processes interleave.
 
 Three of the kit's worker processes (`checkpointspec.conformance.engines.processes.client`)
-hold their own handles on one store. The machine runs operations on any of them,
-pauses one inside a write at a fault point the backend names (holding its locks
-and open transaction), lets the others read meanwhile, then resumes it or kills
-it with SIGKILL and restarts it. Every result is compared with `SpecModel`.
-After a kill the write that was cut short must be wholly there or wholly absent
-(KILL-001) and must block no one; reads during a paused write see the log before
-or after it (READ-003). Backends without fault points get the same machine with
-kills at unplanned moments.
+hold their own handles on one store. The machine runs operations on any of them
+— appends, and truncates (sometimes to 0) and deletes when the backend declares
+TRUNCATE and DELETE, after which the same session ids are appended to again —
+pauses one inside a write (an append, truncate or delete) at a fault point the
+backend names (holding its locks and open transaction), lets the others read
+meanwhile, then resumes it or kills it with SIGKILL and restarts it. Every
+result is compared with `SpecModel`. After a kill the write that was cut short
+must be wholly there or wholly absent (KILL-001) and must block no one; reads
+during a paused write see the log before or after it (READ-003). Backends
+without fault points get the same machine with kills at unplanned moments.
 
 Build it as ``run_state_machine_as_test(lambda: CommandedMachine(env))``; the
 `WorkerPool` in ``env`` keeps its processes across examples, so each example
@@ -34,6 +36,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from ....backends.stdio.messages import (
     Append,
     Close,
+    Delete,
     KitRequest,
     PauseAt,
     Read,
@@ -164,7 +167,16 @@ _session = st.sampled_from(SESSIONS)
 _expected = st.sampled_from(["none", "current", "stale"])
 
 
-Write = Append | Truncate
+WriteKind = Literal["append", "truncate", "delete"]
+
+
+_write_kind = st.sampled_from(["append", "truncate", "delete"])
+
+
+_removal = st.sampled_from(["truncate", "delete"])
+
+
+Write = Append | Truncate | Delete
 
 
 Pairs = list[tuple[int, str]]
@@ -185,6 +197,7 @@ class CommandedMachine(RuleBasedStateMachine):
         self.fault_points: tuple[str, ...] = ()
         for k in range(WORKERS):
             self.fault_points = self.open_worker(k, "MP-001")
+        self.removes = bool({Capability.TRUNCATE, Capability.DELETE} & env.capabilities)
 
     # -- plumbing ---------------------------------------------------------------------
     def open_worker(self, k: int, rule_id: str) -> tuple[str, ...]:
@@ -217,7 +230,7 @@ class CommandedMachine(RuleBasedStateMachine):
 
     def command(
         self,
-        op: Literal["append", "truncate"],
+        op: WriteKind,
         session: str,
         expected: str,
         size: int = 0,
@@ -228,20 +241,38 @@ class CommandedMachine(RuleBasedStateMachine):
         markers = [f"m{next(self.markers)}" for _ in range(size)]
         if op == "append":
             return Append(UNSENT, session, marker_prompts(markers), want)
-        return Truncate(UNSENT, session, to_seq, want)
+        if op == "truncate":
+            return Truncate(UNSENT, session, to_seq, want)
+        return Delete(UNSENT, session)
+
+    def declared(self, op: WriteKind) -> WriteKind:
+        """``op`` if the backend declares its capability, else an append."""
+        needs = {"truncate": Capability.TRUNCATE, "delete": Capability.DELETE}.get(op)
+        return op if needs is None or needs in self.env.capabilities else "append"
 
     def apply(self, command: Write) -> int | None:
-        """The model's answer to a write: its new head, or None for a conflict."""
+        """The model's answer to a write: the head after it, or None for a conflict."""
         try:
             if isinstance(command, Append):
                 return self.model.append(command.session_id, command.events, command.expected_head)
-            return self.model.truncate(command.session_id, command.to_seq, command.expected_head)
+            if isinstance(command, Truncate):
+                return self.model.truncate(
+                    command.session_id, command.to_seq, command.expected_head
+                )
+            self.model.delete(command.session_id)
+            return 0
         except CheckpointConflictError:
             return None
 
     def check_write(self, k: int, command: Write, reply: WorkerReply, expected: int | None) -> None:
-        op = "append" if isinstance(command, Append) else "truncate"
-        call = f"worker {k}: {op}({command.session_id!r}, expected_head={command.expected_head})"
+        if isinstance(command, Delete):
+            expect(
+                isinstance(reply, Ok),
+                "MP-001",
+                f"worker {k}: delete({command.session_id!r}) gave {reply}; expected it to succeed",
+            )
+            return
+        call = f"worker {k}: {_kind(command)}({command.session_id!r}, expected_head={command.expected_head})"
         if expected is None:
             expect(
                 isinstance(reply, Failed) and reply.error == "CheckpointConflictError",
@@ -265,11 +296,21 @@ class CommandedMachine(RuleBasedStateMachine):
         command = self.command("append", session, expected, size)
         self.check_write(k, command, self.call(k, command), self.apply(command))
 
-    @rule(k=_worker, session=_session, cut=st.integers(0, 3), expected=_expected)
+    @rule(k=_worker, session=_session, cut=st.integers(0, 4), expected=_expected)
     @precondition(lambda self: self.paused is None and Capability.TRUNCATE in self.env.capabilities)
     def truncate(self, k: int, session: str, cut: int, expected: str) -> None:
-        to_seq = max(self.model.head(session) - cut, 0)
-        command = self.command("truncate", session, expected, to_seq=to_seq)
+        command = self.command("truncate", session, expected, to_seq=self.cut_to(session, cut))
+        self.check_write(k, command, self.call(k, command), self.apply(command))
+
+    def cut_to(self, session: str, cut: int) -> int:
+        """Where a truncate cutting ``cut`` events ends; the largest cut empties the session."""
+        return 0 if cut == 4 else max(self.model.head(session) - cut, 0)
+
+    @rule(k=_worker, session=_session)
+    @precondition(lambda self: self.paused is None and Capability.DELETE in self.env.capabilities)
+    def delete(self, k: int, session: str) -> None:
+        """Delete a session; the appends after it re-create it (DELETE-002)."""
+        command = self.command("delete", session, "none")
         self.check_write(k, command, self.call(k, command), self.apply(command))
 
     @rule(k=_worker, session=_session)
@@ -318,9 +359,40 @@ class CommandedMachine(RuleBasedStateMachine):
     def pause_inside_append(
         self, k: int, session: str, size: int, point: int, arrival: int
     ) -> None:
-        # Any point may be reached by an append; one it never reaches just lets it finish.
-        candidates = self.fault_points
-        command = self.command("append", session, "current", size)
+        """An append of ``size`` events, with the current head as expected_head."""
+        self.pause_inside("append", k, session, size, point, arrival)
+
+    @rule(
+        k=_worker,
+        session=_session,
+        op=_removal,
+        cut=st.integers(1, 4),
+        point=st.integers(0, 20),
+        arrival=st.integers(1, 3),
+    )
+    @precondition(lambda self: self.paused is None and bool(self.fault_points) and self.removes)
+    def pause_inside_removal(
+        self, k: int, session: str, op: WriteKind, cut: int, point: int, arrival: int
+    ) -> None:
+        """A truncate (cutting ``cut`` events, 4 meaning all) or delete, as declared."""
+        if op == "delete" and Capability.DELETE not in self.env.capabilities:
+            op = "truncate"
+        elif op == "truncate" and Capability.TRUNCATE not in self.env.capabilities:
+            op = "delete"
+        self.pause_inside(op, k, session, cut, point, arrival)
+
+    def pause_inside(
+        self, op: WriteKind, k: int, session: str, size: int, point: int, arrival: int
+    ) -> None:
+        """Pause a write at one of the backend's fault points: one of the write's own
+        kind if the backend names such points (``truncate.locked``), each reached
+        once per write; else any point, on its first, second or third arrival."""
+        own = [p for p in self.fault_points if p.startswith(f"{op}.")]
+        candidates = own or self.fault_points
+        if own:
+            arrival = 1
+        # A point the write never reaches (that often) just lets it finish.
+        command = self.command(op, session, "current", size, to_seq=self.cut_to(session, size))
         self.call(k, PauseAt(UNSENT, candidates[point % len(candidates)], arrival))
         reply = self.call(k, command)
         if isinstance(reply, Paused):
@@ -347,11 +419,12 @@ class CommandedMachine(RuleBasedStateMachine):
                 "KILL-001", f"worker {k} hung finishing its write: {hung}"
             ) from None
 
-    @rule(k=_worker, session=_session, size=st.integers(1, 3))
+    @rule(k=_worker, session=_session, op=_write_kind, size=st.integers(1, 3))
     @precondition(lambda self: self.paused is None and not self.fault_points)
-    def kill_during_append(self, k: int, session: str, size: int) -> None:
-        """Without fault points: send a write and kill the worker at once."""
-        command = self.command("append", session, "none", size)
+    def kill_during_write(self, k: int, session: str, op: WriteKind, size: int) -> None:
+        """Without fault points: send a write (as declared) and kill the worker at once."""
+        op = self.declared(op)
+        command = self.command(op, session, "none", size, to_seq=self.cut_to(session, size))
         self.pool.send(k, command)
         self.paused = (k, command)
         self.kill(k)
@@ -382,7 +455,7 @@ class CommandedMachine(RuleBasedStateMachine):
             after = self.log(session)
             if got == before:
                 self.model = saved
-            op = "append" if isinstance(cut[1], Append) else "truncate"
+            op = _kind(cut[1])
             expect(
                 got in (before, after),
                 "KILL-001",
@@ -409,6 +482,12 @@ class CommandedMachine(RuleBasedStateMachine):
             if self.pool.alive(k):
                 self.call(k, Close(UNSENT))
         shutil.rmtree(self.path, ignore_errors=True)
+
+
+def _kind(command: Write) -> WriteKind:
+    if isinstance(command, Append):
+        return "append"
+    return "truncate" if isinstance(command, Truncate) else "delete"
 
 
 def _pairs(reply: WorkerReply) -> Pairs | WorkerReply:

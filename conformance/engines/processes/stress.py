@@ -13,9 +13,14 @@ mix of calls on a few shared sessions until it has made its share of
   with new events;
 - ``read`` since a recent seq (3% of reads since 0, a full read);
 - ``head``;
-- ``truncate`` with ``expected_head``, cutting up to three events, but only on
-  ``truncate_session`` (the check sets it when TRUNCATE is declared). Deletes
-  are not part of the mix, so no session id ever starts over.
+- ``truncate`` with ``expected_head``, cutting up to three events or, one time
+  in five, back to 0 (when the plan's ``truncate`` is set: the check sets it
+  when TRUNCATE is declared);
+- ``delete`` (when the plan's ``delete`` is set, for DELETE).
+
+Truncates and deletes come on every session, and the appends go on after them:
+a session emptied by either is appended to again, racing whatever other
+workers still do with the old one.
 
 The calls run in the worker (`run_workload`), not one request each, so that
 they come at the backend's own pace and each call's times are taken right
@@ -91,7 +96,10 @@ class StressPlan(msgspec.Struct, frozen=True):
     seconds: float = 10.0
     """Each worker stops after this long even if it has calls left."""
     sessions: tuple[str, ...] = ("s0", "s1", "s2")
-    truncate_session: str | None = None
+    truncate: bool = False
+    """Truncates are part of the mix (set it only when TRUNCATE is declared)."""
+    delete: bool = False
+    """Deletes are part of the mix (set it only when DELETE is declared)."""
     seed: int = 0
 
 
@@ -245,7 +253,8 @@ async def run_stress(plan: StressPlan, workdir: Path, kills: int = 0) -> StressR
                     calls=_share(plan, number),
                     seconds=plan.seconds,
                     sessions=plan.sessions,
-                    truncate_session=plan.truncate_session,
+                    truncate=plan.truncate,
+                    delete=plan.delete,
                     seed=plan.seed,
                 )
             )
@@ -349,6 +358,14 @@ class _Caller:
 
         await self.call("truncate", session, run, expected_head=expected, to_seq=to_seq)
 
+    async def delete(self, session: str) -> None:
+        async def run() -> Returned:
+            await self.cp.delete(session)
+            self.known[session] = 0
+            return Returned(0)
+
+        await self.call("delete", session, run)
+
     async def step(self) -> None:
         rng = self.rng
         session = rng.choice(self.plan.sessions)
@@ -365,10 +382,18 @@ class _Caller:
         elif roll < 0.72:
             since = 0 if rng.random() < 0.03 else rng.randint(max(0, known - 4), known)
             await self.read(session, since)
-        elif roll < 0.92 or session != self.plan.truncate_session or known == 0:
+        elif roll < 0.93 or (roll < 0.98 and not self.plan.truncate):
             await self.head(session)
+        elif roll < 0.98:
+            if known == 0:
+                await self.head(session)
+            else:
+                to_seq = 0 if rng.random() < 0.2 else rng.randint(max(0, known - 3), known - 1)
+                await self.truncate(session, known, to_seq)
+        elif self.plan.delete:
+            await self.delete(session)
         else:
-            await self.truncate(session, known, rng.randint(max(0, known - 3), known - 1))
+            await self.head(session)
 
 
 async def run_workload(
