@@ -11,10 +11,11 @@ listing, an ``IndexError`` on a short read) instead of naming the rule it breaks
 A failure prints each errored check's reason, detail and replay command.
 
 The default run covers the in-process checks on the memory backend for a few
-kinds; the ``slow`` tests every kind over several seeds, and every kind on the
+kinds; the ``slow`` tests every kind over several seeds, every kind on the
 SQLite backend with the checks memory cannot run (durability, kills, worker
 processes, store hooks, codecs; ``hang`` strikes in worker processes only: see
-`wrong_answers`).
+`wrong_answers`), and every in-process kind under the session suite, whose
+checks read the backend through the session layer.
 """
 
 from __future__ import annotations
@@ -63,11 +64,12 @@ def run_cli(
     *,
     rate: float | None = None,
     only: tuple[str, ...] = (),
+    suite: str = "storage",
 ) -> KitReport:
     """``checkpointspec run BACKEND --profile quick`` with the kind and seed of wrong
     answers, and its JSON report."""
-    report = tmp_path / f"{kind}-{seed}.json"
-    argv = ["run", backend, "--profile", "quick", "--seed", str(seed), "-q"]
+    report = tmp_path / f"{suite}-{kind}-{seed}.json"
+    argv = ["run", backend, "--suite", suite, "--profile", "quick", "--seed", str(seed), "-q"]
     argv += ["--option", f"wrong={kind}", "--option", f"wrong_seed={seed}"]
     if rate is not None:
         argv += ["--option", f"wrong_rate={rate}"]
@@ -130,3 +132,12 @@ def _in_processes(kind: str) -> object:
 @pytest.mark.parametrize("kind", [_in_processes(kind) for kind in KINDS])
 def test_wrong_answers_end_in_verdicts_in_processes(tmp_path: Path, kind: str) -> None:
     assert_only_verdicts(run_cli(tmp_path, SQLITE, kind, 0, only=OUT_OF_PROCESS), kind)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", IN_PROCESS_KINDS)
+def test_wrong_answers_end_in_verdicts_in_the_session_suite(tmp_path: Path, kind: str) -> None:
+    # The session layer runs on the backend: what it reads is the backend's answer too.
+    report = run_cli(tmp_path, MEMORY, kind, 0, suite="session")
+    errors = errors_of(report)
+    assert not errors, f"wrong answers of kind {kind!r} ({KINDS[kind]}) made the kit err:\n{errors}"
