@@ -54,6 +54,7 @@ from checkpointspec.spec import (
     SessionInfo,
     StoredEvent,
 )
+from msgspec.structs import replace
 
 __all__ = ["IN_PROCESS_KINDS", "KINDS", "WrongMemory", "WrongSqlite"]
 
@@ -286,7 +287,7 @@ class WrongAnswers:
             index = strikes.random.randrange(len(events))
             stored = events[index]
             seq = strikes.choose((stored.seq + 1, stored.seq - 1, 0, -1, HUGE))
-            events[index] = _replace(stored, seq=seq)
+            events[index] = replace(stored, seq=seq)
         if events and strikes.strike("fields"):
             index = strikes.random.randrange(len(events))
             events[index] = self._wrong_fields(events[index])
@@ -295,32 +296,17 @@ class WrongAnswers:
     def _wrong_fields(self, stored: StoredEvent) -> StoredEvent:
         field = self._strikes.choose(("session_id", "parent_seq", "ts", "event"))
         if field == "session_id":
-            return _replace(stored, session_id=stored.session_id + "-other")
+            return replace(stored, session_id=stored.session_id + "-other")
         if field == "parent_seq":
-            return _replace(stored, parent_seq=self._strikes.choose((None, stored.seq, 0, -1)))
+            return replace(stored, parent_seq=self._strikes.choose((None, stored.seq, 0, -1)))
         if field == "ts":
-            return _replace(
+            return replace(
                 stored, ts=self._strikes.choose(("", "yesterday", "2000-01-01T00:00:00"))
             )
-        return _replace(stored, event=_MADE_UP)
+        return replace(stored, event=_MADE_UP)
 
 
 _MADE_UP = AssistantMessage("an event nobody appended")
-
-
-def _replace(stored: StoredEvent, **changes: object) -> StoredEvent:
-    fields: dict[str, object] = {
-        "seq": stored.seq,
-        "session_id": stored.session_id,
-        "parent_seq": stored.parent_seq,
-        "ts": stored.ts,
-        "event": stored.event,
-        **changes,
-    }
-    return StoredEvent(**fields)  # type: ignore[arg-type]
-
-
-_WRONG_OPTIONS = ("wrong", "wrong_seed", "wrong_rate")
 
 
 class WrongMemory(WrongAnswers, MemoryCheckpointer):
@@ -339,13 +325,9 @@ class WrongSqlite(WrongAnswers, SqliteCheckpointer):
 
     @classmethod
     async def make(cls, ctx: BackendContext) -> Self:
-        """The kit's factory: the SQLite store of ``ctx.path``; its own options go to SQLite."""
-        rest = {k: v for k, v in ctx.options.items() if k not in _WRONG_OPTIONS}
-        handle = cls(
-            Path(ctx.path) / DATABASE_NAME,
-            codec=ctx.codec,
-            synchronous=rest.get("synchronous", "FULL"),
-        )
+        """The kit's factory: the SQLite store of ``ctx.path`` (``synchronous`` as asked, FULL by default)."""
+        synchronous = ctx.options.get("synchronous", "FULL")
+        handle = cls(Path(ctx.path) / DATABASE_NAME, codec=ctx.codec, synchronous=synchronous)
         handle._strikes = Strikes(ctx.options, Path(ctx.path))
         await handle.open()
         return handle
