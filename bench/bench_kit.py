@@ -72,6 +72,7 @@ class Measured:
     exit_status: int
     longest_checks: list[tuple[str, float, str]]
     statuses: Counter[str]
+    errors: list[tuple[str, str]]
     processes: int | None = None
     threads: int | None = None
     programs: Counter[str] = field(default_factory=Counter)
@@ -166,6 +167,7 @@ def run_quick(backend: Backend, count: bool, scratch: Path) -> Measured:
         exit_status=decoded["exit_status"],
         longest_checks=[(c["name"], c["duration"], c["status"]) for c in checks[:5]],
         statuses=Counter(c["status"] for c in decoded["checks"]),
+        errors=[(c["name"], c["reason"]) for c in decoded["checks"] if c["status"] == "error"],
     )
     if count:
         count_tasks(perf_data, measured)
@@ -183,6 +185,8 @@ def print_backend(backend: Backend, measured: Measured, memory_wall: float | Non
     )
     for name, duration, status in measured.longest_checks:
         print(f"    {duration:6.1f} s  {name} ({status})")
+    for name, reason in measured.errors:
+        print(f"    error in {name}: {reason.splitlines()[0] if reason else '(no reason)'}")
     if measured.processes is None:
         print("    processes: not counted (perf record cannot trace here)")
     else:
