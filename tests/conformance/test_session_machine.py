@@ -46,6 +46,7 @@ from checkpointspec.spec import (
     checkpoints_model,
     make_snapshot,
 )
+from helpers import first_seed_fast
 
 # The project's broken session layers live beside the kit's other quality cases.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "quality"))
@@ -87,14 +88,18 @@ def violation(h: Harness, broken: object, *, shrink: bool = False) -> RuleViolat
 # -- a correct layer passes -----------------------------------------------------------
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
-@pytest.mark.parametrize("backend", ["memory", "file"])
+@pytest.mark.parametrize("seed", first_seed_fast([0, 1, 2]))
+# On the file backend in the slow tier: `tox -e conformance` runs the session suite
+# on every reference backend.
+@pytest.mark.parametrize("backend", ["memory", pytest.param("file", marks=pytest.mark.slow)])
 def test_a_correct_layer_passes(backend: str, seed: int, tmp_path: Path) -> None:
     run_session_machine(harness(backend, tmp_path, seed), layer(), restores=True)
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
-@pytest.mark.parametrize("backend", ["memory", "file"])
+@pytest.mark.parametrize("seed", first_seed_fast([0, 1, 2]))
+# On the file backend in the slow tier: `tox -e conformance` runs the session suite
+# on every reference backend.
+@pytest.mark.parametrize("backend", ["memory", pytest.param("file", marks=pytest.mark.slow)])
 def test_the_reference_layer_passes(backend: str, seed: int, tmp_path: Path) -> None:
     run_session_machine(harness(backend, tmp_path, seed), REFERENCE, restores=True)
 
@@ -225,7 +230,8 @@ class HashlessWorkspace(session_standin.Workspace):
         "snapshots-without-hash",
     ],
 )
-@pytest.mark.parametrize("backend", ["memory", "file"])
+# The same broken layer on the file backend repeats the memory verdict: slow tier.
+@pytest.mark.parametrize("backend", ["memory", pytest.param("file", marks=pytest.mark.slow)])
 def test_a_broken_layer_is_caught(
     broken: SimpleNamespace, rule_id: str, backend: str, tmp_path: Path
 ) -> None:
