@@ -120,11 +120,14 @@ def derive_roots(
         if check is None:
             continue
         # Exploration made every finding of one check its own departure from the model
-        # (`checkpointspec.conformance.engines.exploration`): a rule this check found
-        # too is no root of another of its findings.
+        # (`checkpointspec.conformance.engines.exploration`): tolerating a rule this check
+        # found too tells nothing new, so only leaving its operation out may re-check it.
         own = {f.rule for r in results if r.name == check_name for f in r.findings}
         for root in candidates:
-            if root in own or spent >= MAX_RECHECKS or time.monotonic() > deadline:
+            if root == rule or spent >= MAX_RECHECKS or time.monotonic() > deadline:
+                continue
+            by_capability = _by_capability(run, check, rule, root) is not None
+            if root in own and not by_capability:
                 continue
             if not _can_recheck(run, check, rule, root, results):
                 continue
