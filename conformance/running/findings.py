@@ -100,11 +100,10 @@ def with_findings(
         else []
     )
     ended = ended_finding + [g for f in ended_finding for g in _same_evidence(f, violation)]
-    findings = tuple(
-        f
-        for n, f in enumerate(recorded + ended)
-        if all(f.rule != g.rule for g in (recorded + ended)[:n])
-    )
+    first_per_rule: dict[str, Finding] = {}
+    for finding in recorded + ended:
+        first_per_rule.setdefault(finding.rule, finding)
+    findings = tuple(first_per_rule.values())
     if not findings:
         return result
     first = findings[0]

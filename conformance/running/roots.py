@@ -35,11 +35,19 @@ import msgspec
 
 from ...spec import RULES, RULES_BY_ID, Capability
 from ..checks.base import Check
-from ..engines.run import KitRun
-from .registry import CHECKS_BY_NAME
-from .report import CheckResult, Finding, RuleResult
+from ..engines.run import KitRun, Suite
+from .registry import CHECKS_BY_NAME, SUITES, rules_of_suite
+from .report import CheckResult, Finding, RuleResult, summarise_rules
 
-__all__ = ["MAX_RECHECKS", "Derivation", "derive_roots", "rooted", "table_order"]
+__all__ = [
+    "MAX_RECHECKS",
+    "Derivation",
+    "Verdict",
+    "derive_roots",
+    "judge",
+    "rooted",
+    "table_order",
+]
 
 MAX_RECHECKS = 16
 """Re-checks one run spends on rooting at most; a finding not reached stays a root."""
@@ -232,3 +240,36 @@ def table_order(rules: Sequence[RuleResult], roots: Sequence[str]) -> tuple[Rule
         return (1 if rule.follows_from is not None else 2, 0)
 
     return tuple(sorted(rules, key=place))
+
+
+class Verdict(NamedTuple):
+    """What a run's check results come to: the results with their findings placed, every
+    finding (roots first), the root rules, and the rules' verdicts in table order."""
+
+    checks: tuple[CheckResult, ...]
+    findings: tuple[Finding, ...]
+    roots: tuple[str, ...]
+    rules: tuple[RuleResult, ...]
+
+
+def judge(
+    results: Sequence[CheckResult],
+    derived: Mapping[tuple[str, str], Derivation],
+    suite: Suite,
+    capabilities: Sequence[str],
+    expected_failures: Mapping[str, str],
+) -> Verdict:
+    """The `Verdict` of ``results`` of a run of ``suite``: a run's report and the merge of
+    its shards' reports are both this. The run is narrowed when ``results`` are not all
+    of the suite's checks. A check may prove a rule of the other suite broken (a session
+    check meeting a storage violation): that verdict is listed too, never dropped."""
+    marked, findings, roots, follows = rooted(results, derived)
+    rules = summarise_rules(
+        marked,
+        capabilities,
+        expected_failures,
+        narrowed={r.name for r in marked} != {c.name for c in SUITES[suite]},
+        rule_ids=rules_of_suite(suite) | {f.rule for f in findings},
+    )
+    placed = tuple(msgspec.structs.replace(r, follows_from=follows.get(r.id)) for r in rules)
+    return Verdict(marked, findings, roots, table_order(placed, roots))
