@@ -42,6 +42,7 @@ __all__ = [
     "ReproduceNeedsOneCheck",
     "RunSettingError",
     "Setting",
+    "check_outputs",
     "parse_shard",
     "plan_run",
     "probe_backend",
@@ -171,9 +172,7 @@ def plan_run(
         selection of other than one check (`ReproduceNeedsOneCheck`).
     """
     outputs = outputs or ReportOutputs()
-    for name, path in outputs.named().items():
-        if (problem := unwritable(path)) is not None:
-            raise RunSettingError(name, problem)
+    check_outputs(outputs)
     if suite not in SUITES:
         raise RunSettingError("suite", f"unknown suite {suite!r}: use one of {', '.join(SUITES)}")
     backend, process_options = _backend(backend_name, process, validate_protocol)
@@ -204,6 +203,13 @@ def plan_run(
     )
     _check_selection(run)
     return run
+
+
+def check_outputs(outputs: ReportOutputs) -> None:
+    """Raise `RunSettingError` naming the first output file that cannot be written."""
+    for name, path in outputs.named().items():
+        if (problem := unwritable(path)) is not None:
+            raise RunSettingError(name, problem)
 
 
 def _backend(
