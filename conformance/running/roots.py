@@ -77,10 +77,12 @@ def _by_capability(run: KitRun, check: Check, rule: str, root: str) -> Capabilit
     return None
 
 
-def _left_out(run: KitRun, check: Check, rule: str, root: str) -> tuple[KitRun, str]:
-    """``run`` with ``root``'s defect left out for re-checking ``rule`` in ``check``, and
-    how it was left out, for the report."""
-    capability = _by_capability(run, check, rule, root)
+def _left_out(
+    run: KitRun, check: Check, rule: str, root: str, capability: Capability | None
+) -> tuple[KitRun, str]:
+    """``run`` with ``root``'s defect left out for re-checking ``rule`` in ``check`` (its
+    operation's ``capability`` undeclared, or else ``root`` tolerated), and how, for the
+    report."""
     if capability is not None:
         probe = msgspec.structs.replace(
             run.probe, capabilities=run.probe.capabilities - {capability}
@@ -122,42 +124,31 @@ def derive_roots(
     if len(candidates) < 2:
         return {}
     derived: dict[tuple[str, str], Derivation] = {}
+    by_name = {r.name: r for r in results}
     spent = 0
     for check_name, rule in findings:
         check = CHECKS_BY_NAME.get(check_name)
         if check is None:
             continue
+        ran = by_name[check_name]
         # Exploration made every finding of one check its own departure from the model
         # (`checkpointspec.conformance.engines.exploration`): tolerating a rule this check
         # found too tells nothing new, so only leaving its operation out may re-check it.
-        own = {f.rule for r in results if r.name == check_name for f in r.findings}
+        own = {f.rule for f in ran.findings}
         for root in candidates:
             if root == rule or spent >= MAX_RECHECKS or time.monotonic() > deadline:
                 continue
-            by_capability = _by_capability(run, check, rule, root) is not None
-            if root in own and not by_capability:
+            capability = _by_capability(run, check, rule, root)
+            # Tolerance re-checks only a check whose Hypothesis runs tolerate rules.
+            if capability is None and (root in own or ran.rounds == 0):
                 continue
-            if not _can_recheck(run, check, rule, root, results):
-                continue
-            variant, how = _left_out(run, check, rule, root)
+            variant, how = _left_out(run, check, rule, root, capability)
             spent += 1
             again = recheck(check, variant)
             if again.status in ("passed", "failed") and rule not in _found(again):
                 derived[(check_name, rule)] = Derivation(root, how)
                 break
     return _without_cycles(derived)
-
-
-def _can_recheck(
-    run: KitRun, check: Check, rule: str, root: str, results: Sequence[CheckResult]
-) -> bool:
-    """Whether re-checking ``rule`` in ``check`` with ``root`` left out can tell anything:
-    by capability (`_by_capability`), or by tolerance for a check whose Hypothesis run
-    tolerates rules (it reported exploration rounds)."""
-    if _by_capability(run, check, rule, root) is not None:
-        return True
-    ran = next((r for r in results if r.name == check.name), None)
-    return ran is not None and ran.rounds > 0
 
 
 def _without_cycles(
