@@ -13,13 +13,24 @@ Four layers, each importing only the ones below it:
   harness a check gets, the
   state machines, worker processes, stress and the history checker, crashes
   (simulated disk, traces, held processes), fault codecs.
+
+The names below are imported on first use: a worker process imports
+``checkpointspec.conformance.engines.processes.worker`` alone, and every kill of a
+worker starts one, so the whole kit (Hypothesis, every check) must not come with
+each of them.
 """
 
-from .engines.run import KitRun
-from .running.plan import plan_run
-from .running.registry import ALL_CHECKS, SESSION_CHECKS, select_checks
-from .running.report import CheckResult, KitReport
-from .running.runner import run_kit
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .engines.run import KitRun
+    from .running.plan import plan_run
+    from .running.registry import ALL_CHECKS, SESSION_CHECKS, select_checks
+    from .running.report import CheckResult, KitReport
+    from .running.runner import run_kit
 
 __all__ = [
     "ALL_CHECKS",
@@ -31,3 +42,23 @@ __all__ = [
     "run_kit",
     "select_checks",
 ]
+
+_HOMES = {
+    "ALL_CHECKS": ".running.registry",
+    "SESSION_CHECKS": ".running.registry",
+    "select_checks": ".running.registry",
+    "CheckResult": ".running.report",
+    "KitReport": ".running.report",
+    "KitRun": ".engines.run",
+    "plan_run": ".running.plan",
+    "run_kit": ".running.runner",
+}
+
+
+def __getattr__(name: str) -> object:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(home, __name__), name)
+    globals()[name] = value
+    return value
