@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 from pathlib import Path
 
+import pytest
 from checkpointspec.backends.stdio.messages import Append
 from checkpointspec.conformance.engines.processes.client import (
     BACKEND_FAILED,
@@ -21,6 +23,7 @@ from checkpointspec.conformance.engines.processes.client import (
     hello,
     marker_prompts,
 )
+from checkpointspec.conformance.engines.processes.forkserver import ForkedWorker
 from checkpointspec.conformance.engines.provenance import backend_operation
 from checkpointspec.conformance.engines.violations import RuleViolation
 
@@ -44,15 +47,30 @@ def returns_none(ctx):
 """
 
 
-def _append_in_a_worker(tmp_path: Path, factory: str) -> BaseException:
+@pytest.fixture(params=["started afresh", "forked"])
+def forked(request: pytest.FixtureRequest) -> bool:
+    """A worker with an environment of its own is started afresh; one without is
+    forked from the fork server: both end the same way."""
+    return bool(request.param == "forked")
+
+
+def _append_in_a_worker(tmp_path: Path, factory: str, forked: bool) -> BaseException:
     (tmp_path / "failing_backend.py").write_text(FAILING_BACKEND, encoding="utf-8")
     pythonpath = os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])
 
     async def body() -> BaseException:
         with (tmp_path / "stderr").open("w+b") as stderr:
-            worker = await WorkerClient.start(
-                f"failing_backend:{factory}", stderr, env={"PYTHONPATH": pythonpath}
-            )
+            if forked:
+                sys.path.insert(0, str(tmp_path))  # the fork server's import path
+                try:
+                    worker = await WorkerClient.start(f"failing_backend:{factory}", stderr)
+                finally:
+                    sys.path.remove(str(tmp_path))
+                assert isinstance(worker.process, ForkedWorker)
+            else:
+                worker = await WorkerClient.start(
+                    f"failing_backend:{factory}", stderr, env={"PYTHONPATH": pythonpath}
+                )
             try:
                 assert isinstance(await worker.call(hello(str(tmp_path / "store"))), Opened)
                 try:
@@ -66,16 +84,16 @@ def _append_in_a_worker(tmp_path: Path, factory: str) -> BaseException:
     return asyncio.run(body())
 
 
-def test_an_exception_the_backend_raised_is_the_backends(tmp_path: Path) -> None:
-    ended = _append_in_a_worker(tmp_path, "raises")
+def test_an_exception_the_backend_raised_is_the_backends(tmp_path: Path, forked: bool) -> None:
+    ended = _append_in_a_worker(tmp_path, "raises", forked)
     assert isinstance(ended, BackendFailedInWorker), repr(ended)
     assert ended.status == BACKEND_FAILED
     assert str(ended).startswith("RuntimeError: the disk caught fire"), str(ended)
     assert backend_operation(ended) == "append in a worker process"
 
 
-def test_an_answer_of_the_wrong_type_fails_its_rule(tmp_path: Path) -> None:
-    ended = _append_in_a_worker(tmp_path, "returns_none")
+def test_an_answer_of_the_wrong_type_fails_its_rule(tmp_path: Path, forked: bool) -> None:
+    ended = _append_in_a_worker(tmp_path, "returns_none", forked)
     assert isinstance(ended, RuleViolation), repr(ended)
     assert ended.rule_id == "SEQ-003"
     assert ended.message.startswith("append returned NoneType None where an int is due"), (

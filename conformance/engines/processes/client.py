@@ -82,6 +82,7 @@ from ....backends.stdio.messages import (
 from ....spec import SessionEvent, UserPrompt
 from ..provenance import blame_backend
 from ..violations import RuleViolation
+from .forkserver import ForkedWorker, spawn_forked
 from .groups import kill_group, wait_group_gone
 
 __all__ = [
@@ -197,6 +198,9 @@ class Progress(msgspec.Struct, frozen=True):
 
 WorkerReply = Opened | Ok | Failed | Paused | Acked | Progress
 
+_REPLY_LIMIT: Final = 1 << 24
+"""The longest reply line a worker may send: a read's reply is one line."""
+
 _FINAL = (Opened, Ok, Failed)
 
 _encode = msgspec.json.Encoder().encode
@@ -304,7 +308,10 @@ class WorkerClient:
     """The parent's end of one worker process: send requests, receive what they came to, kill it."""
 
     def __init__(
-        self, process: asyncio.subprocess.Process, stderr: IO[bytes], reply_timeout: float
+        self,
+        process: asyncio.subprocess.Process | ForkedWorker,
+        stderr: IO[bytes],
+        reply_timeout: float,
     ) -> None:
         self.process = process
         self.reply_timeout = reply_timeout
@@ -326,11 +333,18 @@ class WorkerClient:
         env: Mapping[str, str] | None = None,
     ) -> WorkerClient:
         """Start a worker for ``backend``, its stderr going to ``stderr`` (a file the caller
-        closes); send it `hello` before anything else.
+        closes); send it `hello` before anything else. It is forked from the run's fork
+        server for ``backend`` (`checkpointspec.conformance.engines.processes.forkserver`),
+        which has imported the backend already, unless it runs under a ``prefix`` or
+        with an ``env`` of its own.
 
         ``prefix`` goes before the worker's command (a tracer that runs it); ``env``
         adds to its environment.
         """
+        if not prefix and not env:
+            forked = await spawn_forked(backend, stderr, worker_env(), _REPLY_LIMIT)
+            if forked is not None:
+                return cls(forked, stderr, reply_timeout)
         process = await asyncio.create_subprocess_exec(
             *prefix,
             *worker_argv(backend),
@@ -338,7 +352,7 @@ class WorkerClient:
             stdout=asyncio.subprocess.PIPE,
             stderr=stderr,
             env={**worker_env(), **(env or {})},
-            limit=1 << 24,  # a read's reply is one line
+            limit=_REPLY_LIMIT,
             start_new_session=True,  # its own process group: a kill takes its children too
         )
         return cls(process, stderr, reply_timeout)

@@ -23,10 +23,12 @@ backend exits before its first reply.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import sys
 import traceback
 from pathlib import Path
-from typing import IO
+from typing import IO, NoReturn
 
 import msgspec
 
@@ -42,6 +44,7 @@ from ....backends.stdio.messages import (
 from ....backends.stdio.serve import Server, error_body, reply_stream
 from ....spec import (
     BackendContext,
+    BackendFactory,
     CheckpointConflictError,
     Checkpointer,
     CheckpointError,
@@ -111,7 +114,10 @@ def _history_file(path: str) -> IO[bytes]:
 
 
 def _main(backend: str) -> None:
-    factory = resolve_backend(backend).load()
+    _serve_worker(resolve_backend(backend).load())
+
+
+def _serve_worker(factory: BackendFactory) -> None:
     try:
         asyncio.run(_KitServer(factory, sys.stdin.buffer, reply_stream()).run())
     except RuleViolation as violation:
@@ -124,6 +130,30 @@ def _main(backend: str) -> None:
             raise  # the kit's own error: the parent reports it as one
         traceback.print_exc()
         sys.exit(BACKEND_FAILED)
+
+
+def serve_forked(factory: BackendFactory, stdin: int, stdout: int, stderr: int) -> NoReturn:
+    """Be a worker in a process just forked by the fork server
+    (`checkpointspec.conformance.engines.processes.forkserver`): a session of its own,
+    the kit's pipes and file as stdin, stdout and stderr, ``factory`` already loaded;
+    ends the process with the status a worker started afresh would end with."""
+    os.setsid()
+    for given, standard in ((stdin, 0), (stdout, 1), (stderr, 2)):
+        os.dup2(given, standard)
+        os.close(given)
+    status = 1
+    try:
+        _serve_worker(factory)
+        status = 0
+    except SystemExit as exit_:
+        status = exit_.code if isinstance(exit_.code, int) else int(exit_.code is not None)
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        with contextlib.suppress(OSError, ValueError):
+            sys.stdout.flush()
+            sys.stderr.flush()
+    os._exit(status)  # not the fork server's cleanup: it is still running
 
 
 if __name__ == "__main__":

@@ -1,0 +1,278 @@
+"""Workers forked from a process that has already imported the backend: its import paid once.
+
+Every kill of a worker (KILL-001's commanded machine and holds, READ-003, DUR-002,
+the stress run) needs a fresh worker, and a fresh interpreter pays the backend's
+imports again: a library that takes 3 s to import made a quick run spend most of
+its time importing. So a run starts one *fork server* per backend (``python -m
+checkpointspec.conformance.engines.processes.forkserver BACKEND FD``): it imports the
+worker and loads the backend's factory once, then forks a worker on each request.
+A forked worker is the same worker (`checkpointspec.conformance.engines.processes.worker`):
+its own session and process group, its stdin, stdout and stderr the kit's pipes
+and file, the same protocol, the same exit statuses.
+
+The kit's end (`spawn_forked`) hands the fork server four descriptors over a Unix
+socket (``SCM_RIGHTS``): the worker's stdin and stdout pipe ends, its stderr file,
+and the write end of a *status pipe*. The fork server forks, answers the child's
+pid, keeps the status pipe, and when it has reaped the child writes the exit status
+there (a negative signal number for a signal, as `asyncio.subprocess.Process` has
+it). `ForkedWorker` is the kit's view of the child: the pid, the streams, `wait`
+and `returncode`, read from the status pipe in whichever event loop asks.
+
+Where a fork server cannot serve, a worker is started as its own program as before:
+a worker run under a tracer (``prefix``) or with an environment of its own, a
+backend the fork server could not load (the worker started afresh then reports the
+import's error as always), or ``CHECKPOINTSPEC_FORK_SERVER=0`` in the environment —
+for a backend that starts threads when imported, which a fork does not carry over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import os
+import select
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+from typing import IO, Final
+
+__all__ = ["FORK_SERVER_SETTING", "ForkedWorker", "spawn_forked"]
+
+FORK_SERVER_SETTING: Final = "CHECKPOINTSPEC_FORK_SERVER"
+"""Set it to ``0`` to start every worker as its own program."""
+
+_STATUS: Final = struct.Struct("!i")
+_PID: Final = struct.Struct("!q")
+_READY: Final = b"ready"
+_START_PATIENCE: Final = 300.0
+"""Seconds a fork server may take to import the backend: some libraries take long."""
+
+
+class ForkedWorker:
+    """A worker forked by a fork server: what `WorkerClient` uses of a process.
+
+    ``stdin`` and ``stdout`` are the usual asyncio streams; `wait` and `returncode`
+    come from the fork server, which alone can reap the child.
+    """
+
+    def __init__(
+        self, pid: int, stdin: asyncio.StreamWriter, stdout: asyncio.StreamReader, status: int
+    ) -> None:
+        self.pid = pid
+        self.stdin = stdin
+        self.stdout = stdout
+        self._status_fd = status
+        self._returncode: int | None = None
+        self._exited: asyncio.Future[None] | None = None
+        """Set once the status has come; one for every waiter (a reply that met end of
+        file and a kill wait at once), since a descriptor has one reader per loop."""
+
+    @property
+    def returncode(self) -> int | None:
+        """The exit status once the worker has ended and been reaped; None before."""
+        if self._returncode is None:
+            self._take_status()
+        return self._returncode
+
+    async def wait(self) -> int:
+        """Wait until the worker has ended; its exit status."""
+        if self.returncode is None:
+            if self._exited is None:
+                self._exited = asyncio.get_running_loop().create_future()
+                self._exited.get_loop().add_reader(self._status_fd, self._take_status)
+            await asyncio.shield(self._exited)
+        assert self._returncode is not None  # set before _exited is
+        return self._returncode
+
+    def _take_status(self) -> None:
+        try:
+            data = os.read(self._status_fd, _STATUS.size)
+        except BlockingIOError:
+            return
+        # End of file without a status: the fork server is gone and cannot say how
+        # the worker ended; it was killed with its session or will be.
+        self._returncode = _STATUS.unpack(data)[0] if len(data) == _STATUS.size else -9
+        if self._exited is not None:
+            self._exited.get_loop().remove_reader(self._status_fd)
+            if not self._exited.done():
+                self._exited.set_result(None)
+        os.close(self._status_fd)
+
+
+class _ForkServer:
+    """The kit's end of one fork server."""
+
+    def __init__(self, backend: str, env: dict[str, str]) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed by close()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", __name__, backend, str(theirs.fileno())],
+            pass_fds=[theirs.fileno()],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=self._stderr,
+            env=env,
+            start_new_session=True,  # a Ctrl-C at the terminal is the kit's to handle
+        )
+        theirs.close()
+        self.socket = ours
+        self.lock = threading.Lock()
+        ours.settimeout(_START_PATIENCE)
+        try:
+            self.ready = ours.recv(len(_READY)) == _READY
+        except OSError:
+            self.ready = False
+        ours.settimeout(None)
+        if not self.ready:
+            self.close()
+
+    def fork(self, stdin: int, stdout: int, stderr: int, status: int) -> int:
+        """The pid of a new worker on these descriptors."""
+        with self.lock:
+            socket.send_fds(self.socket, [b"fork"], [stdin, stdout, stderr, status])
+            answer = _receive_exactly(self.socket, _PID.size)
+        return int(_PID.unpack(answer)[0])
+
+    def close(self) -> None:
+        self.socket.close()  # the fork server ends at end of file
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(5)
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        self._stderr.close()
+
+
+_servers: dict[tuple[int, str], _ForkServer | None] = {}
+_servers_lock = threading.Lock()
+
+
+def _server_for(backend: str, env: dict[str, str]) -> _ForkServer | None:
+    """This process's fork server for ``backend``, started on first use; None if it cannot serve."""
+    key = (os.getpid(), backend)  # a pool process of the runner starts its own
+    with _servers_lock:
+        if key not in _servers:
+            server: _ForkServer | None = _ForkServer(backend, env)
+            if server is not None and not server.ready:
+                server = None
+            _servers[key] = server
+        return _servers[key]
+
+
+@atexit.register
+def _close_servers() -> None:
+    with _servers_lock:
+        for (pid, _), server in _servers.items():
+            if server is not None and pid == os.getpid():
+                server.close()
+        _servers.clear()
+
+
+async def spawn_forked(
+    backend: str, stderr: IO[bytes], env: dict[str, str], limit: int
+) -> ForkedWorker | None:
+    """A worker for ``backend`` forked from the run's fork server, or None where a
+    fork server cannot serve (see the module's docstring); ``limit`` is its stdout
+    reader's line limit."""
+    if os.environ.get(FORK_SERVER_SETTING, "1") == "0":
+        return None
+    server = _server_for(backend, env)
+    if server is None:
+        return None
+    child_stdin, our_stdin = os.pipe()
+    our_stdout, child_stdout = os.pipe()
+    our_status, server_status = os.pipe()
+    try:
+        pid = server.fork(child_stdin, child_stdout, stderr.fileno(), server_status)
+    finally:
+        for fd in (child_stdin, child_stdout, server_status):
+            os.close(fd)
+    os.set_blocking(our_status, False)
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=limit)
+    await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(our_stdout, "rb", 0)
+    )
+    write_protocol = asyncio.StreamReaderProtocol(asyncio.StreamReader())
+    transport, _ = await loop.connect_write_pipe(
+        lambda: write_protocol, os.fdopen(our_stdin, "wb", 0)
+    )
+    writer = asyncio.StreamWriter(transport, write_protocol, None, loop)
+    return ForkedWorker(pid, writer, reader, our_status)
+
+
+def _receive_exactly(sock: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            raise ConnectionError("the fork server ended")
+        data += chunk
+    return data
+
+
+# -- the fork server ---------------------------------------------------------------------
+
+
+def _serve(backend: str, fd: int) -> None:
+    """Load ``backend``'s factory, then fork a worker per request until end of file."""
+    from ....backends.registry import resolve_backend
+    from .worker import serve_forked
+
+    sock = socket.socket(fileno=fd)
+    factory = resolve_backend(backend).load()
+    sock.sendall(_READY)
+    statuses: dict[int, int] = {}  # a child's pid -> the write end of its status pipe
+    running: dict[int, int] = {}  # a pidfd -> its child's pid
+    ended: dict[int, int] = {}  # the same, once the child has exited, until it is reaped
+    while True:
+        # A traced child reaches its parent only once its tracer is done with it,
+        # after its pidfd has said it exited: those are tried again every 50 ms.
+        watched: list[socket.socket | int] = [sock, *running]
+        readable, _, _ = select.select(watched, [], [], 0.05 if ended else None)
+        for pidfd in readable:
+            if pidfd in running:
+                ended[pidfd] = running.pop(pidfd)
+        for pidfd, pid in list(ended.items()):
+            if (code := _reaped(pid)) is not None:
+                with contextlib.suppress(OSError):
+                    os.write(statuses[pid], _STATUS.pack(code))
+                os.close(statuses.pop(pid))
+                os.close(pidfd)
+                del ended[pidfd]
+        if sock not in readable:
+            continue
+        message, fds, _, _ = socket.recv_fds(sock, 16, 4)
+        if not message:
+            return  # the kit ended: its workers end at end of file on their stdin
+        pid = os.fork()
+        if pid == 0:
+            sock.close()
+            for kept in [*statuses.values(), *running, *ended, fds[3]]:
+                os.close(kept)
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            serve_forked(factory, fds[0], fds[1], fds[2])  # never returns
+        for passed in fds[:3]:
+            os.close(passed)
+        statuses[pid] = fds[3]
+        running[os.pidfd_open(pid)] = pid
+        sock.sendall(_PID.pack(pid))
+
+
+def _reaped(pid: int) -> int | None:
+    """The exit status of child ``pid`` once reaped here; None while it cannot be yet."""
+    try:
+        waited, status = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return -signal.SIGKILL  # not ours to wait for any more: it was killed
+    return None if waited == 0 else os.waitstatus_to_exitcode(status)
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the kit ends it, by end of file
+    _serve(sys.argv[1], int(sys.argv[2]))
