@@ -4,19 +4,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable
 from pathlib import Path
-from typing import TypeVar, cast
+from typing import ParamSpec, TypeVar, cast
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis.control import current_build_context
+from hypothesis.errors import UnsatisfiedAssumption
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
 from ...spec import Capability, Checkpointer, Codec, StoredEvent, StoreHooks
-from ..engines.exploration import explore, rejecting_tolerated
+from ..engines.budget import example_failed
+from ..engines.exploration import explore, rejecting_tolerated, tolerated_violation
 from ..engines.harness import Harness, read_all
 from ..engines.machines.storage import CheckpointerMachine, MachineEnv
 from ..engines.outcomes import Err, run_backend
@@ -50,9 +54,12 @@ __all__ = [
     "snapshot",
     "spin",
     "unchanged",
+    "within_slice",
 ]
 
 T = TypeVar("T")
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 E = TypeVar("E", bound=BaseException)
@@ -131,6 +138,8 @@ def run_property(
     @property_settings(h)
     @given(strategy)
     @rejecting_tolerated
+    @_passes_unrun
+    @within_slice(h, _left_out_property)
     def test(value: T) -> None:
         async def one() -> None:
             cp = await h.open(h.new_store())
@@ -142,19 +151,92 @@ def run_property(
         loop.run_until_complete(one())
 
     try:
-        explore_runs(h, lambda: run_exactly(replayable(test, h.seed, _reproduction(h)), h.replay))
+        explore_runs(
+            h,
+            lambda: run_exactly(replayable(test, h.seed, _reproduction(h)), h.replay),
+            h.profile.property_examples,
+        )
     finally:
         loop.close()
 
 
-def explore_runs(h: Harness, run_once: Callable[[], None]) -> None:
-    """``run_once`` (the check's Hypothesis run) in exploration rounds (`explore`): every
-    failure is recorded in ``h.findings`` and the next round tolerates its rule, up to the
-    profile's ``exploration_rounds``. A replay (``--reproduce``) runs once, as recorded."""
+def explore_runs(h: Harness, run_once: Callable[[], None], examples: int) -> None:
+    """``run_once`` (the check's Hypothesis run of ``examples`` examples, each admitted by
+    `within_slice`) in exploration rounds (`explore`): every failure is recorded in
+    ``h.findings`` and the next round tolerates its rule, up to the profile's
+    ``exploration_rounds`` or the end of the check's slice of the time budget. A round
+    the slice ended is a pass: its examples after the slice were left out, not failed.
+    A replay (``--reproduce``) runs once, as recorded."""
     if h.replay is not None:
         run_once()
         return
-    h.explored = explore(run_once, h.findings, h.profile.exploration_rounds, h.run.tolerated)
+    h.slice.examples_per_round = examples
+
+    def one_round() -> None:
+        with h.slice.hypothesis_round():
+            run_once()
+
+    rounds = h.profile.exploration_rounds
+    h.explored = explore(one_round, h.findings, rounds, h.run.tolerated, h.slice.spent)
+    if not h.explored.complete and h.explored.rounds < rounds and h.slice.spent():
+        h.slice.stopped(f"explored {h.explored.rounds} of up to {rounds} rounds")
+
+
+def within_slice(
+    h: Harness, leave_out: Callable[[], None]
+) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """A Hypothesis example (a property's body, a state machine's factory) that, once
+    ``h``'s slice of the time budget is spent (`Slice.admits_example`), calls
+    ``leave_out`` instead of reaching the backend, and that tells the slice when it
+    fails, so that the failure's shrinking and final replay run whatever the time."""
+
+    def decorate(example: Callable[P, R]) -> Callable[P, R]:
+        @functools.wraps(example)
+        def run(*args: P.args, **kwargs: P.kwargs) -> R:
+            if h.replay is None and not h.slice.admits_example(
+                final_replay=current_build_context().is_final
+            ):
+                leave_out()
+            try:
+                return example(*args, **kwargs)
+            except UnsatisfiedAssumption:
+                raise
+            except Exception as exc:
+                if tolerated_violation(exc) is None:
+                    example_failed()
+                raise
+
+        return run
+
+    return decorate
+
+
+class _LeftOut(Exception):
+    """A property example after the slice's end, which `_passes_unrun` turns into a pass."""
+
+
+def _left_out_property() -> None:
+    raise _LeftOut
+
+
+def _passes_unrun(body: Callable[[T], None]) -> Callable[[T], None]:
+    """``body`` (a property example), passing without running once the slice is spent:
+    its value is drawn already, so Hypothesis sees the same draws end the same way, and
+    its count of examples is reached at the cost of drawing them."""
+
+    @functools.wraps(body)
+    def run(value: T) -> None:
+        with contextlib.suppress(_LeftOut):
+            body(value)
+
+    return run
+
+
+def _left_out_machine() -> None:
+    """End a state machine's example before its first draw, as if out of data: an end
+    Hypothesis does not hold against the example's prefix (a pass or a rejection there
+    would contradict runs that went on drawing from it), so the run stays consistent."""
+    current_build_context().data.mark_overrun()
 
 
 def _reproduction(h: Harness) -> Reproduction | None:
@@ -254,7 +336,10 @@ def run_machine(
     check runs at most one machine or property: a blob names one run.
     """
     # Hypothesis takes any factory of machines, though it annotates a class.
-    factory = cast("type[RuleBasedStateMachine]", replayable(make, h.seed, _reproduction(h)))
+    factory = cast(
+        "type[RuleBasedStateMachine]",
+        replayable(within_slice(h, _left_out_machine)(make), h.seed, _reproduction(h)),
+    )
     configured = kit_settings(
         max_examples=examples,
         phases=REPORTING_PHASES if shrink else SEARCH_PHASES,
@@ -265,6 +350,7 @@ def run_machine(
         lambda: run_exactly(
             lambda: run_state_machine_as_test(factory, settings=configured), h.replay
         ),
+        examples,
     )
 
 

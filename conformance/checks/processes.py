@@ -71,6 +71,7 @@ _CONTENTION_ERRORS = frozenset({errors.StoreBusyError.__name__})
     "DELETE-002",
     replay_note="the seed fixes each process's calls and which are killed, but not how "
     "the operating system interleaves them nor the moment a kill lands",
+    kind="stress",
 )
 async def free_running_history(h: Harness) -> None:
     """MP-001: a history of processes hammering shared sessions is explained by the contract."""
@@ -171,6 +172,7 @@ async def _acked(n: int, worker: WorkerClient) -> list[Acked]:
     "SEQ-001",
     replay_note="the writers race in separate processes; the operating system, not the "
     "seed, decides who wins each race",
+    kind="processes",
 )
 async def processes_share_one_log(h: Harness) -> None:
     """MP-001: writers in several processes racing with expected_head never lose an update."""

@@ -148,7 +148,7 @@ def _kill_points(points: list[str], rng: random.Random) -> list[int]:
     return sorted(chosen | set(rng.sample(rest, min(_QUICK_EXTRA, len(rest)))))
 
 
-@check("RESTORE-006", needs=[Capability.TRUNCATE])
+@check("RESTORE-006", needs=[Capability.TRUNCATE], kind="processes")
 async def killed_restore_recovers(h: Harness) -> None:
     """RESTORE-006: a restore SIGKILLed at each fault point recovers to the state before or after."""
     layer, target = h.session, h.session_target
@@ -181,6 +181,7 @@ async def killed_restore_recovers(h: Harness) -> None:
     needs=[Capability.TRUNCATE],
     replay_note="the system call a restore is killed after is exact; how many calls a "
     "restore makes can vary between runs",
+    kind="holds",
 )
 async def restore_killed_after_every_system_call(h: Harness) -> None:
     """RESTORE-006: a restore SIGKILLed right after any one of its system calls on the store or the workspace recovers to the state before or after."""
@@ -303,7 +304,7 @@ async def _check_state(
         shutil.rmtree(target, ignore_errors=True)
 
 
-@check("RESTORE-006", needs=[Capability.TRUNCATE])
+@check("RESTORE-006", needs=[Capability.TRUNCATE], kind="crash")
 async def restore_survives_power_loss(h: Harness) -> None:
     """RESTORE-006: after a power loss at any point of a restore, recover gives the state before or after."""
     layer = h.session

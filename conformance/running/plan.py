@@ -28,7 +28,13 @@ from ...backends.registry import (
     process_backend,
     resolve_backend,
 )
-from ...spec import BackendContext, Capability, RefusesBeforeTheBackend, StoreHooks
+from ...spec import (
+    CAPABILITY_REASONS,
+    BackendContext,
+    Capability,
+    RefusesBeforeTheBackend,
+    StoreHooks,
+)
 from ..checks.base import Check
 from ..engines.profiles import DEFAULT_PROFILE, PROFILES, Profile
 from ..engines.provenance import open_checkpointer
@@ -47,6 +53,7 @@ __all__ = [
     "probe_backend",
     "selected_checks",
     "shard_of",
+    "skip_reason",
 ]
 
 Setting: TypeAlias = (
@@ -114,6 +121,22 @@ def selected_checks(run: KitRun) -> list[Check]:
     return checks if run.shard is None else shard_of(checks, *run.shard)
 
 
+def skip_reason(check: Check, probe: BackendProbe) -> str | None:
+    """Why ``check`` is skipped on a backend that declared ``probe`` (a capability or the
+    hooks it needs are missing), or None when it runs."""
+    missing = sorted(check.needs - probe.capabilities)
+    if missing:
+        return "; ".join(
+            f"needs {c.name} ({CAPABILITY_REASONS[c]}), which the backend does not declare"
+            for c in missing
+        )
+    if check.hooks and not probe.has_hooks:
+        return (
+            "needs StoreHooks (mark_newer_schema, damage_store), which the backend does not offer"
+        )
+    return None
+
+
 def shard_of(checks: list[Check], number: int, count: int) -> list[Check]:
     """Shard ``number`` (1-based) of ``count``: every ``count``-th check of ``checks`` from
     the ``number``-th on. The same selection gives the same shards on every machine, and
@@ -148,6 +171,7 @@ def plan_run(
     reproduction: Reproduction | None = None,
     outputs: ReportOutputs | None = None,
     shard: tuple[int, int] | None = None,
+    budget: float | Literal["profile"] | None = "profile",
 ) -> KitRun:
     """The run of the kit against ``backend_name`` (a built-in name or ``module:function``),
         or with ``process`` (and no name) against a backend in another process that speaks
@@ -160,7 +184,9 @@ def plan_run(
         each to the reason it is expected to fail. ``reproduction`` replays one recorded
         failing example of the one selected check (``--reproduce``); ``outputs`` are the
     files the verdict is written to when the run ends; ``shard`` ``(K, N)`` runs the K-th
-    of N slices of the selection (`shard_of`). With no ``seed`` one
+    of N slices of the selection (`shard_of`). ``budget`` is the seconds the run may
+    take (``--budget``; None: no limit but the profile's counts), by default the
+    profile's ``budget_seconds``. With no ``seed`` one
         is drawn; with ``workers > 1`` that many checks run at once, in processes of their own.
 
         Raises `RunSettingError` (a `BackendLoadError`) for a usage error: an output file
@@ -182,10 +208,11 @@ def plan_run(
         probe = probe_backend(backend, user_options | process_options)
     except BackendLoadError as exc:
         raise RunSettingError("backend", str(exc)) from exc
+    chosen = PROFILES[profile] if isinstance(profile, str) else profile
     run = KitRun(
         backend=backend,
         probe=probe,
-        profile=PROFILES[profile] if isinstance(profile, str) else profile,
+        profile=chosen,
         seed=seed if seed is not None else random.SystemRandom().randrange(2**31),
         suite=suite,
         only=tuple(only),
@@ -201,6 +228,7 @@ def plan_run(
         reproduction=reproduction,
         outputs=outputs,
         shard=shard,
+        budget=chosen.budget_seconds if budget == "profile" else budget,
     )
     _check_selection(run)
     return run
