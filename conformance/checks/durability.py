@@ -140,7 +140,7 @@ async def acknowledged_writes_survive_kill(h: Harness) -> None:
     """
     rng = random.Random(h.seed)
     size = 3
-    for round_ in range(h.profile.process_rounds * 2):
+    for round_ in h.slice.within(range(h.profile.process_rounds * 2), "writers to kill"):
         session, writer = f"killed-{round_}", f"k{round_}"
         stop_after = rng.randint(2, 40)
         acked: list[Acked] = []

@@ -193,7 +193,7 @@ async def compaction_killed_after_every_system_call(h: Harness) -> None:
         )
     points = range(1, len(calls) + 1)
     chosen = sorted(rng.sample(points, min(len(points), h.profile.held_writes)))
-    for n in chosen:
+    for n in h.slice.within(chosen, "system calls to kill a compaction after"):
         store, call, _ = await compacted(n)
         if call is None:
             continue  # this run made fewer calls than the counting run

@@ -24,18 +24,20 @@ in full, since the examples of a round that has failed are always admitted.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextvars import ContextVar
-from typing import Literal, TypeAlias
+from typing import Literal, TypeAlias, TypeVar
 
 __all__ = [
     "KIND_WEIGHTS",
     "SLICE_FLOOR",
     "CheckKind",
     "Slice",
+    "budget_option",
     "example_failed",
     "format_seconds",
     "parse_budget",
@@ -69,6 +71,8 @@ SLICE_FLOOR = 3.0
 enough for a few examples of a model-based machine on a slow backend, so that a budget
 thins a check's search out and never empties it."""
 
+T = TypeVar("T")
+
 _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
 _BUDGET = re.compile(r"(?P<number>\d+(?:\.\d+)?)\s*(?P<unit>[smh]?)")
 
@@ -84,6 +88,15 @@ def parse_budget(text: str) -> float | None:
             f"a budget is a positive duration such as 90s, 2m or 1h, or none; not {text!r}"
         )
     return float(matched["number"]) * _UNITS[matched["unit"]]
+
+
+def budget_option(text: str) -> float | None:
+    """`parse_budget` for a command-line option (the CLI's ``--budget``, the pytest
+    plugin's ``--checkpointer-budget``): its error is the option's usage error."""
+    try:
+        return parse_budget(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def format_seconds(seconds: float) -> str:
@@ -145,6 +158,17 @@ class Slice:
         """Record that the slice's end left ``what`` out, e.g. "checked 40 of 200 crash
         states"; the check's result carries it (`coverage`)."""
         self.left_out.append(what)
+
+    def within(self, items: Iterable[T], what: str) -> Iterator[T]:
+        """``items`` (a check's kill points, holds, rounds…) until the slice is spent, the
+        first whatever the time; when it stops early it records "checked N of M
+        ``what``" (`stopped`)."""
+        listed = list(items)
+        for done, item in enumerate(listed):
+            if done and self.spent():
+                self.stopped(f"checked {done} of {len(listed)} {what}")
+                return
+            yield item
 
     @property
     def cut_short(self) -> bool:

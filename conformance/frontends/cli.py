@@ -70,6 +70,7 @@ from ..running.compare import compare_reports, render_comparison
 from ..running.failures import panel_body
 from ..running.levels import describe_levels, level_of_rule
 from ..running.merge import MergeError, load_report, merge_reports
+from ..engines.budget import budget_option, format_seconds
 from ..running.plan import RunSettingError, parse_shard, plan_run
 from ..running.registry import DEFAULT_SUITE, SUITES, UnknownRuleError, check_rule_id
 from ..running.report import (
@@ -189,6 +190,20 @@ def _parser() -> argparse.ArgumentParser:
         choices=sorted(PROFILES),
         default=DEFAULT_PROFILE,
         help="how hard to try (default: default)",
+    )
+    run.add_argument(
+        "--budget",
+        type=budget_option,
+        default="profile",
+        metavar="TIME",
+        help="wall-clock time the run may take, e.g. 90s, 2m or 1h, or none (default: the "
+        "profile's: "
+        + ", ".join(
+            f"{name} {format_seconds(p.budget_seconds) if p.budget_seconds else 'none'}"
+            for name, p in PROFILES.items()
+        )
+        + "); shared out among the checks, each stopping at its slice's end or its "
+        "profile's counts, whichever comes first",
     )
     run.add_argument(
         "--suite",
@@ -484,6 +499,7 @@ def _planned_run(args: argparse.Namespace) -> KitRun:
             report=args.report, junit=args.junit, badge=args.badge, summary=args.summary
         ),
         shard=args.shard,
+        budget=args.budget,
     )
 
 

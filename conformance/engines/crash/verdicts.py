@@ -441,7 +441,9 @@ async def check_rounds(
     states: Callable[[Round, random.Random, int], list[CrashSpec]],
     rule_id: str = "DUR-003",
 ) -> tuple[int, int, int]:
-    """Record rounds and check their states until ``budget`` states are checked.
+    """Record rounds and check their states until ``budget`` states are checked, or the
+    check's slice of the time budget is spent (after one state at least; the result
+    then says how many of ``budget`` were checked).
 
     ``record(rng, number)`` records round ``number``; ``states(round, rng, left)``
     picks at most ``left`` of its states. A state that breaks a rule is recorded
@@ -452,16 +454,20 @@ async def check_rounds(
     """
     rng = random.Random(h.seed)
     checked, number, ops = 0, 0, 0
-    while checked < budget:
+    while checked < budget and not (checked and h.slice.spent()):
         rnd = await record(rng, number)
         ops += len(rnd.plan.ops)
         for spec in states(rnd, rng, budget - checked):
+            if checked and h.slice.spent():
+                break
             try:
                 await check_state(h, rnd, spec, rule_id)
             except RuleViolation as violation:
                 h.record(violation)
             checked += 1
         number += 1
+    if checked < budget:
+        h.slice.stopped(f"checked {checked} of {budget} crash states")
     h.explored = Explored(rounds=0, complete=True)
     return checked, number, ops
 
