@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import bdb
 import contextlib
 import functools
 import hashlib
@@ -37,6 +38,7 @@ from ..engines.violations import RuleViolation, expect
 
 __all__ = [
     "MODEL_OBSERVED",
+    "SliceSpent",
     "Snapshot",
     "append_five",
     "changed_files",
@@ -138,8 +140,7 @@ def run_property(
     @property_settings(h)
     @given(strategy)
     @rejecting_tolerated
-    @_passes_unrun
-    @within_slice(h, _left_out_property)
+    @within_slice(h)
     def test(value: T) -> None:
         async def one() -> None:
             cp = await h.open(h.new_store())
@@ -173,7 +174,7 @@ def explore_runs(h: Harness, run_once: Callable[[], None], examples: int) -> Non
     h.slice.examples_per_round = examples
 
     def one_round() -> None:
-        with h.slice.hypothesis_round():
+        with h.slice.hypothesis_round(), contextlib.suppress(SliceSpent):
             run_once()
 
     rounds = h.profile.exploration_rounds
@@ -182,12 +183,18 @@ def explore_runs(h: Harness, run_once: Callable[[], None], examples: int) -> Non
         h.slice.stopped(f"explored {h.explored.rounds} of up to {rounds} rounds")
 
 
-def within_slice(
-    h: Harness, leave_out: Callable[[], None]
-) -> Callable[[Callable[P, R]], Callable[P, R]]:
+class SliceSpent(bdb.BdbQuit):
+    """Raised by a Hypothesis example that starts after its check's slice of the time
+    budget is spent, to end the run there (`within_slice`). Hypothesis hands a
+    `bdb.BdbQuit` (a debugger's "quit") straight back, as it does a KeyboardInterrupt:
+    not a failure, nothing shrunk, nothing recorded, so the examples it ran before
+    stay as consistent as if the run had ended at its count of examples."""
+
+
+def within_slice(h: Harness) -> Callable[[Callable[P, R]], Callable[P, R]]:
     """A Hypothesis example (a property's body, a state machine's factory) that, once
-    ``h``'s slice of the time budget is spent (`Slice.admits_example`), calls
-    ``leave_out`` instead of reaching the backend, and that tells the slice when it
+    ``h``'s slice of the time budget is spent (`Slice.admits_example`), ends the run
+    (`SliceSpent`) instead of reaching the backend, and that tells the slice when it
     fails, so that the failure's shrinking and final replay run whatever the time."""
 
     def decorate(example: Callable[P, R]) -> Callable[P, R]:
@@ -196,7 +203,7 @@ def within_slice(
             if h.replay is None and not h.slice.admits_example(
                 final_replay=current_build_context().is_final
             ):
-                leave_out()
+                raise SliceSpent
             try:
                 return example(*args, **kwargs)
             except UnsatisfiedAssumption:
@@ -209,34 +216,6 @@ def within_slice(
         return run
 
     return decorate
-
-
-class _LeftOut(Exception):
-    """A property example after the slice's end, which `_passes_unrun` turns into a pass."""
-
-
-def _left_out_property() -> None:
-    raise _LeftOut
-
-
-def _passes_unrun(body: Callable[[T], None]) -> Callable[[T], None]:
-    """``body`` (a property example), passing without running once the slice is spent:
-    its value is drawn already, so Hypothesis sees the same draws end the same way, and
-    its count of examples is reached at the cost of drawing them."""
-
-    @functools.wraps(body)
-    def run(value: T) -> None:
-        with contextlib.suppress(_LeftOut):
-            body(value)
-
-    return run
-
-
-def _left_out_machine() -> None:
-    """End a state machine's example before its first draw, as if out of data: an end
-    Hypothesis does not hold against the example's prefix (a pass or a rejection there
-    would contradict runs that went on drawing from it), so the run stays consistent."""
-    current_build_context().data.mark_overrun()
 
 
 def _reproduction(h: Harness) -> Reproduction | None:
@@ -338,7 +317,7 @@ def run_machine(
     # Hypothesis takes any factory of machines, though it annotates a class.
     factory = cast(
         "type[RuleBasedStateMachine]",
-        replayable(within_slice(h, _left_out_machine)(make), h.seed, _reproduction(h)),
+        replayable(within_slice(h)(make), h.seed, _reproduction(h)),
     )
     configured = kit_settings(
         max_examples=examples,

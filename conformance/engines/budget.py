@@ -16,10 +16,11 @@ its profile allows within its 6.0 s slice"). Where the count is reached first,
 nothing changes and the report says nothing.
 
 A Hypothesis run cut short stays a pass: once the slice is spent its examples are
-left out before they reach the backend (`Slice.admits_example`; see
-`checkpointspec.conformance.checks._support.within_slice`), which costs Hypothesis
-a draw and the backend nothing; a failure found before that is shrunk and reported
-in full, since the examples of a round that has failed are always admitted.
+not started (`Slice.admits_example`): the first example after the slice's end
+ends the Hypothesis run instead of reaching the backend
+(`checkpointspec.conformance.checks._support.within_slice`); a failure found
+before that is shrunk and reported in full, since the examples of a round that has
+failed are always admitted.
 """
 
 from __future__ import annotations

@@ -62,6 +62,7 @@ from ...backends.registry import BackendLoadError, parse_options
 from ...reference import cli as operator
 from ...spec import RULES
 from ..checks.base import Check
+from ..engines.budget import budget_option, format_seconds
 from ..engines.profiles import DEFAULT_PROFILE, PROFILES
 from ..engines.replay import ReproduceError, Reproduction, parse_reproduction
 from ..engines.run import KitRun, OutputName, ReportOutputs
@@ -70,7 +71,6 @@ from ..running.compare import compare_reports, render_comparison
 from ..running.failures import panel_body
 from ..running.levels import describe_levels, level_of_rule
 from ..running.merge import MergeError, load_report, merge_reports
-from ..engines.budget import budget_option, format_seconds
 from ..running.plan import RunSettingError, parse_shard, plan_run
 from ..running.registry import DEFAULT_SUITE, SUITES, UnknownRuleError, check_rule_id
 from ..running.report import (
