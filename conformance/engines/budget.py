@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -78,11 +79,12 @@ _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0}
 _BUDGET = re.compile(r"(?P<number>\d+(?:\.\d+)?)\s*(?P<unit>[smh]?)")
 
 
-def parse_budget(text: str) -> float | None:
-    """Seconds from ``90s``, ``90``, ``2m``, ``1.5h``; None from ``none`` (no budget: the
-    profile's counts alone bound the run). Raises `ValueError` saying what is accepted."""
+def parse_budget(text: str) -> float:
+    """Seconds from ``90s``, ``90``, ``2m``, ``1.5h``; infinity from ``none`` (no limit:
+    the profile's counts alone bound the run). Raises `ValueError` saying what is
+    accepted."""
     if text.strip().lower() == "none":
-        return None
+        return math.inf
     matched = _BUDGET.fullmatch(text.strip().lower())
     if matched is None or float(matched["number"]) <= 0:
         raise ValueError(
@@ -91,7 +93,7 @@ def parse_budget(text: str) -> float | None:
     return float(matched["number"]) * _UNITS[matched["unit"]]
 
 
-def budget_option(text: str) -> float | None:
+def budget_option(text: str) -> float:
     """`parse_budget` for a command-line option (the CLI's ``--budget``, the pytest
     plugin's ``--checkpointer-budget``): its error is the option's usage error."""
     try:

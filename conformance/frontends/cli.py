@@ -194,7 +194,6 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--budget",
         type=budget_option,
-        default="profile",
         metavar="TIME",
         help="wall-clock time the run may take, e.g. 90s, 2m or 1h, or none (default: the "
         "profile's: "

@@ -124,7 +124,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--checkpointer-budget",
         type=budget_option,
-        default="profile",
         metavar="TIME",
         help="wall-clock time the kit's checks may take, e.g. 90s or 2m, or none "
         "(default: the profile's)",

@@ -14,6 +14,7 @@ which one, so that each front end can name it by its own flag.
 from __future__ import annotations
 
 import asyncio
+import math
 import random
 import shutil
 import tempfile
@@ -171,7 +172,7 @@ def plan_run(
     reproduction: Reproduction | None = None,
     outputs: ReportOutputs | None = None,
     shard: tuple[int, int] | None = None,
-    budget: float | Literal["profile"] | None = "profile",
+    budget: float | None = None,
 ) -> KitRun:
     """The run of the kit against ``backend_name`` (a built-in name or ``module:function``),
         or with ``process`` (and no name) against a backend in another process that speaks
@@ -185,8 +186,8 @@ def plan_run(
         failing example of the one selected check (``--reproduce``); ``outputs`` are the
     files the verdict is written to when the run ends; ``shard`` ``(K, N)`` runs the K-th
     of N slices of the selection (`shard_of`). ``budget`` is the seconds the run may
-    take (``--budget``; None: no limit but the profile's counts), by default the
-    profile's ``budget_seconds``. With no ``seed`` one
+    take (``--budget``; infinity: no limit but the profile's counts), by default
+    (None) the profile's ``budget_seconds``. With no ``seed`` one
         is drawn; with ``workers > 1`` that many checks run at once, in processes of their own.
 
         Raises `RunSettingError` (a `BackendLoadError`) for a usage error: an output file
@@ -228,10 +229,16 @@ def plan_run(
         reproduction=reproduction,
         outputs=outputs,
         shard=shard,
-        budget=chosen.budget_seconds if budget == "profile" else budget,
+        budget=_budget(chosen, budget),
     )
     _check_selection(run)
     return run
+
+
+def _budget(profile: Profile, asked: float | None) -> float | None:
+    """The run's budget: the one asked for, else the profile's; None for no limit."""
+    budget = profile.budget_seconds if asked is None else asked
+    return None if budget is None or math.isinf(budget) else budget
 
 
 def _backend(
