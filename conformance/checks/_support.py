@@ -185,8 +185,8 @@ def explore_runs(h: Harness, run_once: Callable[[], None], examples: int) -> Non
 
 class SliceSpent(bdb.BdbQuit):
     """Raised by a Hypothesis example that starts after its check's slice of the time
-    budget is spent, to end the run there (`within_slice`). Hypothesis hands a
-    `bdb.BdbQuit` (a debugger's "quit") straight back, as it does a KeyboardInterrupt:
+    budget is spent, to end the run there (`within_slice`). Hypothesis (6.170.24 on)
+    hands a `bdb.BdbQuit` (a debugger's "quit") straight back, as it does a KeyboardInterrupt:
     not a failure, nothing shrunk, nothing recorded, so the examples it ran before
     stay as consistent as if the run had ended at its count of examples."""
 
