@@ -5,7 +5,7 @@ is shared out as the checks start, not all at once: when a check starts it gets
 the time the run has left (times the number of worker processes) in proportion to
 its kind's weight (`checkpointspec.conformance.engines.budget.KIND_WEIGHTS`) over the
 weights of the checks not yet started, itself included, and at least
-`SLICE_FLOOR`. A check that ends early leaves its time to the ones after it; a slow
+`SLICE_FLOOR`; a kind in `UNCUT_KINDS` runs its counts, unlimited. A check that ends early leaves its time to the ones after it; a slow
 backend's single scenarios eat into what the repeating checks get, which then
 thin out their search and say so. A check the backend's declarations skip weighs
 nothing. The CLI's runner and the pytest plugin plan the same way.
@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from ..checks.base import Check
-from ..engines.budget import KIND_WEIGHTS, SLICE_FLOOR
+from ..engines.budget import KIND_WEIGHTS, SLICE_FLOOR, UNCUT_KINDS
 from ..engines.run import KitRun
 from .plan import skip_reason
 
@@ -42,9 +42,13 @@ class BudgetPlan:
         """The slice each check was given, by name (a re-check of it gets the same)."""
 
     def slice_for(self, check: Check) -> float | None:
-        """Seconds ``check``, starting now, may spend (None without a budget). A check
-        asked for again (a re-check) gets its first slice; one outside the plan the floor."""
+        """Seconds ``check``, starting now, may spend (None without a budget, and for a
+        kind in `UNCUT_KINDS`). A check asked for again (a re-check) gets its first
+        slice; one outside the plan the floor."""
         if self._budget is None:
+            return None
+        if check.kind in UNCUT_KINDS:
+            self._waiting.pop(check.name, None)
             return None
         if check.name in self.given:
             return self.given[check.name]

@@ -100,6 +100,12 @@ def test_slices_follow_the_kinds_weights_and_skipped_checks_weigh_nothing() -> N
     assert plan.slice_for(model) == first  # a re-check gets the slice it had
 
 
+def test_the_commanded_machine_runs_its_counts_whatever_the_budget() -> None:
+    run = plan_run("file", profile="quick", seed=1, budget=1.0)
+    commanded = CHECKS_BY_NAME["KILL-001::commanded_workers"]
+    assert BudgetPlan(run, [commanded]).slice_for(commanded) is None
+
+
 def test_a_check_started_when_the_budget_is_spent_gets_the_floor() -> None:
     run = plan_run("memory", profile="quick", seed=1, budget=1.0)
     ticks = iter([0.0, 5.0])
