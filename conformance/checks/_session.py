@@ -60,10 +60,31 @@ RESERVED = ".checkpointspec"
 async def append_log(
     cp: Checkpointer, session_id: str, events: Sequence[SessionEvent]
 ) -> list[StoredEvent]:
-    """Append ``events`` as one batch and return the session's whole log as read back."""
+    """Append ``events`` as one batch and return the session's whole log as read back.
+
+    Raises `RuleViolation` when the log read back does not have seqs from 1 on
+    (SEQ-001) or does not end with the batch (EVENT-001): the layer cannot be
+    judged on a log the backend did not keep, and the check's oracle would
+    disagree with its own example.
+    """
     if events:
         await cp.append(session_id, list(events))
-    return await read_all(cp, session_id)
+    log = await read_all(cp, session_id)
+    seqs = [stored.seq for stored in log]
+    if seqs != list(range(1, len(log) + 1)) or len(log) < len(events):
+        raise RuleViolation(
+            "SEQ-001",
+            f"session {session_id!r} reads back with seqs {seqs} after a batch of "
+            f"{len(events)} events was appended to it",
+        )
+    for stored, event in zip(log[len(log) - len(events) :], events, strict=True):
+        if stored.event != event or stored.session_id != session_id:
+            raise RuleViolation(
+                "EVENT-001",
+                f"session {session_id!r} reads back {stored.event!r} as seq {stored.seq} "
+                f"of session {stored.session_id!r}; appended {event!r}",
+            )
+    return log
 
 
 def events_of(log: Sequence[StoredEvent]) -> list[tuple[int, SessionEvent]]:

@@ -48,6 +48,7 @@ __all__ = [
     "explore_runs",
     "fingerprint",
     "hooks_of",
+    "listed_mtime",
     "opened_workers",
     "property_settings",
     "run_machine",
@@ -82,6 +83,23 @@ async def snapshot(cp: Checkpointer, session_ids: Iterable[str] = ()) -> Snapsho
     for sid in sorted(set(listed) | set(session_ids)):
         logs[sid] = tuple((s.seq, s.event) for s in await read_all(cp, sid))
     return listed, logs
+
+
+async def listed_mtime(cp: Checkpointer, session_id: str, after: str) -> float:
+    """The mtime ``list_sessions`` gives ``session_id``, which ``after`` left existing.
+
+    Raises `RuleViolation` (LIST-001) when the session is not listed: a session
+    appended to and not deleted is listed, even with no events left.
+    """
+    listed = await cp.list_sessions()
+    for info in listed:
+        if info.id == session_id:
+            return info.mtime
+    raise RuleViolation(
+        "LIST-001",
+        f"{session_id!r} is not listed after {after}; list_sessions shows "
+        f"{[info.id for info in listed]}",
+    )
 
 
 async def unchanged(cp: Checkpointer, before: Snapshot, rule_id: str, call: str) -> None:

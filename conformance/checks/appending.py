@@ -16,7 +16,14 @@ from ...spec import (
 )
 from ..engines.harness import Harness, read_all
 from ..engines.outcomes import Err, Ok, run_backend
-from ._support import check_whole_batches, expect, expect_error, snapshot, unchanged
+from ._support import (
+    check_whole_batches,
+    expect,
+    expect_error,
+    listed_mtime,
+    snapshot,
+    unchanged,
+)
 from .base import check
 
 __all__ = ["CHECKS"]
@@ -39,7 +46,7 @@ async def empty_append_writes_nothing(h: Harness) -> None:
             "new" not in listed, "APPEND-001", f"empty append created a session: listed {listed}"
         )
     await cp.append("s", [h.prompt("a"), h.prompt("b")])
-    mtime = {i.id: i.mtime for i in await cp.list_sessions()}["s"] if listing else 0.0
+    mtime = await listed_mtime(cp, "s", "appending to it") if listing else 0.0
     expect(
         await cp.append("s", []) == 2,
         "APPEND-001",
@@ -60,7 +67,7 @@ async def empty_append_writes_nothing(h: Harness) -> None:
         error.actual == 2, "APPEND-001", f"conflict reported actual={error.actual}; the head is 2"
     )
     if listing:
-        after = {i.id: i.mtime for i in await cp.list_sessions()}["s"]
+        after = await listed_mtime(cp, "s", "empty appends to it")
         expect(after == mtime, "APPEND-001", f"empty append changed mtime {mtime} -> {after}")
 
 

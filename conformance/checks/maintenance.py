@@ -27,7 +27,14 @@ from ...spec import (
 )
 from ..engines.harness import Harness, read_all
 from ..engines.outcomes import Err, run_backend
-from ..engines.processes.client import UNSENT, Failed, Ok, WorkerClient, marker_prompts
+from ..engines.processes.client import (
+    UNSENT,
+    Failed,
+    Ok,
+    WorkerClient,
+    WorkerHung,
+    marker_prompts,
+)
 from ..engines.violations import RuleViolation, expect
 from ._support import append_five, opened_workers, snapshot, unchanged
 from .base import check
@@ -278,8 +285,13 @@ def _append(marker: str) -> Append:
 async def _worker_call(
     worker: WorkerClient, request: AcquireMaintenance | ReleaseMaintenance | Append, what: str
 ) -> Ok | Failed:
-    """One request's final reply; anything else fails MAINT-004 (the kit's worker answers these)."""
-    reply = await worker.call(request)
+    """One request's final reply; anything else fails MAINT-004 (the kit's worker answers
+    these), and so does no reply in time: a write to a held session is refused, not
+    made to wait, and nothing else here waits."""
+    try:
+        reply = await worker.call(request)
+    except WorkerHung as hung:
+        raise RuleViolation("MAINT-004", f"the worker did not answer {what}: {hung}") from None
     if not isinstance(reply, Ok | Failed):
         raise RuleViolation("MAINT-004", f"the worker answered {what} with {reply}")
     return reply

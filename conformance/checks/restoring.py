@@ -97,7 +97,20 @@ class Edited:
         await cp.append(sid, [AssistantMessage("done")])
         self.prompts.append(await cp.append(sid, [UserPrompt("three")]))
         await tool(lambda t: ws.write("a.txt", b"a3", tool_call_id=t))
+        await self._check_prompt_heads(cp)
         return ws
+
+    async def _check_prompt_heads(self, cp: Checkpointer) -> None:
+        """The heads append returned for the prompts are their seqs in the log (SEQ-003):
+        the check restores to them."""
+        log = await read_all(cp, self.session_id)
+        in_log = [stored.seq for stored in log if isinstance(stored.event, UserPrompt)]
+        if in_log != self.prompts:
+            raise RuleViolation(
+                "SEQ-003",
+                f"append returned the heads {self.prompts} for the prompts of session "
+                f"{self.session_id!r}, which reads them back at seqs {in_log}",
+            )
 
 
 async def _expect_refusal(
@@ -138,6 +151,16 @@ async def _expect_refusal(
         events_of(await read_all(cp, session_id)),
         events_of(log_after if log_after is not None else log),
     )
+
+
+def _expect_prompt_at(log: list[StoredEvent], seq: int, session_id: str) -> None:
+    """The head append returned for a prompt, ``seq``, is a prompt's seq in ``log`` (SEQ-003)."""
+    if not any(s.seq == seq and isinstance(s.event, UserPrompt) for s in log):
+        raise RuleViolation(
+            "SEQ-003",
+            f"append returned the head {seq} for a prompt of session {session_id!r}, "
+            "which holds no prompt at that seq",
+        )
 
 
 def _oracle_refusal(
@@ -253,6 +276,7 @@ async def everything_is_preflighted(h: Harness) -> None:
         await prepare(edited)
         seq = edited.prompts[1]
         log = await read_all(cp, edited.session_id)
+        _expect_prompt_at(log, seq, edited.session_id)
         current = files_under(edited.root) if with_workspace else None
         expected = _oracle_refusal(edited.session_id, log, seq, current)
         assert expected.reason_code is reason, expected

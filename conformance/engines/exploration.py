@@ -51,6 +51,7 @@ __all__ = [
     "rule",
     "tolerated_violation",
     "tolerating",
+    "violation_in",
 ]
 
 P = ParamSpec("P")
@@ -87,12 +88,14 @@ class Found(msgspec.Struct, frozen=True):
     raised: BaseException
 
 
-def _violation_in(exc: BaseException) -> RuleViolation | None:
+def violation_in(exc: BaseException) -> RuleViolation | None:
+    """``exc`` if it is a violation, or the first violation in it if it is a group
+    (Hypothesis' FlakyFailure); None otherwise."""
     if isinstance(exc, RuleViolation):
         return exc
     if isinstance(exc, BaseExceptionGroup):
         for inner in exc.exceptions:
-            found = _violation_in(inner)
+            found = violation_in(inner)
             if found is not None:
                 return found
     return None
@@ -132,7 +135,7 @@ def explore(
             with tolerating(seen):
                 run_round()
         except Exception as exc:
-            violation = _violation_in(exc)
+            violation = violation_in(exc)
             if violation is None:
                 raise
             if violation.rule_id in seen:

@@ -85,9 +85,14 @@ def run_model(call: Callable[[], T]) -> Ok[T] | Err:
 
 
 async def run_backend(call: Callable[[], Awaitable[T]]) -> Ok[T] | Err:
-    """The backend's outcome: a value or whatever it raised (anything but cancellation)."""
+    """The backend's outcome: a value or whatever it raised (anything but cancellation).
+
+    A `RuleViolation` is the kit's verdict on an answer (`check_answer`), not an
+    outcome to compare: it propagates."""
     try:
         return Ok(await call())
+    except RuleViolation:
+        raise
     except Exception as exc:
         return Err(exc)
 

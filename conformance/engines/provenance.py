@@ -8,7 +8,11 @@ the note: an exception the backend raised is evidence about the backend, and
 anything else that escapes a check is an error of the kit itself.
 
 Only the note is added. Arguments, values, exceptions and their types pass
-through as they are, so a check that expects an error still catches it. The
+through as they are, so a check that expects an error still catches it; an
+answer of a type the contract does not allow (None where a head is due, a read
+yielding something that is no `StoredEvent`) becomes a `RuleViolation` of the
+rule that defines the answer (`checkpointspec.conformance.engines.answers`), so
+that no check trips over it with an error of its own. The
 backend class's other public members (``generation``, the `StoreHooks` and
 `FaultInjectable` methods, ``on_filesystem`` ...) are forwarded too, and are
 defined on the wrapper's class so that runtime protocol checks see them; a
@@ -33,6 +37,7 @@ from ...spec import (
     SessionInfo,
     StoredEvent,
 )
+from .answers import check_answer, check_read_item
 
 __all__ = ["BackendHandle", "backend_operation", "blame_backend", "open_checkpointer"]
 
@@ -69,12 +74,15 @@ class _BackendIterator(AsyncIterator[T]):
         try:
             if self._iterator is None:
                 self._iterator = aiter(self._source)
-            return await anext(self._iterator)
+            item = await anext(self._iterator)
         except StopAsyncIteration:
             raise
         except Exception as exc:
             blame_backend(exc, self._operation)
             raise
+        if self._operation == "read":
+            check_read_item(item)
+        return item
 
     async def aclose(self) -> None:
         close = getattr(self._iterator or self._source, "aclose", None)
@@ -121,6 +129,7 @@ class BackendHandle:
             return self._settle(operation, result)
         if isinstance(result, AsyncIterator):
             return _BackendIterator(result, operation)
+        check_answer(operation, result)
         return self._handle_or(result)
 
     async def _settle(self, operation: str, awaitable: Awaitable[object]) -> object:
@@ -129,6 +138,7 @@ class BackendHandle:
         except Exception as exc:
             blame_backend(exc, operation)
             raise
+        check_answer(operation, result)
         return self._handle_or(result)
 
     def _handle_or(self, result: object) -> object:

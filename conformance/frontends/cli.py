@@ -71,7 +71,7 @@ from ..running.compare import compare_reports, render_comparison
 from ..running.failures import panel_body
 from ..running.levels import describe_levels, level_of_rule
 from ..running.merge import MergeError, load_report, merge_reports
-from ..running.plan import RunSettingError, parse_shard, plan_run
+from ..running.plan import RunSettingError, check_outputs, parse_shard, plan_run
 from ..running.registry import DEFAULT_SUITE, SUITES, UnknownRuleError, check_rule_id
 from ..running.report import (
     EXIT_FAILED,
@@ -82,7 +82,6 @@ from ..running.report import (
     KitReport,
     to_json,
     to_junit,
-    unwritable,
 )
 from ..running.runner import RunListener, run_kit
 from .badge import badge_for, render_badge
@@ -494,9 +493,7 @@ def _planned_run(args: argparse.Namespace) -> KitRun:
         suite=args.suite,
         session_layer=args.session_layer,
         reproduction=args.reproduce,
-        outputs=ReportOutputs(
-            report=args.report, junit=args.junit, badge=args.badge, summary=args.summary
-        ),
+        outputs=_outputs(args),
         shard=args.shard,
         budget=args.budget,
     )
@@ -566,17 +563,22 @@ def _roots_line(report: KitReport) -> str:
     return f"fix first: {'; '.join(parts)}"
 
 
-def _merge(args: argparse.Namespace, console: Console) -> int:
-    """``checkpointspec merge``: the shards' reports as one, printed and written like a run's."""
-    outputs = ReportOutputs(
+def _outputs(args: argparse.Namespace) -> ReportOutputs:
+    """The output files ``run`` and ``merge`` were asked to write."""
+    return ReportOutputs(
         report=args.report, junit=args.junit, badge=args.badge, summary=args.summary
     )
-    for name, path in outputs.named().items():
-        if (problem := unwritable(path)) is not None:
-            _error(f"--{name}: {problem}")
-            return EXIT_USAGE
+
+
+def _merge(args: argparse.Namespace, console: Console) -> int:
+    """``checkpointspec merge``: the shards' reports as one, printed and written like a run's."""
+    outputs = _outputs(args)
     try:
+        check_outputs(outputs)
         report = merge_reports([load_report(Path(p)) for p in args.reports])
+    except RunSettingError as exc:
+        _error(f"--{exc.setting}: {exc}")
+        return EXIT_USAGE
     except MergeError as exc:
         _error(str(exc))
         return EXIT_USAGE

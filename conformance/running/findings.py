@@ -12,7 +12,7 @@ from __future__ import annotations
 import msgspec
 
 from ..checks.base import Check
-from ..engines.exploration import Found
+from ..engines.exploration import Found, violation_in
 from ..engines.harness import Harness
 from ..engines.replay import reproduction_of
 from ..engines.run import KitRun
@@ -22,13 +22,6 @@ from .registry import is_session_check
 from .report import CheckResult, Finding
 
 __all__ = ["with_findings"]
-
-
-def _violation_in(exc: BaseException) -> RuleViolation | None:
-    """The violation ``exc`` is, or the first in it if it is a group (Hypothesis' Flaky)."""
-    if isinstance(exc, BaseExceptionGroup):
-        return next(filter(None, (_violation_in(e) for e in exc.exceptions)), None)
-    return exc if isinstance(exc, RuleViolation) else None
 
 
 def _finding_of(found: Found, check: Check, run: KitRun) -> list[Finding]:
@@ -74,7 +67,7 @@ def with_findings(
     """``result`` with every finding of the check: those it recorded and explored past
     (`Harness.findings`), then the one it ended on (``raised``), if it failed. A check
     that recorded any is ``failed``, whatever its last round did: the evidence stands."""
-    violation = _violation_in(raised) if raised is not None else None
+    violation = violation_in(raised) if raised is not None else None
     explored = harness.explored if harness is not None else None
     if explored is not None:
         result = msgspec.structs.replace(
@@ -100,11 +93,10 @@ def with_findings(
         else []
     )
     ended = ended_finding + [g for f in ended_finding for g in _same_evidence(f, violation)]
-    findings = tuple(
-        f
-        for n, f in enumerate(recorded + ended)
-        if all(f.rule != g.rule for g in (recorded + ended)[:n])
-    )
+    first_per_rule: dict[str, Finding] = {}
+    for finding in recorded + ended:
+        first_per_rule.setdefault(finding.rule, finding)
+    findings = tuple(first_per_rule.values())
     if not findings:
         return result
     first = findings[0]

@@ -16,9 +16,9 @@ from pathlib import Path
 import msgspec
 
 from .levels import judge_levels
-from .registry import SUITES, rules_of_suite
-from .report import REPORT_SCHEMA_VERSION, KitReport, exit_status_for, summarise_rules
-from .roots import rooted, table_order
+from .registry import SUITES
+from .report import REPORT_SCHEMA_VERSION, KitReport, exit_status_for
+from .roots import judge
 
 __all__ = ["MergeError", "load_report", "merge_reports"]
 
@@ -76,16 +76,8 @@ def merge_reports(reports: Sequence[KitReport]) -> KitReport:
     ordered = sorted(
         checks, key=lambda c: suite_checks.index(c.name) if c.name in suite_checks else len(names)
     )
-    marked, findings, roots, follows = rooted(ordered, {})
-    rules = summarise_rules(
-        marked,
-        first.capabilities,
-        first.expected_failures,
-        narrowed=set(names) != set(suite_checks),
-        rule_ids=rules_of_suite(suite) | {f.rule for f in findings},
-    )
-    rules = table_order(
-        tuple(msgspec.structs.replace(r, follows_from=follows.get(r.id)) for r in rules), roots
+    marked, findings, roots, rules = judge(
+        ordered, {}, suite, first.capabilities, first.expected_failures
     )
     return msgspec.structs.replace(
         first,

@@ -49,6 +49,7 @@ __all__ = [
     "ReproduceNeedsOneCheck",
     "RunSettingError",
     "Setting",
+    "check_outputs",
     "parse_shard",
     "plan_run",
     "probe_backend",
@@ -198,9 +199,7 @@ def plan_run(
         selection of other than one check (`ReproduceNeedsOneCheck`).
     """
     outputs = outputs or ReportOutputs()
-    for name, path in outputs.named().items():
-        if (problem := unwritable(path)) is not None:
-            raise RunSettingError(name, problem)
+    check_outputs(outputs)
     if suite not in SUITES:
         raise RunSettingError("suite", f"unknown suite {suite!r}: use one of {', '.join(SUITES)}")
     backend, process_options = _backend(backend_name, process, validate_protocol)
@@ -239,6 +238,13 @@ def _budget(profile: Profile, asked: float | None) -> float | None:
     """The run's budget: the one asked for, else the profile's; None for no limit."""
     budget = profile.budget_seconds if asked is None else asked
     return None if budget is None or math.isinf(budget) else budget
+
+
+def check_outputs(outputs: ReportOutputs) -> None:
+    """Raise `RunSettingError` naming the first output file that cannot be written."""
+    for name, path in outputs.named().items():
+        if (problem := unwritable(path)) is not None:
+            raise RunSettingError(name, problem)
 
 
 def _backend(

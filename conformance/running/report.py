@@ -395,7 +395,12 @@ def exit_status_for(rules: Iterable[RuleResult], checks: Iterable[CheckResult] =
     went wrong. A kit error outranks a pass: a run that could not finish a check
     has not shown the backend conforms.
     """
+    rules, checks = list(rules), list(checks)
     if any(r.status in ("failed", "xpassed") for r in rules):
+        return EXIT_FAILED
+    # A session check can prove a storage rule broken, which a session run does not report.
+    reported = {r.id for r in rules}
+    if any(c.status == "failed" and c.violated_rule not in reported for c in checks):
         return EXIT_FAILED
     if any(c.status == "error" for c in checks):
         return EXIT_KIT_ERROR

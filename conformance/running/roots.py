@@ -35,11 +35,19 @@ import msgspec
 
 from ...spec import RULES, RULES_BY_ID, Capability
 from ..checks.base import Check
-from ..engines.run import KitRun
-from .registry import CHECKS_BY_NAME
-from .report import CheckResult, Finding, RuleResult
+from ..engines.run import KitRun, Suite
+from .registry import CHECKS_BY_NAME, SUITES, rules_of_suite
+from .report import CheckResult, Finding, RuleResult, summarise_rules
 
-__all__ = ["MAX_RECHECKS", "Derivation", "derive_roots", "rooted", "table_order"]
+__all__ = [
+    "MAX_RECHECKS",
+    "Derivation",
+    "Verdict",
+    "derive_roots",
+    "judge",
+    "rooted",
+    "table_order",
+]
 
 MAX_RECHECKS = 16
 """Re-checks one run spends on rooting at most; a finding not reached stays a root."""
@@ -69,10 +77,12 @@ def _by_capability(run: KitRun, check: Check, rule: str, root: str) -> Capabilit
     return None
 
 
-def _left_out(run: KitRun, check: Check, rule: str, root: str) -> tuple[KitRun, str]:
-    """``run`` with ``root``'s defect left out for re-checking ``rule`` in ``check``, and
-    how it was left out, for the report."""
-    capability = _by_capability(run, check, rule, root)
+def _left_out(
+    run: KitRun, check: Check, rule: str, root: str, capability: Capability | None
+) -> tuple[KitRun, str]:
+    """``run`` with ``root``'s defect left out for re-checking ``rule`` in ``check`` (its
+    operation's ``capability`` undeclared, or else ``root`` tolerated), and how, for the
+    report."""
     if capability is not None:
         probe = msgspec.structs.replace(
             run.probe, capabilities=run.probe.capabilities - {capability}
@@ -114,39 +124,31 @@ def derive_roots(
     if len(candidates) < 2:
         return {}
     derived: dict[tuple[str, str], Derivation] = {}
+    by_name = {r.name: r for r in results}
     spent = 0
     for check_name, rule in findings:
         check = CHECKS_BY_NAME.get(check_name)
         if check is None:
             continue
+        ran = by_name[check_name]
         # Exploration made every finding of one check its own departure from the model
-        # (`checkpointspec.conformance.engines.exploration`): a rule this check found
-        # too is no root of another of its findings.
-        own = {f.rule for r in results if r.name == check_name for f in r.findings}
+        # (`checkpointspec.conformance.engines.exploration`): tolerating a rule this check
+        # found too tells nothing new, so only leaving its operation out may re-check it.
+        own = {f.rule for f in ran.findings}
         for root in candidates:
-            if root in own or spent >= MAX_RECHECKS or time.monotonic() > deadline:
+            if root == rule or spent >= MAX_RECHECKS or time.monotonic() > deadline:
                 continue
-            if not _can_recheck(run, check, rule, root, results):
+            capability = _by_capability(run, check, rule, root)
+            # Tolerance re-checks only a check whose Hypothesis runs tolerate rules.
+            if capability is None and (root in own or ran.rounds == 0):
                 continue
-            variant, how = _left_out(run, check, rule, root)
+            variant, how = _left_out(run, check, rule, root, capability)
             spent += 1
             again = recheck(check, variant)
             if again.status in ("passed", "failed") and rule not in _found(again):
                 derived[(check_name, rule)] = Derivation(root, how)
                 break
     return _without_cycles(derived)
-
-
-def _can_recheck(
-    run: KitRun, check: Check, rule: str, root: str, results: Sequence[CheckResult]
-) -> bool:
-    """Whether re-checking ``rule`` in ``check`` with ``root`` left out can tell anything:
-    by capability (`_by_capability`), or by tolerance for a check whose Hypothesis run
-    tolerates rules (it reported exploration rounds)."""
-    if _by_capability(run, check, rule, root) is not None:
-        return True
-    ran = next((r for r in results if r.name == check.name), None)
-    return ran is not None and ran.rounds > 0
 
 
 def _without_cycles(
@@ -229,3 +231,36 @@ def table_order(rules: Sequence[RuleResult], roots: Sequence[str]) -> tuple[Rule
         return (1 if rule.follows_from is not None else 2, 0)
 
     return tuple(sorted(rules, key=place))
+
+
+class Verdict(NamedTuple):
+    """What a run's check results come to: the results with their findings placed, every
+    finding (roots first), the root rules, and the rules' verdicts in table order."""
+
+    checks: tuple[CheckResult, ...]
+    findings: tuple[Finding, ...]
+    roots: tuple[str, ...]
+    rules: tuple[RuleResult, ...]
+
+
+def judge(
+    results: Sequence[CheckResult],
+    derived: Mapping[tuple[str, str], Derivation],
+    suite: Suite,
+    capabilities: Sequence[str],
+    expected_failures: Mapping[str, str],
+) -> Verdict:
+    """The `Verdict` of ``results`` of a run of ``suite``: a run's report and the merge of
+    its shards' reports are both this. The run is narrowed when ``results`` are not all
+    of the suite's checks. A check may prove a rule of the other suite broken (a session
+    check meeting a storage violation): that verdict is listed too, never dropped."""
+    marked, findings, roots, follows = rooted(results, derived)
+    rules = summarise_rules(
+        marked,
+        capabilities,
+        expected_failures,
+        narrowed={r.name for r in marked} != {c.name for c in SUITES[suite]},
+        rule_ids=rules_of_suite(suite) | {f.rule for f in findings},
+    )
+    placed = tuple(msgspec.structs.replace(r, follows_from=follows.get(r.id)) for r in rules)
+    return Verdict(marked, findings, roots, table_order(placed, roots))

@@ -78,15 +78,14 @@ from .failures import backend_frames, full_traceback, hypothesis_lines, raised_a
 from .findings import with_findings
 from .levels import judge_levels
 from .plan import selected_checks, skip_reason
-from .registry import CHECKS_BY_NAME, SUITES, is_session_check, rules_of_suite
+from .registry import CHECKS_BY_NAME, is_session_check
 from .report import (
     REPORT_SCHEMA_VERSION,
     CheckResult,
     KitReport,
     exit_status_for,
-    summarise_rules,
 )
-from .roots import Derivation, derive_roots, rooted, table_order
+from .roots import Derivation, derive_roots, judge
 from .slices import BudgetPlan
 
 __all__ = [
@@ -469,21 +468,13 @@ def report_of(
     that ran (pytest may deselect some: the run is then narrowed, as by ``--only``),
     with the findings that follow from another rule's (``derived``, from `derive_roots`)
     marked so. The CLI's report and the pytest plugin's summary are both this."""
-    ran, findings, roots, follows = rooted(
-        [results[c.name] for c in checks if c.name in results], derived or {}
-    )
     declared = tuple(sorted(c.value for c in run.probe.capabilities))
-    rules = summarise_rules(
-        ran,
+    ran, findings, roots, rules = judge(
+        [results[c.name] for c in checks if c.name in results],
+        derived or {},
+        run.suite,
         declared,
         run.expected_failures,
-        narrowed={r.name for r in ran} != {c.name for c in SUITES[run.suite]},
-        # A check may prove a rule of the other suite broken (a session check meeting a
-        # storage violation): that verdict is listed too, never dropped.
-        rule_ids=rules_of_suite(run.suite) | {f.rule for f in findings},
-    )
-    rules = table_order(
-        tuple(msgspec.structs.replace(r, follows_from=follows.get(r.id)) for r in rules), roots
     )
     uses_session = any(is_session_check(c) for c in checks)
     return KitReport(

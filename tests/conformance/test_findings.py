@@ -182,13 +182,29 @@ def test_a_finding_still_there_when_the_other_is_left_out_is_a_root(run: KitRun)
     assert rooted(results, derived)[2] == ("APPEND-002", "TRUNC-003")
 
 
-def test_findings_of_one_check_are_never_derived_from_each_other(run: KitRun) -> None:
-    results = [_failed("SEQ-001::model_based", "ARG-001", "TRUNC-001", rounds=3)]
+def test_findings_of_one_check_are_not_rechecked_by_tolerance(run: KitRun) -> None:
+    results = [_failed("SEQ-001::model_based", "ARG-001", "SEQ-003", rounds=3)]
 
     def recheck(check: Check, variant: KitRun) -> CheckResult:
         raise AssertionError("no re-check is needed")
 
     assert derive_roots(run, results, recheck) == {}
+
+
+def test_a_finding_of_one_check_follows_from_another_when_its_operation_is_left_out(
+    run: KitRun,
+) -> None:
+    results = [_failed("SEQ-001::model_based", "DELETE-001", "ARG-001", rounds=2)]
+
+    def recheck(check: Check, variant: KitRun) -> CheckResult:
+        assert Capability.DELETE not in variant.probe.capabilities
+        assert variant.tolerated == frozenset()
+        return _passed(check.name)
+
+    derived = derive_roots(run, results, recheck)
+    assert {key: d.root for key, d in derived.items()} == {
+        ("SEQ-001::model_based", "ARG-001"): "DELETE-001"
+    }
 
 
 def test_two_rules_that_explain_each_other_both_stay_roots(run: KitRun) -> None:

@@ -150,3 +150,11 @@ def test_without_a_terminal_each_check_prints_one_line_as_it_ends(
     assert len(progress) == count
     assert progress[0].startswith(f"[1/{count}] APPEND-00")
     assert " passed in " in progress[0]
+
+
+def test_merge_refuses_an_unwritable_output_before_reading_the_reports(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "no-such-dir" / "merged.json"
+    assert main(["merge", str(tmp_path / "never-read.json"), "--report", str(missing)]) == 2
+    assert f"--report: cannot write {missing}" in capsys.readouterr().err

@@ -500,6 +500,19 @@ class HeadNeverGoesDown(Broken):
         return marks[sid]
 
 
+class FloatHead(Broken):
+    """Bug: head answers a float (``MAX(seq)`` through a driver that hands back REAL).
+
+    ``2.0 == 2`` holds, so every comparison of the head passes; a caller that
+    slices a log or formats a seq with it breaks. Kit must report HEAD-001.
+    """
+
+    violates = "HEAD-001"
+
+    def _head(self, store: MemoryStore, sid: str) -> int:
+        return float(super()._head(store, sid))  # type: ignore[return-value]
+
+
 # -- list_sessions -------------------------------------------------------------------------
 
 

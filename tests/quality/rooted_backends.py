@@ -49,6 +49,7 @@ class TruncateIgnoresExpectedHead(SqliteCheckpointer):
         *,
         expected_generation: int | None = None,
     ) -> int:
+        self._check_open("truncate")  # a closed handle says so first (CLOSE-001)
         check_truncate_arguments(session_id, to_seq, expected_head, expected_generation)
         return await super().truncate(
             session_id, to_seq, None, expected_generation=expected_generation

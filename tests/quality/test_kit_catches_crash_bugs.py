@@ -30,6 +30,7 @@ from crash_backends import (
     SqliteNormalClaimsDurable,
     SqliteOffClaimsDurable,
 )
+from helpers import first_seed_fast
 from kit_reports import describe, failed_checks, verdict
 
 pytestmark = pytest.mark.skipif(
@@ -76,7 +77,7 @@ def assert_caught(report: KitReport, rule_id: str) -> None:
     assert check.name in TRACED, text
 
 
-@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("seed", first_seed_fast([0, 1]))
 @pytest.mark.parametrize(("target", "rule_id"), CASES, ids=[t.split(":")[1] for t, _ in CASES])
 def test_a_crash_bug_is_caught_from_the_trace(target: str, rule_id: str, seed: int) -> None:
     assert_caught(run_kit(plan_run(target, profile="quick", seed=seed, only=TRACED)), rule_id)
@@ -90,6 +91,9 @@ def test_a_batch_written_in_pieces_is_caught_through_stdio() -> None:
     assert_caught(report, "APPEND-003")
 
 
+# Slow (10-20 s a run): `tox -e conformance`, part of the README's test command,
+# runs these checks on the reference backends.
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1])
 @pytest.mark.parametrize("backend", ["sqlite", "file"])
 def test_the_reference_backends_pass_the_traced_checks(backend: str, seed: int) -> None:
@@ -118,7 +122,7 @@ def test_a_crash_bug_is_caught_for_more_seeds(target: str, rule_id: str, seed: i
 
 
 @needs_holding
-@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("seed", first_seed_fast([0, 1]))
 @pytest.mark.parametrize(
     ("target", "check", "rule_id"),
     HELD_CASES,
@@ -146,6 +150,9 @@ def test_a_reader_sees_a_half_committed_batch_through_stdio() -> None:
 
 
 @needs_holding
+# Slow (10-20 s a run): `tox -e conformance`, part of the README's test command,
+# runs these checks on the reference backends.
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1])
 @pytest.mark.parametrize("backend", ["sqlite", "file"])
 def test_the_reference_backends_pass_the_holds(backend: str, seed: int) -> None:
@@ -157,7 +164,7 @@ def test_the_reference_backends_pass_the_holds(backend: str, seed: int) -> None:
 
 
 @needs_holding
-@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("seed", first_seed_fast([0, 1]))
 def test_a_restore_killed_at_a_system_call_shows_a_recovery_that_picks_the_wrong_side(
     seed: int,
 ) -> None:
@@ -195,7 +202,7 @@ HELD_COMPACTION = "KILL-001::compaction_killed_after_every_system_call"
 
 
 @needs_holding
-@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("seed", first_seed_fast([0, 1]))
 def test_a_compaction_killed_at_a_system_call_must_leave_the_session_free(seed: int) -> None:
     """A backend whose maintenance lock outlives a dead holder: a compaction killed
     while it holds the session leaves it held, and the next compaction is refused."""

@@ -81,7 +81,14 @@ def test_a_declared_delete_that_refuses_breaks_delete_001() -> None:
     report = _run("make_delete_declared_but_refused", "DELETE", "HEAD-001", "ID-002")
     text = describe(report)
     assert report.exit_status == 1, text
-    assert failed_rules(report) == {"DELETE-001"}, text
+    # A delete that refuses everything also refuses bad ids wrongly (ARG-001): that row
+    # fails too, following from DELETE-001, the one root.
+    assert report.roots == ("DELETE-001",), text
+    assert failed_rules(report) <= {"DELETE-001", "ARG-001"}, text
+    assert all(
+        verdict(report, r).follows_from == "DELETE-001"
+        for r in failed_rules(report) - {"DELETE-001"}
+    ), text
     # The checks that merely called delete blame the refusal on DELETE-001, not their own rule.
     assert {c.violated_rule for c in failed_checks(report)} == {"DELETE-001"}, text
 

@@ -29,6 +29,7 @@ on (`build_session`), and the state it is judged by (`session_state`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import sys
@@ -287,6 +288,11 @@ async def run_held_restore(
         if stopper.outcome.done() and stopper.outcome.result().startswith("stopped "):
             await stopper.kill()
             return stopper.outcome.result().split(" ", 2)[2], []
+        if stopper.outcome.done() and not ended.done():
+            # The stopper reported and let go of a child that ended: a traced child's
+            # exit reaches its parent only once its tracer is gone, a moment later.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(ended), CHILD_TIMEOUT)
         if not ended.done():
             said = " | ".join(stopper.stderr_tail().strip().splitlines()[-3:]) or "nothing"
             at = "with its store calls counted" if n >= 1 << 30 else f"to be held after call #{n}"

@@ -48,6 +48,10 @@ the state machine, every step); the worker runs loops at full speed.
 
 Anything other than a contract error ends the worker with its traceback on
 stderr: the parent sees `WorkerExited`, whose message carries that traceback.
+When the backend raised it, the worker exits with `BACKEND_FAILED` and the
+`WorkerExited` is noted as the backend's (evidence, as in the kit's own
+process); when an answer of the backend broke a rule, it exits with
+`BROKE_A_RULE` and the parent raises that `RuleViolation`.
 Whatever the backend prints to stdout goes to stderr, so it cannot garble the
 replies.
 """
@@ -76,11 +80,17 @@ from ....backends.stdio.messages import (
     Resume,
 )
 from ....spec import SessionEvent, UserPrompt
+from ..provenance import blame_backend
+from ..violations import RuleViolation
 from .groups import kill_group, wait_group_gone
 
 __all__ = [
+    "BACKEND_FAILED",
+    "BROKE_A_RULE",
     "UNSENT",
+    "WORKER_VIOLATION",
     "Acked",
+    "BackendFailedInWorker",
     "Failed",
     "Ok",
     "Opened",
@@ -93,12 +103,50 @@ __all__ = [
     "hello",
     "marker_prompts",
     "started_workers",
+    "violation_line",
     "worker_argv",
     "worker_env",
 ]
 
 UNSENT: Final = 0
 """The id of a request not sent yet: `WorkerClient.send` gives each its own."""
+
+BACKEND_FAILED: Final = 3
+"""A worker's exit status when the backend raised an exception outside the contract:
+evidence against the backend, as it is in the kit's own process."""
+
+BROKE_A_RULE: Final = 4
+"""A worker's exit status when an answer of the backend broke a rule (a head that is
+no int, see `checkpointspec.conformance.engines.answers`); the last line of its
+stderr is `WORKER_VIOLATION` and the violation as JSON."""
+
+WORKER_VIOLATION: Final = "rule violation in the worker: "
+
+
+class _Violation(msgspec.Struct, frozen=True):
+    rule_id: str
+    message: str
+
+
+def violation_line(violation: RuleViolation) -> str:
+    """The stderr line a worker ends with when ``violation`` ended it."""
+    found = _Violation(violation.rule_id, violation.message)
+    return WORKER_VIOLATION + msgspec.json.encode(found).decode()
+
+
+def _exit_evidence(status: int | None, stderr: str, operation: str) -> Exception | None:
+    """What a worker's exit proves against the backend: the rule one of its answers
+    broke, or the exception it raised (noted as the backend's); None for the kit's own."""
+    if status == BROKE_A_RULE:
+        last = stderr.strip().splitlines()[-1:] or [""]
+        if last[0].startswith(WORKER_VIOLATION):
+            found = msgspec.json.decode(last[0].removeprefix(WORKER_VIOLATION), type=_Violation)
+            return RuleViolation(found.rule_id, f"{found.message} (in a worker process)")
+    if status == BACKEND_FAILED:
+        exited = BackendFailedInWorker(status, stderr)
+        blame_backend(exited, f"{operation or 'hello'} in a worker process")
+        return exited
+    return None
 
 
 def hello(path: str, options: Mapping[str, str] | None = None) -> Hello:
@@ -242,6 +290,16 @@ class WorkerExited(Exception):
         self.stderr = stderr
 
 
+class BackendFailedInWorker(WorkerExited):
+    """A worker ended because the backend raised an exception outside the contract
+    (exit status `BACKEND_FAILED`); the message is that exception's last line."""
+
+    def __init__(self, status: int | None, stderr: str) -> None:
+        super().__init__(status, stderr)
+        raised = stderr.strip().splitlines()[-1:] or ["no output"]
+        self.args = (f"{raised[0]} (the worker exited with status {status})",)
+
+
 class WorkerClient:
     """The parent's end of one worker process: send requests, receive what they came to, kill it."""
 
@@ -317,7 +375,9 @@ class WorkerClient:
             if not line:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.process.wait(), self.reply_timeout)
-                raise WorkerExited(self.process.returncode, self.stderr_tail())
+                status, stderr = self.process.returncode, self.stderr_tail()
+                evidence = _exit_evidence(status, stderr, self._conversation.op)
+                raise evidence or WorkerExited(status, stderr)
             if self.transcript is not None:
                 self.transcript += line
             reply = self._conversation.decode(line)

@@ -12,7 +12,9 @@ replies, the same pause at a fault point — with three differences:
 - only contract errors (`CheckpointError`) are replies, and a handle's open
   failure: anything else ends the worker with its traceback on stderr, which
   the parent reports (`WorkerExited`), and so does a failing close at the end
-  (a non-zero exit status).
+  (a non-zero exit status). The status says whose it was: `BACKEND_FAILED`
+  for an exception the backend raised, `BROKE_A_RULE` for an answer that broke
+  a rule (named on the last stderr line), 1 for the kit's own.
 
 It loads the backend's factory at start, so a worker that cannot import the
 backend exits before its first reply.
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import traceback
 from pathlib import Path
 from typing import IO
 
@@ -44,7 +47,9 @@ from ....spec import (
     CheckpointError,
     UserPrompt,
 )
-from ..provenance import open_checkpointer
+from ..provenance import backend_operation, open_checkpointer
+from ..violations import RuleViolation
+from .client import BACKEND_FAILED, BROKE_A_RULE, violation_line
 from .stress import run_workload
 
 __all__: list[str] = []
@@ -107,7 +112,18 @@ def _history_file(path: str) -> IO[bytes]:
 
 def _main(backend: str) -> None:
     factory = resolve_backend(backend).load()
-    asyncio.run(_KitServer(factory, sys.stdin.buffer, reply_stream()).run())
+    try:
+        asyncio.run(_KitServer(factory, sys.stdin.buffer, reply_stream()).run())
+    except RuleViolation as violation:
+        # An answer of the backend broke a rule: the parent raises it (BROKE_A_RULE).
+        traceback.print_exc()
+        print(violation_line(violation), file=sys.stderr, flush=True)
+        sys.exit(BROKE_A_RULE)
+    except Exception as exc:
+        if backend_operation(exc) is None:
+            raise  # the kit's own error: the parent reports it as one
+        traceback.print_exc()
+        sys.exit(BACKEND_FAILED)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,83 @@
+"""A worker the backend ended says so: the parent gets evidence against the backend.
+
+An exception outside the contract that the backend raised ends the worker with
+status 3 and reaches the parent noted as the backend's (a failed check, as in
+the kit's own process); an answer of a type the contract does not allow ends it
+with status 4 and the parent raises the rule it broke.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+from checkpointspec.backends.stdio.messages import Append
+from checkpointspec.conformance.engines.processes.client import (
+    BACKEND_FAILED,
+    BackendFailedInWorker,
+    Opened,
+    WorkerClient,
+    hello,
+    marker_prompts,
+)
+from checkpointspec.conformance.engines.provenance import backend_operation
+from checkpointspec.conformance.engines.violations import RuleViolation
+
+FAILING_BACKEND = """
+from checkpointspec.backends.memory import MemoryCheckpointer, store_for
+
+class Raises(MemoryCheckpointer):
+    async def append(self, *args, **kwargs):
+        raise RuntimeError("the disk caught fire")
+
+class ReturnsNone(MemoryCheckpointer):
+    async def append(self, *args, **kwargs):
+        await super().append(*args, **kwargs)
+        return None
+
+def raises(ctx):
+    return Raises(store_for(ctx.path))
+
+def returns_none(ctx):
+    return ReturnsNone(store_for(ctx.path))
+"""
+
+
+def _append_in_a_worker(tmp_path: Path, factory: str) -> BaseException:
+    (tmp_path / "failing_backend.py").write_text(FAILING_BACKEND, encoding="utf-8")
+    pythonpath = os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])
+
+    async def body() -> BaseException:
+        with (tmp_path / "stderr").open("w+b") as stderr:
+            worker = await WorkerClient.start(
+                f"failing_backend:{factory}", stderr, env={"PYTHONPATH": pythonpath}
+            )
+            try:
+                assert isinstance(await worker.call(hello(str(tmp_path / "store"))), Opened)
+                try:
+                    reply = await worker.call(Append(0, "s", marker_prompts(["m"])))
+                except Exception as ended:
+                    return ended
+                raise AssertionError(f"the worker answered {reply!r}")
+            finally:
+                await worker.kill()
+
+    return asyncio.run(body())
+
+
+def test_an_exception_the_backend_raised_is_the_backends(tmp_path: Path) -> None:
+    ended = _append_in_a_worker(tmp_path, "raises")
+    assert isinstance(ended, BackendFailedInWorker), repr(ended)
+    assert ended.status == BACKEND_FAILED
+    assert str(ended).startswith("RuntimeError: the disk caught fire"), str(ended)
+    assert backend_operation(ended) == "append in a worker process"
+
+
+def test_an_answer_of_the_wrong_type_fails_its_rule(tmp_path: Path) -> None:
+    ended = _append_in_a_worker(tmp_path, "returns_none")
+    assert isinstance(ended, RuleViolation), repr(ended)
+    assert ended.rule_id == "SEQ-003"
+    assert ended.message.startswith("append returned NoneType None where an int is due"), (
+        ended.message
+    )
