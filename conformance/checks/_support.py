@@ -3,20 +3,25 @@
 from __future__ import annotations
 
 import asyncio
+import bdb
 import contextlib
+import functools
 import hashlib
 import os
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable
 from pathlib import Path
-from typing import TypeVar, cast
+from typing import ParamSpec, TypeVar, cast
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis.control import current_build_context
+from hypothesis.errors import UnsatisfiedAssumption
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
 from ...spec import Capability, Checkpointer, Codec, StoredEvent, StoreHooks
-from ..engines.exploration import explore, rejecting_tolerated
+from ..engines.budget import example_failed
+from ..engines.exploration import explore, rejecting_tolerated, tolerated_violation
 from ..engines.harness import Harness, read_all
 from ..engines.machines.storage import CheckpointerMachine, MachineEnv
 from ..engines.outcomes import Err, run_backend
@@ -33,6 +38,7 @@ from ..engines.violations import RuleViolation, expect
 
 __all__ = [
     "MODEL_OBSERVED",
+    "SliceSpent",
     "Snapshot",
     "append_five",
     "changed_files",
@@ -51,9 +57,12 @@ __all__ = [
     "snapshot",
     "spin",
     "unchanged",
+    "within_slice",
 ]
 
 T = TypeVar("T")
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 E = TypeVar("E", bound=BaseException)
@@ -149,6 +158,7 @@ def run_property(
     @property_settings(h)
     @given(strategy)
     @rejecting_tolerated
+    @within_slice(h)
     def test(value: T) -> None:
         async def one() -> None:
             cp = await h.open(h.new_store())
@@ -160,19 +170,70 @@ def run_property(
         loop.run_until_complete(one())
 
     try:
-        explore_runs(h, lambda: run_exactly(replayable(test, h.seed, _reproduction(h)), h.replay))
+        explore_runs(
+            h,
+            lambda: run_exactly(replayable(test, h.seed, _reproduction(h)), h.replay),
+            h.profile.property_examples,
+        )
     finally:
         loop.close()
 
 
-def explore_runs(h: Harness, run_once: Callable[[], None]) -> None:
-    """``run_once`` (the check's Hypothesis run) in exploration rounds (`explore`): every
-    failure is recorded in ``h.findings`` and the next round tolerates its rule, up to the
-    profile's ``exploration_rounds``. A replay (``--reproduce``) runs once, as recorded."""
+def explore_runs(h: Harness, run_once: Callable[[], None], examples: int) -> None:
+    """``run_once`` (the check's Hypothesis run of ``examples`` examples, each admitted by
+    `within_slice`) in exploration rounds (`explore`): every failure is recorded in
+    ``h.findings`` and the next round tolerates its rule, up to the profile's
+    ``exploration_rounds`` or the end of the check's slice of the time budget. A round
+    the slice ended is a pass: its examples after the slice were left out, not failed.
+    A replay (``--reproduce``) runs once, as recorded."""
     if h.replay is not None:
         run_once()
         return
-    h.explored = explore(run_once, h.findings, h.profile.exploration_rounds, h.run.tolerated)
+    h.slice.examples_per_round = examples
+
+    def one_round() -> None:
+        with h.slice.hypothesis_round(), contextlib.suppress(SliceSpent):
+            run_once()
+
+    rounds = h.profile.exploration_rounds
+    h.explored = explore(one_round, h.findings, rounds, h.run.tolerated, h.slice.spent)
+    if not h.explored.complete and h.explored.rounds < rounds and h.slice.spent():
+        h.slice.stopped(f"explored {h.explored.rounds} of up to {rounds} rounds")
+
+
+class SliceSpent(bdb.BdbQuit):
+    """Raised by a Hypothesis example that starts after its check's slice of the time
+    budget is spent, to end the run there (`within_slice`). Hypothesis (6.170.24 on)
+    hands a `bdb.BdbQuit` (a debugger's "quit") straight back, as it does a KeyboardInterrupt:
+    not a failure, nothing shrunk, nothing recorded, so the examples it ran before
+    stay as consistent as if the run had ended at its count of examples."""
+
+
+def within_slice(h: Harness) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """A Hypothesis example (a property's body, a state machine's factory) that, once
+    ``h``'s slice of the time budget is spent (`Slice.admits_example`), ends the run
+    (`SliceSpent`) instead of reaching the backend, and that tells the slice when it
+    fails, so that the failure's shrinking and final replay run whatever the time."""
+
+    def decorate(example: Callable[P, R]) -> Callable[P, R]:
+        @functools.wraps(example)
+        def run(*args: P.args, **kwargs: P.kwargs) -> R:
+            if h.replay is None and not h.slice.admits_example(
+                final_replay=current_build_context().is_final
+            ):
+                raise SliceSpent
+            try:
+                return example(*args, **kwargs)
+            except UnsatisfiedAssumption:
+                raise
+            except Exception as exc:
+                if tolerated_violation(exc) is None:
+                    example_failed()
+                raise
+
+        return run
+
+    return decorate
 
 
 def _reproduction(h: Harness) -> Reproduction | None:
@@ -272,7 +333,10 @@ def run_machine(
     check runs at most one machine or property: a blob names one run.
     """
     # Hypothesis takes any factory of machines, though it annotates a class.
-    factory = cast("type[RuleBasedStateMachine]", replayable(make, h.seed, _reproduction(h)))
+    factory = cast(
+        "type[RuleBasedStateMachine]",
+        replayable(within_slice(h)(make), h.seed, _reproduction(h)),
+    )
     configured = kit_settings(
         max_examples=examples,
         phases=REPORTING_PHASES if shrink else SEARCH_PHASES,
@@ -283,6 +347,7 @@ def run_machine(
         lambda: run_exactly(
             lambda: run_state_machine_as_test(factory, settings=configured), h.replay
         ),
+        examples,
     )
 
 

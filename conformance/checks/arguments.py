@@ -38,7 +38,7 @@ async def _seeded(cp: Checkpointer, h: Harness) -> None:
     await cp.append("s", [h.prompt("a"), h.prompt("b")])
 
 
-@check("ARG-001")
+@check("ARG-001", kind="property")
 def bad_session_ids_are_refused(h: Harness) -> None:
     """ARG-001: non-str, empty, NUL-holding, over-long or non-UTF-8 ids raise InvalidArgumentError; nothing changes."""
 
@@ -59,7 +59,7 @@ def bad_session_ids_are_refused(h: Harness) -> None:
     run_property(h, invalid_session_ids(), body)
 
 
-@check("ARG-002")
+@check("ARG-002", kind="property")
 def bad_seqs_are_refused(h: Harness) -> None:
     """ARG-002: negative, bool or non-int since_seq / to_seq / expected_head raise InvalidArgumentError."""
 
@@ -81,7 +81,7 @@ def bad_seqs_are_refused(h: Harness) -> None:
     run_property(h, invalid_seqs(), body)
 
 
-@check("ARG-003", "APPEND-003")
+@check("ARG-003", "APPEND-003", kind="property")
 def bad_batches_are_refused(h: Harness) -> None:
     """ARG-003: an events argument that is not a sequence of SessionEvent raises InvalidArgumentError."""
 

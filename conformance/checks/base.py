@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from ...spec import RULES_BY_ID, Capability
+from ..engines.budget import CheckKind
 
 if TYPE_CHECKING:
     from ..engines.harness import Harness
@@ -37,6 +38,9 @@ class Check(msgspec.Struct, frozen=True):
     """What of the check the seed does not decide (a kill at a moment of a real
     process, a race the operating system schedules), so that a failure's replay may
     differ; empty for a check whose replay is exact. Failure panels print it."""
+    kind: CheckKind = "single"
+    """What the check's time goes on, which decides its share of a run's time budget
+    (`checkpointspec.conformance.engines.budget.KIND_WEIGHTS`)."""
 
     @property
     def rule_id(self) -> str:
@@ -45,13 +49,18 @@ class Check(msgspec.Struct, frozen=True):
 
 
 def check(
-    *rules: str, needs: Iterable[Capability] = (), hooks: bool = False, replay_note: str = ""
+    *rules: str,
+    needs: Iterable[Capability] = (),
+    hooks: bool = False,
+    replay_note: str = "",
+    kind: CheckKind = "single",
 ) -> Callable[[CheckFunc], Check]:
     """Make ``func`` a `Check` verifying ``rules`` (at least one; the first names it).
 
     ``needs`` adds capabilities beyond the one of the first rule; ``hooks`` says
     the check needs `StoreHooks`; ``replay_note`` says what of it the seed does not
-    decide (`Check.replay_note`). Raises `KeyError` for a rule the catalog lacks.
+    decide (`Check.replay_note`); ``kind`` what its time goes on (`Check.kind`).
+    Raises `KeyError` for a rule the catalog lacks.
     """
     if not rules:
         raise ValueError("a check verifies at least one rule")
@@ -72,6 +81,7 @@ def check(
             func=func,
             summary=summary,
             replay_note=replay_note,
+            kind=kind,
         )
 
     return make

@@ -143,7 +143,7 @@ async def a_checkpoint_lists_what_it_cannot_put_back(h: Harness) -> None:
         same("CKPT-003", f"paths both in files and unavailable_files at seq {c.seq}", both, set())
 
 
-@check("CKPT-001", "CKPT-002", "CKPT-003")
+@check("CKPT-001", "CKPT-002", "CKPT-003", kind="property")
 def generated_logs_list_as_the_model(h: Harness) -> None:
     """CKPT-001: the checkpoints of generated logs are checkpoints_model's (every CKPT rule)."""
 

@@ -145,7 +145,7 @@ async def no_plaintext_at_rest(h: Harness) -> None:
     expect(not found, "CODEC-005", f"plaintext payload found in {found}")
 
 
-@check("CODEC-001", *MODEL_OBSERVED, needs=[Capability.CODEC])
+@check("CODEC-001", *MODEL_OBSERVED, needs=[Capability.CODEC], kind="model")
 def model_based_with_codec(h: Harness) -> None:
     """CODEC-001: the same model-based run, with every payload passing through a codec."""
     run_model_based(h, SealedCodec)

@@ -81,7 +81,7 @@ async def _record_round(h: Harness, rng: random.Random, number: int) -> Round:
     return Round(number, plan, tuple(steps), sessions)
 
 
-@check("DUR-003", "APPEND-003", "INTEG-001")
+@check("DUR-003", "APPEND-003", "INTEG-001", kind="crash")
 async def acknowledged_writes_survive_power_loss(h: Harness) -> None:
     """DUR-003: after a simulated power loss at every point, acknowledged writes are in effect."""
 
@@ -128,6 +128,7 @@ async def acknowledged_writes_survive_reopen(h: Harness) -> None:
     "INTEG-001",
     replay_note="the seed picks when to kill the writer, as a fraction of an append's "
     "measured duration; where in the backend's code that lands depends on timing",
+    kind="processes",
 )
 async def acknowledged_writes_survive_kill(h: Harness) -> None:
     """DUR-002: after SIGKILL of a writer, every acknowledged batch is stored, whole; no partial batch.
@@ -139,7 +140,7 @@ async def acknowledged_writes_survive_kill(h: Harness) -> None:
     """
     rng = random.Random(h.seed)
     size = 3
-    for round_ in range(h.profile.process_rounds * 2):
+    for round_ in h.slice.within(range(h.profile.process_rounds * 2), "writers to kill"):
         session, writer = f"killed-{round_}", f"k{round_}"
         stop_after = rng.randint(2, 40)
         acked: list[Acked] = []

@@ -204,7 +204,7 @@ def _allotted(rnd: Round, points: list[int], rng: random.Random, budget: int) ->
     return chosen
 
 
-@check("DUR-002", "APPEND-003", "INTEG-001")
+@check("DUR-002", "APPEND-003", "INTEG-001", kind="crash")
 async def killed_at_every_system_call(h: Harness) -> None:
     """DUR-002: a writer killed after any one of its system calls leaves every acknowledged write, whole.
 
@@ -222,7 +222,7 @@ async def killed_at_every_system_call(h: Harness) -> None:
     h.measure(f"checked {checked} kill states of {rounds} traced rounds ({ops} store operations)")
 
 
-@check("DUR-003", "APPEND-003", "INTEG-001")
+@check("DUR-003", "APPEND-003", "INTEG-001", kind="crash")
 async def power_loss_after_every_system_call(h: Harness) -> None:
     """DUR-003: after a power loss at any point of a traced writer, acknowledged writes are in effect.
 

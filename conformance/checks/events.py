@@ -20,7 +20,7 @@ from .base import check
 __all__ = ["CHECKS"]
 
 
-@check("EVENT-001")
+@check("EVENT-001", kind="property")
 def every_event_kind_round_trips(h: Harness) -> None:
     """EVENT-001: any batch of any event kinds reads back equal, field for field."""
 

@@ -304,7 +304,7 @@ def _blame(
     return FOLD_RULE_OF_ORIGIN[shown.origin], where
 
 
-@check("FOLD-001", "FOLD-002", "FOLD-003", "FOLD-004", "FOLD-005", "FOLD-006")
+@check("FOLD-001", "FOLD-002", "FOLD-003", "FOLD-004", "FOLD-005", "FOLD-006", kind="property")
 def generated_logs_fold_as_the_model(h: Harness) -> None:
     """FOLD-001: logs of every event kind in any order fold as fold_model says (every FOLD rule)."""
 

@@ -16,7 +16,7 @@ from .base import check
 __all__ = ["CHECKS"]
 
 
-@check("ID-001", "LIST-001")
+@check("ID-001", "LIST-001", kind="property")
 def ids_round_trip_exactly(h: Harness) -> None:
     """ID-001: any valid ids are listed and read back exactly as given."""
 

@@ -55,6 +55,7 @@ _SESSION: Final = "compacted"
     "APPEND-003",
     replay_note="only a backend with fault points has its writers paused and killed at "
     "the same places on every replay; without them a kill lands wherever the writer then is",
+    kind="commanded",
 )
 def commanded_workers(h: Harness) -> None:
     """KILL-001: processes paused inside writes and killed there leave whole writes and free locks."""
@@ -78,6 +79,7 @@ def commanded_workers(h: Harness) -> None:
     "DUR-002",
     replay_note="the system call a writer is killed after is exact; how many calls a "
     "write makes can vary between runs (a backend that batches by timing)",
+    kind="holds",
 )
 async def killed_after_every_system_call(h: Harness) -> None:
     """KILL-001: a writer SIGKILLed right after any one of its store system calls leaves its write whole or absent, and holds nothing."""
@@ -151,6 +153,7 @@ async def _compactable(h: Harness, store: Path) -> list[bytes]:
     "APPEND-003",
     replay_note="the system call a compaction is killed after is exact; how many calls "
     "it makes can vary between runs",
+    kind="holds",
 )
 async def compaction_killed_after_every_system_call(h: Harness) -> None:
     """KILL-001: a compaction SIGKILLed right after any one of its store system calls leaves its summary whole or absent, and the session free."""
@@ -190,12 +193,14 @@ async def compaction_killed_after_every_system_call(h: Harness) -> None:
         )
     points = range(1, len(calls) + 1)
     chosen = sorted(rng.sample(points, min(len(points), h.profile.held_writes)))
-    for n in chosen:
+    killed = 0
+    for n in h.slice.within(chosen, "system calls to kill a compaction after"):
         store, call, _ = await compacted(n)
+        killed += 1
         if call is None:
             continue  # this run made fewer calls than the counting run
         await _judge_killed_compaction(h, store, pre, post, f"{call} (call {n} of {len(calls)})")
-    h.measure(f"killed compactions right after {len(chosen)} of their {len(calls)} system calls")
+    h.measure(f"killed compactions right after {killed} of their {len(calls)} system calls")
 
 
 async def _judge_killed_compaction(

@@ -52,6 +52,24 @@ _CONTENTION_ERRORS = frozenset({errors.StoreBusyError.__name__})
 """The errors a call may raise under contention alone."""
 
 
+STRESS_SHARE = 0.5
+"""The part of its slice's time the stress check lets its workers run: the rest goes on
+starting them and checking the history they leave."""
+
+
+def _stress_seconds(h: Harness) -> float:
+    """How long the stress workers run: the profile's ``stress_seconds``, or less when the
+    check's slice of the time budget is shorter (at least a second)."""
+    left = h.slice.left()
+    if left is None or left * STRESS_SHARE >= h.profile.stress_seconds:
+        return h.profile.stress_seconds
+    seconds = max(1.0, left * STRESS_SHARE)
+    h.slice.stopped(
+        f"ran its stress workers {seconds:.1f} s of the profile's {h.profile.stress_seconds:g} s"
+    )
+    return seconds
+
+
 @check(
     "MP-001",
     "APPEND-002",
@@ -71,17 +89,19 @@ _CONTENTION_ERRORS = frozenset({errors.StoreBusyError.__name__})
     "DELETE-002",
     replay_note="the seed fixes each process's calls and which are killed, but not how "
     "the operating system interleaves them nor the moment a kill lands",
+    kind="stress",
 )
 async def free_running_history(h: Harness) -> None:
     """MP-001: a history of processes hammering shared sessions is explained by the contract."""
     profile = h.profile
+    seconds = _stress_seconds(h)
     plan = StressPlan(
         backend=h.backend.target,
         path=str(h.path),
         options=h.options,
         processes=profile.stress_processes,
         operations=profile.stress_operations,
-        seconds=profile.stress_seconds,
+        seconds=seconds,
         sessions=SESSIONS,
         truncate=h.has(Capability.TRUNCATE),
         delete=h.has(Capability.DELETE),
@@ -171,6 +191,7 @@ async def _acked(n: int, worker: WorkerClient) -> list[Acked]:
     "SEQ-001",
     replay_note="the writers race in separate processes; the operating system, not the "
     "seed, decides who wins each race",
+    kind="processes",
 )
 async def processes_share_one_log(h: Harness) -> None:
     """MP-001: writers in several processes racing with expected_head never lose an update."""

@@ -276,7 +276,7 @@ def _check_whole(seen: Seen, everything: list[str], where: str) -> None:
     )
 
 
-@check("READ-003", "APPEND-003", needs=[Capability.MULTI_PROCESS])
+@check("READ-003", "APPEND-003", needs=[Capability.MULTI_PROCESS], kind="holds")
 async def read_while_a_writer_is_held(h: Harness) -> None:
     """READ-003: a reader in another process, while a writer is held after any one of its store system calls, sees the write wholly or not at all."""
     needs_holding()

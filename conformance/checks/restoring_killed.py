@@ -148,7 +148,7 @@ def _kill_points(points: list[str], rng: random.Random) -> list[int]:
     return sorted(chosen | set(rng.sample(rest, min(_QUICK_EXTRA, len(rest)))))
 
 
-@check("RESTORE-006", needs=[Capability.TRUNCATE])
+@check("RESTORE-006", needs=[Capability.TRUNCATE], kind="processes")
 async def killed_restore_recovers(h: Harness) -> None:
     """RESTORE-006: a restore SIGKILLed at each fault point recovers to the state before or after."""
     layer, target = h.session, h.session_target
@@ -166,7 +166,7 @@ async def killed_restore_recovers(h: Harness) -> None:
     async with h.opened(store) as cp:
         _completed(await session_state(cp, _SID, workspace), trial, "in a child process")
     ks = _kill_points(points, rng) if h.profile.name == "quick" else range(1, len(points) + 1)
-    for k in ks:
+    for k in h.slice.within(ks, "points to kill a restore at"):
         store, workspace, trial = await _fresh(h, files=True, conversation=True)
         where = f"killed at fault point {k} of {len(points)} ({points[k - 1]})"
         try:
@@ -181,6 +181,7 @@ async def killed_restore_recovers(h: Harness) -> None:
     needs=[Capability.TRUNCATE],
     replay_note="the system call a restore is killed after is exact; how many calls a "
     "restore makes can vary between runs",
+    kind="holds",
 )
 async def restore_killed_after_every_system_call(h: Harness) -> None:
     """RESTORE-006: a restore SIGKILLed right after any one of its system calls on the store or the workspace recovers to the state before or after."""
@@ -210,16 +211,16 @@ async def restore_killed_after_every_system_call(h: Harness) -> None:
         raise RuleViolation(
             "RESTORE-006", "a restore in a child process changed no file of the store or workspace"
         )
-    for n in _held_points(calls, counted_in, rng, h.profile.held_writes):
+    chosen = _held_points(calls, counted_in, rng, h.profile.held_writes)
+    killed = 0
+    for n in h.slice.within(chosen, "system calls to kill a restore after"):
         store, workspace, trial, call, _ = await held(n)
+        killed += 1
         if call is None:
             continue  # this run made fewer calls than the counting run
         where = f"killed right after system call {n} of {len(calls)} ({call})"
         await _recover_and_judge(h, layer, store, workspace, trial, where)
-    h.measure(
-        f"killed restores right after {min(len(calls), h.profile.held_writes)} of their "
-        f"{len(calls)} system calls"
-    )
+    h.measure(f"killed restores right after {killed} of their {len(calls)} system calls")
 
 
 def _held_points(calls: list[str], store: Path, rng: random.Random, budget: int) -> list[int]:
@@ -303,7 +304,7 @@ async def _check_state(
         shutil.rmtree(target, ignore_errors=True)
 
 
-@check("RESTORE-006", needs=[Capability.TRUNCATE])
+@check("RESTORE-006", needs=[Capability.TRUNCATE], kind="crash")
 async def restore_survives_power_loss(h: Harness) -> None:
     """RESTORE-006: after a power loss at any point of a restore, recover gives the state before or after."""
     layer = h.session
@@ -311,7 +312,7 @@ async def restore_survives_power_loss(h: Harness) -> None:
     # A files-only restore too: its commit point is the journal's removal, not the truncate.
     for conversation, budget in ((True, h.profile.powerloss_states // 2), (False, 100)):
         plan, trial = await _record(h, layer, conversation=conversation)
-        for spec in plan.sample(max(1, budget), rng):
+        for spec in h.slice.within(plan.sample(max(1, budget), rng), "power-loss states"):
             await _check_state(h, layer, plan, trial, spec)
 
 

@@ -55,7 +55,7 @@ async def stored_events_carry_id_and_utc_time(h: Harness) -> None:
         check_ts(stored, "read('sess/1')")
 
 
-@check("SEQ-001", *MODEL_OBSERVED)
+@check("SEQ-001", *MODEL_OBSERVED, kind="model")
 def model_based(h: Harness) -> None:
     """SEQ-001: random operation sequences on several handles agree with SpecModel step by step."""
     run_model_based(h, None)

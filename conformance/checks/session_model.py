@@ -69,13 +69,13 @@ def run_session_machine(
     )
 
 
-@check("RESTORE-001", *RESTORE_OBSERVED, *SESSION_MODEL_OBSERVED)
+@check("RESTORE-001", *RESTORE_OBSERVED, *SESSION_MODEL_OBSERVED, kind="model")
 def session_model_based(h: Harness) -> None:
     """RESTORE-001: random sessions with a real workspace agree with the spec's models step by step."""
     run_session_machine(h, h.session, restores=True)
 
 
-@check("FOLD-001", *SESSION_MODEL_OBSERVED)
+@check("FOLD-001", *SESSION_MODEL_OBSERVED, kind="model")
 def session_model_without_restore(h: Harness) -> None:
     """FOLD-001: without TRUNCATE, random sessions (no restores) agree with the spec's models."""
     if h.has(Capability.TRUNCATE):

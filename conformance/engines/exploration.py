@@ -36,6 +36,7 @@ from hypothesis import note, reject
 from hypothesis import stateful as hypothesis_stateful
 from hypothesis.strategies import SearchStrategy
 
+from .budget import example_failed
 from .violations import RuleViolation
 
 __all__ = [
@@ -113,10 +114,13 @@ def explore(
     found: list[Found],
     rounds: int,
     tolerated: frozenset[str] = frozenset(),
+    out_of_time: Callable[[], bool] = lambda: False,
 ) -> Explored:
     """Run ``run_round`` (one Hypothesis run of a check) until it passes, finds only what
-    earlier rounds found, or ``rounds`` rounds have run; each new violation goes to
-    ``found``, its rule tolerated from the next round on (``tolerated``: from the first).
+    earlier rounds found, ``rounds`` rounds have run, or, after the first round,
+    ``out_of_time()`` says the check's slice of the time budget is spent; each new
+    violation goes to ``found``, its rule tolerated from the next round on
+    (``tolerated``: from the first).
 
     The last round's failure, when rounds run out, is recorded like the others: the
     check ends with every finding recorded, and returns. An exception that is not a
@@ -124,6 +128,8 @@ def explore(
     propagates, the findings before it kept.
     """
     for ran in range(1, rounds + 1):
+        if ran > 1 and out_of_time():
+            return Explored(ran - 1, complete=False)
         seen = tolerated | {f.violation.rule_id for f in found}
         try:
             with tolerating(seen):
@@ -164,10 +170,14 @@ def _tolerant(
             return step(machine, *args, **kwargs)
         except RuleViolation as violation:
             if not is_tolerated(violation):
+                example_failed()
                 raise
             machine.diverged = violation.rule_id
             note(f"{violation.rule_id} found in an earlier round: the rest of this run is skipped")
             return None
+        except Exception:
+            example_failed()
+            raise
 
     return run_step
 

@@ -33,6 +33,7 @@ from ...spec import (
     SessionLayer,
     UserPrompt,
 )
+from .budget import Slice
 from .exploration import Explored, Found
 from .outcomes import read_all
 from .profiles import Profile
@@ -52,7 +53,7 @@ class CheckSkipped(Exception):
 class Harness:
     """The environment of one check run: the run's settings (``run``) and a directory."""
 
-    def __init__(self, run: KitRun, root: Path) -> None:
+    def __init__(self, run: KitRun, root: Path, slice_seconds: float | None = None) -> None:
         self.run = run
         """The run this check belongs to, as the front end built it."""
         self.root = root
@@ -78,6 +79,9 @@ class Harness:
         """The first handle the check opened (closed by the end): the kit calls the
         backend's `ExternalStorage.drop_stores` on it."""
         self._counter = itertools.count()
+        self.slice = Slice(slice_seconds)
+        """The check's share of the run's time budget (``slice_seconds``; None: no limit):
+        its loops stop starting work when it is spent (`checkpointspec.conformance.engines.budget`)."""
         self.path = self.new_store()
 
     @property

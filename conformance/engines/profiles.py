@@ -1,4 +1,4 @@
-"""How hard the kit tries: example counts per profile."""
+"""How hard the kit tries: example counts per profile, and the time a run may take."""
 
 from __future__ import annotations
 
@@ -39,6 +39,10 @@ class Profile(msgspec.Struct, frozen=True):
     """Each stress worker stops after this long, whatever calls it has left."""
     stress_kills: int = 1
     """Stress workers killed (SIGKILL) at a random moment of the run."""
+    budget_seconds: float | None = None
+    """The wall-clock time the whole run may take (``--budget`` overrides it), shared out
+    among the checks (`checkpointspec.conformance.engines.budget`); None: the counts
+    alone bound the run."""
     exploration_rounds: int = 6
     """Hypothesis runs a property or model-based check makes at most: each one after a
     failure tolerates the rules found so far and looks for the next finding
@@ -61,6 +65,7 @@ PROFILES: dict[str, Profile] = {
         stress_operations=2_000,
         stress_seconds=6.0,
         exploration_rounds=4,
+        budget_seconds=60.0,
     ),
     "default": Profile(
         "default",
@@ -76,6 +81,7 @@ PROFILES: dict[str, Profile] = {
         held_writes=40,
         stress_operations=5_000,
         stress_seconds=60.0,
+        budget_seconds=300.0,
     ),
     "thorough": Profile(
         "thorough",
@@ -93,6 +99,7 @@ PROFILES: dict[str, Profile] = {
         stress_seconds=600.0,
         stress_kills=2,
         exploration_rounds=12,
+        budget_seconds=1800.0,
     ),
 }
 

@@ -21,6 +21,7 @@ import msgspec
 
 from ...backends.registry import BackendRef
 from ...spec import Capability
+from .budget import format_seconds
 from .profiles import Profile
 from .replay import Reproduction
 from .session_layer import DEFAULT_SESSION_LAYER
@@ -109,6 +110,10 @@ class KitRun(msgspec.Struct, frozen=True, kw_only=True):
     shard: tuple[int, int] | None = None
     """``--shard K/N``: this run checks the K-th of N deterministic slices of the selected
     checks (`checkpointspec.conformance.running.plan.shard_of`); None for all of them."""
+    budget: float | None = None
+    """Seconds the whole run may take, shared out among its checks as they start
+    (`checkpointspec.conformance.running.slices`): the profile's ``budget_seconds``
+    unless ``--budget`` said otherwise; None: the profile's counts alone bound it."""
     tolerated: frozenset[str] = frozenset()
     """Rules every check tolerates from its first round (see
     `checkpointspec.conformance.engines.exploration`): empty for a user's run; the
@@ -133,4 +138,7 @@ class KitRun(msgspec.Struct, frozen=True, kw_only=True):
                 command += f" --session-layer {shlex.quote(self.session_layer)}"
         for key, value in sorted(self.options.items()):
             command += f" --option {shlex.quote(f'{key}={value}')}"
-        return f"{command} --only {check} --profile {self.profile.name} --seed {self.seed}"
+        command += f" --only {check} --profile {self.profile.name} --seed {self.seed}"
+        if self.budget is not None and self.budget != self.profile.budget_seconds:
+            command += f" --budget {format_seconds(self.budget)}"
+        return command

@@ -62,6 +62,7 @@ from ...backends.registry import BackendLoadError, parse_options
 from ...reference import cli as operator
 from ...spec import RULES
 from ..checks.base import Check
+from ..engines.budget import budget_option, format_seconds
 from ..engines.profiles import DEFAULT_PROFILE, PROFILES
 from ..engines.replay import ReproduceError, Reproduction, parse_reproduction
 from ..engines.run import KitRun, OutputName, ReportOutputs
@@ -188,6 +189,19 @@ def _parser() -> argparse.ArgumentParser:
         choices=sorted(PROFILES),
         default=DEFAULT_PROFILE,
         help="how hard to try (default: default)",
+    )
+    run.add_argument(
+        "--budget",
+        type=budget_option,
+        metavar="TIME",
+        help="wall-clock time the run may take, e.g. 90s, 2m or 1h, or none (default: the "
+        "profile's: "
+        + ", ".join(
+            f"{name} {format_seconds(p.budget_seconds) if p.budget_seconds else 'none'}"
+            for name, p in PROFILES.items()
+        )
+        + "); shared out among the checks, each stopping at its slice's end or its "
+        "profile's counts, whichever comes first",
     )
     run.add_argument(
         "--suite",
@@ -481,6 +495,7 @@ def _planned_run(args: argparse.Namespace) -> KitRun:
         reproduction=args.reproduce,
         outputs=_outputs(args),
         shard=args.shard,
+        budget=args.budget,
     )
 
 

@@ -62,6 +62,7 @@ import pytest
 
 from ...backends.registry import BackendLoadError, parse_options
 from ..checks.base import Check
+from ..engines.budget import budget_option
 from ..engines.profiles import DEFAULT_PROFILE, PROFILES
 from ..engines.replay import ReproduceError, Reproduction, parse_reproduction
 from ..engines.run import KitRun, ReportOutputs
@@ -84,6 +85,7 @@ from ..running.registry import (
 )
 from ..running.report import CheckResult
 from ..running.runner import report_of, run_check
+from ..running.slices import BudgetPlan
 from .summary import render_summary
 
 __all__ = ["CheckItem", "KitCollector"]
@@ -118,6 +120,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         choices=sorted(PROFILES),
         default=DEFAULT_PROFILE,
         help=f"kit profile (default: {DEFAULT_PROFILE}; quick for a CI gate)",
+    )
+    group.addoption(
+        "--checkpointer-budget",
+        type=budget_option,
+        metavar="TIME",
+        help="wall-clock time the kit's checks may take, e.g. 90s or 2m, or none "
+        "(default: the profile's)",
     )
     group.addoption(
         "--checkpointer-seed", type=int, default=None, help="seed for the kit's random choices"
@@ -197,6 +206,17 @@ class _KitSetup(msgspec.Struct, frozen=True):
 
 
 _SETUP = pytest.StashKey[_KitSetup]()
+_BUDGET_PLAN = pytest.StashKey["BudgetPlan"]()
+
+
+def _budget_plan(item: CheckItem) -> BudgetPlan:
+    """The run's budget plan (`BudgetPlan`) over the kit checks pytest kept after
+    deselection, made when the first of them starts."""
+    config = item.config
+    if _BUDGET_PLAN not in config.stash:
+        kept = [i.kit_check for i in item.session.items if isinstance(i, CheckItem)]
+        config.stash[_BUDGET_PLAN] = BudgetPlan(item.run, kept)
+    return config.stash[_BUDGET_PLAN]
 
 
 class KitCollector(pytest.Collector):
@@ -238,7 +258,8 @@ class CheckItem(pytest.Item):
         self.user_properties.append(("checkpointspec_seed", self.run.seed))
         with tempfile.TemporaryDirectory(prefix="checkpointspec-") as root:
             try:
-                result = self.result = run_check(self.kit_check, self.run, Path(root))
+                share = _budget_plan(self).slice_for(self.kit_check)
+                result = self.result = run_check(self.kit_check, self.run, Path(root), share)
             except ReproduceError as exc:
                 pytest.fail(f"--checkpointer-reproduce: {exc}", pytrace=False)
         if result.status == "error":
@@ -390,6 +411,7 @@ def _planned_run(config: pytest.Config) -> KitRun:
             session_layer=option("checkpointer_session_layer"),
             reproduction=_reproduction(option("checkpointer_reproduce")),
             outputs=ReportOutputs(summary=option("checkpointer_summary")),
+            budget=option("checkpointer_budget"),
         )
     except ReproduceNeedsOneCheck as exc:
         raise pytest.UsageError(

@@ -14,6 +14,7 @@ which one, so that each front end can name it by its own flag.
 from __future__ import annotations
 
 import asyncio
+import math
 import random
 import shutil
 import tempfile
@@ -28,7 +29,13 @@ from ...backends.registry import (
     process_backend,
     resolve_backend,
 )
-from ...spec import BackendContext, Capability, RefusesBeforeTheBackend, StoreHooks
+from ...spec import (
+    CAPABILITY_REASONS,
+    BackendContext,
+    Capability,
+    RefusesBeforeTheBackend,
+    StoreHooks,
+)
 from ..checks.base import Check
 from ..engines.profiles import DEFAULT_PROFILE, PROFILES, Profile
 from ..engines.provenance import open_checkpointer
@@ -48,6 +55,7 @@ __all__ = [
     "probe_backend",
     "selected_checks",
     "shard_of",
+    "skip_reason",
 ]
 
 Setting: TypeAlias = (
@@ -115,6 +123,22 @@ def selected_checks(run: KitRun) -> list[Check]:
     return checks if run.shard is None else shard_of(checks, *run.shard)
 
 
+def skip_reason(check: Check, probe: BackendProbe) -> str | None:
+    """Why ``check`` is skipped on a backend that declared ``probe`` (a capability or the
+    hooks it needs are missing), or None when it runs."""
+    missing = sorted(check.needs - probe.capabilities)
+    if missing:
+        return "; ".join(
+            f"needs {c.name} ({CAPABILITY_REASONS[c]}), which the backend does not declare"
+            for c in missing
+        )
+    if check.hooks and not probe.has_hooks:
+        return (
+            "needs StoreHooks (mark_newer_schema, damage_store), which the backend does not offer"
+        )
+    return None
+
+
 def shard_of(checks: list[Check], number: int, count: int) -> list[Check]:
     """Shard ``number`` (1-based) of ``count``: every ``count``-th check of ``checks`` from
     the ``number``-th on. The same selection gives the same shards on every machine, and
@@ -149,6 +173,7 @@ def plan_run(
     reproduction: Reproduction | None = None,
     outputs: ReportOutputs | None = None,
     shard: tuple[int, int] | None = None,
+    budget: float | None = None,
 ) -> KitRun:
     """The run of the kit against ``backend_name`` (a built-in name or ``module:function``),
         or with ``process`` (and no name) against a backend in another process that speaks
@@ -161,7 +186,9 @@ def plan_run(
         each to the reason it is expected to fail. ``reproduction`` replays one recorded
         failing example of the one selected check (``--reproduce``); ``outputs`` are the
     files the verdict is written to when the run ends; ``shard`` ``(K, N)`` runs the K-th
-    of N slices of the selection (`shard_of`). With no ``seed`` one
+    of N slices of the selection (`shard_of`). ``budget`` is the seconds the run may
+    take (``--budget``; infinity: no limit but the profile's counts), by default
+    (None) the profile's ``budget_seconds``. With no ``seed`` one
         is drawn; with ``workers > 1`` that many checks run at once, in processes of their own.
 
         Raises `RunSettingError` (a `BackendLoadError`) for a usage error: an output file
@@ -181,10 +208,11 @@ def plan_run(
         probe = probe_backend(backend, user_options | process_options)
     except BackendLoadError as exc:
         raise RunSettingError("backend", str(exc)) from exc
+    chosen = PROFILES[profile] if isinstance(profile, str) else profile
     run = KitRun(
         backend=backend,
         probe=probe,
-        profile=PROFILES[profile] if isinstance(profile, str) else profile,
+        profile=chosen,
         seed=seed if seed is not None else random.SystemRandom().randrange(2**31),
         suite=suite,
         only=tuple(only),
@@ -200,9 +228,16 @@ def plan_run(
         reproduction=reproduction,
         outputs=outputs,
         shard=shard,
+        budget=_budget(chosen, budget),
     )
     _check_selection(run)
     return run
+
+
+def _budget(profile: Profile, asked: float | None) -> float | None:
+    """The run's budget: the one asked for, else the profile's; None for no limit."""
+    budget = profile.budget_seconds if asked is None else asked
+    return None if budget is None or math.isinf(budget) else budget
 
 
 def check_outputs(outputs: ReportOutputs) -> None:

@@ -168,6 +168,13 @@ class CheckResult(msgspec.Struct, frozen=True):
     explored: bool = False
     """The check explored past its findings until a round found nothing new: a rule it
     verifies and did not find broken passed it, as in a check that passed."""
+    budget: float | None = None
+    """Seconds of the run's time budget this check was given (its slice); None: the run
+    had no budget, or the check was skipped."""
+    cut_short: bool = False
+    """The slice ended before the profile's counts were reached: the check ran fewer
+    examples, states or holds than its profile allows (``detail`` of a pass says how
+    many); a slower backend gets fewer within the same time."""
     kit_checked: dict[str, str] = msgspec.field(default_factory=dict)
     """The rules this check's pass says nothing about for this backend, each with why:
     the kit refused every case of it on its own side, before the backend was asked
@@ -241,6 +248,9 @@ class KitReport(msgspec.Struct, frozen=True):
     roots: tuple[str, ...] = ()
     shard: str | None = None
     """``K/N`` for a run of one shard (``--shard``); None for a whole run or a merged one."""
+    budget: float | None = None
+    """Seconds the run was allowed (the profile's, or ``--budget``), shared out among its
+    checks as slices (`CheckResult.budget`); None: the profile's counts alone bound it."""
 
 
 def _rule_verdict(

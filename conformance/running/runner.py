@@ -59,7 +59,6 @@ import msgspec
 
 from ...backends.registry import BackendLoadError
 from ...spec import (
-    CAPABILITY_REASONS,
     Capability,
     ExternalStorage,
     UnsupportedOperationError,
@@ -78,7 +77,7 @@ from ..engines.violations import RuleViolation
 from .failures import backend_frames, full_traceback, hypothesis_lines, raised_at
 from .findings import with_findings
 from .levels import judge_levels
-from .plan import selected_checks
+from .plan import selected_checks, skip_reason
 from .registry import CHECKS_BY_NAME, is_session_check
 from .report import (
     REPORT_SCHEMA_VERSION,
@@ -87,6 +86,7 @@ from .report import (
     exit_status_for,
 )
 from .roots import Derivation, derive_roots, judge
+from .slices import BudgetPlan
 
 __all__ = [
     "REPLAY_PASSED",
@@ -101,20 +101,6 @@ REPLAY_PASSED = (
     "blob was recorded for another check, backend or profile; only that example was run"
 )
 """The reason of a check whose replayed example did not fail."""
-
-
-def _skip_reason(check: Check, probe: BackendProbe) -> str | None:
-    missing = sorted(check.needs - probe.capabilities)
-    if missing:
-        return "; ".join(
-            f"needs {c.name} ({CAPABILITY_REASONS[c]}), which the backend does not declare"
-            for c in missing
-        )
-    if check.hooks and not probe.has_hooks:
-        return (
-            "needs StoreHooks (mark_newer_schema, damage_store), which the backend does not offer"
-        )
-    return None
 
 
 def _with_reproduction(
@@ -134,24 +120,28 @@ def _with_reproduction(
     )
 
 
-def run_check(check: Check, run: KitRun, root: Path | None = None) -> CheckResult:
+def run_check(
+    check: Check, run: KitRun, root: Path | None = None, slice_seconds: float | None = None
+) -> CheckResult:
     """Run one check of ``run`` in this process and report how it went (see the module
     docstring). The check's store directories are made in a fresh directory under
     ``root`` (default: the system's temporary directory) and removed afterwards.
+    ``slice_seconds`` is its share of the run's time budget (`BudgetPlan`; None: no
+    limit); the result says it, and whether it cut the check short.
 
     With ``run.reproduction`` the check's Hypothesis run replays that one recorded
     failing example instead of searching (``--reproduce``): a replay that does not
     fail is ``passed``, with `REPLAY_PASSED` as its reason. Raises `ReproduceError`
     when the check runs no Hypothesis test and ends without failing."""
     started = time.perf_counter()
-    reason = _skip_reason(check, run.probe)
+    reason = skip_reason(check, run.probe)
     if reason is not None:
         return CheckResult(check.name, check.rules, "skipped", 0.0, reason=reason)
     workdir: Path | None = None
     harness_made: Harness | None = None
     try:
         workdir = Path(tempfile.mkdtemp(prefix=f"{check.rule_id}-", dir=root))
-        harness = harness_made = Harness(run, workdir)
+        harness = harness_made = Harness(run, workdir, slice_seconds)
         if inspect.iscoroutinefunction(check.func):
             asyncio.run(_run_async(check, harness))
         else:
@@ -172,7 +162,7 @@ def run_check(check: Check, run: KitRun, root: Path | None = None) -> CheckResul
         replay = run.replay_command(check.name, session_check=is_session_check(check))
         judged = _judge(check, exc, run.probe, time.perf_counter() - started, replay)
         ended = _with_reproduction(judged, check, exc, _replayed(harness_made))
-        return with_findings(ended, check, run, harness_made, exc)
+        return _with_slice(with_findings(ended, check, run, harness_made, exc), harness_made)
     finally:
         if workdir is not None:
             _drop_external_stores(harness_made, workdir)
@@ -187,11 +177,20 @@ def run_check(check: Check, run: KitRun, root: Path | None = None) -> CheckResul
         check.rules,
         "passed",
         time.perf_counter() - started,
-        detail="; ".join(harness.measured),
+        detail="; ".join([*harness.measured, *filter(None, [harness.slice.coverage()])]),
         warnings=tuple(harness.warnings),
         kit_checked=harness.kit_checked,
     )
-    return with_findings(passed, check, run, harness)
+    return _with_slice(with_findings(passed, check, run, harness), harness)
+
+
+def _with_slice(result: CheckResult, harness: Harness | None) -> CheckResult:
+    """``result`` with the slice of the budget its check had, and whether it cut it short."""
+    if harness is None or harness.slice.seconds is None:
+        return result
+    return msgspec.structs.replace(
+        result, budget=harness.slice.seconds, cut_short=harness.slice.cut_short
+    )
 
 
 def _replayed(harness: Harness | None) -> Reproduction | None:
@@ -338,9 +337,9 @@ async def _run_async(check: Check, harness: Harness) -> None:
         await harness.close_all()
 
 
-def _run_in_worker(name: str, run: KitRun, root: str) -> CheckResult:
+def _run_in_worker(name: str, run: KitRun, root: str, slice_seconds: float | None) -> CheckResult:
     """`run_check` in a worker process, which finds the check by its name."""
-    return run_check(CHECKS_BY_NAME[name], run, Path(root))
+    return run_check(CHECKS_BY_NAME[name], run, Path(root), slice_seconds)
 
 
 def _worker_failed(check: Check, exc: Exception) -> CheckResult:
@@ -390,15 +389,16 @@ def run_kit(run: KitRun, listener: RunListener | None = None) -> KitReport:
     told.selected(checks)
     results: dict[str, CheckResult] = {}
     root = Path(tempfile.mkdtemp(prefix="checkpointspec-"))
+    slices = BudgetPlan(run, checks)
     try:
-        for result in _results(run, checks, root, told):
+        for result in _results(run, checks, root, told, slices):
             results[result.name] = result
             told.finished(result)
         derived = (
             derive_roots(
                 run,
                 list(results.values()),
-                partial(_recheck, root=root, told=told),
+                partial(_recheck, root=root, told=told, slices=slices),
                 seconds=time.perf_counter() - started,
             )
             if run.reproduction is None
@@ -411,26 +411,29 @@ def run_kit(run: KitRun, listener: RunListener | None = None) -> KitReport:
     return report_of(run, checks, results, time.perf_counter() - started, derived)
 
 
-def _recheck(check: Check, variant: KitRun, *, root: Path, told: RunListener) -> CheckResult:
-    """One re-check of rooting (`derive_roots`): ``check`` on a variant of the run."""
+def _recheck(
+    check: Check, variant: KitRun, *, root: Path, told: RunListener, slices: BudgetPlan
+) -> CheckResult:
+    """One re-check of rooting (`derive_roots`): ``check`` on a variant of the run, with
+    the slice it had the first time."""
     told.rechecking(check)
-    return run_check(check, variant, root)
+    return run_check(check, variant, root, slices.slice_for(check))
 
 
 def _results(
-    run: KitRun, checks: list[Check], root: Path, listener: RunListener
+    run: KitRun, checks: list[Check], root: Path, listener: RunListener, slices: BudgetPlan
 ) -> Iterator[CheckResult]:
     """The result of each check as it ends. A replayed example runs here, in this process."""
     if run.workers > 1 and run.reproduction is None:
-        yield from _in_workers(run, checks, root, listener)
+        yield from _in_workers(run, checks, root, listener, slices)
         return
     for check in checks:
         listener.started(check)
-        yield run_check(check, run, root)
+        yield run_check(check, run, root, slices.slice_for(check))
 
 
 def _in_workers(
-    run: KitRun, checks: list[Check], root: Path, listener: RunListener
+    run: KitRun, checks: list[Check], root: Path, listener: RunListener, slices: BudgetPlan
 ) -> Iterator[CheckResult]:
     """The checks run in ``run.workers`` spawned processes (a clean interpreter each)."""
     with ProcessPoolExecutor(max_workers=run.workers, mp_context=get_context("spawn")) as pool:
@@ -442,7 +445,8 @@ def _in_workers(
             while waiting and len(running) < run.workers:
                 check = waiting.pop()
                 listener.started(check)
-                running[pool.submit(_run_in_worker, check.name, run, str(root))] = check
+                share = slices.slice_for(check)
+                running[pool.submit(_run_in_worker, check.name, run, str(root), share)] = check
             done, _ = wait(running, return_when=FIRST_COMPLETED)
             for future in done:
                 check = running.pop(future)
@@ -492,4 +496,5 @@ def report_of(
         findings=findings,
         roots=roots,
         shard=f"{run.shard[0]}/{run.shard[1]}" if run.shard is not None else None,
+        budget=run.budget,
     )

@@ -405,3 +405,18 @@ def test_compare_with_an_unreadable_report_is_a_usage_error(pytester: pytest.Pyt
     )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"*--checkpointer-compare: cannot read {missing}*"])
+
+
+def test_a_budget_is_taken_and_one_that_is_no_duration_is_a_usage_error(
+    pytester: pytest.Pytester,
+) -> None:
+    only = ("--checkpointer-only", "APPEND-001")
+    taken = pytester.runpytest_subprocess(
+        "--checkpointer", "memory", "--checkpointer-seed", "1", *only, "--checkpointer-budget", "2m"
+    )
+    taken.assert_outcomes(passed=2, skipped=1)  # APPEND-001, and two checks observing it
+    refused = pytester.runpytest_subprocess(
+        "--checkpointer", "memory", *only, "--checkpointer-budget", "soon"
+    )
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    refused.stderr.fnmatch_lines(["*--checkpointer-budget: a budget is a positive duration*"])

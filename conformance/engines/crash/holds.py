@@ -253,27 +253,38 @@ async def holds(
     with the seed, spread over the write. A kind whose writes make fewer calls
     than its share leaves the rest to the next kind.
 
+    Once the check's slice of the time budget is spent, each kind not yet held is held
+    once and no more; the slice records how many holds were left out.
+
     Raises `CheckSkipped` when an append changes no file under the store
     directory (a backend whose data lives in a server): there is nothing to hold
     it at.
     """
     groups = targets(rng, calls)
     shares = allot(h.profile.held_writes, list(groups))
-    spare = 0
+    spare, held, cut = 0, 0, False
     for kind, writes in groups.items():
         share, taken = shares[kind] + spare, 0
         for t in writes:
+            if taken and taken < share and h.slice.spent():
+                # The slice is spent: this kind was held, and the next ones get one hold each.
+                share, cut = taken, True
             if taken >= share:
                 break
             before = await prepared(h, calls, t, rule_id)
             try:
                 counted = await _count_calls(h, before, calls[t], rule_id)
                 for n in spread(rng, counted, min(PER_WRITE, share - taken)):
+                    if taken and h.slice.spent():
+                        cut = True
+                        break
                     yield t, n, before
                     taken += 1
             finally:
                 shutil.rmtree(before, ignore_errors=True)
-        spare = share - taken
+        spare, held = share - taken, held + taken
+    if cut:
+        h.slice.stopped(f"held writers {held} times of up to {h.profile.held_writes}")
 
 
 def spread(rng: random.Random, counted: int, take: int) -> list[int]:

@@ -441,7 +441,10 @@ async def check_rounds(
     states: Callable[[Round, random.Random, int], list[CrashSpec]],
     rule_id: str = "DUR-003",
 ) -> tuple[int, int, int]:
-    """Record rounds and check their states until ``budget`` states are checked.
+    """Record rounds and check their states until ``budget`` states are checked, or the
+    check's slice of the time budget is spent (after one state at least, and each
+    recorded round's states checked for at least as long as recording it took; the
+    result then says how many of ``budget`` were checked).
 
     ``record(rng, number)`` records round ``number``; ``states(round, rng, left)``
     picks at most ``left`` of its states. A state that breaks a rule is recorded
@@ -452,16 +455,24 @@ async def check_rounds(
     """
     rng = random.Random(h.seed)
     checked, number, ops = 0, 0, 0
-    while checked < budget:
+    while checked < budget and not (checked and h.slice.spent()):
+        recording = h.slice.elapsed()
         rnd = await record(rng, number)
         ops += len(rnd.plan.ops)
+        # A recorded round is worth checking: its states get at least the time it took
+        # to record, slice or not (a traced round costs seconds, a state milliseconds).
+        paid_until = 2 * h.slice.elapsed() - recording
         for spec in states(rnd, rng, budget - checked):
+            if checked and h.slice.spent() and h.slice.elapsed() >= paid_until:
+                break
             try:
                 await check_state(h, rnd, spec, rule_id)
             except RuleViolation as violation:
                 h.record(violation)
             checked += 1
         number += 1
+    if checked < budget:
+        h.slice.stopped(f"checked {checked} of {budget} crash states")
     h.explored = Explored(rounds=0, complete=True)
     return checked, number, ops
 

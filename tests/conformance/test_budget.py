@@ -1,0 +1,253 @@
+"""Time budgets: parsing ``--budget``, sharing a run's budget out as slices, and checks
+that stop at their slice's end and say what they covered (engines/budget.py,
+running/slices.py, checks/_support.py's `within_slice`).
+
+Clocks are stand-ins that tick once per reading, and a slice of 0 s is spent from its
+start: nothing here depends on how fast the machine is.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import re
+from collections.abc import Callable
+from pathlib import Path
+from types import SimpleNamespace
+from typing import cast
+
+import msgspec
+import pytest
+from checkpointspec.conformance.checks._support import SliceSpent, explore_runs, within_slice
+from checkpointspec.conformance.engines.budget import (
+    KIND_WEIGHTS,
+    SLICE_FLOOR,
+    Slice,
+    format_seconds,
+    parse_budget,
+)
+from checkpointspec.conformance.engines.harness import Harness
+from checkpointspec.conformance.engines.profiles import PROFILES
+from checkpointspec.conformance.engines.replay import REPORTING_PHASES, kit_settings
+from checkpointspec.conformance.engines.violations import RuleViolation
+from checkpointspec.conformance.frontends.cli import main
+from checkpointspec.conformance.running.plan import plan_run
+from checkpointspec.conformance.running.registry import CHECKS_BY_NAME
+from checkpointspec.conformance.running.runner import run_check
+from checkpointspec.conformance.running.slices import BudgetPlan
+from hypothesis import given
+from hypothesis import strategies as st
+
+POWER_LOSS = "DUR-003::acknowledged_writes_survive_power_loss"
+PROPERTY = "ARG-001::bad_session_ids_are_refused"
+
+
+def ticking() -> Callable[[], float]:
+    """A clock that reads 0, 1, 2, … seconds, one second more at each reading."""
+    ticks = itertools.count()
+    return lambda: float(next(ticks))
+
+
+# -- parsing ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("90s", 90.0), ("90", 90.0), ("2m", 120.0), ("1.5h", 5400.0), ("none", math.inf)],
+)
+def test_a_budget_is_read_in_seconds_minutes_or_hours(text: str, seconds: float) -> None:
+    assert parse_budget(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "5x", "0s", "-3m", "m"])
+def test_a_budget_that_is_no_positive_duration_is_refused_with_the_forms_accepted(
+    text: str,
+) -> None:
+    with pytest.raises(ValueError, match="such as 90s, 2m or 1h, or none"):
+        parse_budget(text)
+
+
+def test_a_budget_is_printed_as_the_option_takes_it_back() -> None:
+    for seconds in (60.0, 90.0, 300.0, 1.5):
+        assert parse_budget(format_seconds(seconds)) == seconds
+
+
+def test_every_profile_has_a_budget_growing_with_its_counts() -> None:
+    budgets = [PROFILES[name].budget_seconds for name in ("quick", "default", "thorough")]
+    assert budgets == [60.0, 300.0, 1800.0]
+
+
+def test_bad_budget_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "memory", "--budget", "soon", "-q"]) == 2
+    assert "--budget" in capsys.readouterr().err
+
+
+# -- planning slices ----------------------------------------------------------------
+
+
+def test_slices_follow_the_kinds_weights_and_skipped_checks_weigh_nothing() -> None:
+    run = plan_run("memory", profile="quick", seed=1, budget=1000.0)
+    model = CHECKS_BY_NAME["SEQ-001::model_based"]
+    prop = CHECKS_BY_NAME[PROPERTY]
+    # DUR-003 needs DURABLE, which the memory backend does not declare.
+    skipped = CHECKS_BY_NAME[POWER_LOSS]
+    frozen = iter([0.0, 0.0, 0.0])
+    plan = BudgetPlan(run, [model, prop, skipped], clock=lambda: next(frozen))
+    first = plan.slice_for(model)
+    assert first == pytest.approx(1000.0 * KIND_WEIGHTS["model"] / (6.0 + 2.0))
+    assert plan.slice_for(prop) == pytest.approx(1000.0)  # all that is left is its
+    assert plan.slice_for(model) == first  # a re-check gets the slice it had
+
+
+def test_the_commanded_machine_runs_its_counts_whatever_the_budget() -> None:
+    run = plan_run("file", profile="quick", seed=1, budget=1.0)
+    commanded = CHECKS_BY_NAME["KILL-001::commanded_workers"]
+    assert BudgetPlan(run, [commanded]).slice_for(commanded) is None
+
+
+def test_a_check_started_when_the_budget_is_spent_gets_the_floor() -> None:
+    run = plan_run("memory", profile="quick", seed=1, budget=1.0)
+    ticks = iter([0.0, 5.0])
+    plan = BudgetPlan(run, [CHECKS_BY_NAME[PROPERTY]], clock=lambda: next(ticks))
+    assert plan.slice_for(CHECKS_BY_NAME[PROPERTY]) == SLICE_FLOOR
+
+
+def test_without_a_budget_no_check_gets_a_slice() -> None:
+    run = plan_run("memory", profile="quick", seed=1, budget=parse_budget("none"))
+    assert run.budget is None
+    assert BudgetPlan(run, [CHECKS_BY_NAME[PROPERTY]]).slice_for(CHECKS_BY_NAME[PROPERTY]) is None
+
+
+def test_a_run_takes_its_profiles_budget_unless_told_otherwise() -> None:
+    assert plan_run("memory", profile="quick", seed=1).budget == 60.0
+    assert plan_run("memory", profile="quick", seed=1, budget=90.0).budget == 90.0
+
+
+def test_a_replay_command_repeats_a_budget_other_than_the_profiles() -> None:
+    own = plan_run("memory", profile="quick", seed=1)
+    assert "--budget" not in own.replay_command(PROPERTY, session_check=False)
+    other = plan_run("memory", profile="quick", seed=1, budget=120.0)
+    assert other.replay_command(PROPERTY, session_check=False).endswith(" --budget 2m")
+
+
+# -- loops that stop at their slice's end -------------------------------------------
+
+
+def test_a_loop_takes_items_until_the_slice_is_spent_and_says_how_many() -> None:
+    budget = Slice(3.0, clock=ticking())
+    assert list(budget.within(range(10), "kill points")) == [0, 1, 2]
+    assert budget.cut_short
+    assert budget.coverage() == "checked 3 of 10 kill points within its 3.0 s slice of the budget"
+
+
+def test_a_loop_reaching_its_count_first_says_nothing() -> None:
+    budget = Slice(100.0, clock=ticking())
+    assert list(budget.within(range(5), "kill points")) == [0, 1, 2, 3, 4]
+    assert not budget.cut_short
+    assert budget.coverage() == ""
+
+
+def test_a_spent_slice_still_takes_the_first_item() -> None:
+    budget = Slice(0.0)
+    assert list(budget.within(["only"], "holds")) == ["only"]
+    assert list(Slice(0.0).within(["first", "second"], "holds")) == ["first"]
+
+
+def test_a_crash_state_check_out_of_time_checks_one_round_passes_and_says_so() -> None:
+    run = plan_run("file", profile="quick", seed=1, only=(POWER_LOSS,))
+    result = run_check(CHECKS_BY_NAME[POWER_LOSS], run, slice_seconds=0.0)
+    assert result.status == "passed", result.detail
+    assert result.budget == 0.0
+    assert result.cut_short
+    # One round is recorded, and its states are checked for as long as recording took.
+    covered = re.search(r"checked (\d+) of 200 crash states within its 0\.0 s slice", result.detail)
+    assert covered is not None, result.detail
+    assert 1 <= int(covered[1]) < 200
+
+
+# -- Hypothesis runs ----------------------------------------------------------------
+
+
+def _harness(budget: Slice, rounds: int = 4) -> Harness:
+    """What `within_slice` and `explore_runs` read of a harness."""
+    stand_in = SimpleNamespace(
+        replay=None,
+        slice=budget,
+        findings=[],
+        explored=None,
+        profile=msgspec.structs.replace(PROFILES["quick"], exploration_rounds=rounds),
+        run=SimpleNamespace(tolerated=frozenset()),
+    )
+    return cast("Harness", stand_in)
+
+
+def test_a_property_out_of_time_ends_its_run_as_a_pass_after_the_examples_it_ran() -> None:
+    h = _harness(Slice(3.0, clock=ticking()))
+    ran: list[int] = []
+
+    @kit_settings(max_examples=50, phases=REPORTING_PHASES)
+    @given(st.integers())
+    @within_slice(h)
+    def test(n: int) -> None:
+        ran.append(n)
+
+    explore_runs(h, test, 50)
+    assert len(ran) == 2  # the readings at 1 s and 2 s; the one at 3 s ends the run
+    assert h.explored is not None
+    assert h.explored.complete
+    assert h.slice.coverage() == (
+        "ran 2 examples of the 50 per round its profile allows within its 3.0 s slice of the budget"
+    )
+
+
+def test_the_end_of_a_slice_reaches_hypothesis_as_a_stop_not_a_failure() -> None:
+    h = _harness(Slice(0.0))
+
+    @kit_settings(max_examples=50, phases=REPORTING_PHASES)
+    @given(st.integers())
+    @within_slice(h)
+    def test(n: int) -> None:
+        pass
+
+    with h.slice.hypothesis_round(), pytest.raises(SliceSpent):
+        test()
+    assert h.slice.examples_run == 1
+
+
+def test_a_failure_found_in_the_slice_is_shrunk_and_replayed_after_its_end() -> None:
+    h = _harness(Slice(0.0))  # spent from the start: only the first example is admitted
+
+    @kit_settings(max_examples=50, phases=REPORTING_PHASES)
+    @given(st.integers(min_value=17, max_value=10_000))
+    @within_slice(h)
+    def test(n: int) -> None:
+        raise RuleViolation("SEQ-001", f"{n} is too big")
+
+    # The first example fails; its shrinking to 17 and Hypothesis' final replay of it run
+    # although the slice is spent.
+    with h.slice.hypothesis_round(), pytest.raises(RuleViolation, match=r"^\[SEQ-001\] 17 is"):
+        test()
+    assert h.slice.examples_run == 1
+
+
+def test_a_property_check_out_of_time_passes_and_reports_its_slice() -> None:
+    run = plan_run("memory", profile="quick", seed=1, only=(PROPERTY,))
+    result = run_check(CHECKS_BY_NAME[PROPERTY], run, slice_seconds=0.0)
+    assert result.status == "passed", result.detail
+    assert (result.budget, result.cut_short) == (0.0, True)
+    assert result.detail == (
+        "ran 1 examples of the 80 per round its profile allows within its 0.0 s slice of the budget"
+    )
+
+
+def test_the_report_gives_the_runs_budget_and_each_checks_slice(tmp_path: Path) -> None:
+    report = tmp_path / "r.json"
+    args = ["run", "memory", "--profile", "quick", "--seed", "1", "--only", PROPERTY, "-q"]
+    assert main([*args, "--budget", "90s", "--report", str(report)]) == 0
+    written = json.loads(report.read_bytes())
+    assert written["budget"] == 90.0
+    (result,) = written["checks"]
+    # The one check of the run gets all of it that is left when it starts.
+    assert SLICE_FLOOR < result["budget"] <= 90.0
+    assert not result["cut_short"]
