@@ -57,20 +57,21 @@ stress run (``stress``)."""
 
 KIND_WEIGHTS: dict[CheckKind, float] = {
     "single": 0.05,
-    "property": 1.0,
-    "processes": 2.0,
-    "stress": 3.0,
-    "crash": 6.0,
-    "model": 7.0,
-    "holds": 12.0,
-    "commanded": 40.0,
+    "processes": 0.5,
+    "stress": 2.2,
+    "property": 2.4,
+    "commanded": 4.2,
+    "crash": 5.9,
+    "holds": 6.0,
+    "model": 12.9,
 }
-"""Each kind's share of a budget, relative to the others: about the seconds a check of the
-kind takes in the quick profile on the file reference backend on 2 cores with its counts
-alone (a single scenario 0.04 s, a property 1 s, a round of processes 1.7 s, the
-stress run 2.7 s, a crash-state check 5.8 s, a model-based machine 6.7 s, writers held
-at their system calls 12 s, the commanded-workers machine 43 s). A budget shorter
-than a run needs thus thins every kind out alike."""
+"""Each kind's share of a budget, relative to the others: the mean seconds a check of the
+kind takes in the quick profile on the file reference backend with its counts alone
+(``checkpointspec run file --profile quick --budget none``, workers forked from the fork
+server, on 2 cores under a load of 7): a single scenario 0.05 s, a round of processes
+0.5 s, the stress run 2.2 s, a property 2.4 s, the commanded-workers machine 4.2 s, a
+crash-state check 5.9 s, writers held at their system calls 6.0 s, a model-based
+machine 12.9 s. A budget shorter than a run needs thus thins every kind out alike."""
 
 UNCUT_KINDS: frozenset[CheckKind] = frozenset({"commanded"})
 """Kinds of checks that run their profile's counts whatever the budget (their slice is

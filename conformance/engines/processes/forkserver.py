@@ -21,8 +21,9 @@ and `returncode`, read from the status pipe in whichever event loop asks.
 Where a fork server cannot serve, a worker is started as its own program as before:
 a worker run under a tracer (``prefix``) or with an environment of its own, a
 backend the fork server could not load (the worker started afresh then reports the
-import's error as always), or ``CHECKPOINTSPEC_FORK_SERVER=0`` in the environment —
-for a backend that starts threads when imported, which a fork does not carry over.
+import's error as always), a fork server that died, a system without ``pidfd_open`` (Linux before 5.3), or
+``CHECKPOINTSPEC_FORK_SERVER=0`` in the environment — for a backend that starts
+threads when imported, which a fork does not carry over.
 """
 
 from __future__ import annotations
@@ -179,7 +180,7 @@ async def spawn_forked(
     """A worker for ``backend`` forked from the run's fork server, or None where a
     fork server cannot serve (see the module's docstring); ``limit`` is its stdout
     reader's line limit."""
-    if os.environ.get(FORK_SERVER_SETTING, "1") == "0":
+    if os.environ.get(FORK_SERVER_SETTING, "1") == "0" or not hasattr(os, "pidfd_open"):
         return None
     server = _server_for(backend, env)
     if server is None:
@@ -189,6 +190,13 @@ async def spawn_forked(
     our_status, server_status = os.pipe()
     try:
         pid = server.fork(child_stdin, child_stdout, stderr.fileno(), server_status)
+    except OSError:  # the fork server died (ConnectionError is one): start afresh from now on
+        with _servers_lock:
+            _servers[(os.getpid(), backend)] = None
+        server.close()
+        for fd in (our_stdin, our_stdout, our_status):
+            os.close(fd)
+        return None
     finally:
         for fd in (child_stdin, child_stdout, server_status):
             os.close(fd)
