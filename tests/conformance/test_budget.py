@@ -95,7 +95,8 @@ def test_slices_follow_the_kinds_weights_and_skipped_checks_weigh_nothing() -> N
     frozen = iter([0.0, 0.0, 0.0])
     plan = BudgetPlan(run, [model, prop, skipped], clock=lambda: next(frozen))
     first = plan.slice_for(model)
-    assert first == pytest.approx(1000.0 * KIND_WEIGHTS["model"] / (6.0 + 2.0))
+    model_weight, property_weight = KIND_WEIGHTS["model"], KIND_WEIGHTS["property"]
+    assert first == pytest.approx(1000.0 * model_weight / (model_weight + property_weight))
     assert plan.slice_for(prop) == pytest.approx(1000.0)  # all that is left is its
     assert plan.slice_for(model) == first  # a re-check gets the slice it had
 
