@@ -124,7 +124,9 @@ def _expected_failure(text: str) -> tuple[str, str]:
     return _rule_id(rule.strip()), reason.strip()
 
 
-def _workers(text: str) -> int:
+def _workers(text: str) -> int | None:
+    if text == "auto":
+        return None
     try:
         n = int(text)
     except ValueError:
@@ -228,7 +230,12 @@ def _parser() -> argparse.ArgumentParser:
         "failure's replay command): no search, no shrinking",
     )
     run.add_argument(
-        "-n", "--workers", type=_workers, default=1, help="run checks in this many processes (1+)"
+        "-n",
+        "--workers",
+        type=_workers,
+        default=None,
+        help="run this many checks at once, each in a process of its own (1+), or auto "
+        "(the default: one per core, at most 4)",
     )
     run.add_argument(
         "--only",

@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
 import random
 import shutil
 import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Literal, TypeAlias
+from typing import Final, Literal, TypeAlias
+
+import msgspec
 
 from ...backends.registry import (
     BackendLoadError,
@@ -55,6 +58,7 @@ __all__ = [
     "probe_backend",
     "selected_checks",
     "shard_of",
+    "side_by_side",
     "skip_reason",
 ]
 
@@ -164,7 +168,7 @@ def plan_run(
     validate_protocol: bool = False,
     profile: str | Profile = DEFAULT_PROFILE,
     seed: int | None = None,
-    workers: int = 1,
+    workers: int | None = 1,
     only: Iterable[str] = (),
     expected_failures: Iterable[str] | Mapping[str, str] = (),
     options: Mapping[str, str] | None = None,
@@ -189,7 +193,8 @@ def plan_run(
     of N slices of the selection (`shard_of`). ``budget`` is the seconds the run may
     take (``--budget``; infinity: no limit but the profile's counts), by default
     (None) the profile's ``budget_seconds``. With no ``seed`` one
-        is drawn; with ``workers > 1`` that many checks run at once, in processes of their own.
+        is drawn; with ``workers > 1`` that many checks run at once, in processes of their own;
+        ``None`` lets the kit choose (`side_by_side`, the CLI's default).
 
         Raises `RunSettingError` (a `BackendLoadError`) for a usage error: an output file
         that cannot be written (checked first: no report is lost after minutes of checks);
@@ -224,14 +229,33 @@ def plan_run(
             if isinstance(expected_failures, Mapping)
             else dict.fromkeys(expected_failures, "")
         ),
-        workers=workers,
+        workers=1 if workers is None else workers,
         reproduction=reproduction,
         outputs=outputs,
         shard=shard,
         budget=_budget(chosen, budget),
     )
     _check_selection(run)
+    if workers is None:
+        run = msgspec.structs.replace(run, workers=side_by_side(run))
     return run
+
+
+MOST_SIDE_BY_SIDE: Final = 4
+"""The most checks `side_by_side` runs at once: each starts processes of its own
+(workers, stoppers, tracers), so more would only make them wait for each other."""
+
+
+def side_by_side(run: KitRun) -> int:
+    """How many checks of ``run`` to run at once when not told: one per core this process
+    may use, at most `MOST_SIDE_BY_SIDE` and at most the checks selected; one for a
+    reproduction. Checks share no store (each has a directory of its own), so the only
+    cost of running them side by side is a process per slot, which pays for itself
+    once there are two cores."""
+    if run.reproduction is not None:
+        return 1
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, min(cores or 1, MOST_SIDE_BY_SIDE, len(selected_checks(run))))
 
 
 def _budget(profile: Profile, asked: float | None) -> float | None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from pathlib import Path
@@ -146,7 +147,9 @@ async def finds_a_violation(h: Harness) -> None:
 
 
 def _only(monkeypatch: pytest.MonkeyPatch, *checks: Check) -> None:
+    """Run ``checks`` alone, in this process: pool processes would not see the patch."""
     monkeypatch.setattr(plan, "select_checks", lambda only, **_: list(checks))
+    monkeypatch.setattr(plan, "side_by_side", lambda run: 1)
 
 
 def test_a_kit_error_exits_3_and_is_reported_as_an_error(
@@ -443,3 +446,18 @@ def test_every_skipped_check_is_named_with_its_reason(capsys: pytest.CaptureFixt
     assert skipped
     for name in skipped:
         assert f"skipped {name}: " in " ".join(out.split()), out
+
+
+def test_checks_run_side_by_side_unless_told_otherwise() -> None:
+    cores = len(os.sched_getaffinity(0))
+    everything = plan.plan_run("memory", seed=1, workers=None)
+    assert everything.workers == max(1, min(cores, plan.MOST_SIDE_BY_SIDE))
+    one_check = plan.plan_run("memory", seed=1, workers=None, only=["SEQ-001::model_based"])
+    assert one_check.workers == 1
+    assert plan.plan_run("memory", seed=1, workers=3).workers == 3
+
+
+def test_workers_take_a_count_or_auto() -> None:
+    assert cli._parser().parse_args(["run", "memory"]).workers is None
+    assert cli._parser().parse_args(["run", "memory", "-n", "auto"]).workers is None
+    assert cli._parser().parse_args(["run", "memory", "-n", "2"]).workers == 2
