@@ -45,6 +45,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import os
 import shutil
 import tempfile
 import time
@@ -65,6 +66,7 @@ from ...spec import (
 )
 from ..checks.base import Check
 from ..engines.harness import CheckSkipped, Harness
+from ..engines.processes.groups import end_with_parent
 from ..engines.provenance import backend_operation
 from ..engines.replay import (
     ReplayPassed,
@@ -436,7 +438,12 @@ def _in_workers(
     run: KitRun, checks: list[Check], root: Path, listener: RunListener, slices: BudgetPlan
 ) -> Iterator[CheckResult]:
     """The checks run in ``run.workers`` spawned processes (a clean interpreter each)."""
-    with ProcessPoolExecutor(max_workers=run.workers, mp_context=get_context("spawn")) as pool:
+    with ProcessPoolExecutor(
+        max_workers=run.workers,
+        mp_context=get_context("spawn"),
+        initializer=end_with_parent,
+        initargs=(os.getpid(),),
+    ) as pool:
         # Submitting no more than ``workers`` at a time keeps "started" true: a
         # submitted check is one a worker process is running.
         waiting = list(reversed(checks))

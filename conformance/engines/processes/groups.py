@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
+import ctypes.util
 import os
 import signal
 import time
 from pathlib import Path
 
-__all__ = ["group_members", "kill_group", "wait_group_gone"]
+__all__ = ["end_with_parent", "group_members", "kill_group", "wait_group_gone"]
 
 
 def group_members(pgid: int) -> list[int]:
@@ -55,3 +57,24 @@ async def wait_group_gone(pgid: int, within: float = 30.0) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError(f"process group {pgid} still has live members after kill")
         await asyncio.sleep(0.002)
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def end_with_parent(parent: int) -> None:
+    """Have the kernel SIGKILL this process when ``parent`` (its parent) ends, however
+    it ends; end at once if it has ended already.
+
+    For the processes the runner runs checks in: a run killed with SIGKILL cannot tell
+    them to stop, and a check may run for minutes. Their own workers, fork server and
+    stoppers then end at end of file on the pipes they had to it. Linux only
+    (``prctl(PR_SET_PDEATHSIG)``); elsewhere nothing is done.
+    """
+    libc_name = ctypes.util.find_library("c")
+    if libc_name is None:
+        return
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(libc_name, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:  # it ended before the request took effect
+        os._exit(1)
