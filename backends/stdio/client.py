@@ -95,6 +95,7 @@ __all__ = [
     "StdioCheckpointer",
     "StdioProtocolError",
     "make",
+    "without_spares",
 ]
 
 PROCESS_OPTION: Final = "process"
@@ -273,6 +274,8 @@ class _Pool:
         self._spares: dict[_Key, _Child] = {}
         self._idle: dict[_Key, list[_Child]] = {}
         self._closed: dict[_Key, list[_Child]] = {}
+        self.starts_ahead = True
+        """Whether a child is started ahead for the next handle (`without_spares`)."""
         atexit.register(self.end_all)
 
     def take(self, argv: list[str], cwd: str | None, timeout: float) -> _Child:
@@ -293,6 +296,8 @@ class _Pool:
             child.timeout = timeout
         else:
             child = _Child(argv, cwd, timeout)
+        if not self.starts_ahead:
+            return child
         with contextlib.suppress(StdioProtocolError):
             replacement = _Child(argv, cwd, timeout)
             with self._lock:
@@ -350,6 +355,13 @@ class _Pool:
 
 
 _pool = _Pool()
+
+
+def without_spares() -> None:
+    """Start no child ahead for the next handle in this process: for a process that
+    opens one handle in its life (the kit's worker processes), where the spare would
+    be started, never used, and killed with it."""
+    _pool.starts_ahead = False
 
 
 class StdioCheckpointer:

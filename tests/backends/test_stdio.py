@@ -28,7 +28,7 @@ from checkpointspec.backends.stdio import (
     make,
     protocol_schema,
 )
-from checkpointspec.backends.stdio.client import _pool, _to_exception
+from checkpointspec.backends.stdio.client import _pool, _to_exception, without_spares
 from checkpointspec.backends.stdio.serve import error_body
 from checkpointspec.spec import (
     BackendContext,
@@ -425,3 +425,20 @@ async def test_a_closed_handle_whose_process_serves_another_asks_a_closed_one(
     assert refused.value.operation == "read"
     # A process told hello and close for the first handle's store answered.
     assert first._child.closed_for is first._token
+
+
+def test_without_spares_a_handle_starts_its_child_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A kit worker opens one handle: the child started ahead would never serve one.
+    command = [*SERVE, "--one-handle", "memory"]
+    key = (tuple(command), None)
+    monkeypatch.setattr(_pool, "starts_ahead", True)
+    with_spare = StdioCheckpointer.start(command, tmp_path)
+    asyncio.run(with_spare.close())
+    assert key in _pool._spares
+    _pool._spares.pop(key).end()
+    without_spares()  # monkeypatch puts starts_ahead back afterwards
+    alone = StdioCheckpointer.start(command, tmp_path)
+    asyncio.run(alone.close())
+    assert key not in _pool._spares

@@ -33,6 +33,7 @@ from typing import IO, NoReturn
 import msgspec
 
 from ....backends.registry import resolve_backend
+from ....backends.stdio.client import without_spares
 from ....backends.stdio.messages import (
     Acked,
     AppendBatches,
@@ -118,6 +119,7 @@ def _main(backend: str) -> None:
 
 
 def _serve_worker(factory: BackendFactory) -> None:
+    without_spares()  # a worker opens one handle: a child started ahead would be wasted
     try:
         asyncio.run(_KitServer(factory, sys.stdin.buffer, reply_stream()).run())
     except RuleViolation as violation:
