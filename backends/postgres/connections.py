@@ -47,7 +47,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Final, Literal, TypeVar
+from typing import Final, TypeVar
 
 import psycopg
 from psycopg import sql
@@ -58,6 +58,7 @@ from ...spec import (
     CheckpointConflictError,
     CheckpointerClosedError,
     CheckpointError,
+    ConnectionLostError,
     CorruptStoreError,
     InvalidArgumentError,
     ReasonCode,
@@ -114,26 +115,6 @@ class ServerUnreachableError(CheckpointError):
 
     def __reduce__(self) -> tuple[type[ServerUnreachableError], tuple[str]]:
         return (type(self), (self.reason,))
-
-
-class ConnectionLostError(CheckpointError):
-    """The connection died while a write was in flight, and its outcome is unknown.
-
-    ``operation`` and ``session_id`` name the write; ``detail`` says why the
-    outcome could not be found out (the server stayed unreachable, or the write
-    was a truncate or delete, which leave nothing to recognise them by). The
-    write is wholly applied or wholly absent: read the head to know which.
-    """
-
-    def __init__(self, operation: str, session_id: str, detail: str) -> None:
-        super().__init__(f"{operation} of session {session_id!r}: outcome unknown: {detail}")
-        self.operation = operation
-        self.session_id = session_id
-        self.detail = detail
-        self.outcome: Literal["unknown"] = "unknown"
-
-    def __reduce__(self) -> tuple[type[ConnectionLostError], tuple[str, str, str]]:
-        return (type(self), (self.operation, self.session_id, self.detail))
 
 
 class CommitAttempt:
