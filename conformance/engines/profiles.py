@@ -43,6 +43,10 @@ class Profile(msgspec.Struct, frozen=True):
     """Hypothesis runs a property or model-based check makes at most: each one after a
     failure tolerates the rules found so far and looks for the next finding
     (`checkpointspec.conformance.engines.exploration`)."""
+    connection_calls: int = 250
+    """Calls each of the two writers makes through the fault-injecting proxy (NET-001)."""
+    failovers: int = 1
+    """Failover pairs started, written to, and failed over (DUR-004)."""
 
 
 PROFILES: dict[str, Profile] = {
@@ -76,6 +80,8 @@ PROFILES: dict[str, Profile] = {
         held_writes=40,
         stress_operations=5_000,
         stress_seconds=60.0,
+        connection_calls=400,
+        failovers=2,
     ),
     "thorough": Profile(
         "thorough",
@@ -93,6 +99,8 @@ PROFILES: dict[str, Profile] = {
         stress_seconds=600.0,
         stress_kills=2,
         exploration_rounds=12,
+        connection_calls=2000,
+        failovers=6,
     ),
 }
 
