@@ -93,7 +93,7 @@ def dsn_via(dsn: str, address: ServerAddress) -> str:
     params = psycopg.conninfo.conninfo_to_dict(dsn)
     params.pop("hostaddr", None)
     params.update(host=address.host, port=str(address.port))
-    return psycopg.conninfo.make_conninfo(**params)
+    return psycopg.conninfo.make_conninfo("", **params)
 
 
 def _tool(name: str) -> str:

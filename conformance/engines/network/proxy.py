@@ -237,6 +237,9 @@ class FaultProxy:
             writer.transport.abort()
             return
         link = _Link(number, fault, (reader, writer), server)
+        if self._severed:  # severed while this connection was being made
+            link.close(reset=True)
+            return
         self._links.add(link)
         try:
             await asyncio.gather(
