@@ -33,8 +33,7 @@ from typing import Final
 from ...spec import Checkpointer, Replicated
 from ..engines.harness import CheckSkipped, Harness
 from ..engines.network.proxy import FaultProxy
-from ..engines.network.recorded import Writers, judge
-from ..engines.violations import RuleViolation
+from ..engines.network.recorded import Writers, judge, violation
 from .base import check
 
 __all__ = ["CHECKS"]
@@ -77,7 +76,7 @@ async def _round(h: Harness, specimen: Replicated, number: int) -> tuple[list[st
             await cp.close()
         async with h.opened(store, options=options) as after:
             operations = writers.operations()
-            findings = problems + await judge(after, operations, "DUR-004")
+            findings = problems + await judge(after, operations)
     finally:
         for cp in handles:
             await cp.close()
@@ -106,11 +105,11 @@ async def acknowledged_writes_survive_failover(h: Harness) -> None:
     for number in range(h.profile.failovers):
         findings, done = await _round(h, specimen, number)
         if findings:
-            raise RuleViolation(
+            raise violation(
                 "DUR-004",
-                f"after the primary was lost and its standby promoted, {findings[0]}"
-                + "".join(f"\n- {finding}" for finding in findings[1:])
-                + f"\n(round {number}: {done})",
+                "after the primary was lost and its standby promoted",
+                findings,
+                f"round {number}: {done}",
             )
         h.measure(f"round {number}: {done}")
 

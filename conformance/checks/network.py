@@ -32,8 +32,7 @@ import random
 from ...spec import ServerRouted
 from ..engines.harness import CheckSkipped, Harness
 from ..engines.network.proxy import CLEAN, Direction, Fault, FaultProxy
-from ..engines.network.recorded import Writers, judge
-from ..engines.violations import RuleViolation
+from ..engines.network.recorded import Writers, judge, violation
 from .base import check
 
 __all__ = ["CHECKS", "draw_fault"]
@@ -103,13 +102,13 @@ async def cut_connections_lose_nothing(h: Harness) -> None:
             await cp.close()
         cuts, connections = len(proxy.fired), proxy.connections
     operations = writers.operations()
-    findings = problems + await judge(specimen, operations, "NET-001")
+    findings = problems + await judge(specimen, operations)
     if findings:
-        raise RuleViolation(
+        raise violation(
             "NET-001",
-            f"with connections cut by the kit's proxy, {findings[0]}"
-            + "".join(f"\n- {finding}" for finding in findings[1:])
-            + f"\n({cuts} of {connections} connections cut, {len(operations)} calls)",
+            "with connections cut by the kit's proxy",
+            findings,
+            f"{cuts} of {connections} connections cut, {len(operations)} calls",
         )
     lost = sum(1 for op in operations if getattr(op.outcome, "error", "") == "ConnectionLostError")
     h.measure(

@@ -36,8 +36,9 @@ from ....spec import Checkpointer, CheckpointError, ConnectionLostError
 from ..history import Operation, Raised, Returned, check_history, describe
 from ..outcomes import read_all
 from ..processes.stress import load_history, run_workload
+from ..violations import RuleViolation
 
-__all__ = ["SESSIONS", "Writers", "judge"]
+__all__ = ["SESSIONS", "Writers", "judge", "violation"]
 
 SESSIONS: Final = ("s0", "s1", "s2")
 """The sessions the writers share."""
@@ -145,9 +146,9 @@ def _contract_errors() -> frozenset[str]:
     return frozenset(names)
 
 
-async def judge(cp: Checkpointer, operations: list[Operation], rule_id: str) -> list[str]:
+async def judge(cp: Checkpointer, operations: list[Operation]) -> list[str]:
     """What the store behind ``cp`` (a handle the kit did not break) and ``operations``
-    show against ``rule_id``: one sentence per finding, then its evidence; empty
+    show against the rule checked: one sentence per finding, then its evidence; empty
     when nothing is wrong."""
     findings: list[str] = []
     contract = _contract_errors()
@@ -216,3 +217,11 @@ def _lost_or_refused(
             + "; ".join(refused[:6])
         )
     return findings
+
+
+def violation(rule_id: str, situation: str, findings: list[str], context: str) -> RuleViolation:
+    """The violation of ``rule_id`` for ``findings`` (`judge`'s): the first one after
+    ``situation`` as the one sentence that says what is wrong, the others below it, then
+    ``context`` (what the kit did) in parentheses."""
+    rest = "".join(f"\n- {finding}" for finding in findings[1:])
+    return RuleViolation(rule_id, f"{situation}, {findings[0]}{rest}\n({context})")
