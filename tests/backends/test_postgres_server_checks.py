@@ -13,11 +13,14 @@ tests, the others with the slow ones.
 
 from __future__ import annotations
 
+import asyncio
+import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
-from checkpointspec.backends.postgres.replication import dsn_via, server_address
+from checkpointspec.backends.postgres.replication import PostgresPair, dsn_via, server_address
 from checkpointspec.conformance.running.plan import plan_run
 from checkpointspec.conformance.running.report import KitReport
 from checkpointspec.conformance.running.runner import run_kit
@@ -107,3 +110,20 @@ def test_a_dsn_routed_through_an_address_keeps_everything_but_host_and_port() ->
 )
 def test_the_server_address_of_a_dsn(dsn: str, address: ServerAddress | None) -> None:
     assert server_address(dsn) == address
+
+
+def test_a_pair_whose_kit_died_is_reaped_by_the_next_cluster_start(
+    cluster_helper: ModuleType, tmp_path: Path
+) -> None:
+    pair = asyncio.run(PostgresPair.start(tmp_path, "synchronous"))
+    homes = [Path(line.split()[1]) for line in (tmp_path / "pair.txt").read_text().splitlines()]
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    for home in homes:
+        (home / "holder").write_text(f"{dead.pid}\n")
+    try:
+        reaped = cluster_helper.reap_stale()
+        assert set(homes) <= set(reaped)
+        assert not any(home.exists() for home in homes)
+    finally:
+        asyncio.run(pair.stop())
