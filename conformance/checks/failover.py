@@ -15,7 +15,7 @@ The method (`acknowledged_writes_survive_failover`), once per failover round
    number of calls drawn from the seed the kit stalls the replication stream:
    the standby falls behind. A synchronous standby makes every commit wait;
    an asynchronous one lets the primary acknowledge commits the standby never
-   gets. Once the writers made a dozen more calls, or half a second passed
+   gets. Once the writers made a dozen more calls, or a second passed
    (a synchronous pair's writers are all waiting), the primary is killed
    (`lose_primary`), the link to it severed and the standby promoted.
 4. The writers carry on, on the promoted standby, to the end of their calls.
@@ -44,7 +44,7 @@ _CALLS: Final = 150
 _SECONDS: Final = 60.0
 _STALLED_CALLS: Final = 12
 """Calls the writers may make while the standby receives nothing, before the primary is lost."""
-_STALL_WINDOW: Final = 0.5
+_STALL_WINDOW: Final = 1.0
 """Seconds the kit waits for those calls: writers of a synchronous pair make none."""
 
 
