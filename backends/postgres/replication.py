@@ -97,6 +97,7 @@ def dsn_via(dsn: str, address: ServerAddress) -> str:
 
 
 def _tool(name: str) -> str:
+    """``initdb``, ``pg_ctl`` or ``pg_basebackup``: on PATH, else the newest Debian install."""
     for found in (shutil.which(name), *sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"))[-1:]):
         if found:
             return found
