@@ -43,7 +43,7 @@ class Profile(msgspec.Struct, frozen=True):
     """Hypothesis runs a property or model-based check makes at most: each one after a
     failure tolerates the rules found so far and looks for the next finding
     (`checkpointspec.conformance.engines.exploration`)."""
-    connection_calls: int = 250
+    connection_calls: int = 300
     """Calls each of the two writers makes through the fault-injecting proxy (NET-001)."""
     failovers: int = 1
     """Failover pairs started, written to, and failed over (DUR-004)."""
