@@ -11,7 +11,8 @@ kit did not break, and decides:
 
 1. every call ended in success, a contract error (`CheckpointError`) or
    `ConnectionLostError`; anything else (a driver's exception) is a finding;
-2. the final log of every session has seqs 1..head;
+2. the final log of every session has seqs 1..head, and ``check_integrity``
+   reports the store ok;
 3. every acknowledged append is in it, whole, once; a refused append (any
    contract error but `ConnectionLostError` and a conflict, which the history
    checker judges) is not;
@@ -170,6 +171,9 @@ async def judge(cp: Checkpointer, operations: list[Operation]) -> list[str]:
         if seqs != list(range(1, len(seqs) + 1)):
             findings.append(f"session {session!r} holds seqs {seqs[:12]}, not 1..{len(seqs)}")
         finals[session] = [getattr(event.event, "text", "") for event in stored]
+    integrity = await cp.check_integrity()
+    if not integrity.ok:
+        findings.append(f"check_integrity reports the store damaged: {integrity.detail}")
     findings += _lost_or_refused(operations, finals, contract)
     verdict = check_history(operations, finals)
     findings += [
