@@ -20,9 +20,10 @@ The method (`cut_connections_lose_nothing`):
    `ConnectionLostError` is an unknown outcome.
 5. Through the first handle, which the proxy never touched, read every session
    and judge (`recorded.judge`): every call ended in success, a contract error
-   or `ConnectionLostError`; seqs 1..head and the store's integrity ok; every acknowledged append present
-   once; no refused one present; and the history checker explains the rest,
-   unknown outcomes either way (a duplicate, a lost acknowledgement, a fork).
+   or `ConnectionLostError`; seqs 1..head and the store's integrity ok; every
+   acknowledged append present once; no refused one present; and the history
+   checker explains the rest, unknown outcomes either way (a duplicate, a lost
+   acknowledgement, a fork).
 """
 
 from __future__ import annotations
