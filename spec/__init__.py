@@ -48,6 +48,7 @@ from .errors import (
     CodecError,
     CompactionError,
     CompactionReason,
+    ConnectionLostError,
     CorruptStoreError,
     InvalidArgumentError,
     ReasonCode,
@@ -87,6 +88,7 @@ from .protocol import (
     StoreHooks,
 )
 from .records import IntegrityReport, SessionInfo, StoredEvent
+from .remote import FailoverPair, Replicated, ServerAddress, ServerRouted
 from .restoration import (
     FileRestore,
     RecoveryOutcome,
@@ -170,8 +172,10 @@ __all__ = [
     "CompactionProgress",
     "CompactionReason",
     "CompactionStage",
+    "ConnectionLostError",
     "CorruptStoreError",
     "ExternalStorage",
+    "FailoverPair",
     "FaultHook",
     "FaultInjectable",
     "FileRestore",
@@ -196,6 +200,7 @@ __all__ = [
     "RecoveryOutcome",
     "RefusesBeforeTheBackend",
     "RepairMessage",
+    "Replicated",
     "RestoreError",
     "RestoreFunction",
     "RestorePhase",
@@ -207,6 +212,8 @@ __all__ = [
     "RuntimeReminder",
     "SchemaVersionError",
     "ScratchFiles",
+    "ServerAddress",
+    "ServerRouted",
     "SessionEvent",
     "SessionInfo",
     "SessionLayer",

@@ -24,6 +24,7 @@ class Capability(enum.StrEnum):
     CODEC = "codec"
     GENERATION = "generation"
     MAINTENANCE = "maintenance"
+    REPLICATED = "replicated"
 
 
 CAPABILITY_REASONS: dict[Capability, str] = {
@@ -41,6 +42,10 @@ CAPABILITY_REASONS: dict[Capability, str] = {
     Capability.MAINTENANCE: (
         "acquire_maintenance(session_id) shuts every other writer out of a session "
         "while restore or compaction runs"
+    ),
+    Capability.REPLICATED: (
+        "acknowledged writes survive the loss of the primary server: a standby "
+        "promoted in its place holds every one of them"
     ),
 }
 """One line per capability: what declaring it promises. Used in skip reasons."""

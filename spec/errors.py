@@ -27,6 +27,7 @@ __all__ = [
     "CodecError",
     "CompactionError",
     "CompactionReason",
+    "ConnectionLostError",
     "CorruptStoreError",
     "InvalidArgumentError",
     "ReasonCode",
@@ -259,6 +260,29 @@ class StoreBusyError(CheckpointError):
 
     def __reduce__(self) -> tuple[type[StoreBusyError], tuple[str, float]]:
         return (type(self), (self.operation, self.waited_seconds))
+
+
+class ConnectionLostError(CheckpointError):
+    """The connection to the server died while a write was in flight: outcome unknown.
+
+    Raised by a backend whose store lives on a server (NET-001) when it cannot
+    find out whether the write took effect: the server stayed unreachable, or the
+    write leaves nothing to recognise it by. ``operation`` and ``session_id`` name
+    the write; ``detail`` says why the outcome is unknown. The write is wholly
+    applied or wholly absent, never in part, and never applied later: read the
+    head to know which. A write that certainly did not happen raises a contract
+    error that says so (`StoreBusyError`) instead.
+    """
+
+    def __init__(self, operation: str, session_id: str, detail: str) -> None:
+        super().__init__(f"{operation} of session {session_id!r}: outcome unknown: {detail}")
+        self.operation = operation
+        self.session_id = session_id
+        self.detail = detail
+        self.outcome: Literal["unknown"] = "unknown"
+
+    def __reduce__(self) -> tuple[type[ConnectionLostError], tuple[str, str, str]]:
+        return (type(self), (self.operation, self.session_id, self.detail))
 
 
 class SessionLockedError(CheckpointError):

@@ -45,7 +45,9 @@ class Level(enum.StrEnum):
     A backend that declares fewer capabilities is not a worse backend, so each
     capability has its own level beside ``base``; the storage rules only checked
     through the kit's ``StoreHooks`` opt-in have theirs, so that a backend which
-    cannot offer it still attains ``base``; the session suite's rules are one level
+    cannot offer it still attains ``base``, and so do those only checked through
+    the ``ServerRouted`` opt-in (``connection_loss``: a server backend's
+    connections cut by the kit's proxy); the session suite's rules are one level
     whatever capability they need.
     """
 
@@ -60,11 +62,13 @@ class Level(enum.StrEnum):
     CODEC = "codec"
     STORE_HOOKS = "store_hooks"
     SESSION = "session"
+    REPLICATED = "replicated"
+    CONNECTION_LOSS = "connection_loss"
 
     @property
     def capability(self) -> Capability | None:
         """The capability whose storage rules this level holds; None for ``base``,
-        ``store_hooks`` and ``session``."""
+        ``store_hooks``, ``session`` and ``connection_loss``."""
         return _CAPABILITY_OF_LEVEL.get(self)
 
 
@@ -80,6 +84,10 @@ _MEANINGS_WITHOUT_CAPABILITY: Final[dict[Level, str]] = {
     ),
     Level.SESSION: (
         "the session layer (fold, checkpoints, workspace, restore, compaction) works on it"
+    ),
+    Level.CONNECTION_LOSS: (
+        "connections to its server cut, delayed or reset lose no acknowledged write and "
+        "apply none twice (needs ServerRouted)"
     ),
 }
 
@@ -117,7 +125,7 @@ class Rule(msgspec.Struct, frozen=True):
 
 
 _M, _S = Strength.MUST, Strength.SHOULD
-_DEL, _L, _T, _D, _P, _C, _G, _MT = (
+_DEL, _L, _T, _D, _P, _C, _G, _MT, _R = (
     Capability.DELETE,
     Capability.LIST,
     Capability.TRUNCATE,
@@ -126,6 +134,7 @@ _DEL, _L, _T, _D, _P, _C, _G, _MT = (
     Capability.CODEC,
     Capability.GENERATION,
     Capability.MAINTENANCE,
+    Capability.REPLICATED,
 )
 
 RULES: Final[tuple[Rule, ...]] = (
@@ -556,6 +565,18 @@ RULES: Final[tuple[Rule, ...]] = (
         "wrong events.",
     ),
     Rule(
+        "DUR-004",
+        _M,
+        _R,
+        Suite.STORAGE,
+        Level.REPLICATED,
+        "Acknowledged writes survive the loss of the primary",
+        "When the primary server is lost at any point of a workload and its standby is "
+        "promoted in its place, reopening shows every acknowledged append at the seqs "
+        "its head said, each once, seqs contiguous from 1 and no event of a write that "
+        "was refused: nothing acknowledged is lost and the log does not fork.",
+    ),
+    Rule(
         "KILL-001",
         _M,
         _P,
@@ -575,6 +596,20 @@ RULES: Final[tuple[Rule, ...]] = (
         "Processes share one log safely",
         "Handles in different processes see each other's acknowledged writes, and "
         "APPEND-004 holds across processes: no lost update, no forked log.",
+    ),
+    # -- lost connections (server backends, through the ServerRouted opt-in) ---------
+    Rule(
+        "NET-001",
+        _M,
+        None,
+        Suite.STORAGE,
+        Level.CONNECTION_LOSS,
+        "A lost connection loses nothing and applies nothing twice",
+        "When connections to the server are cut at any byte of either direction, "
+        "delayed or reset, every operation ends in success, a contract error, or "
+        "ConnectionLostError (outcome unknown); a write refused with any other contract "
+        "error wrote nothing, every acknowledged write is in effect, and every write "
+        "takes effect at most once, however often it was sent again.",
     ),
     # -- maintenance lock ------------------------------------------------------------
     Rule(

@@ -26,7 +26,7 @@ from typing import Final, NamedTuple, cast
 from psycopg import sql
 
 from ..group_commit import GroupCommitQueue
-from .connections import CommitAttempt, ServerConnections
+from .connections import CommitAttempt, LostConnection, ServerConnections
 from .schema import Conn
 
 __all__ = ["AppendRequest", "Appends"]
@@ -121,8 +121,8 @@ class Appends:
             row = await connections.transact(conn, self._sql_append, request, attempt)
             return int(cast(int, row[0]))
 
-        async def resolve(pid: int) -> int | None:
-            first = await connections.find_request(pid, request.session_id, request.request_id)
+        async def resolve(lost: LostConnection) -> int | None:
+            first = await connections.find_request(lost, request.session_id, request.request_id)
             return None if first is None else first + len(request.payloads) - 1
 
         return await connections.run(
@@ -163,14 +163,14 @@ class Appends:
         async def send(conn: Conn) -> list[_GroupResult]:
             return results(await connections.transact(conn, self._sql_group, columns, attempt))
 
-        async def resolve(pid: int) -> list[_GroupResult] | None:
+        async def resolve(lost: LostConnection) -> list[_GroupResult] | None:
             # The group committed wholly or not at all: one applied append tells.
             answered = results(attempt.row)
             applied = [i for i, (_, state, _) in enumerate(answered) if state is None]
             if not applied:
                 return answered  # nothing to commit; each failure stands as answered
             first = group[applied[0]]
-            found = await connections.find_request(pid, first.session_id, first.request_id)
+            found = await connections.find_request(lost, first.session_id, first.request_id)
             return None if found is None else answered
 
         return await connections.run(

@@ -75,6 +75,7 @@ from ...spec import (
     IntegrityReport,
     InvalidArgumentError,
     ReasonCode,
+    ServerAddress,
     SessionEvent,
     SessionInfo,
     SessionLockedError,
@@ -104,6 +105,7 @@ from .connections import (
     connect,
 )
 from .maintenance import Holder, write_key
+from .replication import PostgresPair, Replication, dsn_via, server_address
 from .schema import DEFAULT_SCHEMA, MIGRATIONS, SCHEMA_VERSION, Conn
 
 __all__ = [
@@ -124,7 +126,7 @@ __all__ = [
 DSN_ENVIRONMENT: Final = "CHECKPOINTSPEC_POSTGRES_DSN"
 """The environment variable `make` reads the DSN from when ``--option dsn=...`` is not given."""
 
-_OPTIONS: Final = ("dsn", "pool_size", "busy_timeout")
+_OPTIONS: Final = ("dsn", "pool_size", "busy_timeout", "replication")
 # Taken before a read: waits for a write of the session in flight (see "Writes in flight").
 _WAIT_FOR_WRITES: Final = "SELECT pg_advisory_xact_lock_shared(%s)"
 _SCAN_PAGE: Final = 4096
@@ -143,9 +145,15 @@ class PostgresCheckpointer:
     failures are retried before `StoreBusyError`. ``directory`` is the kit's
     store directory (`make` passes ``ctx.path``): a store created is then
     registered under it, and the stores of this host whose directories are gone
-    are dropped (`checkpointspec.backends.postgres.stores`).
+    are dropped (`checkpointspec.backends.postgres.stores`). ``replication``
+    says how the deployment replicates to a standby: ``"synchronous"`` (a commit
+    waits until the standby has flushed it) declares REPLICATED; ``None`` (no
+    standby) and ``"asynchronous"`` do not. The backend does not check the
+    server's settings: see docs/postgres.md, *Replication and failover*.
 
-    Also implements `StoreHooks` for the conformance kit.
+    Also implements, for the conformance kit, `StoreHooks`, `ServerRouted` (the
+    kit's proxy in front of the server: NET-001) and `Replicated` (a throwaway
+    primary and standby of this ``replication`` for DUR-004).
     """
 
     # DURABLE as the server is deployed by default (fsync and synchronous_commit on),
@@ -162,8 +170,19 @@ class PostgresCheckpointer:
         busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
         create: bool = True,
         directory: Path | None = None,
+        replication: Replication | None = None,
     ) -> None:
         check_dsn(dsn)
+        if replication not in (None, "synchronous", "asynchronous"):
+            raise InvalidArgumentError(
+                "replication",
+                f"{replication!r} is neither 'synchronous' nor 'asynchronous'",
+                ReasonCode.BAD_OPTION,
+            )
+        self.replication: Replication | None = replication
+        if replication == "synchronous":
+            # Only a commit the standby has flushed is acknowledged: it outlives the primary.
+            self.capabilities = self.capabilities | {Capability.REPLICATED}
         try:
             store_schema.check_schema_name(schema)
         except ValueError as exc:
@@ -563,6 +582,21 @@ class PostgresCheckpointer:
         """
         return store_schema.damage_store(self._dsn, self._schema_of(path))
 
+    # -- the kit's server checks (ServerRouted, Replicated) -----------------------------
+
+    def server_address(self) -> ServerAddress | None:
+        """The host and port of the DSN; None for a unix socket or a list of hosts."""
+        return server_address(self._dsn)
+
+    def options_via(self, options: Mapping[str, str], address: ServerAddress) -> dict[str, str]:
+        """The kit's factory options with the DSN's host and port replaced by ``address``."""
+        return {**options, "dsn": dsn_via(self._dsn, address)}
+
+    async def start_failover_pair(self, directory: Path) -> PostgresPair:
+        """A throwaway primary on this machine, replicating as ``replication`` says (default
+        synchronous), whose standby the kit starts, and which it kills and promotes (DUR-004)."""
+        return await PostgresPair.start(directory, self.replication or "synchronous")
+
     def _schema_of(self, path: Path) -> str:
         found = stores.read_marker(Path(path))
         return self._schema if found is None else found
@@ -611,7 +645,9 @@ async def make(ctx: BackendContext) -> PostgresCheckpointer:
     The store is its own schema, named in ``ctx.path / "postgres-store.txt"``
     (see `checkpointspec.backends.postgres.stores`). ``ctx.options`` may set
     ``dsn`` (else ``$CHECKPOINTSPEC_POSTGRES_DSN``), ``pool_size`` (default 8)
-    and ``busy_timeout`` (milliseconds, default 5000). ``ctx.codec`` is applied
+    ``busy_timeout`` (milliseconds, default 5000) and ``replication``
+    (``synchronous`` or ``asynchronous``: the deployment has a standby
+    replicating so; ``synchronous`` declares REPLICATED). ``ctx.codec`` is applied
     to every payload. After creating a store the factory drops the stores of
     this host whose directories are gone (`stores.prune_stores`). Raises
     `SchemaVersionError` for a newer store, `InvalidArgumentError` for a
@@ -627,6 +663,13 @@ async def make(ctx: BackendContext) -> PostgresCheckpointer:
     dsn = dsn_from(options)
     pool_size = _int_option(options, "pool_size", DEFAULT_POOL_SIZE)
     busy_timeout = _int_option(options, "busy_timeout", DEFAULT_BUSY_TIMEOUT_MS)
+    mode = options.get("replication") or None
+    if mode not in (None, "synchronous", "asynchronous"):
+        raise InvalidArgumentError(
+            "options",
+            f"replication={mode!r} is neither 'synchronous' nor 'asynchronous'",
+            ReasonCode.BAD_OPTION,
+        )
     directory = Path(ctx.path)
     check_dsn(dsn)  # before a marker file is written
     handle = PostgresCheckpointer(
@@ -636,5 +679,6 @@ async def make(ctx: BackendContext) -> PostgresCheckpointer:
         pool_size=pool_size,
         busy_timeout_ms=busy_timeout,
         directory=directory,
+        replication=cast("Replication | None", mode),
     )
     return await handle.open()

@@ -47,8 +47,9 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Final, Literal, TypeVar
+from typing import Final, TypeVar
 
+import msgspec
 import psycopg
 from psycopg import sql
 from psycopg.rows import TupleRow
@@ -58,6 +59,7 @@ from ...spec import (
     CheckpointConflictError,
     CheckpointerClosedError,
     CheckpointError,
+    ConnectionLostError,
     CorruptStoreError,
     InvalidArgumentError,
     ReasonCode,
@@ -72,6 +74,7 @@ __all__ = [
     "DEFAULT_POOL_SIZE",
     "CommitAttempt",
     "ConnectionLostError",
+    "LostConnection",
     "ServerConnections",
     "ServerUnreachableError",
     "check_dsn",
@@ -116,24 +119,12 @@ class ServerUnreachableError(CheckpointError):
         return (type(self), (self.reason,))
 
 
-class ConnectionLostError(CheckpointError):
-    """The connection died while a write was in flight, and its outcome is unknown.
+class LostConnection(msgspec.Struct, frozen=True):
+    """A connection that died under a write: its server process and the server it was on."""
 
-    ``operation`` and ``session_id`` name the write; ``detail`` says why the
-    outcome could not be found out (the server stayed unreachable, or the write
-    was a truncate or delete, which leave nothing to recognise them by). The
-    write is wholly applied or wholly absent: read the head to know which.
-    """
-
-    def __init__(self, operation: str, session_id: str, detail: str) -> None:
-        super().__init__(f"{operation} of session {session_id!r}: outcome unknown: {detail}")
-        self.operation = operation
-        self.session_id = session_id
-        self.detail = detail
-        self.outcome: Literal["unknown"] = "unknown"
-
-    def __reduce__(self) -> tuple[type[ConnectionLostError], tuple[str, str, str]]:
-        return (type(self), (self.operation, self.session_id, self.detail))
+    pid: int
+    host: str
+    port: int
 
 
 class CommitAttempt:
@@ -252,14 +243,14 @@ class ServerConnections:
         work: Callable[[Conn], Awaitable[_T]],
         *,
         maybe_applied: Callable[[], bool] = lambda: False,
-        resolve: Callable[[int], Awaitable[_T | None]] | None = None,
+        resolve: Callable[[LostConnection], Awaitable[_T | None]] | None = None,
     ) -> _T:
         """Run ``work`` on a pooled connection, retrying what is transient.
 
         When the connection dies, ``maybe_applied()`` says whether the write may
         have committed (its ``COMMIT`` was sent). If not, ``work`` simply runs
-        again on a new connection. If so, ``resolve(pid)`` (append) is called on
-        a new connection, ``pid`` being the server process of the dead one: it
+        again on a new connection. If so, ``resolve(lost)`` (append) is called on
+        a new connection, ``lost`` naming the server process of the dead one: it
         returns the write's result when the write is found applied, or None to
         send it again; without ``resolve`` the outcome is unknown and
         `ConnectionLostError` is raised. A contract error a write function raised
@@ -267,27 +258,27 @@ class ServerConnections:
         """
         pool = self.pool(operation)
         started = time.monotonic()
-        lost_pid: int | None = None
+        dead: LostConnection | None = None
         while True:
             try:
-                if lost_pid is not None and maybe_applied():
+                if dead is not None and maybe_applied():
                     if resolve is None:
                         raise ConnectionLostError(
                             operation,
                             session_id or "",
                             "the connection died while the write was committing",
                         )
-                    found = await resolve(lost_pid)
+                    found = await resolve(dead)
                     if found is not None:
                         return found
-                lost_pid = None
+                dead = None
                 async with pool.connection() as conn:
-                    pid = conn.info.backend_pid
+                    this = LostConnection(conn.info.backend_pid, conn.info.host, conn.info.port)
                     try:
                         return await work(conn)
                     except psycopg.Error as exc:
                         if _is_connection_lost(exc) or conn.broken:
-                            lost_pid = pid
+                            dead = this
                         raise
             except PoolTimeout as exc:
                 raise StoreBusyError(operation, time.monotonic() - started) from exc
@@ -295,7 +286,7 @@ class ServerConnections:
                 translated = self.translate(exc, operation, session_id)
                 if translated is not None:
                     raise translated from exc
-                lost = lost_pid is not None or _is_connection_lost(exc)
+                lost = dead is not None or _is_connection_lost(exc)
                 if not lost and (exc.sqlstate or "") not in _TRANSIENT:
                     raise
                 if self.closed:
@@ -344,15 +335,22 @@ class ServerConnections:
         attempt.committing = True
         await conn.execute("COMMIT")
 
-    async def find_request(self, pid: int, session_id: str, request: bytes) -> int | None:
+    async def find_request(
+        self, lost: LostConnection, session_id: str, request: bytes
+    ) -> int | None:
         """After a lost ``COMMIT``: the seq of the first event of the append ``request``
         of ``session_id``, or None when it was not applied.
 
-        Runs on a new connection, once server process ``pid`` (the dead
+        Runs on a new connection, once server process ``lost.pid`` (the dead
         connection's) is sure to have ended, so the answer cannot change later.
+        When the new connection reached another server (libpq took the next host
+        of the DSN: a standby promoted after the primary was lost), that server
+        holds the write only if it was replicated before the loss, and nothing the
+        lost server does can change it: there is no process to end.
         """
         async with self.pool("append").connection() as conn:
-            await self._ensure_gone(conn, pid)
+            if (conn.info.host, conn.info.port) == (lost.host, lost.port):
+                await self._ensure_gone(conn, lost.pid)
             cur = await conn.execute(self._sql_find, (session_id, request))
             row = await cur.fetchone()
         return None if row is None else int(row[0])

@@ -47,6 +47,10 @@ class Profile(msgspec.Struct, frozen=True):
     """Hypothesis runs a property or model-based check makes at most: each one after a
     failure tolerates the rules found so far and looks for the next finding
     (`checkpointspec.conformance.engines.exploration`)."""
+    connection_calls: int = 300
+    """Calls each of the two writers makes through the fault-injecting proxy (NET-001)."""
+    failovers: int = 1
+    """Failover pairs started, written to, and failed over (DUR-004)."""
 
 
 PROFILES: dict[str, Profile] = {
@@ -82,6 +86,8 @@ PROFILES: dict[str, Profile] = {
         stress_operations=5_000,
         stress_seconds=60.0,
         budget_seconds=300.0,
+        connection_calls=400,
+        failovers=2,
     ),
     "thorough": Profile(
         "thorough",
@@ -100,6 +106,8 @@ PROFILES: dict[str, Profile] = {
         stress_kills=2,
         exploration_rounds=12,
         budget_seconds=1800.0,
+        connection_calls=2000,
+        failovers=6,
     ),
 }
 

@@ -8,14 +8,17 @@ lies in exactly one level:
 
 - ``base``: every storage MUST rule that needs no capability and no opt-in;
 - one level per capability (``delete``, ``list``, ``truncate``, ``generation``,
-  ``durable``, ``multi_process``, ``maintenance``, ``codec``): the storage MUST
-  rules that need it (``Rule.capability``);
+  ``durable``, ``multi_process``, ``maintenance``, ``codec``, ``replicated``): the
+  storage MUST rules that need it (``Rule.capability``);
 - ``session``: the MUST rules of the session suite (``Rule.suite``), whatever
   capability they need, since they judge the session layer on the backend;
 - ``store_hooks``: the rules only checked through the `StoreHooks` opt-in
   (SCHEMA-001, INTEG-002: the kit must age or damage a closed store), kept out
   of ``base`` so that a backend which cannot offer the opt-in (one in another
   language, behind ``--process``) can still attain ``base``.
+- ``connection_loss``: NET-001, only checked through the `ServerRouted` opt-in
+  (the kit's proxy between a backend and its server), kept out of ``base`` for
+  the same reason: a backend with no server still attains ``base``.
 
 SHOULD rules are in no level: they never decide a verdict.
 

@@ -21,6 +21,7 @@ from kit_outputs import ALL_CAPABILITIES, errored, every_rule_passed, failed, re
 SVG = "{http://www.w3.org/2000/svg}"
 ALL_STORAGE_LEVELS = (
     "base+delete+list+truncate+generation+durable+multi_process+maintenance+codec+store_hooks"
+    "+replicated+connection_loss"
 )
 
 
@@ -38,6 +39,7 @@ def test_a_pass_is_green_with_the_attained_levels() -> None:
     assert (
         badge.message
         == "base+delete+list+truncate+generation+multi_process+maintenance+store_hooks"
+        "+replicated+connection_loss"
     )
     assert badge.color == GREEN
 

@@ -30,6 +30,8 @@ NAMES = (
     "codec",
     "store_hooks",
     "session",
+    "replicated",
+    "connection_loss",
 )
 
 
@@ -57,6 +59,9 @@ def test_a_storage_level_holds_the_rules_of_its_capability() -> None:
             continue
         if level.name == "store_hooks":  # what only StoreHooks lets the kit check
             assert level.rules == ("INTEG-002", "SCHEMA-001")
+            continue
+        if level.name == "connection_loss":  # what only ServerRouted lets the kit check
+            assert level.rules == ("NET-001",)
             continue
         assert level.capability == (None if level.name == "base" else Capability(level.name)), (
             level.name
@@ -93,7 +98,9 @@ def _levels(report_levels: tuple[LevelResult, ...]) -> dict[str, LevelResult]:
 
 def test_all_passed_attains_every_storage_level_and_not_the_session_one() -> None:
     levels = _levels(report_of(every_rule_passed()).levels)
-    assert [n for n in NAMES if levels[n].status == "attained"] == list(NAMES[:-1])
+    assert [n for n in NAMES if levels[n].status == "attained"] == [
+        n for n in NAMES if n != "session"
+    ]
     assert levels["session"].status == "not_run"
     assert "did not check the session suite" in levels["session"].reason
 
@@ -193,7 +200,8 @@ def test_the_line_under_the_summary_groups_levels_by_why_not() -> None:
     line = describe_levels(judge_levels(report_of(checks, declared).rules, declared))
     assert line == (
         "levels: attained base, delete, list, generation, durable, multi_process, maintenance,"
-        " store_hooks · failed truncate (TRUNC-003 failed) · not declared codec · not run session"
+        " store_hooks, replicated, connection_loss · failed truncate (TRUNC-003 failed)"
+        " · not declared codec · not run session"
     )
 
 

@@ -39,6 +39,12 @@ from racy_backends import (
     StaleHead,
     TruncateInTwoTransactions,
 )
+from server_backends import (
+    SERVER,
+    AsynchronousStandbyClaimsReplicated,
+    ResendsAfterLostCommit,
+    Server,
+)
 
 __all__ = [
     "ALL_BACKENDS",
@@ -46,6 +52,7 @@ __all__ = [
     "HARD_CASES",
     "MEMORY_CASES",
     "SEED",
+    "SERVER_CASES",
     "Case",
 ]
 
@@ -59,7 +66,7 @@ HARD_SEEDS = (0, 1, 2)
 class Case(NamedTuple):
     """One broken backend, the checks that must reject it, and the seeds they run with."""
 
-    backend: type[Broken] | type[Hard] | type[Racy]
+    backend: type[Broken] | type[Hard] | type[Racy] | type[Server]
     checks: tuple[str, ...]
     seeds: tuple[int, ...]
     slow: str | None = None
@@ -159,7 +166,27 @@ HARD_CASES: tuple[Case, ...] = (
 )
 """One case per backend of `hard_backends` and `racy_backends`."""
 
-ALL_CASES: tuple[Case, ...] = MEMORY_CASES + HARD_CASES
+FAILOVER = "DUR-004::acknowledged_writes_survive_failover"
+CUT_CONNECTIONS = "NET-001::cut_connections_lose_nothing"
 
-ALL_BACKENDS: dict[str, type[Broken] | type[Hard] | type[Racy]] = {**BROKEN, **HARD, **RACY}
-"""Every broken backend of the three modules, by class name."""
+SERVER_CASES: tuple[Case, ...] = (
+    # Every seed stalls the replication stream before the primary is killed: the
+    # commits acknowledged meanwhile never reach the standby.
+    Case(AsynchronousStandbyClaimsReplicated, (FAILOVER,), HARD_SEEDS),
+    # Every connection is cut, 80% of them towards the client at a message boundary
+    # or inside one, some in the response to an append's COMMIT (caught on 12 of 12
+    # seeds, 0-11).
+    Case(ResendsAfterLostCommit, (CUT_CONNECTIONS,), HARD_SEEDS),
+)
+"""One case per backend of `server_backends`: they need a PostgreSQL server, so their
+runs are tests/backends/test_postgres_server_checks.py's."""
+
+ALL_CASES: tuple[Case, ...] = MEMORY_CASES + HARD_CASES + SERVER_CASES
+
+ALL_BACKENDS: dict[str, type[Broken] | type[Hard] | type[Racy] | type[Server]] = {
+    **BROKEN,
+    **HARD,
+    **RACY,
+    **SERVER,
+}
+"""Every broken backend of the four modules, by class name."""

@@ -21,6 +21,7 @@ from checkpointspec.spec.errors import (
     CodecError,
     CompactionError,
     CompactionReason,
+    ConnectionLostError,
     CorruptStoreError,
     InvalidArgumentError,
     ReasonCode,
@@ -104,6 +105,15 @@ CASES: list[tuple[CheckpointError, dict[str, object]]] = [
     ),
     (SchemaVersionError(3, 2), {"found": 3, "supported": 2}),
     (StoreBusyError("append", 1.25), {"operation": "append", "waited_seconds": 1.25}),
+    (
+        ConnectionLostError("truncate", "s1", "the server stayed unreachable"),
+        {
+            "operation": "truncate",
+            "session_id": "s1",
+            "detail": "the server stayed unreachable",
+            "outcome": "unknown",
+        },
+    ),
     (SessionLockedError("s", "append"), {"session_id": "s", "operation": "append"}),
     (
         RestoreError("s", 4, RestoreReason.OUT_OF_BAND_CHANGE, "changed", "src/a.py"),

@@ -1,0 +1,78 @@
+"""The verdict of the server checks (`checkpointspec.conformance.engines.network.recorded.judge`).
+
+A memory store holds what a server would hold after the kit broke its
+connections; the operations are the history the writers would have recorded.
+Each finding the judge can make is shown by the smallest history that needs it,
+and a history the contract explains gives none.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from checkpointspec.backends.memory import MemoryCheckpointer
+from checkpointspec.conformance.engines.history import Operation, Outcome, Raised, Returned
+from checkpointspec.conformance.engines.network.recorded import judge
+from checkpointspec.spec import UserPrompt
+
+
+def _append(index: int, markers: tuple[str, ...], outcome: Outcome) -> Operation:
+    return Operation(
+        process=0,
+        index=index,
+        kind="append",
+        session="s0",
+        invoked=index * 10,
+        completed=index * 10 + 5,
+        outcome=outcome,
+        markers=markers,
+    )
+
+
+def _judged(stored: list[str], operations: list[Operation]) -> list[str]:
+    async def go() -> list[str]:
+        cp = MemoryCheckpointer()
+        for marker in stored:
+            await cp.append("s0", [UserPrompt(marker)])
+        return await judge(cp, operations)
+
+    return asyncio.run(go())
+
+
+def test_an_explained_history_has_no_finding() -> None:
+    operations = [
+        _append(0, ("a",), Returned(1)),
+        _append(1, ("b",), Raised("ConnectionLostError", "outcome unknown")),
+        _append(2, ("c",), Raised("ConnectionLostError", "outcome unknown")),
+        _append(3, ("d",), Returned(3)),
+    ]
+    # b took effect, c did not: an unknown outcome may go either way.
+    assert _judged(["a", "b", "d"], operations) == []
+
+
+def test_an_acknowledged_append_missing_is_a_finding() -> None:
+    operations = [_append(0, ("a",), Returned(1)), _append(1, ("b",), Returned(2))]
+    findings = _judged(["a"], operations)
+    assert findings[0].startswith("1 acknowledged appends are missing from the store: ")
+    assert "appended b" in findings[0]
+
+
+def test_an_append_applied_twice_is_a_finding() -> None:
+    findings = _judged(["a", "a"], [_append(0, ("a",), Returned(2))])
+    assert any("holds a twice" in finding for finding in findings), findings
+
+
+def test_a_refused_append_that_took_effect_is_a_finding() -> None:
+    operations = [_append(0, ("a",), Raised("StoreBusyError", "store still busy"))]
+    findings = _judged(["a"], operations)
+    assert findings[0].startswith("1 appends refused with a contract error took effect: ")
+
+
+def test_an_exception_outside_the_contract_is_a_finding() -> None:
+    operations = [_append(0, ("a",), Raised("OperationalError", "the connection is lost"))]
+    findings = _judged([], operations)
+    assert findings == [
+        "1 calls ended in an exception that is neither a contract error nor "
+        "ConnectionLostError: process 0 appended a without expected_head "
+        "(raised OperationalError): the connection is lost"
+    ]
