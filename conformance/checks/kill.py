@@ -30,6 +30,7 @@ from ..engines.crash.holds import (
     Held,
     copy_store,
     held_write,
+    hold_store,
     holds,
     needs_holding,
     opened_worker,
@@ -85,11 +86,12 @@ async def killed_after_every_system_call(h: Harness) -> None:
     rng = random.Random(h.seed)
     sessions, calls = plan_workload(rng, h.capabilities, 0)
     held = 0
-    async for t, n, before in holds(h, rng, calls, "KILL-001"):
-        store = copy_store(h, before)
+    async for hold in holds(h, rng, calls, "KILL-001"):
+        t = hold.t
+        store = await hold_store(h, hold, calls, "KILL-001")
         async with (
             opened_worker(h, store, "KILL-001") as worker,
-            held_write(worker, store, calls[t], n, "KILL-001") as write,
+            held_write(worker, store, calls[t], hold.n, "KILL-001", hold.sends) as write,
         ):
             reached = write.reached
             if reached.call is None:

@@ -20,8 +20,8 @@ from ...spec import Capability, Checkpointer, UserPrompt
 from ..engines.crash.holds import (
     LOCK_POLL,
     READER_PATIENCE,
-    copy_store,
     held_write,
+    hold_store,
     holds,
     needs_holding,
     opened_worker,
@@ -283,15 +283,16 @@ async def read_while_a_writer_is_held(h: Harness) -> None:
     rng = random.Random(h.seed)
     _, calls = plan_workload(rng, h.capabilities, 0)
     held, waited = 0, 0
-    async for t, n, before in holds(h, rng, calls, "READ-003"):
+    async for hold in holds(h, rng, calls, "READ-003"):
+        t, n = hold.t, hold.n
         call = calls[t]
         earlier = calls[t - 1].after if t else Expected({}, frozenset())
         want = {earlier.logs.get(call.session, ()), call.after.logs.get(call.session, ())}
-        store = copy_store(h, before)
+        store = await hold_store(h, hold, calls, "READ-003")
         async with (
             opened_worker(h, store, "READ-003") as reader,
             opened_worker(h, store, "READ-003") as writer,
-            held_write(writer, store, call, n, "READ-003") as write,
+            held_write(writer, store, call, n, "READ-003", hold.sends) as write,
         ):
             reached = write.reached
             if reached.call is None:

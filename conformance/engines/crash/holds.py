@@ -21,6 +21,13 @@ check's rule fails, with its exit status and last stderr lines. A wait that
 runs out is the kit's error (`WorkerHung`, `StopperHung`), naming the process,
 the request or system call, how long, and the last stderr lines.
 
+*A backend whose data lives in a server* changes no file under the store
+directory: when an append counts no store call, its client is held at its round
+trips instead, right after each send to the server (the stopper's ``sends``
+mode), and every hold of the check is. Such a store cannot be copied (its
+directory only names where the data lives), so each hold starts from a store
+prepared afresh with the workload's earlier writes (`hold_store`).
+
 The checks: `checkpointspec.conformance.checks.kill` (killed there, KILL-001)
 and `checkpointspec.conformance.checks.reading` (read from another process
 there, READ-003).
@@ -53,6 +60,7 @@ from .stopper import (
     STOPPER_PATIENCE,
     StopperError,
     SyscallStopper,
+    server_sends_unavailable,
     stopper_unavailable,
     tree_states,
     tree_threads,
@@ -68,8 +76,10 @@ __all__ = [
     "STOPPER_PATIENCE",
     "Held",
     "HeldWrite",
+    "Hold",
     "copy_store",
     "held_write",
+    "hold_store",
     "holds",
     "needs_holding",
     "opened_worker",
@@ -145,6 +155,25 @@ def copy_store(h: Harness, store: Path) -> Path:
     return target
 
 
+class Hold(NamedTuple):
+    """One hold a check tries: write ``t`` of the workload held after its ``n``-th store call,
+    from ``before``, a store holding the writes before it; ``sends``: the calls counted
+    are the client's sends to a server (a backend whose data lives there)."""
+
+    t: int
+    n: int
+    before: Path
+    sends: bool
+
+
+async def hold_store(h: Harness, hold: Hold, calls: list[Call], rule_id: str) -> Path:
+    """A new store for ``hold`` holding the writes before it: a copy of its files, or,
+    for a server backend (whose directory only names its data), prepared afresh."""
+    if hold.sends:
+        return await prepared(h, calls, hold.t, rule_id)
+    return copy_store(h, hold.before)
+
+
 class HeldWrite(NamedTuple):
     """One write sent to a traced worker: its stopper, its reply to come, and what it reached."""
 
@@ -155,18 +184,19 @@ class HeldWrite(NamedTuple):
 
 @contextlib.asynccontextmanager
 async def held_write(
-    worker: WorkerClient, store: Path, call: Call, n: int, rule_id: str
+    worker: WorkerClient, store: Path, call: Call, n: int, rule_id: str, sends: bool = False
 ) -> AsyncIterator[HeldWrite]:
     """Send ``call`` to ``worker`` with the stopper process holding it after its ``n``-th
-    store call; when the block ends, the stopper process is ended whatever happened
-    (its exit kills a tree still held), so the worker can always be reaped.
+    store call (with ``sends``, its sends to a server count too); when the block ends,
+    the stopper process is ended whatever happened (its exit kills a tree still held),
+    so the worker can always be reaped.
 
     A worker that exits before its reply without being killed fails ``rule_id``.
     Raises `StopperHung` or `WorkerHung` when a wait runs out, `CheckSkipped` when
     no process can be held here.
     """
     try:
-        stopper = await SyscallStopper.start(worker.process.pid, [store], n)
+        stopper = await SyscallStopper.start(worker.process.pid, [store], n, sends=sends)
     except StopperError as exc:
         raise CheckSkipped(f"cannot hold a process at a system call here: {exc}") from exc
     reply: asyncio.Future[WorkerReply] = asyncio.ensure_future(_first_reply(worker, call))
@@ -246,20 +276,21 @@ def targets(rng: random.Random, calls: Sequence[Call]) -> dict[str, list[int]]:
 
 async def holds(
     h: Harness, rng: random.Random, calls: list[Call], rule_id: str
-) -> AsyncIterator[tuple[int, int, Path]]:
-    """(write, n, store before it) for every hold the budget allows, kind by kind as
-    `allot` shares it out: each write's store calls are counted once, then
-    ``PER_WRITE`` of them (or all, or what is left of the kind's share) are drawn
-    with the seed, spread over the write. A kind whose writes make fewer calls
-    than its share leaves the rest to the next kind.
+) -> AsyncIterator[Hold]:
+    """Every hold the budget allows, kind by kind as `allot` shares it out: each
+    write's store calls are counted once, then ``PER_WRITE`` of them (or all, or
+    what is left of the kind's share) are drawn with the seed, spread over the
+    write. A kind whose writes make fewer calls than its share leaves the rest to
+    the next kind.
 
-    Raises `CheckSkipped` when an append changes no file under the store
-    directory (a backend whose data lives in a server): there is nothing to hold
-    it at.
+    When an append changes no file under the store directory (a backend whose
+    data lives in a server), its sends to the server are counted instead, and
+    every hold from then on is at a round trip. Raises `CheckSkipped` when they
+    cannot be counted here either.
     """
     groups = targets(rng, calls)
     shares = allot(h.profile.held_writes, list(groups))
-    spare = 0
+    spare, sends = 0, False
     for kind, writes in groups.items():
         share, taken = shares[kind] + spare, 0
         for t in writes:
@@ -267,13 +298,26 @@ async def holds(
                 break
             before = await prepared(h, calls, t, rule_id)
             try:
-                counted = await _count_calls(h, before, calls[t], rule_id)
+                counted = await _count_calls(h, before, calls, t, rule_id, sends)
+                if counted == 0 and calls[t].kind == "append" and not sends:
+                    _needs_sends(calls[t])
+                    sends = True
+                    counted = await _count_calls(h, before, calls, t, rule_id, sends)
                 for n in spread(rng, counted, min(PER_WRITE, share - taken)):
-                    yield t, n, before
+                    yield Hold(t, n, before, sends)
                     taken += 1
             finally:
                 shutil.rmtree(before, ignore_errors=True)
         spare = share - taken
+
+
+def _needs_sends(call: Call) -> None:
+    reason = server_sends_unavailable()
+    if reason is not None:
+        raise CheckSkipped(
+            f"{call.label} changed no file under the store directory (a backend whose data "
+            f"lives in a server), and its sends to the server cannot be counted here: {reason}"
+        )
 
 
 def spread(rng: random.Random, counted: int, take: int) -> list[int]:
@@ -286,21 +330,23 @@ def spread(rng: random.Random, counted: int, take: int) -> list[int]:
     return [rng.randrange(start, end) for start, end in itertools.pairwise(bounds)]
 
 
-async def _count_calls(h: Harness, before: Path, call: Call, rule_id: str) -> int:
-    """How many store calls ``call`` makes on a copy of ``before``."""
-    store = copy_store(h, before)
+async def _count_calls(
+    h: Harness, before: Path, calls: list[Call], t: int, rule_id: str, sends: bool
+) -> int:
+    """How many store calls write ``t`` makes on a store like ``before``."""
+    store = await hold_store(h, Hold(t, NEVER, before, sends), calls, rule_id)
     try:
         async with (
             opened_worker(h, store, rule_id) as worker,
-            held_write(worker, store, call, NEVER, rule_id) as write,
+            held_write(worker, store, calls[t], NEVER, rule_id, sends) as write,
         ):
             counted = write.reached.counted
     finally:
         shutil.rmtree(store, ignore_errors=True)
-    if counted == 0 and call.kind == "append":
+    if counted == 0 and sends and calls[t].kind == "append":
         raise CheckSkipped(
-            f"{call.label} changed no file under the store directory: the backend keeps "
-            "its data elsewhere (a server), where no system call of its client can be held"
+            f"{calls[t].label} changed no file under the store directory and sent nothing "
+            "to a server: there is no system call of its client to hold it at"
         )
     return counted
 
