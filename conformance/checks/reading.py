@@ -15,23 +15,18 @@ import random
 import threading
 from collections.abc import Callable
 
-from ...backends.stdio.messages import Read
 from ...spec import Capability, Checkpointer, UserPrompt
 from ..engines.crash.holds import (
-    LOCK_POLL,
-    READER_PATIENCE,
     held_write,
     hold_store,
     holds,
     needs_holding,
     opened_worker,
-    waits_on_a_lock,
+    read_while_held,
 )
 from ..engines.crash.verdicts import Call, Expected, plan_workload
 from ..engines.harness import Harness, read_all
 from ..engines.processes.client import (
-    UNSENT,
-    Failed,
     Ok,
     WorkerClient,
     WorkerExited,
@@ -297,7 +292,7 @@ async def read_while_a_writer_is_held(h: Harness) -> None:
             reached = write.reached
             if reached.call is None:
                 continue
-            seen = await _read_while_held(reader, call.session)
+            seen = await read_while_held(reader, call.session, "READ-003")
             await write.stopper.resume()
             done = await _finished(writer, write.reply, call, n)
         if not isinstance(done, Ok):
@@ -336,28 +331,6 @@ async def _finished(
             f"the writer (process {writer.process.pid}), held right after its system call "
             f"#{n} of {call.label} and let go, exited without being killed: {exited}",
         ) from exited
-
-
-async def _read_while_held(reader: WorkerClient, session: str) -> list[tuple[int, str]] | None:
-    """What ``reader`` reads of ``session`` now, or None if it waits for the held writer:
-    blocked on a file lock (``/proc/locks`` says so at once) or silent for a while."""
-    await reader.send(Read(UNSENT, session))
-    answer = asyncio.ensure_future(reader.receive())
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + READER_PATIENCE
-    while not answer.done():
-        await asyncio.wait([answer], timeout=LOCK_POLL)
-        if not answer.done() and (waits_on_a_lock(reader.process.pid) or loop.time() > deadline):
-            answer.cancel()
-            return None  # it waits for the writer: nothing seen, nothing wrong
-    reply = answer.result()
-    if isinstance(reply, Failed):
-        raise RuleViolation(
-            "READ-003", f"a read while a writer was held raised {reply.error}: {reply.message}"
-        )
-    assert isinstance(reply, Ok)
-    assert isinstance(reply.value, list)
-    return [(int(seq), str(text)) for seq, text in reply.value]
 
 
 CHECKS = (

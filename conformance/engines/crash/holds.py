@@ -45,8 +45,11 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Final, NamedTuple
 
+from ....backends.stdio.messages import Read
 from ..harness import CheckSkipped, Harness
 from ..processes.client import (
+    UNSENT,
+    Failed,
     Ok,
     Opened,
     WorkerClient,
@@ -62,6 +65,8 @@ from .stopper import (
     SyscallStopper,
     server_sends_unavailable,
     stopper_unavailable,
+    tree_cpu_ticks,
+    tree_sleeps,
     tree_states,
     tree_threads,
 )
@@ -71,6 +76,7 @@ __all__ = [
     "LOCK_POLL",
     "NEVER",
     "PER_WRITE",
+    "QUIET",
     "READER_PATIENCE",
     "REPLY_TIMEOUT",
     "STOPPER_PATIENCE",
@@ -78,14 +84,17 @@ __all__ = [
     "HeldWrite",
     "Hold",
     "copy_store",
+    "counted_write",
     "held_write",
     "hold_store",
     "holds",
     "needs_holding",
     "opened_worker",
     "prepared",
+    "read_while_held",
     "spread",
     "targets",
+    "until_waiting",
     "waits_on_a_lock",
 ]
 
@@ -99,6 +108,8 @@ PER_WRITE: Final = 4
 """Holds drawn per write (all of its calls when it makes fewer)."""
 LOCK_POLL: Final = 0.02
 """How often a silent reader is looked for among the waiters of ``/proc/locks``."""
+QUIET: Final = 0.3
+"""Seconds a writer's processes must all sleep, using no CPU time, to count as waiting."""
 
 
 def waits_on_a_lock(pid: int) -> bool:
@@ -349,6 +360,68 @@ async def _count_calls(
             "to a server: there is no system call of its client to hold it at"
         )
     return counted
+
+
+async def counted_write(h: Harness, calls: list[Call], t: int, rule_id: str) -> tuple[int, bool]:
+    """How many store calls write ``t`` makes after the writes before it, and whether
+    they are sends to a server (its append changed no file under the store)."""
+    before = await prepared(h, calls, t, rule_id)
+    try:
+        counted = await _count_calls(h, before, calls, t, rule_id, False)
+        if counted == 0 and calls[t].kind == "append":
+            _needs_sends(calls[t])
+            return await _count_calls(h, before, calls, t, rule_id, True), True
+        return counted, False
+    finally:
+        shutil.rmtree(before, ignore_errors=True)
+
+
+async def until_waiting(worker: WorkerClient, reply: asyncio.Future[WorkerReply]) -> bool:
+    """True once ``worker`` waits in the middle of its request: every process of its
+    tree sleeps (on a lock, a socket, a pipe) and uses no CPU time for ``QUIET``
+    seconds, or it waits on a file lock another holds; False when ``reply`` came
+    first. Bounded by the worker's reply deadline (`WorkerHung` from ``reply``)."""
+    pid = worker.process.pid
+    loop = asyncio.get_running_loop()
+    quiet_since, used = loop.time(), tree_cpu_ticks(pid)
+    while not reply.done():
+        await asyncio.wait([reply], timeout=LOCK_POLL)
+        if reply.done():
+            break
+        if waits_on_a_lock(pid):
+            return True
+        now = tree_cpu_ticks(pid)
+        if now != used or not tree_sleeps(pid):
+            quiet_since, used = loop.time(), now
+        elif loop.time() - quiet_since >= QUIET:
+            return True
+    await reply  # its error, if it came to one (a hang, an exit), is the caller's to see
+    return False
+
+
+async def read_while_held(
+    reader: WorkerClient, session: str, rule_id: str
+) -> list[tuple[int, str]] | None:
+    """What ``reader`` reads of ``session`` now, or None if it waits for a held writer:
+    blocked on a file lock (``/proc/locks`` says so at once) or silent for
+    ``READER_PATIENCE`` seconds. A read that raises fails ``rule_id``."""
+    await reader.send(Read(UNSENT, session))
+    answer = asyncio.ensure_future(reader.receive())
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + READER_PATIENCE
+    while not answer.done():
+        await asyncio.wait([answer], timeout=LOCK_POLL)
+        if not answer.done() and (waits_on_a_lock(reader.process.pid) or loop.time() > deadline):
+            answer.cancel()
+            return None  # it waits for the writer: nothing seen, nothing wrong
+    reply = answer.result()
+    if isinstance(reply, Failed):
+        raise RuleViolation(
+            rule_id, f"a read while a writer was held raised {reply.error}: {reply.message}"
+        )
+    assert isinstance(reply, Ok)
+    assert isinstance(reply.value, list)
+    return [(int(seq), str(text)) for seq, text in reply.value]
 
 
 def needs_holding() -> None:

@@ -89,6 +89,8 @@ __all__ = [
     "SyscallStopper",
     "server_sends_unavailable",
     "stopper_unavailable",
+    "tree_cpu_ticks",
+    "tree_sleeps",
     "tree_states",
     "tree_threads",
     "until_done_or_silent",
@@ -593,7 +595,14 @@ def tree_states(pid: int) -> str:
     return ", ".join(states) or "no thread left"
 
 
-def _cpu_ticks(pid: int) -> int:
+def tree_sleeps(pid: int) -> bool:
+    """True when every thread of ``pid``'s tree sleeps in the kernel, interruptibly (waits
+    for a lock, a pipe, a socket), and there is at least one."""
+    states = tree_states(pid).split(", ")
+    return all(len(s.split()) == 3 and s.split()[1] == "S" for s in states)
+
+
+def tree_cpu_ticks(pid: int) -> int:
     """The CPU time the threads of ``pid``'s tree have used, in clock ticks."""
     ticks = 0
     for tid in tree_threads(pid):
@@ -620,7 +629,7 @@ async def until_done_or_silent(
     """
     loop = asyncio.get_running_loop()
     end = loop.time() + cap
-    used = _cpu_ticks(pid)
+    used = tree_cpu_ticks(pid)
     while True:
         done, _ = await asyncio.wait(
             pending,
@@ -629,7 +638,7 @@ async def until_done_or_silent(
         )
         if done:
             return True
-        now = _cpu_ticks(pid)
+        now = tree_cpu_ticks(pid)
         if now == used or loop.time() >= end:
             return False
         used = now
