@@ -1,4 +1,5 @@
-"""Holding a live process right after its Nth system call that changes a store file.
+"""Holding a live process right after its Nth system call that changes a store file
+or, with ``sends``, that sends to a server.
 
 A small child process, on ``go``, creates a file in the store, writes three
 pieces (one from another thread) and fsyncs between them, writing to a file
@@ -6,7 +7,8 @@ outside the store too; the stopper process must count only the store's calls, ho
 whole process after the Nth, and then kill it there or let it go on. Every wait
 has a deadline: a held child killed by someone else is reaped (never left a
 zombie its parent cannot wait for), and a stopper process that does not answer
-is killed and named.
+is killed and named. A second child sends to a TCP server of the test, to its
+parent through a pipe and through an unnamed socket pair: only the first count.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import pytest
 from checkpointspec.conformance.engines.crash.stopper import (
     StopperHung,
     SyscallStopper,
+    server_sends_unavailable,
     stopper_unavailable,
     until_done_or_silent,
 )
@@ -197,3 +200,100 @@ def test_a_process_that_ends_is_waited_for() -> None:
         return await until_done_or_silent([ended, never], process.pid, 30, REAPED_WITHIN)
 
     assert asyncio.run(run()) is True
+
+
+SENDER = textwrap.dedent(
+    """
+    import os, socket, sys
+    server = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+    left, right = socket.socketpair()
+    sys.stdin.readline()
+    server.sendall(b"one")  # 1
+    left.send(b"wake-up")  # an unnamed pair: not a server
+    os.write(server.fileno(), b"two")  # 2
+    sys.stdout.write("to the parent\\n")  # a pipe: not a server
+    sys.stdout.flush()
+    server.sendmsg([b"three"])  # 3
+    print("done", flush=True)
+    """
+)
+
+NO_SENDS = pytest.mark.skipif(
+    server_sends_unavailable() is not None,
+    reason=f"cannot count sends: {server_sends_unavailable()}",
+)
+
+
+@NO_SENDS
+def test_with_sends_only_the_sends_to_a_server_are_counted(tmp_path: Path) -> None:
+    """A send counts on a connected stream socket with a peer address; the pipe to
+    the parent and an unnamed socket pair never do."""
+
+    async def run() -> tuple[str, list[str], bytes]:
+        received = bytearray()
+        connected = asyncio.Event()
+
+        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            connected.set()
+            received.extend(await reader.read())
+            writer.close()
+
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        async with server:
+            process = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-c",
+                SENDER,
+                str(port),
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+            )
+            await connected.wait()
+            counting = await SyscallStopper.start(process.pid, [], 99, sends=True)
+            await go(process)
+            assert process.stdout is not None
+            assert await process.stdout.readline() == b"to the parent\n"
+            assert await process.stdout.readline() == b"done\n"
+            calls = await counting.finish()
+            await process.wait()
+            return f"127.0.0.1:{port}", calls, bytes(received)
+
+    peer, calls, received = asyncio.run(run())
+    assert calls == [f"sendto {peer}", f"write {peer}", f"sendmsg {peer}"]
+    assert received == b"onetwothree"
+
+
+@NO_SENDS
+def test_a_process_held_after_its_nth_send_has_sent_exactly_that(tmp_path: Path) -> None:
+    async def run() -> tuple[str, bytes]:
+        received = bytearray()
+        done = asyncio.Event()
+
+        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            received.extend(await reader.read())
+            writer.close()
+            done.set()
+
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        async with server:
+            process = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-c",
+                SENDER,
+                str(port),
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+            )
+            stopper = await SyscallStopper.start(process.pid, [], 2, sends=True)
+            await go(process)
+            held = await stopper.outcome
+            await stopper.kill()
+            assert await process.wait() == -9
+            await done.wait()  # the kill closed the connection: the server read all it got
+            return held, bytes(received)
+
+    held, received = asyncio.run(run())
+    assert held.startswith("stopped 2 write 127.0.0.1:")
+    assert received == b"onetwo"
