@@ -1,6 +1,7 @@
 """How the kit is run to reject each deliberately broken backend: the meta-suite's cases.
 
-Every broken backend (`broken_backends`, `hard_backends`, `racy_backends`) names
+Every broken backend (`broken_backends`, `hard_backends`, `racy_backends`,
+`server_backends`) names
 the rule it breaks in ``violates``. A `Case` says how to show it: the checks to
 run (``--only``), the seeds that must each catch it, and, for a run too costly
 for the default test run, why it only runs with the ``slow`` ones. The
@@ -39,6 +40,7 @@ from racy_backends import (
     StaleHead,
     TruncateInTwoTransactions,
 )
+from server_backends import SERVER, CommitSentWithTheCall, ServerBroken
 
 __all__ = [
     "ALL_BACKENDS",
@@ -46,6 +48,7 @@ __all__ = [
     "HARD_CASES",
     "MEMORY_CASES",
     "SEED",
+    "SERVER_CASES",
     "Case",
 ]
 
@@ -59,7 +62,7 @@ HARD_SEEDS = (0, 1, 2)
 class Case(NamedTuple):
     """One broken backend, the checks that must reject it, and the seeds they run with."""
 
-    backend: type[Broken] | type[Hard] | type[Racy]
+    backend: type[Broken] | type[Hard] | type[Racy] | type[ServerBroken]
     checks: tuple[str, ...]
     seeds: tuple[int, ...]
     slow: str | None = None
@@ -159,7 +162,28 @@ HARD_CASES: tuple[Case, ...] = (
 )
 """One case per backend of `hard_backends` and `racy_backends`."""
 
-ALL_CASES: tuple[Case, ...] = MEMORY_CASES + HARD_CASES
+WAITING_KILL = "KILL-001::killed_while_waiting_for_another_writer"
 
-ALL_BACKENDS: dict[str, type[Broken] | type[Hard] | type[Racy]] = {**BROKEN, **HARD, **RACY}
+SERVER_CASES: tuple[Case, ...] = (
+    # The second writer, killed while it waits for the held first one, has sent its
+    # COMMIT with the write: the server commits it once the first is let go, after a
+    # read that did not wait left it out. The first writer is held after each of its
+    # few sends, so every seed reaches the one after its call.
+    Case(
+        CommitSentWithTheCall,
+        (WAITING_KILL,),
+        HARD_SEEDS,
+        "four worker processes and a PostgreSQL store per hold: about 20 s a seed",
+    ),
+)
+"""One case per backend of `server_backends`; their runs need a PostgreSQL server."""
+
+ALL_CASES: tuple[Case, ...] = MEMORY_CASES + HARD_CASES + SERVER_CASES
+
+ALL_BACKENDS: dict[str, type[Broken] | type[Hard] | type[Racy] | type[ServerBroken]] = {
+    **BROKEN,
+    **HARD,
+    **RACY,
+    **SERVER,
+}
 """Every broken backend of the three modules, by class name."""

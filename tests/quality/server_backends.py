@@ -78,7 +78,8 @@ class CommitSentWithTheCall(ServerBroken):
     of the session) has its write committed by the server afterwards: a reader
     that read the session after the writer died, without that write, sees it
     appear later. Alone, either half is harmless: the reference backend avoided
-    this by doing neither (docs/postgres.md, "Killed writers").
+    this by doing neither (docs/postgres.md, "Killed writers"). The kit must
+    report KILL-001.
     """
 
     violates = "KILL-001"
