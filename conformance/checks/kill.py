@@ -18,7 +18,8 @@
   the write) must not be applied once it is dead.
 - `compaction_killed_after_every_system_call`: the session layer's ``compact``
   runs in a child process (`checkpointspec.conformance.engines.crash.killed_restore`),
-  held right after one of its store calls and killed there; the log holds the
+  held right after one of its store calls (for a server backend, its sends to the
+  server: a round trip) and killed there; the log holds the
   summary wholly or not at all, and another compaction of the session runs at
   once: the dead one holds no maintenance lock.
 """
@@ -50,7 +51,12 @@ from ..engines.crash.holds import (
     until_waiting,
 )
 from ..engines.crash.killed_restore import KillOrder, run_held_restore
-from ..engines.crash.stopper import StopperError, SyscallStopper
+from ..engines.crash.stopper import (
+    StopperError,
+    SyscallStopper,
+    is_send,
+    server_sends_unavailable,
+)
 from ..engines.crash.verdicts import (
     Call,
     Expected,
@@ -293,11 +299,20 @@ async def compaction_killed_after_every_system_call(h: Harness) -> None:
     """KILL-001: a compaction SIGKILLed right after any one of its store system calls leaves its summary whole or absent, and the session free."""
     needs_holding()
     rng = random.Random(h.seed)
+    # A backend whose data lives in a server is held at its round trips too.
+    sends = server_sends_unavailable() is None
     before = h.new_store()
     pre = await _compactable(h, before)
+    # When a compaction's store calls are all sends, the store's directory only names
+    # where its data lives (a copy would share that data): each trial writes a new one.
+    server = False
 
     async def compacted(n: int) -> tuple[Path, str | None, list[str]]:
-        store = copy_store(h, before)
+        if server:
+            store = h.new_store()
+            await _compactable(h, store)
+        else:
+            store = copy_store(h, before)
         order = KillOrder(
             h.backend.target,
             h.options,
@@ -312,12 +327,13 @@ async def compaction_killed_after_every_system_call(h: Harness) -> None:
             operation="compact",
         )
         try:
-            call, calls = await run_held_restore(order, [store], n)
+            call, calls = await run_held_restore(order, [store], n, sends)
         except StopperError as exc:
             raise CheckSkipped(f"cannot hold a process at a system call here: {exc}") from exc
         return store, call, calls
 
     done, _, calls = await compacted(NEVER)
+    server = bool(calls) and all(is_send(call) for call in calls)
     async with h.opened(done) as cp:
         post = [encode_event(s.event) for s in await read_all(cp, _SESSION)]
     if len(post) != len(pre) + 1 or not calls:

@@ -33,7 +33,7 @@ a worker and a stdio backend's child talk to their parent through pipes, and an
 event loop wakes itself through an unnamed socket pair, whose peer has no
 address. The stopper process looks at the socket itself, duplicated from the
 traced process (``pidfd_getfd``, Linux 5.6): its family, type and peer; one look
-per descriptor. Held right after such a send, the request has left the client
+per descriptor. A send is described as ``sendto to 127.0.0.1:5432`` (`is_send`). Held right after such a send, the request has left the client
 whole, and nothing it does after (reading the answer, the next request) has
 run: a kill there is the client dying at that round trip, whatever the server
 then does with what it got.
@@ -87,6 +87,7 @@ __all__ = [
     "StopperError",
     "StopperHung",
     "SyscallStopper",
+    "is_send",
     "server_sends_unavailable",
     "stopper_unavailable",
     "tree_cpu_ticks",
@@ -242,6 +243,13 @@ def stopper_unavailable() -> str | None:
     if release < (5, 3):
         return f"PTRACE_GET_SYSCALL_INFO needs Linux 5.3; this is {platform.release()}"
     return None
+
+
+def is_send(call: str) -> bool:
+    """Whether ``call``, as the stopper describes a counted call, is a send to a server
+    (``sendto to 127.0.0.1:5432``) rather than a change to a file (``write /store/x``)."""
+    name, _, rest = call.partition(" ")
+    return name in _SENDS and rest.startswith("to ")
 
 
 @functools.cache
@@ -402,7 +410,7 @@ class _Tracer:
                     if not self.sends or name not in _SENDS:
                         return None
                     peer = self.server_peer(tid, _int(args[0]), path)
-                    return None if peer is None else f"{name} {peer}"
+                    return None if peer is None else f"{name} to {peer}"
                 if kind == "send":
                     return None
             elif kind in ("path", "open"):
