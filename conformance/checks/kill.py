@@ -45,6 +45,7 @@ from ..engines.crash.holds import (
     holds,
     needs_holding,
     opened_worker,
+    opened_workers,
     prepared,
     read_while_held,
     spread,
@@ -187,14 +188,12 @@ async def killed_while_waiting_for_another_writer(h: Harness) -> None:
     calls = [_append(_BEFORE), _append(_FIRST)]
     counted, sends = await counted_write(h, calls, 1, "KILL-001")
     tried, waited = 0, 0
-    for n in spread(rng, counted, h.profile.held_writes):
+    # Half the holds of a workload's: each costs four worker processes and a store.
+    for n in spread(rng, counted, max(1, h.profile.held_writes // 2)):
         store = await prepared(h, calls, 1, "KILL-001")
         tried += 1
         async with (
-            opened_worker(h, store, "KILL-001") as first,
-            opened_worker(h, store, "KILL-001") as second,
-            opened_worker(h, store, "KILL-001") as reader,
-            opened_worker(h, store, "KILL-001") as later,
+            opened_workers(h, store, "KILL-001", 4) as (first, second, reader, later),
             held_write(first, store, calls[1], n, "KILL-001", sends) as write,
         ):
             if write.reached.call is None:

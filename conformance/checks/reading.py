@@ -21,7 +21,7 @@ from ..engines.crash.holds import (
     hold_store,
     holds,
     needs_holding,
-    opened_worker,
+    opened_workers,
     read_while_held,
 )
 from ..engines.crash.verdicts import Call, Expected, plan_workload
@@ -285,8 +285,7 @@ async def read_while_a_writer_is_held(h: Harness) -> None:
         want = {earlier.logs.get(call.session, ()), call.after.logs.get(call.session, ())}
         store = await hold_store(h, hold, calls, "READ-003")
         async with (
-            opened_worker(h, store, "READ-003") as reader,
-            opened_worker(h, store, "READ-003") as writer,
+            opened_workers(h, store, "READ-003", 2) as (reader, writer),
             held_write(writer, store, call, n, "READ-003", hold.sends) as write,
         ):
             reached = write.reached

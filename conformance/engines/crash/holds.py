@@ -90,6 +90,7 @@ __all__ = [
     "holds",
     "needs_holding",
     "opened_worker",
+    "opened_workers",
     "prepared",
     "read_while_held",
     "spread",
@@ -144,6 +145,23 @@ async def opened_worker(h: Harness, store: Path, rule_id: str) -> AsyncIterator[
         finally:
             if worker.running:
                 await worker.kill()
+
+
+@contextlib.asynccontextmanager
+async def opened_workers(
+    h: Harness, store: Path, rule_id: str, count: int
+) -> AsyncIterator[list[WorkerClient]]:
+    """``count`` workers of `opened_worker`, started at once (a worker's start is mostly
+    waiting), every one killed when the block ends, also when another failed to start."""
+    async with contextlib.AsyncExitStack() as stack:
+        started = await asyncio.gather(
+            *(stack.enter_async_context(opened_worker(h, store, rule_id)) for _ in range(count)),
+            return_exceptions=True,
+        )
+        failed = [result for result in started if isinstance(result, BaseException)]
+        if failed:
+            raise failed[0]
+        yield [worker for worker in started if isinstance(worker, WorkerClient)]
 
 
 async def prepared(h: Harness, calls: list[Call], upto: int, rule_id: str) -> Path:
