@@ -21,6 +21,7 @@ import textwrap
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 from checkpointspec.conformance.engines.crash.stopper import (
@@ -225,40 +226,60 @@ NO_SENDS = pytest.mark.skipif(
 )
 
 
+class Sender(NamedTuple):
+    """The sending child, connected, and what its server got (whole once ``ended`` is set)."""
+
+    process: asyncio.subprocess.Process
+    peer: str
+    received: bytearray
+    ended: asyncio.Event
+
+
+@asynccontextmanager
+async def sender() -> AsyncIterator[Sender]:
+    received, connected, ended = bytearray(), asyncio.Event(), asyncio.Event()
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        connected.set()
+        received.extend(await reader.read())
+        writer.close()
+        ended.set()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    async with server:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-c",
+            SENDER,
+            str(port),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+        )
+        try:
+            await connected.wait()
+            yield Sender(process, f"127.0.0.1:{port}", received, ended)
+        finally:
+            if process.returncode is None:
+                process.kill()
+            await process.wait()
+
+
 @NO_SENDS
-def test_with_sends_only_the_sends_to_a_server_are_counted(tmp_path: Path) -> None:
+def test_with_sends_only_the_sends_to_a_server_are_counted() -> None:
     """A send counts on a connected stream socket with a peer address; the pipe to
     the parent and an unnamed socket pair never do."""
 
     async def run() -> tuple[str, list[str], bytes]:
-        received = bytearray()
-        connected = asyncio.Event()
-
-        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            connected.set()
-            received.extend(await reader.read())
-            writer.close()
-
-        server = await asyncio.start_server(serve, "127.0.0.1", 0)
-        port = server.sockets[0].getsockname()[1]
-        async with server:
-            process = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-c",
-                SENDER,
-                str(port),
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-            )
-            await connected.wait()
-            counting = await SyscallStopper.start(process.pid, [], 99, sends=True)
-            await go(process)
-            assert process.stdout is not None
-            assert await process.stdout.readline() == b"to the parent\n"
-            assert await process.stdout.readline() == b"done\n"
+        async with sender() as child:
+            counting = await SyscallStopper.start(child.process.pid, [], 99, sends=True)
+            await go(child.process)
+            assert child.process.stdout is not None
+            assert await child.process.stdout.readline() == b"to the parent\n"
+            assert await child.process.stdout.readline() == b"done\n"
             calls = await counting.finish()
-            await process.wait()
-            return f"127.0.0.1:{port}", calls, bytes(received)
+            await child.ended.wait()
+            return child.peer, calls, bytes(child.received)
 
     peer, calls, received = asyncio.run(run())
     assert calls == [f"sendto to {peer}", f"write to {peer}", f"sendmsg to {peer}"]
@@ -267,35 +288,17 @@ def test_with_sends_only_the_sends_to_a_server_are_counted(tmp_path: Path) -> No
 
 
 @NO_SENDS
-def test_a_process_held_after_its_nth_send_has_sent_exactly_that(tmp_path: Path) -> None:
-    async def run() -> tuple[str, bytes]:
-        received = bytearray()
-        done = asyncio.Event()
-
-        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            received.extend(await reader.read())
-            writer.close()
-            done.set()
-
-        server = await asyncio.start_server(serve, "127.0.0.1", 0)
-        port = server.sockets[0].getsockname()[1]
-        async with server:
-            process = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-c",
-                SENDER,
-                str(port),
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-            )
-            stopper = await SyscallStopper.start(process.pid, [], 2, sends=True)
-            await go(process)
+def test_a_process_held_after_its_nth_send_has_sent_exactly_that() -> None:
+    async def run() -> tuple[str, str, bytes]:
+        async with sender() as child:
+            stopper = await SyscallStopper.start(child.process.pid, [], 2, sends=True)
+            await go(child.process)
             held = await stopper.outcome
             await stopper.kill()
-            assert await process.wait() == -9
-            await done.wait()  # the kill closed the connection: the server read all it got
-            return held, bytes(received)
+            assert await child.process.wait() == -9
+            await child.ended.wait()  # the kill closed the connection: all it got is read
+            return child.peer, held, bytes(child.received)
 
-    held, received = asyncio.run(run())
-    assert held.startswith("stopped 2 write to 127.0.0.1:")
+    peer, held, received = asyncio.run(run())
+    assert held == f"stopped 2 write to {peer}"
     assert received == b"onetwo"

@@ -13,21 +13,19 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
-from pathlib import Path
-from typing import ClassVar, Final, Self, cast
+from typing import Any, ClassVar, Final, Self, cast
 
 import psycopg
 from checkpointspec.backends.postgres import (
     DEFAULT_BUSY_TIMEOUT_MS,
     DEFAULT_POOL_SIZE,
-    DEFAULT_SCHEMA,
     PostgresCheckpointer,
 )
 from checkpointspec.backends.postgres import make as postgres_make
 from checkpointspec.backends.postgres.appends import Appends
 from checkpointspec.backends.postgres.connections import CommitAttempt, ServerConnections
 from checkpointspec.backends.postgres.schema import Conn
-from checkpointspec.spec import BackendContext, Codec
+from checkpointspec.spec import BackendContext
 from psycopg import sql
 
 __all__ = ["SERVER", "CommitSentWithTheCall", "ServerBroken"]
@@ -84,26 +82,11 @@ class CommitSentWithTheCall(ServerBroken):
 
     violates = "KILL-001"
 
-    def __init__(
-        self,
-        dsn: str,
-        *,
-        schema: str = DEFAULT_SCHEMA,
-        codec: Codec | None = None,
-        pool_size: int = DEFAULT_POOL_SIZE,
-        busy_timeout_ms: int = DEFAULT_BUSY_TIMEOUT_MS,
-        create: bool = True,
-        directory: Path | None = None,
-    ) -> None:
-        super().__init__(
-            dsn,
-            schema=schema,
-            codec=codec,
-            pool_size=pool_size,
-            busy_timeout_ms=busy_timeout_ms,
-            create=create,
-            directory=directory,
-        )
+    def __init__(self, dsn: str, **settings: Any) -> None:
+        super().__init__(dsn, **settings)
+        pool_size = settings.get("pool_size", DEFAULT_POOL_SIZE)
+        busy_timeout_ms = settings.get("busy_timeout_ms", DEFAULT_BUSY_TIMEOUT_MS)
+        schema = self.schema
         self._server = _CommitSentWithTheCall(dsn, schema, pool_size, busy_timeout_ms)
         self._appends = Appends(self._server, schema)
         self._sql_wait_for_writes = _NO_WAIT
