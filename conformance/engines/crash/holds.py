@@ -307,9 +307,9 @@ async def holds(
     h: Harness, rng: random.Random, calls: list[Call], rule_id: str
 ) -> AsyncIterator[Hold]:
     """Every hold the budget allows, kind by kind as `allot` shares it out: each
-    write's store calls are counted once, then ``PER_WRITE`` of them (or all, or
-    what is left of the kind's share) are drawn with the seed, spread over the
-    write. A kind whose writes make fewer calls than its share leaves the rest to
+    write's store calls are counted once, then ``PER_WRITE`` of them (all of them
+    with the profile's ``held_every_call``; or what is left of the kind's share)
+    are drawn with the seed, spread over the write. A kind whose writes make fewer calls than its share leaves the rest to
     the next kind.
 
     When an append changes no file under the store directory (a backend whose
@@ -332,7 +332,8 @@ async def holds(
                     _needs_sends(calls[t])
                     sends = True
                     counted = await _count_calls(h, before, calls, t, rule_id, sends)
-                for n in spread(rng, counted, min(PER_WRITE, share - taken)):
+                per_write = counted if h.profile.held_every_call else PER_WRITE
+                for n in spread(rng, counted, min(per_write, share - taken)):
                     yield Hold(t, n, before, sends)
                     taken += 1
             finally:
