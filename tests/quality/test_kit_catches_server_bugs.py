@@ -3,8 +3,9 @@
 Each server backend is the PostgreSQL reference backend with one bug. The kit,
 restricted to the checks of the backend's case (`cases.SERVER_CASES`), run on
 the quick profile with each of the case's seeds against the ``postgres_dsn``
-server, must exit 1 and report the bug's rule failed; the same checks must
-pass the reference backend, so the verdict is the bug's and not the check's.
+server, must exit 1 and report the bug's rule failed, also with the backend
+served over the stdio protocol; the same checks must pass the reference
+backend, so the verdict is the bug's and not the check's.
 
 ``CommitSentWithTheCall`` (``COMMIT`` sent with the write, reads that do not
 wait for writes in flight) is the PostgreSQL backend's most serious bug so far,
@@ -14,6 +15,9 @@ seed.
 """
 
 from __future__ import annotations
+
+import shlex
+import sys
 
 import pytest
 from cases import SERVER_CASES, WAITING_KILL, Case
@@ -37,6 +41,25 @@ def test_server_bug_is_caught(case: Case, seed: int, postgres_dsn: str) -> None:
         case.target,
         profile="quick",
         seed=seed,
+        only=case.checks,
+        options={"dsn": postgres_dsn},
+    )
+    assert_caught(run_kit(run), case.rule)
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("broken_backends_importable")
+@pytest.mark.parametrize("case", [pytest.param(c, id=c.name) for c in SERVER_CASES])
+def test_server_bug_is_caught_over_stdio(case: Case, postgres_dsn: str) -> None:
+    """The backend in a child process behind the stdio protocol, as one in another
+    language would be: the stopper traces the worker's whole tree, the child's sends
+    to the server included."""
+    served = shlex.join([sys.executable, "-m", "checkpointspec.backends.stdio.serve", case.target])
+    run = plan_run(
+        None,
+        process=served,
+        profile="quick",
+        seed=case.seeds[0],
         only=case.checks,
         options={"dsn": postgres_dsn},
     )
