@@ -28,6 +28,10 @@ mode), and every hold of the check is. Such a store cannot be copied (its
 directory only names where the data lives), so each hold starts from a store
 prepared afresh with the workload's earlier writes (`hold_store`).
 
+A writer behind a held one: `until_waiting` says when a second worker waits in
+the middle of its request (its processes asleep and idle, or blocked on a file
+lock), so it can be killed there; `read_while_held` reads from a third.
+
 The checks: `checkpointspec.conformance.checks.kill` (killed there, KILL-001)
 and `checkpointspec.conformance.checks.reading` (read from another process
 there, READ-003).
@@ -327,11 +331,7 @@ async def holds(
                 break
             before = await prepared(h, calls, t, rule_id)
             try:
-                counted = await _count_calls(h, before, calls, t, rule_id, sends)
-                if counted == 0 and calls[t].kind == "append" and not sends:
-                    _needs_sends(calls[t])
-                    sends = True
-                    counted = await _count_calls(h, before, calls, t, rule_id, sends)
+                counted, sends = await _count_write(h, before, calls, t, rule_id, sends)
                 per_write = counted if h.profile.held_every_call else PER_WRITE
                 for n in spread(rng, counted, min(per_write, share - taken)):
                     yield Hold(t, n, before, sends)
@@ -339,6 +339,19 @@ async def holds(
             finally:
                 shutil.rmtree(before, ignore_errors=True)
         spare = share - taken
+
+
+async def _count_write(
+    h: Harness, before: Path, calls: list[Call], t: int, rule_id: str, sends: bool
+) -> tuple[int, bool]:
+    """How many store calls write ``t`` makes on a store like ``before``, and whether
+    they are sends: an append that changes no file under the store is counted again,
+    by its sends to a server."""
+    counted = await _count_calls(h, before, calls, t, rule_id, sends)
+    if counted == 0 and calls[t].kind == "append" and not sends:
+        _needs_sends(calls[t])
+        return await _count_calls(h, before, calls, t, rule_id, True), True
+    return counted, sends
 
 
 def _needs_sends(call: Call) -> None:
@@ -386,11 +399,7 @@ async def counted_write(h: Harness, calls: list[Call], t: int, rule_id: str) -> 
     they are sends to a server (its append changed no file under the store)."""
     before = await prepared(h, calls, t, rule_id)
     try:
-        counted = await _count_calls(h, before, calls, t, rule_id, False)
-        if counted == 0 and calls[t].kind == "append":
-            _needs_sends(calls[t])
-            return await _count_calls(h, before, calls, t, rule_id, True), True
-        return counted, False
+        return await _count_write(h, before, calls, t, rule_id, False)
     finally:
         shutil.rmtree(before, ignore_errors=True)
 
