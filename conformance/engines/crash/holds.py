@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Final, NamedTuple
 
 from ....backends.stdio.messages import Read
+from ....spec import CheckpointError
 from ..harness import CheckSkipped, Harness
 from ..processes.client import (
     UNSENT,
@@ -61,6 +62,7 @@ from ..processes.client import (
     WorkerHung,
     WorkerReply,
     hello,
+    marker_prompts,
 )
 from ..violations import RuleViolation
 from .stopper import (
@@ -169,14 +171,24 @@ async def opened_workers(
 
 
 async def prepared(h: Harness, calls: list[Call], upto: int, rule_id: str) -> Path:
-    """A store holding the first ``upto`` writes, every handle on it closed."""
+    """A store holding the first ``upto`` writes, every handle on it closed.
+
+    Written through a handle of the kit's process: a worker process would cost a
+    start per hold, and a server backend's holds each prepare a store afresh."""
     store = h.new_store()
-    async with opened_worker(h, store, rule_id) as worker:
+    async with h.opened(store) as cp:
         for call in calls[:upto]:
-            reply = await worker.call(call.as_request())
-            if not isinstance(reply, Ok):
-                raise RuleViolation(rule_id, f"{call.label} failed in a worker: {reply}")
-        await worker.close()
+            try:
+                if call.kind == "append":
+                    await cp.append(call.session, marker_prompts(call.texts))
+                elif call.kind == "truncate":
+                    await cp.truncate(call.session, call.to_seq)
+                else:
+                    await cp.delete(call.session)
+            except CheckpointError as exc:
+                raise RuleViolation(
+                    rule_id, f"{call.label} failed: {type(exc).__name__}: {exc}"
+                ) from exc
     return store
 
 
