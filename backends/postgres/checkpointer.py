@@ -210,6 +210,7 @@ class PostgresCheckpointer:
             " coalesce((SELECT generation FROM {s}.generations WHERE session_id = %(s)s), 0),"
             " %(k)s::bigint IS NULL OR pg_try_advisory_xact_lock_shared(%(k)s::bigint)"
         ).format(s=s)
+        self._sql_wait_for_writes = _WAIT_FOR_WRITES
         self._sql_head = sql.SQL("SELECT head FROM {}.sessions WHERE session_id = %s").format(s)
         self._sql_generation = sql.SQL(
             "SELECT generation FROM {}.generations WHERE session_id = %s"
@@ -358,7 +359,7 @@ class PostgresCheckpointer:
         async def fetch(conn: Conn) -> tuple[int, list[Row]]:
             cur = conn.cursor(binary=True)
             async with conn.pipeline():
-                await conn.execute(_WAIT_FOR_WRITES, (wkey,))
+                await conn.execute(self._sql_wait_for_writes, (wkey,))
                 await cur.execute(self._sql_rows, {"s": sid, "since": since})
             with gc_paused():
                 found = await cur.fetchall()
@@ -388,7 +389,7 @@ class PostgresCheckpointer:
 
         async def fetch(conn: Conn) -> int:
             async with conn.pipeline():
-                await conn.execute(_WAIT_FOR_WRITES, (wkey,))
+                await conn.execute(self._sql_wait_for_writes, (wkey,))
                 cur = await conn.execute(query, (sid,))
             row = await cur.fetchone()
             return 0 if row is None else int(row[0])
@@ -639,7 +640,9 @@ async def store_version(dsn: str, schema: str = DEFAULT_SCHEMA) -> int:
         return await store_schema.stored_version(conn, schema)
 
 
-async def make(ctx: BackendContext) -> PostgresCheckpointer:
+async def make(
+    ctx: BackendContext, checkpointer: type[PostgresCheckpointer] = PostgresCheckpointer
+) -> PostgresCheckpointer:
     """Factory for the kit: open the store of directory ``ctx.path``, creating it if needed.
 
     The store is its own schema, named in ``ctx.path / "postgres-store.txt"``
@@ -652,7 +655,8 @@ async def make(ctx: BackendContext) -> PostgresCheckpointer:
     this host whose directories are gone (`stores.prune_stores`). Raises
     `SchemaVersionError` for a newer store, `InvalidArgumentError` for a
     missing or malformed DSN, `ServerUnreachableError` when the server cannot
-    be reached.
+    be reached. ``checkpointer`` is the class opened (a subclass of
+    `PostgresCheckpointer` taking the same arguments).
     """
     options = dict(ctx.options)
     unknown = sorted(set(options) - set(_OPTIONS))
@@ -672,7 +676,7 @@ async def make(ctx: BackendContext) -> PostgresCheckpointer:
         )
     directory = Path(ctx.path)
     check_dsn(dsn)  # before a marker file is written
-    handle = PostgresCheckpointer(
+    handle = checkpointer(
         dsn,
         schema=stores.schema_for(directory),
         codec=ctx.codec,

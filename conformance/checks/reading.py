@@ -15,23 +15,18 @@ import random
 import threading
 from collections.abc import Callable
 
-from ...backends.stdio.messages import Read
 from ...spec import Capability, Checkpointer, UserPrompt
 from ..engines.crash.holds import (
-    LOCK_POLL,
-    READER_PATIENCE,
-    copy_store,
     held_write,
+    hold_store,
     holds,
     needs_holding,
-    opened_worker,
-    waits_on_a_lock,
+    opened_workers,
+    read_while_held,
 )
 from ..engines.crash.verdicts import Call, Expected, plan_workload
 from ..engines.harness import Harness, read_all
 from ..engines.processes.client import (
-    UNSENT,
-    Failed,
     Ok,
     WorkerClient,
     WorkerExited,
@@ -283,20 +278,20 @@ async def read_while_a_writer_is_held(h: Harness) -> None:
     rng = random.Random(h.seed)
     _, calls = plan_workload(rng, h.capabilities, 0)
     held, waited = 0, 0
-    async for t, n, before in holds(h, rng, calls, "READ-003"):
+    async for hold in holds(h, rng, calls, "READ-003"):
+        t, n = hold.t, hold.n
         call = calls[t]
         earlier = calls[t - 1].after if t else Expected({}, frozenset())
         want = {earlier.logs.get(call.session, ()), call.after.logs.get(call.session, ())}
-        store = copy_store(h, before)
+        store = await hold_store(h, hold, calls, "READ-003")
         async with (
-            opened_worker(h, store, "READ-003") as reader,
-            opened_worker(h, store, "READ-003") as writer,
-            held_write(writer, store, call, n, "READ-003") as write,
+            opened_workers(h, store, "READ-003", 2) as (reader, writer),
+            held_write(writer, store, call, n, "READ-003", hold.sends) as write,
         ):
             reached = write.reached
             if reached.call is None:
                 continue
-            seen = await _read_while_held(reader, call.session)
+            seen = await read_while_held(reader, call.session, "READ-003")
             await write.stopper.resume()
             done = await _finished(writer, write.reply, call, n)
         if not isinstance(done, Ok):
@@ -335,28 +330,6 @@ async def _finished(
             f"the writer (process {writer.process.pid}), held right after its system call "
             f"#{n} of {call.label} and let go, exited without being killed: {exited}",
         ) from exited
-
-
-async def _read_while_held(reader: WorkerClient, session: str) -> list[tuple[int, str]] | None:
-    """What ``reader`` reads of ``session`` now, or None if it waits for the held writer:
-    blocked on a file lock (``/proc/locks`` says so at once) or silent for a while."""
-    await reader.send(Read(UNSENT, session))
-    answer = asyncio.ensure_future(reader.receive())
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + READER_PATIENCE
-    while not answer.done():
-        await asyncio.wait([answer], timeout=LOCK_POLL)
-        if not answer.done() and (waits_on_a_lock(reader.process.pid) or loop.time() > deadline):
-            answer.cancel()
-            return None  # it waits for the writer: nothing seen, nothing wrong
-    reply = answer.result()
-    if isinstance(reply, Failed):
-        raise RuleViolation(
-            "READ-003", f"a read while a writer was held raised {reply.error}: {reply.message}"
-        )
-    assert isinstance(reply, Ok)
-    assert isinstance(reply.value, list)
-    return [(int(seq), str(text)) for seq, text in reply.value]
 
 
 CHECKS = (

@@ -45,7 +45,12 @@ from ..engines.crash.killed_restore import (
     session_state,
 )
 from ..engines.crash.states import CrashPlan, CrashSpec
-from ..engines.crash.stopper import StopperError, stopper_unavailable
+from ..engines.crash.stopper import (
+    StopperError,
+    is_send,
+    server_sends_unavailable,
+    stopper_unavailable,
+)
 from ..engines.crash.verdicts import quiet
 from ..engines.harness import CheckSkipped, Harness, read_all
 from ..engines.violations import RuleViolation, expect
@@ -190,6 +195,8 @@ async def restore_killed_after_every_system_call(h: Harness) -> None:
         raise CheckSkipped(f"cannot hold a process at a system call here: {reason}")
     layer, target = h.session, h.session_target
     rng = random.Random(h.seed)
+    # A backend whose data lives in a server is held at its round trips too.
+    sends = server_sends_unavailable() is None
 
     def order(store: Path, workspace: Path, trial: TrialSession) -> KillOrder:
         return _order(h, target, store, workspace, trial, 0)
@@ -198,7 +205,7 @@ async def restore_killed_after_every_system_call(h: Harness) -> None:
         store, workspace, trial = await _fresh(h, files=True, conversation=True)
         try:
             call, calls = await run_held_restore(
-                order(store, workspace, trial), [store, workspace], n
+                order(store, workspace, trial), [store, workspace], n, sends
             )
         except StopperError as exc:
             raise CheckSkipped(f"cannot hold a process at a system call here: {exc}") from exc
@@ -226,9 +233,10 @@ async def restore_killed_after_every_system_call(h: Harness) -> None:
 def _held_points(calls: list[str], store: Path, rng: random.Random, budget: int) -> list[int]:
     """Which calls to kill a restore after. The log's change is the restore's commit,
     and recovery turns on which side of it a kill falls: of each run of consecutive
-    calls on the store, its first and its last two come first; then calls drawn
-    with the seed, those on the store before those on the workspace."""
-    on_store = [n for n, call in enumerate(calls, start=1) if str(store) in call]
+    calls on the store (its files, or sends to its server), its first and its last
+    two come first; then calls drawn with the seed, those on the store before
+    those on the workspace."""
+    on_store = [n for n, call in enumerate(calls, start=1) if str(store) in call or is_send(call)]
     edges: set[int] = set()
     for n in on_store:
         first = n - 1 not in on_store

@@ -31,6 +31,9 @@ class Profile(msgspec.Struct, frozen=True):
     """Power-loss states rebuilt from a traced writer's system calls (DUR-003) that are checked."""
     held_writes: int = 40
     """Writers held after one of their system calls, per check: killed (KILL-001) or read from (READ-003)."""
+    held_every_call: bool = False
+    """Whether a held write is held after every one of its store calls (or round trips to
+    a server) the budget reaches, rather than a seeded sample of them (`holds.PER_WRITE`)."""
     stress_processes: int = 4
     """Worker processes of the free-running stress check (MP-001)."""
     stress_operations: int = 1_000
@@ -101,6 +104,7 @@ PROFILES: dict[str, Profile] = {
         kill_states=3000,
         traced_states=5000,
         held_writes=300,
+        held_every_call=True,
         stress_operations=32_000,
         stress_seconds=600.0,
         stress_kills=2,

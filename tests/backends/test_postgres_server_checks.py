@@ -32,7 +32,7 @@ QUALITY = str(Path(__file__).resolve().parents[1] / "quality")
 if QUALITY not in sys.path:
     sys.path.insert(0, QUALITY)
 
-from cases import CUT_CONNECTIONS, FAILOVER, HARD_SEEDS, SERVER_CASES, Case  # noqa: E402
+from cases import CUT_CONNECTIONS, FAILOVER, HARD_SEEDS, SERVER_FAULT_CASES, Case  # noqa: E402
 from kit_reports import describe, failed_checks, verdict  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("broken_backends_importable")
@@ -69,7 +69,7 @@ def test_without_a_synchronous_standby_the_failover_check_is_skipped(postgres_ds
     ("case", "seed"),
     [
         pytest.param(case, seed, id=f"{case.name}-{seed}", marks=[pytest.mark.slow] if i else [])
-        for case in SERVER_CASES
+        for case in SERVER_FAULT_CASES
         for i, seed in enumerate(case.seeds)
     ],
 )

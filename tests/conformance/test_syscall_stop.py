@@ -1,4 +1,5 @@
-"""Holding a live process right after its Nth system call that changes a store file.
+"""Holding a live process right after its Nth system call that changes a store file
+or, with ``sends``, that sends to a server.
 
 A small child process, on ``go``, creates a file in the store, writes three
 pieces (one from another thread) and fsyncs between them, writing to a file
@@ -6,7 +7,8 @@ outside the store too; the stopper process must count only the store's calls, ho
 whole process after the Nth, and then kill it there or let it go on. Every wait
 has a deadline: a held child killed by someone else is reaped (never left a
 zombie its parent cannot wait for), and a stopper process that does not answer
-is killed and named.
+is killed and named. A second child sends to a TCP server of the test, to its
+parent through a pipe and through an unnamed socket pair: only the first count.
 """
 
 from __future__ import annotations
@@ -19,11 +21,14 @@ import textwrap
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 from checkpointspec.conformance.engines.crash.stopper import (
     StopperHung,
     SyscallStopper,
+    is_send,
+    server_sends_unavailable,
     stopper_unavailable,
     until_done_or_silent,
 )
@@ -197,3 +202,103 @@ def test_a_process_that_ends_is_waited_for() -> None:
         return await until_done_or_silent([ended, never], process.pid, 30, REAPED_WITHIN)
 
     assert asyncio.run(run()) is True
+
+
+SENDER = textwrap.dedent(
+    """
+    import os, socket, sys
+    server = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+    left, right = socket.socketpair()
+    sys.stdin.readline()
+    server.sendall(b"one")  # 1
+    left.send(b"wake-up")  # an unnamed pair: not a server
+    os.write(server.fileno(), b"two")  # 2
+    sys.stdout.write("to the parent\\n")  # a pipe: not a server
+    sys.stdout.flush()
+    server.sendmsg([b"three"])  # 3
+    print("done", flush=True)
+    """
+)
+
+NO_SENDS = pytest.mark.skipif(
+    server_sends_unavailable() is not None,
+    reason=f"cannot count sends: {server_sends_unavailable()}",
+)
+
+
+class Sender(NamedTuple):
+    """The sending child, connected, and what its server got (whole once ``ended`` is set)."""
+
+    process: asyncio.subprocess.Process
+    peer: str
+    received: bytearray
+    ended: asyncio.Event
+
+
+@asynccontextmanager
+async def sender() -> AsyncIterator[Sender]:
+    received, connected, ended = bytearray(), asyncio.Event(), asyncio.Event()
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        connected.set()
+        received.extend(await reader.read())
+        writer.close()
+        ended.set()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    async with server:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-c",
+            SENDER,
+            str(port),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+        )
+        try:
+            await connected.wait()
+            yield Sender(process, f"127.0.0.1:{port}", received, ended)
+        finally:
+            if process.returncode is None:
+                process.kill()
+            await process.wait()
+
+
+@NO_SENDS
+def test_with_sends_only_the_sends_to_a_server_are_counted() -> None:
+    """A send counts on a connected stream socket with a peer address; the pipe to
+    the parent and an unnamed socket pair never do."""
+
+    async def run() -> tuple[str, list[str], bytes]:
+        async with sender() as child:
+            counting = await SyscallStopper.start(child.process.pid, [], 99, sends=True)
+            await go(child.process)
+            assert child.process.stdout is not None
+            assert await child.process.stdout.readline() == b"to the parent\n"
+            assert await child.process.stdout.readline() == b"done\n"
+            calls = await counting.finish()
+            await child.ended.wait()
+            return child.peer, calls, bytes(child.received)
+
+    peer, calls, received = asyncio.run(run())
+    assert calls == [f"sendto to {peer}", f"write to {peer}", f"sendmsg to {peer}"]
+    assert all(is_send(call) for call in calls)
+    assert received == b"onetwothree"
+
+
+@NO_SENDS
+def test_a_process_held_after_its_nth_send_has_sent_exactly_that() -> None:
+    async def run() -> tuple[str, str, bytes]:
+        async with sender() as child:
+            stopper = await SyscallStopper.start(child.process.pid, [], 2, sends=True)
+            await go(child.process)
+            held = await stopper.outcome
+            await stopper.kill()
+            assert await child.process.wait() == -9
+            await child.ended.wait()  # the kill closed the connection: all it got is read
+            return child.peer, held, bytes(child.received)
+
+    peer, held, received = asyncio.run(run())
+    assert held == f"stopped 2 write to {peer}"
+    assert received == b"onetwo"

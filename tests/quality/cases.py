@@ -1,6 +1,7 @@
 """How the kit is run to reject each deliberately broken backend: the meta-suite's cases.
 
-Every broken backend (`broken_backends`, `hard_backends`, `racy_backends`) names
+Every broken backend (`broken_backends`, `hard_backends`, `racy_backends`,
+`server_backends`) names
 the rule it breaks in ``violates``. A `Case` says how to show it: the checks to
 run (``--only``), the seeds that must each catch it, and, for a run too costly
 for the default test run, why it only runs with the ``slow`` ones. The
@@ -42,6 +43,7 @@ from racy_backends import (
 from server_backends import (
     SERVER,
     AsynchronousStandbyClaimsReplicated,
+    CommitSentWithTheCall,
     ResendsAfterLostCommit,
     Server,
 )
@@ -50,9 +52,11 @@ __all__ = [
     "ALL_BACKENDS",
     "ALL_CASES",
     "HARD_CASES",
+    "HELD_CLIENT_CASES",
     "MEMORY_CASES",
     "SEED",
     "SERVER_CASES",
+    "SERVER_FAULT_CASES",
     "Case",
 ]
 
@@ -169,7 +173,7 @@ HARD_CASES: tuple[Case, ...] = (
 FAILOVER = "DUR-004::acknowledged_writes_survive_failover"
 CUT_CONNECTIONS = "NET-001::cut_connections_lose_nothing"
 
-SERVER_CASES: tuple[Case, ...] = (
+SERVER_FAULT_CASES: tuple[Case, ...] = (
     # Every seed stalls the replication stream before the primary is killed: the
     # commits acknowledged meanwhile never reach the standby.
     Case(AsynchronousStandbyClaimsReplicated, (FAILOVER,), HARD_SEEDS),
@@ -178,8 +182,28 @@ SERVER_CASES: tuple[Case, ...] = (
     # seeds, 0-11).
     Case(ResendsAfterLostCommit, (CUT_CONNECTIONS,), HARD_SEEDS),
 )
-"""One case per backend of `server_backends`: they need a PostgreSQL server, so their
-runs are tests/backends/test_postgres_server_checks.py's."""
+"""The backends of `server_backends` the kit's fault proxy and failover pair show: they
+need a PostgreSQL server, so their runs are tests/backends/test_postgres_server_checks.py's."""
+
+WAITING_KILL = "KILL-001::killed_while_waiting_for_another_writer"
+
+HELD_CLIENT_CASES: tuple[Case, ...] = (
+    # The second writer, killed while it waits for the held first one, has sent its
+    # COMMIT with the write: the server commits it once the first is let go, after a
+    # read that did not wait left it out. The first writer is held after each of its
+    # few sends, so every seed reaches the one after its call.
+    Case(
+        CommitSentWithTheCall,
+        (WAITING_KILL,),
+        HARD_SEEDS,
+        "four worker processes and a PostgreSQL store per hold: about 20 s a seed",
+    ),
+)
+"""The backends of `server_backends` a client held and killed at a round trip shows; their
+runs (tests/quality/test_kit_catches_server_bugs.py) need a PostgreSQL server."""
+
+SERVER_CASES: tuple[Case, ...] = HELD_CLIENT_CASES + SERVER_FAULT_CASES
+"""One case per backend of `server_backends`."""
 
 ALL_CASES: tuple[Case, ...] = MEMORY_CASES + HARD_CASES + SERVER_CASES
 

@@ -1,28 +1,116 @@
-"""PostgreSQL backends with one bug each that only shows between the backend and its server.
+"""PostgreSQL backends with one bug each: what only shows between a backend and its server.
 
-Each is the reference PostgreSQL backend (`checkpointspec.backends.postgres`)
-with one thing changed, and must be rejected by the kit's server checks with
-the rule in ``violates``; the reference backend passes the same checks
-(``tests/backends/test_postgres_server_checks.py``). They need a server: the
-DSN comes in the kit's options, as for the reference backend.
+Each is the PostgreSQL reference backend (`checkpointspec.backends.postgres`) with
+one mistake; ``violates`` names the rule the kit must report. They need a server:
+the DSN comes in the kit's options (``--option dsn=``) or
+``$CHECKPOINTSPEC_POSTGRES_DSN``, as for the reference backend. The kit loads them by
+``module:attribute`` in its worker processes (``tests/quality/conftest.py`` puts
+this folder on the path): each class's ``make`` is its factory,
+``server_backends:CommitSentWithTheCall.make``. Those a client killed at a round
+trip shows run in tests/quality/test_kit_catches_server_bugs.py; those the kit's
+fault proxy and failover pair show in tests/backends/test_postgres_server_checks.py,
+beside the reference backend passing the same checks. Nothing here is correct on
+purpose.
 """
 
 from __future__ import annotations
 
-from typing import ClassVar
+import contextlib
+from collections.abc import Sequence
+from typing import Any, ClassVar, Final, Self, cast
 
-from checkpointspec.backends.postgres import PostgresCheckpointer
-from checkpointspec.backends.postgres import make as make_postgres
-from checkpointspec.backends.postgres.connections import LostConnection
+import psycopg
+from checkpointspec.backends.postgres import (
+    DEFAULT_BUSY_TIMEOUT_MS,
+    DEFAULT_POOL_SIZE,
+    PostgresCheckpointer,
+)
+from checkpointspec.backends.postgres import make as postgres_make
+from checkpointspec.backends.postgres.appends import Appends
+from checkpointspec.backends.postgres.connections import (
+    CommitAttempt,
+    LostConnection,
+    ServerConnections,
+)
+from checkpointspec.backends.postgres.schema import Conn
 from checkpointspec.spec import BackendContext, Capability
+from psycopg import sql
 
-__all__ = ["SERVER", "AsynchronousStandbyClaimsReplicated", "ResendsAfterLostCommit", "Server"]
+__all__ = [
+    "SERVER",
+    "AsynchronousStandbyClaimsReplicated",
+    "CommitSentWithTheCall",
+    "ResendsAfterLostCommit",
+    "Server",
+    "ServerBroken",
+]
+
+_NO_WAIT: Final = "SELECT %s::bigint"
+"""A read's wait for the session's writes in flight, made a no-op."""
 
 
 class Server:
     """A broken PostgreSQL backend: ``make`` is its factory, ``violates`` its rule."""
 
     violates: ClassVar[str]
+
+
+class ServerBroken(PostgresCheckpointer, Server):
+    """A `PostgresCheckpointer` subclass with one bug; ``violates`` is the rule the kit must report."""
+
+    violates: ClassVar[str]
+
+    @classmethod
+    async def make(cls, ctx: BackendContext) -> Self:
+        """The kit's factory: the reference's (`checkpointspec.backends.postgres.make`) opening this class."""
+        return cast(Self, await postgres_make(ctx, cls))
+
+
+class _CommitSentWithTheCall(ServerConnections):
+    async def transact(
+        self, conn: Conn, query: sql.Composed, params: Sequence[object], attempt: CommitAttempt
+    ) -> tuple[object, ...]:
+        # The bug: BEGIN, the call and COMMIT leave in one pipeline, before the call
+        # has returned; the server commits what it got even if this process dies.
+        attempt.committing = True
+        try:
+            async with conn.pipeline():
+                await conn.execute("BEGIN")
+                cur = await conn.execute(query, params)
+                await conn.execute("COMMIT")
+        except BaseException:
+            if not conn.broken and not conn.closed:
+                with contextlib.suppress(psycopg.Error):
+                    await conn.execute("ROLLBACK")
+            raise
+        row = await cur.fetchone()
+        assert row is not None
+        attempt.row = row
+        return row
+
+
+class CommitSentWithTheCall(ServerBroken):
+    """Bug: sends ``COMMIT`` with the write instead of after it returned, and reads
+    do not wait for a session's writes in flight.
+
+    A writer killed while its write waits on the server (behind another writer
+    of the session) has its write committed by the server afterwards: a reader
+    that read the session after the writer died, without that write, sees it
+    appear later. Alone, either half is harmless: the reference backend avoided
+    this by doing neither (docs/postgres.md, "Killed writers"). The kit must
+    report KILL-001.
+    """
+
+    violates = "KILL-001"
+
+    def __init__(self, dsn: str, **settings: Any) -> None:
+        super().__init__(dsn, **settings)
+        pool_size = settings.get("pool_size", DEFAULT_POOL_SIZE)
+        busy_timeout_ms = settings.get("busy_timeout_ms", DEFAULT_BUSY_TIMEOUT_MS)
+        schema = self.schema
+        self._server = _CommitSentWithTheCall(dsn, schema, pool_size, busy_timeout_ms)
+        self._appends = Appends(self._server, schema)
+        self._sql_wait_for_writes = _NO_WAIT
 
 
 class AsynchronousStandbyClaimsReplicated(Server):
@@ -35,7 +123,7 @@ class AsynchronousStandbyClaimsReplicated(Server):
     @classmethod
     async def make(cls, ctx: BackendContext) -> PostgresCheckpointer:
         options = {**ctx.options, "replication": "asynchronous"}
-        handle = await make_postgres(BackendContext(ctx.path, ctx.codec, options))
+        handle = await postgres_make(BackendContext(ctx.path, ctx.codec, options))
         handle.capabilities = handle.capabilities | {Capability.REPLICATED}
         return handle
 
@@ -49,7 +137,7 @@ class ResendsAfterLostCommit(Server):
 
     @classmethod
     async def make(cls, ctx: BackendContext) -> PostgresCheckpointer:
-        handle = await make_postgres(ctx)
+        handle = await postgres_make(ctx)
 
         async def never_found(lost: LostConnection, session_id: str, request: bytes) -> None:
             return None
@@ -59,6 +147,7 @@ class ResendsAfterLostCommit(Server):
 
 
 SERVER: dict[str, type[Server]] = {
-    cls.__name__: cls for cls in (AsynchronousStandbyClaimsReplicated, ResendsAfterLostCommit)
+    cls.__name__: cls
+    for cls in (CommitSentWithTheCall, AsynchronousStandbyClaimsReplicated, ResendsAfterLostCommit)
 }
-"""Every backend of this module, by class name."""
+"""Every broken server backend by class name; its factory is ``server_backends:<name>.make``."""

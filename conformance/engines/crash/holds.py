@@ -21,6 +21,17 @@ check's rule fails, with its exit status and last stderr lines. A wait that
 runs out is the kit's error (`WorkerHung`, `StopperHung`), naming the process,
 the request or system call, how long, and the last stderr lines.
 
+*A backend whose data lives in a server* changes no file under the store
+directory: when an append counts no store call, its client is held at its round
+trips instead, right after each send to the server (the stopper's ``sends``
+mode), and every hold of the check is. Such a store cannot be copied (its
+directory only names where the data lives), so each hold starts from a store
+prepared afresh with the workload's earlier writes (`hold_store`).
+
+A writer behind a held one: `until_waiting` says when a second worker waits in
+the middle of its request (its processes asleep and idle, or blocked on a file
+lock), so it can be killed there; `read_while_held` reads from a third.
+
 The checks: `checkpointspec.conformance.checks.kill` (killed there, KILL-001)
 and `checkpointspec.conformance.checks.reading` (read from another process
 there, READ-003).
@@ -38,8 +49,12 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Final, NamedTuple
 
+from ....backends.stdio.messages import Read
+from ....spec import CheckpointError
 from ..harness import CheckSkipped, Harness
 from ..processes.client import (
+    UNSENT,
+    Failed,
     Ok,
     Opened,
     WorkerClient,
@@ -47,13 +62,17 @@ from ..processes.client import (
     WorkerHung,
     WorkerReply,
     hello,
+    marker_prompts,
 )
 from ..violations import RuleViolation
 from .stopper import (
     STOPPER_PATIENCE,
     StopperError,
     SyscallStopper,
+    server_sends_unavailable,
     stopper_unavailable,
+    tree_cpu_ticks,
+    tree_sleeps,
     tree_states,
     tree_threads,
 )
@@ -63,19 +82,26 @@ __all__ = [
     "LOCK_POLL",
     "NEVER",
     "PER_WRITE",
+    "QUIET",
     "READER_PATIENCE",
     "REPLY_TIMEOUT",
     "STOPPER_PATIENCE",
     "Held",
     "HeldWrite",
+    "Hold",
     "copy_store",
+    "counted_write",
     "held_write",
+    "hold_store",
     "holds",
     "needs_holding",
     "opened_worker",
+    "opened_workers",
     "prepared",
+    "read_while_held",
     "spread",
     "targets",
+    "until_waiting",
     "waits_on_a_lock",
 ]
 
@@ -89,6 +115,8 @@ PER_WRITE: Final = 4
 """Holds drawn per write (all of its calls when it makes fewer)."""
 LOCK_POLL: Final = 0.02
 """How often a silent reader is looked for among the waiters of ``/proc/locks``."""
+QUIET: Final = 0.3
+"""Seconds a writer's processes must all sleep, using no CPU time, to count as waiting."""
 
 
 def waits_on_a_lock(pid: int) -> bool:
@@ -125,15 +153,42 @@ async def opened_worker(h: Harness, store: Path, rule_id: str) -> AsyncIterator[
                 await worker.kill()
 
 
+@contextlib.asynccontextmanager
+async def opened_workers(
+    h: Harness, store: Path, rule_id: str, count: int
+) -> AsyncIterator[list[WorkerClient]]:
+    """``count`` workers of `opened_worker`, started at once (a worker's start is mostly
+    waiting), every one killed when the block ends, also when another failed to start."""
+    async with contextlib.AsyncExitStack() as stack:
+        started = await asyncio.gather(
+            *(stack.enter_async_context(opened_worker(h, store, rule_id)) for _ in range(count)),
+            return_exceptions=True,
+        )
+        failed = [result for result in started if isinstance(result, BaseException)]
+        if failed:
+            raise failed[0]
+        yield [worker for worker in started if isinstance(worker, WorkerClient)]
+
+
 async def prepared(h: Harness, calls: list[Call], upto: int, rule_id: str) -> Path:
-    """A store holding the first ``upto`` writes, every handle on it closed."""
+    """A store holding the first ``upto`` writes, every handle on it closed.
+
+    Written through a handle of the kit's process: a worker process would cost a
+    start per hold, and a server backend's holds each prepare a store afresh."""
     store = h.new_store()
-    async with opened_worker(h, store, rule_id) as worker:
+    async with h.opened(store) as cp:
         for call in calls[:upto]:
-            reply = await worker.call(call.as_request())
-            if not isinstance(reply, Ok):
-                raise RuleViolation(rule_id, f"{call.label} failed in a worker: {reply}")
-        await worker.close()
+            try:
+                if call.kind == "append":
+                    await cp.append(call.session, marker_prompts(call.texts))
+                elif call.kind == "truncate":
+                    await cp.truncate(call.session, call.to_seq)
+                else:
+                    await cp.delete(call.session)
+            except CheckpointError as exc:
+                raise RuleViolation(
+                    rule_id, f"{call.label} failed: {type(exc).__name__}: {exc}"
+                ) from exc
     return store
 
 
@@ -143,6 +198,25 @@ def copy_store(h: Harness, store: Path) -> Path:
     shutil.rmtree(target)
     shutil.copytree(store, target)
     return target
+
+
+class Hold(NamedTuple):
+    """One hold a check tries: write ``t`` of the workload held after its ``n``-th store call,
+    from ``before``, a store holding the writes before it; ``sends``: the calls counted
+    are the client's sends to a server (a backend whose data lives there)."""
+
+    t: int
+    n: int
+    before: Path
+    sends: bool
+
+
+async def hold_store(h: Harness, hold: Hold, calls: list[Call], rule_id: str) -> Path:
+    """A new store for ``hold`` holding the writes before it: a copy of its files, or,
+    for a server backend (whose directory only names its data), prepared afresh."""
+    if hold.sends:
+        return await prepared(h, calls, hold.t, rule_id)
+    return copy_store(h, hold.before)
 
 
 class HeldWrite(NamedTuple):
@@ -155,18 +229,19 @@ class HeldWrite(NamedTuple):
 
 @contextlib.asynccontextmanager
 async def held_write(
-    worker: WorkerClient, store: Path, call: Call, n: int, rule_id: str
+    worker: WorkerClient, store: Path, call: Call, n: int, rule_id: str, sends: bool = False
 ) -> AsyncIterator[HeldWrite]:
     """Send ``call`` to ``worker`` with the stopper process holding it after its ``n``-th
-    store call; when the block ends, the stopper process is ended whatever happened
-    (its exit kills a tree still held), so the worker can always be reaped.
+    store call (with ``sends``, its sends to a server count too); when the block ends,
+    the stopper process is ended whatever happened (its exit kills a tree still held),
+    so the worker can always be reaped.
 
     A worker that exits before its reply without being killed fails ``rule_id``.
     Raises `StopperHung` or `WorkerHung` when a wait runs out, `CheckSkipped` when
     no process can be held here.
     """
     try:
-        stopper = await SyscallStopper.start(worker.process.pid, [store], n)
+        stopper = await SyscallStopper.start(worker.process.pid, [store], n, sends=sends)
     except StopperError as exc:
         raise CheckSkipped(f"cannot hold a process at a system call here: {exc}") from exc
     reply: asyncio.Future[WorkerReply] = asyncio.ensure_future(_first_reply(worker, call))
@@ -246,23 +321,24 @@ def targets(rng: random.Random, calls: Sequence[Call]) -> dict[str, list[int]]:
 
 async def holds(
     h: Harness, rng: random.Random, calls: list[Call], rule_id: str
-) -> AsyncIterator[tuple[int, int, Path]]:
-    """(write, n, store before it) for every hold the budget allows, kind by kind as
-    `allot` shares it out: each write's store calls are counted once, then
-    ``PER_WRITE`` of them (or all, or what is left of the kind's share) are drawn
-    with the seed, spread over the write. A kind whose writes make fewer calls
-    than its share leaves the rest to the next kind.
+) -> AsyncIterator[Hold]:
+    """Every hold the budget allows, kind by kind as `allot` shares it out: each
+    write's store calls are counted once, then ``PER_WRITE`` of them (all of them
+    with the profile's ``held_every_call``; or what is left of the kind's share)
+    are drawn with the seed, spread over the write. A kind whose writes make fewer calls than its share leaves the rest to
+    the next kind.
 
     Once the check's slice of the time budget is spent, each kind not yet held is held
     once and no more; the slice records how many holds were left out.
 
-    Raises `CheckSkipped` when an append changes no file under the store
-    directory (a backend whose data lives in a server): there is nothing to hold
-    it at.
+    When an append changes no file under the store directory (a backend whose
+    data lives in a server), its sends to the server are counted instead, and
+    every hold from then on is at a round trip. Raises `CheckSkipped` when they
+    cannot be counted here either.
     """
     groups = targets(rng, calls)
     shares = allot(h.profile.held_writes, list(groups))
-    spare, held, cut = 0, 0, False
+    spare, held, cut, sends = 0, 0, False, False
     for kind, writes in groups.items():
         share, taken = shares[kind] + spare, 0
         for t in writes:
@@ -273,18 +349,41 @@ async def holds(
                 break
             before = await prepared(h, calls, t, rule_id)
             try:
-                counted = await _count_calls(h, before, calls[t], rule_id)
-                for n in spread(rng, counted, min(PER_WRITE, share - taken)):
+                counted, sends = await _count_write(h, before, calls, t, rule_id, sends)
+                per_write = counted if h.profile.held_every_call else PER_WRITE
+                for n in spread(rng, counted, min(per_write, share - taken)):
                     if taken and h.slice.spent():
                         cut = True
                         break
-                    yield t, n, before
+                    yield Hold(t, n, before, sends)
                     taken += 1
             finally:
                 shutil.rmtree(before, ignore_errors=True)
         spare, held = share - taken, held + taken
     if cut:
         h.slice.stopped(f"held writers {held} times of up to {h.profile.held_writes}")
+
+
+async def _count_write(
+    h: Harness, before: Path, calls: list[Call], t: int, rule_id: str, sends: bool
+) -> tuple[int, bool]:
+    """How many store calls write ``t`` makes on a store like ``before``, and whether
+    they are sends: an append that changes no file under the store is counted again,
+    by its sends to a server."""
+    counted = await _count_calls(h, before, calls, t, rule_id, sends)
+    if counted == 0 and calls[t].kind == "append" and not sends:
+        _needs_sends(calls[t])
+        return await _count_calls(h, before, calls, t, rule_id, True), True
+    return counted, sends
+
+
+def _needs_sends(call: Call) -> None:
+    reason = server_sends_unavailable()
+    if reason is not None:
+        raise CheckSkipped(
+            f"{call.label} changed no file under the store directory (a backend whose data "
+            f"lives in a server), and its sends to the server cannot be counted here: {reason}"
+        )
 
 
 def spread(rng: random.Random, counted: int, take: int) -> list[int]:
@@ -297,23 +396,83 @@ def spread(rng: random.Random, counted: int, take: int) -> list[int]:
     return [rng.randrange(start, end) for start, end in itertools.pairwise(bounds)]
 
 
-async def _count_calls(h: Harness, before: Path, call: Call, rule_id: str) -> int:
-    """How many store calls ``call`` makes on a copy of ``before``."""
-    store = copy_store(h, before)
+async def _count_calls(
+    h: Harness, before: Path, calls: list[Call], t: int, rule_id: str, sends: bool
+) -> int:
+    """How many store calls write ``t`` makes on a store like ``before``."""
+    store = await hold_store(h, Hold(t, NEVER, before, sends), calls, rule_id)
     try:
         async with (
             opened_worker(h, store, rule_id) as worker,
-            held_write(worker, store, call, NEVER, rule_id) as write,
+            held_write(worker, store, calls[t], NEVER, rule_id, sends) as write,
         ):
             counted = write.reached.counted
     finally:
         shutil.rmtree(store, ignore_errors=True)
-    if counted == 0 and call.kind == "append":
+    if counted == 0 and sends and calls[t].kind == "append":
         raise CheckSkipped(
-            f"{call.label} changed no file under the store directory: the backend keeps "
-            "its data elsewhere (a server), where no system call of its client can be held"
+            f"{calls[t].label} changed no file under the store directory and sent nothing "
+            "to a server: there is no system call of its client to hold it at"
         )
     return counted
+
+
+async def counted_write(h: Harness, calls: list[Call], t: int, rule_id: str) -> tuple[int, bool]:
+    """How many store calls write ``t`` makes after the writes before it, and whether
+    they are sends to a server (its append changed no file under the store)."""
+    before = await prepared(h, calls, t, rule_id)
+    try:
+        return await _count_write(h, before, calls, t, rule_id, False)
+    finally:
+        shutil.rmtree(before, ignore_errors=True)
+
+
+async def until_waiting(worker: WorkerClient, reply: asyncio.Future[WorkerReply]) -> bool:
+    """True once ``worker`` waits in the middle of its request: every process of its
+    tree sleeps (on a lock, a socket, a pipe) and uses no CPU time for ``QUIET``
+    seconds, or it waits on a file lock another holds; False when ``reply`` came
+    first. Bounded by the worker's reply deadline (`WorkerHung` from ``reply``)."""
+    pid = worker.process.pid
+    loop = asyncio.get_running_loop()
+    quiet_since, used = loop.time(), tree_cpu_ticks(pid)
+    while not reply.done():
+        await asyncio.wait([reply], timeout=LOCK_POLL)
+        if reply.done():
+            break
+        if waits_on_a_lock(pid):
+            return True
+        now = tree_cpu_ticks(pid)
+        if now != used or not tree_sleeps(pid):
+            quiet_since, used = loop.time(), now
+        elif loop.time() - quiet_since >= QUIET:
+            return True
+    await reply  # its error, if it came to one (a hang, an exit), is the caller's to see
+    return False
+
+
+async def read_while_held(
+    reader: WorkerClient, session: str, rule_id: str
+) -> list[tuple[int, str]] | None:
+    """What ``reader`` reads of ``session`` now, or None if it waits for a held writer:
+    blocked on a file lock (``/proc/locks`` says so at once) or silent for
+    ``READER_PATIENCE`` seconds. A read that raises fails ``rule_id``."""
+    await reader.send(Read(UNSENT, session))
+    answer = asyncio.ensure_future(reader.receive())
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + READER_PATIENCE
+    while not answer.done():
+        await asyncio.wait([answer], timeout=LOCK_POLL)
+        if not answer.done() and (waits_on_a_lock(reader.process.pid) or loop.time() > deadline):
+            answer.cancel()
+            return None  # it waits for the writer: nothing seen, nothing wrong
+    reply = answer.result()
+    if isinstance(reply, Failed):
+        raise RuleViolation(
+            rule_id, f"a read while a writer was held raised {reply.error}: {reply.message}"
+        )
+    assert isinstance(reply, Ok)
+    assert isinstance(reply.value, list)
+    return [(int(seq), str(text)) for seq, text in reply.value]
 
 
 def needs_holding() -> None:

@@ -251,11 +251,11 @@ async def run_restore_process(order: KillOrder) -> KillRun:
 
 
 async def run_held_restore(
-    order: KillOrder, roots: Sequence[Path], n: int
+    order: KillOrder, roots: Sequence[Path], n: int, sends: bool = False
 ) -> tuple[str | None, list[str]]:
     """Run ``order``'s restore in a child held right after its ``n``-th system call that
-    changes a file under ``roots`` (`checkpointspec.conformance.engines.crash.stopper`),
-    and kill it there.
+    changes a file under ``roots`` or, with ``sends``, that sends to a server
+    (`checkpointspec.conformance.engines.crash.stopper`), and kill it there.
 
     Returns the call it was killed after (None when the restore ended first) and,
     when it ended first, every such call it made, described. Raises `StopperError`
@@ -279,7 +279,7 @@ async def run_held_restore(
         ready = await asyncio.wait_for(process.stdout.readline(), CHILD_TIMEOUT)
         if ready != b"ready\n":
             return None, []
-        stopper = await SyscallStopper.start(process.pid, roots, n)
+        stopper = await SyscallStopper.start(process.pid, roots, n, sends=sends)
         process.stdin.write(b"go\n")
         await process.stdin.drain()
         ended = asyncio.ensure_future(process.wait())

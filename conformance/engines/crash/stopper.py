@@ -23,6 +23,21 @@ and the stopper process prints ``stopped N CALL``. Then:
   stands (``PTRACE_O_EXITKILL``): a SIGKILL right after the Nth call, with no
   instruction run after it.
 
+*Round trips to a server.* With ``--sends`` (``python stopper.py PID N --sends
+ROOT...``) a call also counts when it sends bytes to a server: a successful
+``write``, ``writev``, ``sendto``, ``sendmsg`` or ``sendmmsg`` (one count per
+call, whatever it sends) on a connected stream socket whose peer has an address:
+TCP over IPv4 or IPv6 (loopback included), or a UNIX socket connected to a
+named one (PostgreSQL's ``/tmp/.s.PGSQL.5432``). The kit's channels never count:
+a worker and a stdio backend's child talk to their parent through pipes, and an
+event loop wakes itself through an unnamed socket pair, whose peer has no
+address. The stopper process looks at the socket itself, duplicated from the
+traced process (``pidfd_getfd``, Linux 5.6): its family, type and peer; one look
+per descriptor. A send is described as ``sendto to 127.0.0.1:5432`` (`is_send`). Held right after such a send, the request has left the client
+whole, and nothing it does after (reading the answer, the next request) has
+run: a kill there is the client dying at that round trip, whatever the server
+then does with what it got.
+
 Before the Nth call, end of stdin makes it print ``count K`` and the K calls it
 counted, one a line, and exit, which kills the traced process too. Lines to the kit: ``attached``
 once every thread is traced, then ``stopped ...`` or ``count ...``.
@@ -54,6 +69,7 @@ import os
 import platform
 import select
 import signal
+import socket
 import struct
 import subprocess
 import sys
@@ -65,12 +81,17 @@ from typing import IO, Final, TypeVar
 
 __all__ = [
     "HOLD_PATIENCE",
+    "SENDS_FLAG",
     "STOPPER_PATIENCE",
     "StopperDied",
     "StopperError",
     "StopperHung",
     "SyscallStopper",
+    "is_send",
+    "server_sends_unavailable",
     "stopper_unavailable",
+    "tree_cpu_ticks",
+    "tree_sleeps",
     "tree_states",
     "tree_threads",
     "until_done_or_silent",
@@ -103,7 +124,8 @@ _O_CREAT: Final = 0o100
 _O_TRUNC: Final = 0o1000
 _AT_REMOVEDIR: Final = 0x200
 
-# Call number -> (name, how to find the file): "fd" (argument 0 is a descriptor),
+# Call number -> (name, how to find the file): "fd" (argument 0 is a descriptor;
+# a socket's counts as a send with --sends), "send" (argument 0 is a socket),
 # "path" (argument 0 is a path), "at" (arguments 0, 1: dirfd and path), "at2"
 # (arguments 2, 3: the destination of a rename or link), "open" / "openat"
 # (count only with O_CREAT or O_TRUNC), "all" (sync: every file).
@@ -133,6 +155,9 @@ _X86_64: Final = {
     84: ("rmdir", "path"),
     162: ("sync", "all"),
     306: ("syncfs", "fd"),
+    44: ("sendto", "send"),
+    46: ("sendmsg", "send"),
+    307: ("sendmmsg", "send"),
 }
 _AARCH64: Final = {
     64: ("write", "fd"),
@@ -153,9 +178,18 @@ _AARCH64: Final = {
     34: ("mkdirat", "at"),
     81: ("sync", "all"),
     267: ("syncfs", "fd"),
+    206: ("sendto", "send"),
+    211: ("sendmsg", "send"),
+    269: ("sendmmsg", "send"),
 }
 _CALLS: Final = {0xC000003E: _X86_64, 0xC00000B7: _AARCH64}
 """By AUDIT_ARCH value, as PTRACE_GET_SYSCALL_INFO reports it."""
+_SENDS: Final = frozenset({"write", "writev", "sendto", "sendmsg", "sendmmsg"})
+"""The calls that count as a send when their descriptor is a server connection."""
+_PIDFD_GETFD: Final = 438
+"""The same number on every architecture (calls added since Linux 5.1 share one table)."""
+SENDS_FLAG: Final = "--sends"
+"""The stopper script's argument that makes sends to a server count too."""
 
 
 class StopperError(Exception):
@@ -211,12 +245,36 @@ def stopper_unavailable() -> str | None:
     return None
 
 
+def is_send(call: str) -> bool:
+    """Whether ``call``, as the stopper describes a counted call, is a send to a server
+    (``sendto to 127.0.0.1:5432``) rather than a change to a file (``write /store/x``)."""
+    name, _, rest = call.partition(" ")
+    return name in _SENDS and rest.startswith("to ")
+
+
+@functools.cache
+def server_sends_unavailable() -> str | None:
+    """Why sends to a server cannot be counted here, or None if they can (the stopper
+    duplicates a traced process's socket to see its peer: ``pidfd_getfd``, Linux 5.6)."""
+    reason = stopper_unavailable()
+    if reason is not None:
+        return reason
+    release = tuple(int(p) for p in platform.release().split(".")[:2] if p.isdigit())
+    if release < (5, 6):
+        return f"pidfd_getfd needs Linux 5.6; this is {platform.release()}"
+    return None
+
+
 # -- the stopper process ---------------------------------------------------------------------
 
 
 class _Tracer:
-    def __init__(self, roots: list[str], target: int) -> None:
+    def __init__(self, roots: list[str], target: int, sends: bool = False) -> None:
         self.libc = _libc()
+        self.sends = sends
+        """Whether sends to a server count (``--sends``)."""
+        self.peers: dict[tuple[int, int, str], str | None] = {}
+        """Per (process, descriptor, socket inode): the server it is connected to, or None."""
         given = [os.path.normpath(os.path.abspath(root)) for root in roots]
         self.roots = tuple(dict.fromkeys([*given, *(os.path.realpath(root) for root in given)]))
         self.target = target
@@ -346,8 +404,15 @@ class _Tracer:
         try:
             if kind == "all":
                 return name
-            if kind == "fd":
+            if kind in ("fd", "send"):
                 path = os.readlink(f"/proc/{tid}/fd/{_int(args[0])}")
+                if path.startswith("socket:"):
+                    if not self.sends or name not in _SENDS:
+                        return None
+                    peer = self.server_peer(tid, _int(args[0]), path)
+                    return None if peer is None else f"{name} to {peer}"
+                if kind == "send":
+                    return None
             elif kind in ("path", "open"):
                 if kind == "open" and not args[1] & (_O_CREAT | _O_TRUNC):
                     return None
@@ -365,6 +430,39 @@ class _Tracer:
         except OSError:
             return None
         return f"{name} {path}" if self.in_store(path) else None
+
+    def server_peer(self, tid: int, fd: int, link: str) -> str | None:
+        """Where socket ``fd`` of thread ``tid`` is connected, if it is a connection to a
+        server: a stream socket whose peer has an address. Pipes never get here; an
+        unnamed socket pair's peer has none."""
+        tgid = _thread_group(tid)
+        key = (tgid, fd, link)
+        if key not in self.peers:
+            self.peers[key] = self._peer_of(tgid, fd)
+        return self.peers[key]
+
+    def _peer_of(self, tgid: int, fd: int) -> str | None:
+        try:
+            pidfd = os.pidfd_open(tgid)
+        except OSError:
+            return None
+        try:
+            copy = int(self.libc.syscall(_PIDFD_GETFD, pidfd, fd, 0))
+        finally:
+            os.close(pidfd)
+        if copy < 0:
+            return None
+        try:
+            with socket.socket(fileno=copy) as sock:
+                if sock.type != socket.SOCK_STREAM:
+                    return None
+                peer = sock.getpeername()
+        except OSError:
+            return None  # not connected, or gone meanwhile
+        if isinstance(peer, tuple):
+            return f"{peer[0]}:{peer[1]}"
+        name = peer.decode(errors="replace") if isinstance(peer, bytes) else str(peer)
+        return name or None
 
     def resolve(self, tid: int, dirfd: int, address: int) -> str:
         path = _read_string(tid, address)
@@ -439,6 +537,15 @@ def _alive(tid: int) -> bool:
     return stat[stat.rfind(")") + 2 :][:1] not in ("Z", "X")
 
 
+def _thread_group(tid: int) -> int:
+    """The process (thread-group leader) thread ``tid`` belongs to; ``tid`` if unknown."""
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path(f"/proc/{tid}/status").read_text().splitlines():
+            if line.startswith("Tgid:"):
+                return int(line.split()[1])
+    return tid
+
+
 def _int(value: int) -> int:
     """A descriptor argument as the kernel reads it: a signed 32-bit int."""
     return ctypes.c_int32(value & 0xFFFFFFFF).value
@@ -496,7 +603,14 @@ def tree_states(pid: int) -> str:
     return ", ".join(states) or "no thread left"
 
 
-def _cpu_ticks(pid: int) -> int:
+def tree_sleeps(pid: int) -> bool:
+    """True when every thread of ``pid``'s tree sleeps in the kernel, interruptibly (waits
+    for a lock, a pipe, a socket), and there is at least one."""
+    states = tree_states(pid).split(", ")
+    return all(len(s.split()) == 3 and s.split()[1] == "S" for s in states)
+
+
+def tree_cpu_ticks(pid: int) -> int:
     """The CPU time the threads of ``pid``'s tree have used, in clock ticks."""
     ticks = 0
     for tid in tree_threads(pid):
@@ -523,7 +637,7 @@ async def until_done_or_silent(
     """
     loop = asyncio.get_running_loop()
     end = loop.time() + cap
-    used = _cpu_ticks(pid)
+    used = tree_cpu_ticks(pid)
     while True:
         done, _ = await asyncio.wait(
             pending,
@@ -532,14 +646,15 @@ async def until_done_or_silent(
         )
         if done:
             return True
-        now = _cpu_ticks(pid)
+        now = tree_cpu_ticks(pid)
         if now == used or loop.time() >= end:
             return False
         used = now
 
 
 def _main(pid: int, target: int, roots: list[str]) -> int:
-    tracer = _Tracer(roots, target)
+    sends = SENDS_FLAG in roots
+    tracer = _Tracer([root for root in roots if root != SENDS_FLAG], target, sends)
     out = sys.stdout
     try:
         tracer.attach_tree(pid)
@@ -620,10 +735,17 @@ class SyscallStopper:
 
     @classmethod
     async def start(
-        cls, pid: int, roots: Sequence[Path], target: int, patience: float = STOPPER_PATIENCE
+        cls,
+        pid: int,
+        roots: Sequence[Path],
+        target: int,
+        patience: float = STOPPER_PATIENCE,
+        *,
+        sends: bool = False,
     ) -> SyscallStopper:
         """Trace ``pid``'s tree, to hold it after its ``target``-th call that changes a
-        file under one of ``roots`` (a store, a workspace).
+        file under one of ``roots`` (a store, a workspace) or, with ``sends``, that
+        sends a request to a server (a round trip of a backend whose data lives there).
 
         Returns once every thread is traced. Raises `StopperError` if it cannot be,
         `StopperHung` if the stopper process says nothing within ``patience`` seconds.
@@ -639,6 +761,7 @@ class SyscallStopper:
             __file__,
             str(pid),
             str(target),
+            *([SENDS_FLAG] if sends else []),
             *(str(root) for root in roots),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
