@@ -98,6 +98,7 @@ from .restoration import (
     plan_restore,
 )
 from .rules import LEVEL_MEANINGS, RULES, RULES_BY_ID, Level, Rule, Strength, Suite, rule
+from .server import ServerControl, ServerLaunching
 from .session_layer import (
     SESSION_LAYER_NAMES,
     CompactFunction,
@@ -207,6 +208,8 @@ __all__ = [
     "RuntimeReminder",
     "SchemaVersionError",
     "ScratchFiles",
+    "ServerControl",
+    "ServerLaunching",
     "SessionEvent",
     "SessionInfo",
     "SessionLayer",

@@ -61,7 +61,7 @@ import zlib
 from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Final, cast
+from typing import ClassVar, Final, TypeVar, cast
 
 import psycopg
 from psycopg import sql
@@ -75,6 +75,7 @@ from ...spec import (
     IntegrityReport,
     InvalidArgumentError,
     ReasonCode,
+    ServerControl,
     SessionEvent,
     SessionInfo,
     SessionLockedError,
@@ -89,8 +90,8 @@ from ...spec import (
 )
 from ..capabilities import store_capabilities
 from ..payloads import Row, gc_paused, open_rows, seal_payloads, stored_events
+from . import cluster, stores
 from . import schema as store_schema
-from . import stores
 from .appends import AppendRequest, Appends
 from .connections import (
     CONNECT_TIMEOUT,
@@ -118,6 +119,7 @@ __all__ = [
     "check_dsn",
     "dsn_from",
     "make",
+    "open_store",
     "store_version",
 ]
 
@@ -546,6 +548,21 @@ class PostgresCheckpointer:
                 dropped.append(schema)
         return dropped
 
+    # -- ServerLaunching ---------------------------------------------------------------
+
+    server_settings: ClassVar[tuple[str, ...]] = cluster.KIT_SETTINGS
+    """The settings of the servers `launch_server` starts: those the DURABLE claim rests
+    on (``fsync=on``, ``synchronous_commit=on``), see docs/postgres.md."""
+
+    def launch_server(self) -> ServerControl:
+        """A new throwaway cluster with `server_settings`, started, for the kit's server
+        crash checks (`checkpointspec.spec.ServerLaunching`); works on a closed handle.
+
+        Raises `cluster.ClusterError` when ``initdb`` is not installed or the cluster
+        does not start.
+        """
+        return cluster.make_cluster(self.server_settings)
+
     # -- StoreHooks -----------------------------------------------------------------
 
     def mark_newer_schema(self, path: Path) -> None:
@@ -618,6 +635,14 @@ async def make(ctx: BackendContext) -> PostgresCheckpointer:
     missing or malformed DSN, `ServerUnreachableError` when the server cannot
     be reached.
     """
+    return await open_store(PostgresCheckpointer, ctx)
+
+
+_Handle = TypeVar("_Handle", bound=PostgresCheckpointer)
+
+
+async def open_store(kind: type[_Handle], ctx: BackendContext) -> _Handle:
+    """`make` for a subclass ``kind`` of `PostgresCheckpointer`: a handle of that class."""
     options = dict(ctx.options)
     unknown = sorted(set(options) - set(_OPTIONS))
     if unknown:
@@ -629,7 +654,7 @@ async def make(ctx: BackendContext) -> PostgresCheckpointer:
     busy_timeout = _int_option(options, "busy_timeout", DEFAULT_BUSY_TIMEOUT_MS)
     directory = Path(ctx.path)
     check_dsn(dsn)  # before a marker file is written
-    handle = PostgresCheckpointer(
+    handle = kind(
         dsn,
         schema=stores.schema_for(directory),
         codec=ctx.codec,
@@ -637,4 +662,5 @@ async def make(ctx: BackendContext) -> PostgresCheckpointer:
         busy_timeout_ms=busy_timeout,
         directory=directory,
     )
-    return await handle.open()
+    await handle.open()
+    return handle

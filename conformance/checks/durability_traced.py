@@ -130,8 +130,9 @@ async def _traced_run(
         trace_file.unlink(missing_ok=True)
 
 
-def _steps(run: TracedRun, calls: list[Call], transcript: bytes) -> tuple[Step, ...]:
-    """The workload's calls placed in the trace: each from the reply before it to its own."""
+def steps_of(run: TracedRun, calls: list[Call], transcript: bytes) -> tuple[Step, ...]:
+    """The workload's calls placed in the trace: each from the reply before it to its own
+    (``transcript``: the replies the kit received, the worker's first being Opened)."""
     replies = run.replies(transcript)
     # Replies: Opened, one per call, then the close's.
     if replies is None or len(replies) != len(calls) + 2:
@@ -160,7 +161,8 @@ async def _record(h: Harness, rng: random.Random, number: int, rule_id: str) -> 
         raise CheckSkipped(
             f"the traced worker changed no file under the store directory during {len(calls)} "
             "writes: the backend keeps its data elsewhere (a server), where a trace of its "
-            "client cannot judge a crash"
+            "client cannot judge a crash (a server backend gets this rule checked by tracing "
+            "its server: checkpointspec.spec.ServerLaunching)"
         )
     unseen = sorted(
         path
@@ -174,7 +176,7 @@ async def _record(h: Harness, rng: random.Random, number: int, rule_id: str) -> 
             "in them. A backend that rebuilds such a file on open declares it with "
             "ScratchFiles.scratch_files()"
         )
-    steps = _steps(run, calls, transcript)
+    steps = steps_of(run, calls, transcript)
     return Round(number, CrashPlan(base, run.ops), steps, sessions, ", traced")
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 
 from ...backends.registry import BackendRef
@@ -132,13 +132,27 @@ class Harness:
         """Give the harness a session layer loaded elsewhere (a test driving one check)."""
         self._session = layer
 
-    def context(self, path: Path | None = None, codec: Codec | None = None) -> BackendContext:
-        """The BackendContext for ``path`` (default: this check's store)."""
-        return BackendContext(path=path or self.path, codec=codec, options=self.options)
+    def context(
+        self,
+        path: Path | None = None,
+        codec: Codec | None = None,
+        options: Mapping[str, str] | None = None,
+    ) -> BackendContext:
+        """The BackendContext for ``path`` (default: this check's store); ``options`` are
+        added to the run's (a launched server's address, `ServerControl.options`)."""
+        return BackendContext(
+            path=path or self.path, codec=codec, options={**self.options, **(options or {})}
+        )
 
-    async def open(self, path: Path | None = None, codec: Codec | None = None) -> Checkpointer:
-        """Open one more handle on the store at ``path`` (default: this check's store)."""
-        cp = await open_checkpointer(self.factory, self.context(path, codec))
+    async def open(
+        self,
+        path: Path | None = None,
+        codec: Codec | None = None,
+        options: Mapping[str, str] | None = None,
+    ) -> Checkpointer:
+        """Open one more handle on the store at ``path`` (default: this check's store),
+        with ``options`` added to the run's."""
+        cp = await open_checkpointer(self.factory, self.context(path, codec, options))
         self._handles.append(cp)
         if self.specimen is None:
             self.specimen = cp
@@ -146,10 +160,13 @@ class Harness:
 
     @contextlib.asynccontextmanager
     async def opened(
-        self, path: Path | None = None, codec: Codec | None = None
+        self,
+        path: Path | None = None,
+        codec: Codec | None = None,
+        options: Mapping[str, str] | None = None,
     ) -> AsyncIterator[Checkpointer]:
         """A handle that is closed when the block ends."""
-        cp = await self.open(path, codec)
+        cp = await self.open(path, codec, options)
         try:
             yield cp
         finally:

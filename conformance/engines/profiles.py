@@ -43,6 +43,11 @@ class Profile(msgspec.Struct, frozen=True):
     """Hypothesis runs a property or model-based check makes at most: each one after a
     failure tolerates the rules found so far and looks for the next finding
     (`checkpointspec.conformance.engines.exploration`)."""
+    server_kills: int = 10
+    """Times a launched server is killed (DUR-002 of a server backend); each costs a restart."""
+    server_states: int = 24
+    """Power cuts of a launched server's data directory rebuilt from its trace (DUR-003 of a
+    server backend) that are checked; each costs a server started on a copy."""
 
 
 PROFILES: dict[str, Profile] = {
@@ -61,6 +66,8 @@ PROFILES: dict[str, Profile] = {
         stress_operations=2_000,
         stress_seconds=6.0,
         exploration_rounds=4,
+        server_kills=4,
+        server_states=6,
     ),
     "default": Profile(
         "default",
@@ -93,6 +100,8 @@ PROFILES: dict[str, Profile] = {
         stress_seconds=600.0,
         stress_kills=2,
         exploration_rounds=12,
+        server_kills=40,
+        server_states=150,
     ),
 }
 

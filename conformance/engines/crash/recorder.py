@@ -46,6 +46,7 @@ __all__ = [
     "TRACED_CALLS",
     "TraceError",
     "TracedRun",
+    "attach_argv",
     "parse_trace",
     "tracer_argv",
     "tracer_unavailable",
@@ -93,12 +94,27 @@ def tracer_argv(trace_file: Path | str) -> list[str]:
     ``-xx`` prints every string (data and paths alike) as hex, so nothing in it
     can be mistaken for the syntax around it.
     """
+    return [*_recording(trace_file, "--seccomp-bpf"), "--"]
+
+
+def attach_argv(trace_file: Path | str, pids: Sequence[int]) -> list[str]:
+    """The command that attaches strace to running processes ``pids`` (every thread, and
+    every process they start from then on), recording `TRACED_CALLS` into ``trace_file``
+    as `tracer_argv` does; SIGINT makes it detach and leave them running.
+
+    Attached processes stop at every system call (``--seccomp-bpf`` applies only to
+    processes strace starts), so they run slower than under `tracer_argv`.
+    """
+    return [*_recording(trace_file), *(arg for pid in pids for arg in ("-p", str(pid)))]
+
+
+def _recording(trace_file: Path | str, *extra: str) -> list[str]:
     strace = shutil.which("strace") or "strace"
     return [
         strace,
         "-f",
         "-qq",
-        "--seccomp-bpf",
+        *extra,
         "-y",
         "-xx",
         "-s",
@@ -109,7 +125,6 @@ def tracer_argv(trace_file: Path | str) -> list[str]:
         f"trace={TRACED_CALLS}",
         "-o",
         os.fspath(trace_file),
-        "--",
     ]
 
 
