@@ -184,7 +184,13 @@ def _split_args(text: str) -> list[str]:
             elif c == '"':
                 quoted = False
         elif c == '"':
-            quoted = True
+            # With -xx every byte of a string is a \xNN escape, so the next quote ends it:
+            # a jump, not a walk over the (up to 64 MiB) of data a read or write printed.
+            end = text.find('"', i + 1)
+            if end == -1 or "\\" not in text[i + 1 : i + 5]:
+                quoted = True
+            else:
+                i = end
         elif c in "[{<(":
             depth += 1
         elif c in "]}>)":
