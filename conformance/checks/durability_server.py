@@ -62,8 +62,8 @@ from ..engines.crash.recorder import (
     TracedRun,
     TraceError,
     attach_argv,
+    attach_unavailable,
     parse_trace,
-    tracer_unavailable,
 )
 from ..engines.crash.states import CrashPlan, CrashSpec, CrashState, Image
 from ..engines.crash.verdicts import (
@@ -358,9 +358,9 @@ async def server_power_loss_from_its_trace(h: Harness) -> None:
     The crash states are those of the server's data directory, rebuilt from a
     trace of every server process; each is judged in a server started on a copy.
     """
-    reason = tracer_unavailable()
+    reason = attach_unavailable()
     if reason is not None:
-        raise CheckSkipped(f"DUR-003 of a server needs a tracer: {reason}")
+        raise CheckSkipped(f"DUR-003 of a server needs a tracer that attaches to it: {reason}")
     async with _launched(h, "DUR-003") as server:
         stores: list[Path] = []
 

@@ -1,12 +1,13 @@
 """How the kit is run to reject each deliberately broken backend: the meta-suite's cases.
 
-Every broken backend (`broken_backends`, `hard_backends`, `racy_backends`) names
-the rule it breaks in ``violates``. A `Case` says how to show it: the checks to
-run (``--only``), the seeds that must each catch it, and, for a run too costly
-for the default test run, why it only runs with the ``slow`` ones. The
-meta-suite's contract (``test_meta_contract.py``): every MUST rule of the catalog
-is broken by some case's backend, and every case's run rejects its backend
-naming that rule (``test_kit_catches_bugs.py``, ``test_kit_catches_hard_bugs.py``).
+Every broken backend (`broken_backends`, `hard_backends`, `racy_backends`,
+`server_backends`) names the rule it breaks in ``violates``. A `Case` says how to
+show it: the checks to run (``--only``), the seeds that must each catch it, and,
+for a run too costly for the default test run, why it only runs with the
+``slow`` ones. The meta-suite's contract (``test_meta_contract.py``): every MUST
+rule of the catalog is broken by some case's backend, and every case's run
+rejects its backend naming that rule (``test_kit_catches_bugs.py``,
+``test_kit_catches_hard_bugs.py``, ``test_kit_catches_server_bugs.py``).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from racy_backends import (
     StaleHead,
     TruncateInTwoTransactions,
 )
+from server_backends import SERVED, FsyncOff, Served, SynchronousCommitOff
 
 __all__ = [
     "ALL_BACKENDS",
@@ -46,6 +48,7 @@ __all__ = [
     "HARD_CASES",
     "MEMORY_CASES",
     "SEED",
+    "SERVER_CASES",
     "Case",
 ]
 
@@ -59,7 +62,7 @@ HARD_SEEDS = (0, 1, 2)
 class Case(NamedTuple):
     """One broken backend, the checks that must reject it, and the seeds they run with."""
 
-    backend: type[Broken] | type[Hard] | type[Racy]
+    backend: type[Broken] | type[Hard] | type[Racy] | type[Served]
     checks: tuple[str, ...]
     seeds: tuple[int, ...]
     slow: str | None = None
@@ -159,7 +162,25 @@ HARD_CASES: tuple[Case, ...] = (
 )
 """One case per backend of `hard_backends` and `racy_backends`."""
 
-ALL_CASES: tuple[Case, ...] = MEMORY_CASES + HARD_CASES
+SERVER_KILLED = "DUR-002::server_killed_keeps_acknowledged_writes"
+SERVER_POWER_CUT = "DUR-003::server_power_loss_from_its_trace"
 
-ALL_BACKENDS: dict[str, type[Broken] | type[Hard] | type[Racy]] = {**BROKEN, **HARD, **RACY}
-"""Every broken backend of the three modules, by class name."""
+SERVER_CASES: tuple[Case, ...] = (
+    # The first kill comes right after an acknowledgement: the commit is still in
+    # the server's memory, on every seed.
+    Case(SynchronousCommitOff, (SERVER_KILLED,), HARD_SEEDS),
+    # A kill keeps the page cache, so only a power cut shows it; the power cut right
+    # after each acknowledgement is checked first, on every seed.
+    Case(FsyncOff, (SERVER_POWER_CUT,), HARD_SEEDS),
+)
+"""One case per backend of `server_backends`: they need PostgreSQL (``initdb``) and strace."""
+
+ALL_CASES: tuple[Case, ...] = MEMORY_CASES + HARD_CASES + SERVER_CASES
+
+ALL_BACKENDS: dict[str, type[Broken] | type[Hard] | type[Racy] | type[Served]] = {
+    **BROKEN,
+    **HARD,
+    **RACY,
+    **SERVED,
+}
+"""Every broken backend of the four modules, by class name."""

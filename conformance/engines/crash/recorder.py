@@ -47,6 +47,7 @@ __all__ = [
     "TraceError",
     "TracedRun",
     "attach_argv",
+    "attach_unavailable",
     "parse_trace",
     "tracer_argv",
     "tracer_unavailable",
@@ -83,6 +84,29 @@ def tracer_unavailable() -> str | None:
     if probe.returncode != 0:
         why = probe.stderr.strip().splitlines()
         return f"strace cannot trace processes here: {why[-1] if why else probe.returncode}"
+    return None
+
+
+_PTRACE_SCOPE: Final = Path("/proc/sys/kernel/yama/ptrace_scope")
+
+
+def attach_unavailable() -> str | None:
+    """Why strace cannot attach to running processes here (`attach_argv`), or None if it can.
+
+    Beyond `tracer_unavailable`: Linux's Yama module may let a process trace only its
+    own descendants, and strace is no ancestor of a server the kit started."""
+    reason = tracer_unavailable()
+    if reason is not None:
+        return reason
+    try:
+        scope = int(_PTRACE_SCOPE.read_text())
+    except (OSError, ValueError):
+        return None  # no Yama: processes of the same user may be traced
+    if scope >= 3 or (scope >= 1 and os.geteuid() != 0):
+        return (
+            f"kernel.yama.ptrace_scope is {scope}: strace may not attach to a running server "
+            "(sysctl kernel.yama.ptrace_scope=0, or run as root)"
+        )
     return None
 
 
