@@ -45,7 +45,7 @@ class Profile(msgspec.Struct, frozen=True):
     (`checkpointspec.conformance.engines.exploration`)."""
     server_kills: int = 10
     """Times a launched server is killed (DUR-002 of a server backend); each costs a restart."""
-    server_states: int = 24
+    server_states: int = 40
     """Power cuts of a launched server's data directory rebuilt from its trace (DUR-003 of a
     server backend) that are checked; each costs a server started on a copy."""
 
@@ -67,7 +67,7 @@ PROFILES: dict[str, Profile] = {
         stress_seconds=6.0,
         exploration_rounds=4,
         server_kills=4,
-        server_states=6,
+        server_states=8,
     ),
     "default": Profile(
         "default",

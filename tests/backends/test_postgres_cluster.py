@@ -1,20 +1,25 @@
 """The throwaway PostgreSQL cluster leaves nothing running (.ci/postgres.py): a run that is
 terminated stops its cluster and its command, and a cluster whose holder died without
-stopping it is stopped at the next start."""
+stopping it is stopped at the next start. The kit's clusters (backends/postgres/cluster.py)
+crash with every process gone and recover their commits, and a copy of a settled data
+directory is a server of its own."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 
+import psycopg
 import pytest
+from checkpointspec.backends.postgres.cluster import KIT_SETTINGS, Cluster, make_cluster
 
 PATIENCE = 120.0
 """Seconds a cluster may take to come up or go down on a loaded machine."""
@@ -96,3 +101,64 @@ def test_a_cluster_whose_holder_died_is_stopped_at_the_next_start(
         helper.stop(cluster)
         if parent.exists():
             parent.rmdir()
+
+
+# -- the clusters the kit kills and copies (backends/postgres/cluster.py) ---------------------
+
+
+@pytest.fixture
+def kit_cluster(cluster_helper: ModuleType) -> Iterator[Cluster]:
+    """A started cluster with the kit's settings, removed afterwards."""
+    server = make_cluster(KIT_SETTINGS)
+    try:
+        yield server
+    finally:
+        server.remove()
+
+
+def _rows(dsn: str) -> list[str]:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        return [row[0] for row in conn.execute("SELECT text FROM kept ORDER BY text")]
+
+
+def _gone(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return True
+    return state in ("Z", "X")
+
+
+def test_a_crashed_cluster_leaves_no_process_and_recovers_its_commits(
+    kit_cluster: Cluster,
+) -> None:
+    with psycopg.connect(kit_cluster.dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE kept (text text)")
+        conn.execute("INSERT INTO kept VALUES ('committed')")
+    processes = kit_cluster.processes()
+    assert len(processes) >= 3  # the postmaster, its checkpointer, its WAL writer ...
+    kit_cluster.crash()
+    assert [pid for pid in processes if not _gone(pid)] == []
+    assert kit_cluster.processes() == []
+    kit_cluster.start()
+    assert _rows(kit_cluster.dsn) == ["committed"]
+
+
+def test_a_copy_of_a_settled_data_directory_serves_beside_the_original(
+    kit_cluster: Cluster,
+) -> None:
+    with psycopg.connect(kit_cluster.dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE kept (text text)")
+        conn.execute("INSERT INTO kept VALUES ('before the copy')")
+    kit_cluster.settle()
+    copy = kit_cluster.copy_at()
+    try:
+        shutil.copytree(kit_cluster.data_directory, copy.data_directory)
+        copy.start()  # its lock file names the original, which still runs
+        with psycopg.connect(kit_cluster.dsn, autocommit=True) as conn:
+            conn.execute("INSERT INTO kept VALUES ('after the copy')")
+        assert _rows(copy.dsn) == ["before the copy"]
+        assert _rows(kit_cluster.dsn) == ["after the copy", "before the copy"]
+    finally:
+        copy.remove()
+    assert not copy.directory.exists()
