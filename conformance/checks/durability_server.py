@@ -55,7 +55,6 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Final
 
-from ...backends.stdio.messages import Close
 from ...spec import Checkpointer, ServerControl, ServerLaunching, UserPrompt
 from ..engines.crash.disk import SimulatedDisk
 from ..engines.crash.recorder import (
@@ -76,19 +75,11 @@ from ..engines.crash.verdicts import (
     reopened_in_a_server,
 )
 from ..engines.harness import CheckSkipped, Harness, read_all
-from ..engines.processes.client import (
-    UNSENT,
-    Failed,
-    Opened,
-    WorkerClient,
-    WorkerExited,
-    WorkerHung,
-    hello,
-)
+from ..engines.processes.client import WorkerClient
 from ..engines.violations import RuleViolation, expect
 from ._support import check_whole_batches, spin
 from .base import check
-from .durability_traced import steps_of
+from .durability_traced import drive_traced_worker, steps_of
 
 __all__ = ["CHECKS"]
 
@@ -282,28 +273,13 @@ async def _run_traced(
         )
         try:
             await _attached(tracer, pids)
-            worker.transcript = transcript = bytearray()
-            opened = await worker.call(hello(str(store), options))
-            if not isinstance(opened, Opened):
-                raise RuleViolation(
-                    "DUR-003", f"the traced worker could not open the store: {opened}"
-                )
-            for call in calls:
-                reply = await worker.call(call.as_request())
-                if isinstance(reply, Failed):
-                    raise RuleViolation(
-                        "DUR-003",
-                        f"{call.label} raised {reply.error} in the traced worker: {reply.message}",
-                    )
-            await worker.call(Close(UNSENT))
-        except (WorkerExited, WorkerHung) as lost:
-            raise RuleViolation("DUR-003", f"the traced worker stopped: {lost}") from lost
+            transcript = await drive_traced_worker(worker, store, options, calls, "DUR-003")
         finally:
             await worker.close()
             if tracer.returncode is None:
                 tracer.send_signal(signal.SIGINT)  # strace detaches: the server runs on
             await asyncio.wait_for(tracer.wait(), _PATIENCE)
-    return bytes(transcript)
+    return transcript
 
 
 async def _record_round(
