@@ -63,6 +63,7 @@ from ..engines.crash.recorder import (
     attach_argv,
     attach_unavailable,
     parse_trace,
+    tracer_of,
 )
 from ..engines.crash.states import CrashPlan, CrashSpec, CrashState, Image
 from ..engines.crash.verdicts import (
@@ -239,21 +240,9 @@ async def _attached(tracer: asyncio.subprocess.Process, pids: Sequence[int]) -> 
             raise CheckSkipped(f"strace could not attach to the server (exit {tracer.returncode})")
         if time.monotonic() > deadline:
             raise CheckSkipped(f"strace did not attach to processes {waiting} in {_PATIENCE:g}s")
-        waiting = [pid for pid in waiting if _tracer_of(pid) == 0]
+        waiting = [pid for pid in waiting if tracer_of(pid) == 0]
         if waiting:
             await asyncio.sleep(0.01)  # polled, with the deadline above
-
-
-def _tracer_of(pid: int) -> int | None:
-    """The process tracing ``pid`` (0: none), or None when ``pid`` has ended."""
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return None
-    for line in status.splitlines():
-        if line.startswith("TracerPid:"):
-            return int(line.split()[1])
-    return 0
 
 
 async def _run_traced(

@@ -50,6 +50,7 @@ __all__ = [
     "attach_unavailable",
     "parse_trace",
     "tracer_argv",
+    "tracer_of",
     "tracer_unavailable",
 ]
 
@@ -130,6 +131,19 @@ def attach_argv(trace_file: Path | str, pids: Sequence[int]) -> list[str]:
     processes strace starts), so they run slower than under `tracer_argv`.
     """
     return [*_recording(trace_file), *(arg for pid in pids for arg in ("-p", str(pid)))]
+
+
+def tracer_of(pid: int) -> int | None:
+    """The process tracing ``pid`` (0: none yet), or None when ``pid`` has ended: how a
+    caller of `attach_argv` knows the tracer has attached before it goes on."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    for line in status.splitlines():
+        if line.startswith("TracerPid:"):
+            return int(line.split()[1])
+    return 0
 
 
 def _recording(trace_file: Path | str, *extra: str) -> list[str]:
