@@ -303,17 +303,55 @@ async def _record_round(
     )
 
 
+def _overwrites(plan: CrashPlan) -> frozenset[int]:
+    """The writes that land wholly within the size their file had when they were issued."""
+    sizes = {ino: len(data) for ino, data in plan.base.data.items()}
+    found = set()
+    for op in plan.ops:
+        if op.kind == "write":
+            end = op.offset + len(op.data)
+            if end <= sizes.get(op.ino, 0):
+                found.add(op.number)
+            sizes[op.ino] = max(sizes.get(op.ino, 0), end)
+        elif op.kind == "truncate":
+            sizes[op.ino] = op.offset
+    return frozenset(found)
+
+
+def _sector_atomic(plan: CrashPlan, spec: CrashSpec, overwrites: frozenset[int]) -> bool:
+    """False for a tear that fills an overwrite with zeros or garbage.
+
+    A server overwrites its files in place (PostgreSQL rewrites the last page of a
+    preallocated WAL segment at every commit, records synced before included).
+    A write that stops short leaves the sectors it did not reach as they were, which
+    the tears cut at a sector boundary build; zeros and garbage stand for blocks a
+    file grew by before their data came, which an overwrite allocates none of.
+    """
+    tear = plan.tear_of(spec)
+    if tear is None or tear.fill == "":
+        return True
+    torn = plan.last_write(spec.point)
+    return torn is None or torn.number not in overwrites
+
+
 def _cut_after_acknowledgements(rnd: Round, rng: random.Random, left: int) -> list[CrashSpec]:
     """The power cut right after each acknowledgement (the durable image then) first,
-    then states drawn with the seed, ``left`` in all."""
+    then states drawn with the seed, ``left`` in all (fewer when tears of overwrites
+    are left out: `_sector_atomic`)."""
     acknowledged = sorted({s.end for s in rnd.steps if s.end > 0})
     first = [
         CrashSpec(point, "durable", 0, "durable image (every pending op lost)")
         for point in acknowledged
     ]
     first = first[:left] if len(first) <= left else sorted(rng.sample(first, left))
-    rest = [spec for spec in rnd.plan.sample(left, rng) if spec not in first]
-    return first + rest[: left - len(first)]
+    overwrites = _overwrites(rnd.plan)
+    rest = [
+        spec
+        for spec in rnd.plan.sample(left, rng)
+        if spec not in first and _sector_atomic(rnd.plan, spec, overwrites)
+    ]
+    wanted = left - len(first)
+    return first + (rng.sample(rest, wanted) if len(rest) > wanted else rest)
 
 
 @check("DUR-003", "APPEND-003", "INTEG-001")
