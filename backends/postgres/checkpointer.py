@@ -72,6 +72,7 @@ from ...spec import (
     CheckpointerClosedError,
     CheckpointError,
     Codec,
+    CorruptStoreError,
     IntegrityReport,
     InvalidArgumentError,
     ReasonCode,
@@ -95,6 +96,7 @@ from . import schema as store_schema
 from .appends import AppendRequest, Appends
 from .connections import (
     CONNECT_TIMEOUT,
+    DAMAGED_FILES,
     DEFAULT_BUSY_TIMEOUT_MS,
     DEFAULT_POOL_SIZE,
     CommitAttempt,
@@ -463,15 +465,25 @@ class PostgresCheckpointer:
         ``1..head``, that no event lacks its session, that generations are not
         negative, that no mtime is far in the future, and that every payload
         matches its checksum and decodes (through the codec) into an event.
-        Problems are reported, never raised or repaired.
+        Problems are reported, never raised or repaired; so is a page of the store's
+        tables that the server itself finds damaged (after a power loss tore it).
         """
         self._check_open("check_integrity")
 
         async def structure(conn: Conn) -> tuple[list[str], int, int]:
             return await store_schema.structure_problems(conn, self._schema)
 
-        problems, sessions, events = await self._server.run("check_integrity", None, structure)
-        problems += await self._payload_problems()
+        try:
+            problems, sessions, events = await self._server.run("check_integrity", None, structure)
+            problems += await self._payload_problems()
+        except CorruptStoreError as exc:
+            cause = exc.__cause__
+            if not isinstance(cause, psycopg.Error) or cause.sqlstate not in DAMAGED_FILES:
+                raise
+            # The server cannot read the store's files: that is the report, not an error.
+            return IntegrityReport(
+                ok=False, detail=f"schema {self._schema}: {exc}", problems=(str(exc),)
+            )
         shown = problems[:_MAX_PROBLEMS]
         if len(problems) > _MAX_PROBLEMS:
             shown.append(f"... and {len(problems) - _MAX_PROBLEMS} more problems")
