@@ -155,9 +155,10 @@ async def _killed_in_a_stream(
             batch += 1
 
     writing = asyncio.create_task(stream())
+    counted = asyncio.create_task(enough.wait())
     try:
         done, _ = await asyncio.wait(
-            [writing, asyncio.create_task(enough.wait())],
+            [writing, counted],
             timeout=_PATIENCE,
             return_when=asyncio.FIRST_COMPLETED,
         )
@@ -173,9 +174,10 @@ async def _killed_in_a_stream(
         server.crash()
         return list(acked)
     finally:
-        writing.cancel()
-        with contextlib.suppress(BaseException):
-            await writing
+        for task in (writing, counted):
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
 
 
 @check(
@@ -202,7 +204,13 @@ async def server_killed_keeps_acknowledged_writes(h: Harness) -> None:
                 else:
                     how = "at a random moment of a stream of appends"
                     acked = await _killed_in_a_stream(cp, server, session, writer, rng)
-                server.start()
+                try:
+                    server.start()
+                except (OSError, RuntimeError) as exc:
+                    raise RuleViolation(
+                        "DUR-002",
+                        f"the server did not start again after it was killed {how}: {exc}",
+                    ) from exc
                 # Closed once the server is back: a pool still reconnecting to a dead
                 # server holds its close for seconds.
                 await _abandon(cp)
