@@ -17,8 +17,9 @@ PostgreSQL refuses to run as root: run as root, the cluster belongs to the
 ``pg_ctl`` and ``psql`` are looked up on PATH, then in Debian's
 ``/usr/lib/postgresql/*/bin``.
 
-Nothing is left running for long: every `make_cluster` first stops the clusters
-under the temporary directory whose holder has died (`reap_stale`).
+Nothing is left running for long: every `make_cluster` and `start` first stops
+the clusters under the temporary directory and ``/dev/shm`` whose holder has
+died (`reap_stale`).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ __all__ = [
     "reap_stale",
     "start",
     "stop",
+    "with_settings",
 ]
 
 SUPERUSER: Final = "checkpointspec"
@@ -64,15 +66,21 @@ SETTINGS: Final = (
 """The server settings of every cluster: fsync stays on, so the backend's DURABLE
 claim is tested as deployed."""
 
-KIT_SETTINGS: Final = (
-    *SETTINGS,
-    "autovacuum=off",
-    "max_connections=20",
-    "recovery_init_sync_method=syncfs",
+
+def with_settings(settings: Sequence[str], *changes: str) -> tuple[str, ...]:
+    """``settings`` (``name=value`` each) with ``changes`` replacing those of the same
+    name and adding the others."""
+    names = {change.split("=", 1)[0] for change in changes}
+    return (*(s for s in settings if s.split("=", 1)[0] not in names), *changes)
+
+
+KIT_SETTINGS: Final = with_settings(
+    SETTINGS, "autovacuum=off", "max_connections=20", "recovery_init_sync_method=syncfs"
 )
 """The settings of the clusters the kit kills and traces: no autovacuum, whose
-workers would write to the data directory while the kit takes its image of it,
-and few connections (a small shared memory segment, started fast)."""
+workers would write to the data directory while the kit takes its image of it;
+few connections (a small shared memory segment, started fast); a restart after
+a crash that syncs the file system once rather than file by file."""
 
 STALE_PREFIX: Final = "checkpointspec-pg-"
 """The prefix of the temporary directories throwaway clusters are made in (as ``cluster``)."""

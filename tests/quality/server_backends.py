@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import ClassVar, Self
 
 from checkpointspec.backends.postgres import PostgresCheckpointer, open_store
-from checkpointspec.backends.postgres.cluster import KIT_SETTINGS
+from checkpointspec.backends.postgres.cluster import KIT_SETTINGS, with_settings
 from checkpointspec.spec import BackendContext
 
 __all__ = ["SERVED", "FsyncOff", "Served", "SynchronousCommitOff"]
@@ -33,18 +33,13 @@ class Served(PostgresCheckpointer):
         return await open_store(cls, ctx)
 
 
-def _with(setting: str) -> tuple[str, ...]:
-    name = setting.split("=")[0]
-    return (*(s for s in KIT_SETTINGS if not s.startswith(f"{name}=")), setting)
-
-
 class SynchronousCommitOff(Served):
     """Bug: declares DURABLE on a server with ``synchronous_commit=off``, which
     acknowledges a commit before its log is written: a server killed right after
     the acknowledgement loses it. The kit must report DUR-002."""
 
     violates = "DUR-002"
-    server_settings = _with("synchronous_commit=off")
+    server_settings = with_settings(KIT_SETTINGS, "synchronous_commit=off")
 
 
 class FsyncOff(Served):
@@ -53,7 +48,7 @@ class FsyncOff(Served):
     cut loses acknowledged commits. The kit must report DUR-003."""
 
     violates = "DUR-003"
-    server_settings = _with("fsync=off")
+    server_settings = with_settings(KIT_SETTINGS, "fsync=off")
 
 
 SERVED: dict[str, type[Served]] = {cls.__name__: cls for cls in (SynchronousCommitOff, FsyncOff)}
