@@ -12,7 +12,8 @@ rejects its backend naming that rule (``test_kit_catches_bugs.py``,
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import importlib.util
+from typing import TYPE_CHECKING, NamedTuple
 
 from broken_backends import BROKEN, Broken
 from hard_backends import (
@@ -40,7 +41,9 @@ from racy_backends import (
     StaleHead,
     TruncateInTwoTransactions,
 )
-from server_backends import SERVED, FsyncOff, Served, SynchronousCommitOff
+
+if TYPE_CHECKING:
+    from server_backends import Served
 
 __all__ = [
     "ALL_BACKENDS",
@@ -165,15 +168,27 @@ HARD_CASES: tuple[Case, ...] = (
 SERVER_KILLED = "DUR-002::server_killed_keeps_acknowledged_writes"
 SERVER_POWER_CUT = "DUR-003::server_power_loss_from_its_trace"
 
-SERVER_CASES: tuple[Case, ...] = (
-    # The first kill comes right after an acknowledgement: the commit is still in
-    # the server's memory, on every seed.
-    Case(SynchronousCommitOff, (SERVER_KILLED,), HARD_SEEDS),
-    # A kill keeps the page cache, so only a power cut shows it; the power cut right
-    # after each acknowledgement is checked first, on every seed.
-    Case(FsyncOff, (SERVER_POWER_CUT,), HARD_SEEDS),
-)
-"""One case per backend of `server_backends`: they need PostgreSQL (``initdb``) and strace."""
+POSTGRES_INSTALLED = importlib.util.find_spec("psycopg") is not None
+"""Whether the ``postgres`` extra is installed: the server cases' backends need it."""
+
+SERVER_CASES: tuple[Case, ...] = ()
+"""One case per backend of `server_backends` (none without the ``postgres`` extra):
+they need PostgreSQL (``initdb``) and strace."""
+
+SERVED: dict[str, type[Served]] = {}
+if POSTGRES_INSTALLED:
+    import server_backends
+
+    SERVED = server_backends.SERVED
+
+    SERVER_CASES = (
+        # The first kill comes right after an acknowledgement: the commit is still in
+        # the server's memory, on every seed.
+        Case(server_backends.SynchronousCommitOff, (SERVER_KILLED,), HARD_SEEDS),
+        # A kill keeps the page cache, so only a power cut shows it; the power cut right
+        # after each acknowledgement is checked first, on every seed.
+        Case(server_backends.FsyncOff, (SERVER_POWER_CUT,), HARD_SEEDS),
+    )
 
 ALL_CASES: tuple[Case, ...] = MEMORY_CASES + HARD_CASES + SERVER_CASES
 

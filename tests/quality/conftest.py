@@ -14,8 +14,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from checkpointspec.backends.postgres import DSN_ENVIRONMENT
-from checkpointspec.backends.postgres.cluster import find_tool, make_cluster
 
 HERE = str(Path(__file__).resolve().parent)
 if HERE not in sys.path:
@@ -27,6 +25,10 @@ def postgres_dsn() -> Iterator[str]:
     """A PostgreSQL server for the server cases' first store: ``$CHECKPOINTSPEC_POSTGRES_DSN``,
     else a throwaway cluster for the session. The servers those cases kill and copy are
     the ones the backends launch. Without ``initdb`` they skip; with ``CI=true`` they fail."""
+    pytest.importorskip("psycopg", reason="the postgres extra is not installed")
+    from checkpointspec.backends.postgres import DSN_ENVIRONMENT
+    from checkpointspec.backends.postgres.cluster import find_tool, make_cluster
+
     dsn = os.environ.get(DSN_ENVIRONMENT)
     if dsn:
         yield dsn

@@ -18,6 +18,9 @@ verdict is the setting's and not the check's.
 from __future__ import annotations
 
 import pytest
+
+pytest.importorskip("psycopg", reason="the postgres extra is not installed")
+
 from cases import HARD_SEEDS, SERVER_CASES, SERVER_KILLED, SERVER_POWER_CUT, Case
 from checkpointspec.conformance.engines.crash.recorder import attach_unavailable
 from checkpointspec.conformance.running.plan import plan_run
