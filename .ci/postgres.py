@@ -22,156 +22,43 @@ else to ``nobody``, and DIR is handed to that user. ``initdb`` and ``pg_ctl`` ar
 looked up on PATH, then in Debian's ``/usr/lib/postgresql/*/bin``.
 
 The tests' session fixture (tests/backends/conftest.py) imports this file and
-calls `start` / `stop` when ``CHECKPOINTSPEC_POSTGRES_DSN`` is not set. Standard
-library only: it runs before anything is installed.
+calls `start` / `stop` when ``CHECKPOINTSPEC_POSTGRES_DSN`` is not set. The
+clusters themselves are made, started and stopped by
+``backends/postgres/cluster.py``, which this file loads by its path (so do the
+kit's server checks, through the package): standard library only, both run
+before anything is installed.
 """
 
 from __future__ import annotations
 
-import contextlib
-import glob
+import importlib.util
 import os
-import pwd
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
-
-SUPERUSER = "checkpointspec"
-"""The cluster's superuser role; the DSN connects as it, to database ``postgres``."""
-
-_SETTINGS = (
-    "shared_buffers=32MB",
-    "max_connections=100",
-    "fsync=on",
-    "synchronous_commit=on",
-    "listen_addresses=127.0.0.1",
-)
+from types import ModuleType
 
 
-def find_tool(name: str) -> str | None:
-    """``initdb`` or ``pg_ctl``: on PATH, else the newest Debian install."""
-    found = shutil.which(name)
-    if found:
-        return found
-    candidates = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"))
-    return candidates[-1] if candidates else None
+def _load_cluster_module() -> ModuleType:
+    """The package's cluster control, loaded by its path: nothing is installed yet."""
+    path = Path(__file__).resolve().parents[1] / "backends" / "postgres" / "cluster.py"
+    spec = importlib.util.spec_from_file_location("_checkpointspec_cluster", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _owner() -> str | None:
-    """The unprivileged user to run the server as, or None when we are not root."""
-    if os.geteuid() != 0:
-        return None
-    for name in ("postgres", "nobody"):
-        with contextlib.suppress(KeyError):
-            pwd.getpwnam(name)
-            return name
-    raise RuntimeError("running as root and neither a 'postgres' nor a 'nobody' user exists")
-
-
-def _run(argv: list[str], owner: str | None) -> None:
-    if owner is not None:
-        argv = ["runuser", "-u", owner, "--", *argv]
-    result = subprocess.run(argv, capture_output=True, text=True, check=False)
-    if result.returncode != 0:
-        raise RuntimeError(f"{' '.join(argv)} failed: {result.stderr.strip() or result.stdout}")
-
-
-STALE_PREFIX = "checkpointspec-pg-"
-"""The prefix of the temporary directories throwaway clusters are made in (as ``cluster``)."""
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # it exists, as another user's
-        return True
-    return True
-
-
-def reap_stale(root: Path | None = None) -> list[Path]:
-    """Stop and remove every throwaway cluster under ``root`` (the temporary directory)
-    whose holder process has died; return the clusters reaped."""
-    reaped = []
-    for cluster in sorted((root or Path(tempfile.gettempdir())).glob(f"{STALE_PREFIX}*/cluster")):
-        try:
-            holder = int((cluster / "holder").read_text())
-        except (OSError, ValueError):
-            continue  # still being made, or not one of ours
-        if _alive(holder):
-            continue
-        stop(cluster)
-        with contextlib.suppress(OSError):
-            cluster.parent.rmdir()
-        reaped.append(cluster)
-    return reaped
-
-
-def start(directory: Path, holder: int | None = None) -> str:
-    """Create and start a cluster in ``directory`` (which must not exist); return its DSN.
-
-    ``holder`` is the process the cluster serves (default: this one): once it has died,
-    the next `start` stops the cluster if nobody did (`reap_stale`)."""
-    reap_stale()
-    initdb, pg_ctl = find_tool("initdb"), find_tool("pg_ctl")
-    if initdb is None or pg_ctl is None:
-        raise RuntimeError(
-            "initdb/pg_ctl not found: install PostgreSQL (apt-get install postgresql)"
-        )
-    owner = _owner()
-    directory.mkdir(parents=True)
-    (directory / "holder").write_text(f"{holder or os.getpid()}\n")
-    data = directory / "data"
-    if owner is not None:
-        entry = pwd.getpwnam(owner)
-        os.chown(directory, entry.pw_uid, entry.pw_gid)
-        # The server user must reach the directory through every parent.
-        for parent in directory.parents:
-            if parent.stat().st_mode & 0o001 == 0:
-                raise RuntimeError(f"{parent} is not searchable by {owner}; pick another directory")
-    _run(
-        [initdb, "-D", str(data), "-U", SUPERUSER, "--auth=trust", "-E", "UTF8", "--no-sync"], owner
-    )
-    port = _free_port()
-    options = " ".join(f"-c {setting}" for setting in _SETTINGS)
-    options += f" -p {port} -c unix_socket_directories={directory}"
-    _run(
-        [
-            pg_ctl,
-            "-D",
-            str(data),
-            "-l",
-            str(directory / "server.log"),
-            "-o",
-            options,
-            "-w",
-            "start",
-        ],
-        owner,
-    )
-    dsn = f"postgresql://{SUPERUSER}@127.0.0.1:{port}/postgres"
-    (directory / "dsn").write_text(dsn + "\n")
-    return dsn
-
-
-def stop(directory: Path) -> None:
-    """Stop the cluster in ``directory`` (if it runs) and remove the directory."""
-    pg_ctl = find_tool("pg_ctl")
-    data = directory / "data"
-    if pg_ctl is not None and (data / "postmaster.pid").exists():
-        _run([pg_ctl, "-D", str(data), "-m", "immediate", "-w", "stop"], _owner())
-    shutil.rmtree(directory, ignore_errors=True)
+_cluster = _load_cluster_module()
+SUPERUSER: str = _cluster.SUPERUSER
+STALE_PREFIX: str = _cluster.STALE_PREFIX
+find_tool = _cluster.find_tool
+reap_stale = _cluster.reap_stale
+start = _cluster.start
+stop = _cluster.stop
 
 
 DSN_VARIABLE = "CHECKPOINTSPEC_POSTGRES_DSN"

@@ -100,6 +100,7 @@ from .restoration import (
     plan_restore,
 )
 from .rules import LEVEL_MEANINGS, RULES, RULES_BY_ID, Level, Rule, Strength, Suite, rule
+from .server import ServerControl, ServerLaunching
 from .session_layer import (
     SESSION_LAYER_NAMES,
     CompactFunction,
@@ -213,6 +214,8 @@ __all__ = [
     "SchemaVersionError",
     "ScratchFiles",
     "ServerAddress",
+    "ServerControl",
+    "ServerLaunching",
     "ServerRouted",
     "SessionEvent",
     "SessionInfo",

@@ -5,7 +5,8 @@ factory), `connections` the pool, retries, error translation and lost
 connections, `appends` how appends reach the server alone or grouped in one
 transaction, `schema` the tables, write functions, migrations and version
 marker, `maintenance` the advisory-lock maintenance lock, `stores` how a
-directory names its schema and how stores nobody can reach are dropped. Needs
+directory names its schema and how stores nobody can reach are dropped,
+`cluster` the throwaway servers tests and the kit's server crash checks start. Needs
 the ``postgres`` extra (psycopg 3 and psycopg-pool). docs/postgres.md is the
 reference.
 """
@@ -22,6 +23,7 @@ from .checkpointer import (
     check_dsn,
     dsn_from,
     make,
+    open_store,
     store_version,
 )
 from .schema import DEFAULT_SCHEMA
@@ -42,6 +44,7 @@ __all__ = [
     "drop_store",
     "dsn_from",
     "make",
+    "open_store",
     "prune_stores",
     "store_version",
 ]

@@ -61,7 +61,7 @@ import zlib
 from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Final, cast
+from typing import ClassVar, Final, TypeVar, cast
 
 import psycopg
 from psycopg import sql
@@ -72,10 +72,12 @@ from ...spec import (
     CheckpointerClosedError,
     CheckpointError,
     Codec,
+    CorruptStoreError,
     IntegrityReport,
     InvalidArgumentError,
     ReasonCode,
     ServerAddress,
+    ServerControl,
     SessionEvent,
     SessionInfo,
     SessionLockedError,
@@ -90,11 +92,12 @@ from ...spec import (
 )
 from ..capabilities import store_capabilities
 from ..payloads import Row, gc_paused, open_rows, seal_payloads, stored_events
+from . import cluster, stores
 from . import schema as store_schema
-from . import stores
 from .appends import AppendRequest, Appends
 from .connections import (
     CONNECT_TIMEOUT,
+    DAMAGED_FILES,
     DEFAULT_BUSY_TIMEOUT_MS,
     DEFAULT_POOL_SIZE,
     CommitAttempt,
@@ -120,6 +123,7 @@ __all__ = [
     "check_dsn",
     "dsn_from",
     "make",
+    "open_store",
     "store_version",
 ]
 
@@ -481,15 +485,25 @@ class PostgresCheckpointer:
         ``1..head``, that no event lacks its session, that generations are not
         negative, that no mtime is far in the future, and that every payload
         matches its checksum and decodes (through the codec) into an event.
-        Problems are reported, never raised or repaired.
+        Problems are reported, never raised or repaired; so is a page of the store's
+        tables that the server itself finds damaged (after a power loss tore it).
         """
         self._check_open("check_integrity")
 
         async def structure(conn: Conn) -> tuple[list[str], int, int]:
             return await store_schema.structure_problems(conn, self._schema)
 
-        problems, sessions, events = await self._server.run("check_integrity", None, structure)
-        problems += await self._payload_problems()
+        try:
+            problems, sessions, events = await self._server.run("check_integrity", None, structure)
+            problems += await self._payload_problems()
+        except CorruptStoreError as exc:
+            cause = exc.__cause__
+            if not isinstance(cause, psycopg.Error) or cause.sqlstate not in DAMAGED_FILES:
+                raise
+            # The server cannot read the store's files: that is the report, not an error.
+            return IntegrityReport(
+                ok=False, detail=f"schema {self._schema}: {exc}", problems=(str(exc),)
+            )
         shown = problems[:_MAX_PROBLEMS]
         if len(problems) > _MAX_PROBLEMS:
             shown.append(f"... and {len(problems) - _MAX_PROBLEMS} more problems")
@@ -565,6 +579,21 @@ class PostgresCheckpointer:
             if schema is not None:
                 dropped.append(schema)
         return dropped
+
+    # -- ServerLaunching ---------------------------------------------------------------
+
+    server_settings: ClassVar[tuple[str, ...]] = cluster.KIT_SETTINGS
+    """The settings of the servers `launch_server` starts: those the DURABLE claim rests
+    on (``fsync=on``, ``synchronous_commit=on``), see docs/postgres.md."""
+
+    def launch_server(self) -> ServerControl:
+        """A new throwaway cluster with `server_settings`, started, for the kit's server
+        crash checks (`checkpointspec.spec.ServerLaunching`); works on a closed handle.
+
+        Raises `cluster.ClusterError` when ``initdb`` is not installed or the cluster
+        does not start.
+        """
+        return cluster.make_cluster(self.server_settings)
 
     # -- StoreHooks -----------------------------------------------------------------
 
@@ -656,8 +685,16 @@ async def make(
     `SchemaVersionError` for a newer store, `InvalidArgumentError` for a
     missing or malformed DSN, `ServerUnreachableError` when the server cannot
     be reached. ``checkpointer`` is the class opened (a subclass of
-    `PostgresCheckpointer` taking the same arguments).
+    `PostgresCheckpointer` taking the same arguments, `open_store`).
     """
+    return await open_store(checkpointer, ctx)
+
+
+_Handle = TypeVar("_Handle", bound=PostgresCheckpointer)
+
+
+async def open_store(kind: type[_Handle], ctx: BackendContext) -> _Handle:
+    """`make` for a subclass ``kind`` of `PostgresCheckpointer`: a handle of that class."""
     options = dict(ctx.options)
     unknown = sorted(set(options) - set(_OPTIONS))
     if unknown:
@@ -676,7 +713,7 @@ async def make(
         )
     directory = Path(ctx.path)
     check_dsn(dsn)  # before a marker file is written
-    handle = checkpointer(
+    handle = kind(
         dsn,
         schema=stores.schema_for(directory),
         codec=ctx.codec,
@@ -685,4 +722,5 @@ async def make(
         directory=directory,
         replication=cast("Replication | None", mode),
     )
-    return await handle.open()
+    await handle.open()
+    return handle

@@ -70,6 +70,7 @@ from .schema import CONFLICT, LOCKED, TOO_FAR, Conn
 
 __all__ = [
     "CONNECT_TIMEOUT",
+    "DAMAGED_FILES",
     "DEFAULT_BUSY_TIMEOUT_MS",
     "DEFAULT_POOL_SIZE",
     "CommitAttempt",
@@ -168,6 +169,10 @@ async def connect(dsn: str) -> Conn:
         )
     except psycopg.Error as exc:
         raise ServerUnreachableError(first_line(exc)) from None
+
+
+DAMAGED_FILES: Final = ("XX001", "XX002")
+"""SQLSTATEs data_corrupted and index_corrupted: the server found its own files damaged."""
 
 
 def _is_connection_lost(exc: psycopg.Error) -> bool:
@@ -410,5 +415,11 @@ class ServerConnections:
         if state == "3F000" or state == "42P01" or state == "42883":  # schema, table, function
             return CorruptStoreError(
                 session_id, f"schema {self._schema}", f"the store is gone or damaged: {message}"
+            )
+        if state in DAMAGED_FILES:
+            # A page that fails the server's own verification, e.g. a table's new page
+            # left torn by a power loss: the store is damaged, not the request wrong.
+            return CorruptStoreError(
+                session_id, f"schema {self._schema}", f"the server's files are damaged: {message}"
             )
         return None

@@ -39,6 +39,7 @@ from __future__ import annotations
 import fnmatch
 import random
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
@@ -102,36 +103,50 @@ async def _traced_run(
         worker = await WorkerClient.start(
             h.backend.target, stderr, _REPLY_TIMEOUT, tracer_argv(trace_file), _TRACED_ENV
         )
-        worker.transcript = transcript = bytearray()
         try:
-            opened = await worker.call(hello(str(store), h.options))
-            if not isinstance(opened, Opened):
-                raise RuleViolation(
-                    rule_id, f"the traced worker could not open the store: {opened}"
-                )
-            for call in calls:
-                reply = await worker.call(call.as_request())
-                if isinstance(reply, Failed):
-                    raise RuleViolation(
-                        rule_id,
-                        f"{call.label} raised {reply.error} in the traced worker: {reply.message}",
-                    )
-            await worker.call(Close(UNSENT))
-        except (WorkerExited, WorkerHung) as lost:
-            raise RuleViolation(rule_id, f"the traced worker stopped: {lost}") from lost
+            transcript = await drive_traced_worker(worker, store, h.options, calls, rule_id)
         finally:
             await worker.close()
     try:
         with trace_file.open(encoding="ascii", errors="replace") as lines:
-            return base, parse_trace(lines, store, base), bytes(transcript)
+            return base, parse_trace(lines, store, base), transcript
     except TraceError as exc:
         raise CheckSkipped(f"the trace of the backend cannot be judged: {exc}") from exc
     finally:
         trace_file.unlink(missing_ok=True)
 
 
-def _steps(run: TracedRun, calls: list[Call], transcript: bytes) -> tuple[Step, ...]:
-    """The workload's calls placed in the trace: each from the reply before it to its own."""
+async def drive_traced_worker(
+    worker: WorkerClient,
+    store: Path,
+    options: Mapping[str, str],
+    calls: list[Call],
+    rule_id: str,
+) -> bytes:
+    """Open ``store`` in ``worker`` (a traced one) with ``options``, run ``calls``, close
+    its handle; the reply lines the kit received, for `steps_of`. A store the worker
+    cannot open, a call it refuses, or a worker lost on the way breaks ``rule_id``."""
+    worker.transcript = transcript = bytearray()
+    try:
+        opened = await worker.call(hello(str(store), options))
+        if not isinstance(opened, Opened):
+            raise RuleViolation(rule_id, f"the traced worker could not open the store: {opened}")
+        for call in calls:
+            reply = await worker.call(call.as_request())
+            if isinstance(reply, Failed):
+                raise RuleViolation(
+                    rule_id,
+                    f"{call.label} raised {reply.error} in the traced worker: {reply.message}",
+                )
+        await worker.call(Close(UNSENT))
+    except (WorkerExited, WorkerHung) as lost:
+        raise RuleViolation(rule_id, f"the traced worker stopped: {lost}") from lost
+    return bytes(transcript)
+
+
+def steps_of(run: TracedRun, calls: list[Call], transcript: bytes) -> tuple[Step, ...]:
+    """The workload's calls placed in the trace: each from the reply before it to its own
+    (``transcript``: the replies the kit received, the worker's first being Opened)."""
     replies = run.replies(transcript)
     # Replies: Opened, one per call, then the close's.
     if replies is None or len(replies) != len(calls) + 2:
@@ -160,7 +175,8 @@ async def _record(h: Harness, rng: random.Random, number: int, rule_id: str) -> 
         raise CheckSkipped(
             f"the traced worker changed no file under the store directory during {len(calls)} "
             "writes: the backend keeps its data elsewhere (a server), where a trace of its "
-            "client cannot judge a crash"
+            "client cannot judge a crash (a server backend gets this rule checked by tracing "
+            "its server: checkpointspec.spec.ServerLaunching)"
         )
     unseen = sorted(
         path
@@ -174,7 +190,7 @@ async def _record(h: Harness, rng: random.Random, number: int, rule_id: str) -> 
             "in them. A backend that rebuilds such a file on open declares it with "
             "ScratchFiles.scratch_files()"
         )
-    steps = _steps(run, calls, transcript)
+    steps = steps_of(run, calls, transcript)
     return Round(number, CrashPlan(base, run.ops), steps, sessions, ", traced")
 
 

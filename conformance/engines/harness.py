@@ -142,10 +142,11 @@ class Harness:
         codec: Codec | None = None,
         options: Mapping[str, str] | None = None,
     ) -> BackendContext:
-        """The BackendContext for ``path`` (default: this check's store); ``options``
-        replace the run's (a check reaching the server through its proxy)."""
-        chosen = dict(options) if options is not None else self.options
-        return BackendContext(path=path or self.path, codec=codec, options=chosen)
+        """The BackendContext for ``path`` (default: this check's store); ``options`` are
+        added to the run's (a launched server's address, `ServerControl.options`)."""
+        return BackendContext(
+            path=path or self.path, codec=codec, options={**self.options, **(options or {})}
+        )
 
     async def open(
         self,
@@ -154,7 +155,7 @@ class Harness:
         options: Mapping[str, str] | None = None,
     ) -> Checkpointer:
         """Open one more handle on the store at ``path`` (default: this check's store),
-        with the run's factory options unless ``options`` replace them."""
+        with ``options`` added to the run's."""
         cp = await open_checkpointer(self.factory, self.context(path, codec, options))
         self._handles.append(cp)
         if self.specimen is None:

@@ -54,6 +54,11 @@ class Profile(msgspec.Struct, frozen=True):
     """Calls each of the two writers makes through the fault-injecting proxy (NET-001)."""
     failovers: int = 1
     """Failover pairs started, written to, and failed over (DUR-004)."""
+    server_kills: int = 10
+    """Times a launched server is killed (DUR-002 of a server backend); each costs a restart."""
+    server_states: int = 40
+    """Power cuts of a launched server's data directory rebuilt from its trace (DUR-003 of a
+    server backend) that are checked; each costs a server started on a copy."""
 
 
 PROFILES: dict[str, Profile] = {
@@ -73,6 +78,8 @@ PROFILES: dict[str, Profile] = {
         stress_seconds=6.0,
         exploration_rounds=4,
         budget_seconds=60.0,
+        server_kills=4,
+        server_states=8,
     ),
     "default": Profile(
         "default",
@@ -112,6 +119,8 @@ PROFILES: dict[str, Profile] = {
         budget_seconds=1800.0,
         connection_calls=2000,
         failovers=6,
+        server_kills=40,
+        server_states=150,
     ),
 }
 

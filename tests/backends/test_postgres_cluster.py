@@ -1,20 +1,29 @@
 """The throwaway PostgreSQL cluster leaves nothing running (.ci/postgres.py): a run that is
 terminated stops its cluster and its command, and a cluster whose holder died without
-stopping it is stopped at the next start."""
+stopping it is stopped at the next start. The kit's clusters (backends/postgres/cluster.py)
+crash with every process gone and recover their commits, and a copy of a settled data
+directory is a server of its own; a page the server finds damaged is reported by the
+backend as a damaged store."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 
+import psycopg
 import pytest
+from checkpointspec.backends.postgres import MARKER_NAME, make
+from checkpointspec.backends.postgres.cluster import KIT_SETTINGS, Cluster, make_cluster
+from checkpointspec.spec import BackendContext, CorruptStoreError
+from helpers import ev, run
 
 PATIENCE = 120.0
 """Seconds a cluster may take to come up or go down on a loaded machine."""
@@ -96,3 +105,104 @@ def test_a_cluster_whose_holder_died_is_stopped_at_the_next_start(
         helper.stop(cluster)
         if parent.exists():
             parent.rmdir()
+
+
+# -- the clusters the kit kills and copies (backends/postgres/cluster.py) ---------------------
+
+
+@pytest.fixture
+def kit_cluster(cluster_helper: ModuleType) -> Iterator[Cluster]:
+    """A started cluster with the kit's settings, removed afterwards."""
+    server = make_cluster(KIT_SETTINGS)
+    try:
+        yield server
+    finally:
+        server.remove()
+
+
+def _rows(dsn: str) -> list[str]:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        return [row[0] for row in conn.execute("SELECT text FROM kept ORDER BY text")]
+
+
+def _gone(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return True
+    return state in ("Z", "X")
+
+
+def test_a_crashed_cluster_leaves_no_process_and_recovers_its_commits(
+    kit_cluster: Cluster,
+) -> None:
+    with psycopg.connect(kit_cluster.dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE kept (text text)")
+        conn.execute("INSERT INTO kept VALUES ('committed')")
+    processes = kit_cluster.processes()
+    assert len(processes) >= 3  # the postmaster, its checkpointer, its WAL writer ...
+    kit_cluster.crash()
+    assert [pid for pid in processes if not _gone(pid)] == []
+    assert kit_cluster.processes() == []
+    kit_cluster.start()
+    assert _rows(kit_cluster.dsn) == ["committed"]
+
+
+def test_a_copy_of_a_settled_data_directory_serves_beside_the_original(
+    kit_cluster: Cluster,
+) -> None:
+    with psycopg.connect(kit_cluster.dsn, autocommit=True) as conn:
+        conn.execute("CREATE TABLE kept (text text)")
+        conn.execute("INSERT INTO kept VALUES ('before the copy')")
+    kit_cluster.settle()
+    copy = kit_cluster.copy_at()
+    try:
+        shutil.copytree(kit_cluster.data_directory, copy.data_directory)
+        copy.start()  # its lock file names the original, which still runs
+        with psycopg.connect(kit_cluster.dsn, autocommit=True) as conn:
+            conn.execute("INSERT INTO kept VALUES ('after the copy')")
+        assert _rows(copy.dsn) == ["before the copy"]
+        assert _rows(kit_cluster.dsn) == ["after the copy", "before the copy"]
+    finally:
+        copy.remove()
+    assert not copy.directory.exists()
+
+
+def test_a_page_the_server_finds_damaged_is_reported_as_a_damaged_store(
+    kit_cluster: Cluster, tmp_path: Path
+) -> None:
+    """A power loss may leave a table's new page torn (DUR-003's garbage tears): the
+    server refuses to read it (SQLSTATE XX001), and the backend says the store is
+    damaged, in a call that meets the page (`CorruptStoreError`) and in
+    `check_integrity`, not with a raw driver error."""
+
+    async def go() -> None:
+        cp = await make(BackendContext(path=tmp_path, options=kit_cluster.options))
+        await cp.append("s", [ev(1), ev(2)])
+        await cp.close()
+
+    run(go())
+    with psycopg.connect(kit_cluster.dsn, autocommit=True) as conn:
+        schema = (tmp_path / MARKER_NAME).read_text().strip()
+        row = conn.execute(f"SELECT pg_relation_filepath('{schema}.sessions')").fetchone()
+        assert row is not None
+    kit_cluster.settle()
+    kit_cluster.stop()
+    table = kit_cluster.data_directory / str(row[0])
+    # The page a power loss tore as the table grew: zeros, then a garbage last sector.
+    with table.open("ab") as grown:
+        grown.write(bytes(8192 - 512) + bytes(0x80 | b for b in range(256)) * 2)
+    kit_cluster.start()
+
+    async def reopened() -> None:
+        cp = await make(BackendContext(path=tmp_path, options=kit_cluster.options))
+        try:
+            report = await cp.check_integrity()
+            assert not report.ok
+            assert "damaged" in report.detail
+            with pytest.raises(CorruptStoreError, match="damaged"):
+                await cp.list_sessions()  # a scan of the whole table meets the page
+        finally:
+            await cp.close()
+
+    run(reopened())

@@ -6,15 +6,19 @@ directory, rename, link, unlink, mkdir, rmdir, a shared writable mapping), runs
 under `tracer_argv`, and the parsed operations are compared with what it did.
 The strongest check: replaying every recorded operation onto the starting image
 gives exactly the files the script left on disk. Synthetic lines cover what a
-script cannot force: calls interleaved between threads, strings cut short.
+script cannot force: calls interleaved between threads, strings cut short. A
+running process (as a server is) is recorded from when `attach_argv`'s strace
+attached, its relative paths placed, and runs on once strace detaches.
 """
 
 from __future__ import annotations
 
 import asyncio
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -23,8 +27,11 @@ from checkpointspec.backends.file import FileCheckpointer
 from checkpointspec.conformance.engines.crash.disk import SimulatedDisk
 from checkpointspec.conformance.engines.crash.recorder import (
     TraceError,
+    attach_argv,
+    attach_unavailable,
     parse_trace,
     tracer_argv,
+    tracer_of,
     tracer_unavailable,
 )
 from checkpointspec.conformance.engines.crash.states import CrashPlan, Image, Op
@@ -224,3 +231,67 @@ def test_the_file_backend_traced_agrees_with_the_simulated_disk(tmp_path: Path) 
 
     assert shape(traced_ops) == shape(disk.ops)
     assert len(traced_ops) > 20
+
+
+RUNNING = textwrap.dedent(
+    """
+    import os, sys
+    os.chdir(sys.argv[1])  # relative paths, as a server in its data directory uses
+    open("before.log", "wb").write(b"untraced")
+    print("ready", flush=True)
+    sys.stdin.readline()
+    fd = os.open("rel.log", os.O_CREAT | os.O_WRONLY, 0o644)
+    os.pwrite(fd, b"traced", 0)
+    os.fsync(fd)
+    os.close(fd)
+    print("written", flush=True)
+    sys.stdin.readline()
+    open("after.log", "wb").write(b"detached")
+    """
+)
+
+
+@pytest.mark.skipif(attach_unavailable() is not None, reason=f"{attach_unavailable()}")
+def test_a_running_process_is_recorded_while_attached_and_runs_on_after(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    store.mkdir()
+    trace = tmp_path / "trace"
+    child = subprocess.Popen(
+        [sys.executable, "-c", RUNNING, str(store)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdin is not None
+    assert child.stdout is not None
+    tracer: subprocess.Popen[bytes] | None = None
+    try:
+        assert child.stdout.readline() == "ready\n"
+        base = SimulatedDisk.load(store).image()
+        tracer = subprocess.Popen(attach_argv(trace, [child.pid]))
+        deadline = time.monotonic() + 60
+        while tracer_of(child.pid) == 0:
+            assert tracer.poll() is None, "strace exited instead of attaching"
+            assert time.monotonic() < deadline, "strace did not attach within 60 s"
+            time.sleep(0.01)  # polled, with the deadline above
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        assert child.stdout.readline() == "written\n"
+        tracer.send_signal(signal.SIGINT)
+        tracer.wait(timeout=60)
+        assert child.poll() is None  # detached, not killed
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        assert child.wait(timeout=60) == 0
+    finally:
+        for process in (child, tracer):
+            if process is not None and process.poll() is None:
+                process.kill()
+                process.wait()
+    run = parse_trace(trace.read_text().splitlines(), store, base)
+    assert [str(op).split(" ", 1)[1] for op in run.ops] == [
+        "create rel.log",
+        "write rel.log 6 bytes at 0",
+        "fsync rel.log",
+    ]
+    assert (store / "after.log").read_bytes() == b"detached"

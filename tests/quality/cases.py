@@ -1,18 +1,19 @@
 """How the kit is run to reject each deliberately broken backend: the meta-suite's cases.
 
 Every broken backend (`broken_backends`, `hard_backends`, `racy_backends`,
-`server_backends`) names
-the rule it breaks in ``violates``. A `Case` says how to show it: the checks to
-run (``--only``), the seeds that must each catch it, and, for a run too costly
-for the default test run, why it only runs with the ``slow`` ones. The
-meta-suite's contract (``test_meta_contract.py``): every MUST rule of the catalog
-is broken by some case's backend, and every case's run rejects its backend
-naming that rule (``test_kit_catches_bugs.py``, ``test_kit_catches_hard_bugs.py``).
+`server_backends`) names the rule it breaks in ``violates``. A `Case` says how to
+show it: the checks to run (``--only``), the seeds that must each catch it, and,
+for a run too costly for the default test run, why it only runs with the
+``slow`` ones. The meta-suite's contract (``test_meta_contract.py``): every MUST
+rule of the catalog is broken by some case's backend, and every case's run
+rejects its backend naming that rule (``test_kit_catches_bugs.py``,
+``test_kit_catches_hard_bugs.py``, ``test_kit_catches_server_bugs.py``).
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import importlib.util
+from typing import TYPE_CHECKING, NamedTuple
 
 from broken_backends import BROKEN, Broken
 from hard_backends import (
@@ -40,13 +41,9 @@ from racy_backends import (
     StaleHead,
     TruncateInTwoTransactions,
 )
-from server_backends import (
-    SERVER,
-    AsynchronousStandbyClaimsReplicated,
-    CommitSentWithTheCall,
-    ResendsAfterLostCommit,
-    Server,
-)
+
+if TYPE_CHECKING:
+    from server_backends import Server
 
 __all__ = [
     "ALL_BACKENDS",
@@ -56,6 +53,7 @@ __all__ = [
     "MEMORY_CASES",
     "SEED",
     "SERVER_CASES",
+    "SERVER_CRASH_CASES",
     "SERVER_FAULT_CASES",
     "Case",
 ]
@@ -170,39 +168,64 @@ HARD_CASES: tuple[Case, ...] = (
 )
 """One case per backend of `hard_backends` and `racy_backends`."""
 
+SERVER_KILLED = "DUR-002::server_killed_keeps_acknowledged_writes"
+SERVER_POWER_CUT = "DUR-003::server_power_loss_from_its_trace"
 FAILOVER = "DUR-004::acknowledged_writes_survive_failover"
 CUT_CONNECTIONS = "NET-001::cut_connections_lose_nothing"
-
-SERVER_FAULT_CASES: tuple[Case, ...] = (
-    # Every seed stalls the replication stream before the primary is killed: the
-    # commits acknowledged meanwhile never reach the standby.
-    Case(AsynchronousStandbyClaimsReplicated, (FAILOVER,), HARD_SEEDS),
-    # Every connection is cut, 80% of them towards the client at a message boundary
-    # or inside one, some in the response to an append's COMMIT (caught on 12 of 12
-    # seeds, 0-11).
-    Case(ResendsAfterLostCommit, (CUT_CONNECTIONS,), HARD_SEEDS),
-)
-"""The backends of `server_backends` the kit's fault proxy and failover pair show: they
-need a PostgreSQL server, so their runs are tests/backends/test_postgres_server_checks.py's."""
-
 WAITING_KILL = "KILL-001::killed_while_waiting_for_another_writer"
 
-HELD_CLIENT_CASES: tuple[Case, ...] = (
-    # The second writer, killed while it waits for the held first one, has sent its
-    # COMMIT with the write: the server commits it once the first is let go, after a
-    # read that did not wait left it out. The first writer is held after each of its
-    # few sends, so every seed reaches the one after its call.
-    Case(
-        CommitSentWithTheCall,
-        (WAITING_KILL,),
-        HARD_SEEDS,
-        "four worker processes and a PostgreSQL store per hold: about 20 s a seed",
-    ),
-)
+POSTGRES_INSTALLED = importlib.util.find_spec("psycopg") is not None
+"""Whether the ``postgres`` extra is installed: the server cases' backends need it."""
+
+HELD_CLIENT_CASES: tuple[Case, ...] = ()
 """The backends of `server_backends` a client held and killed at a round trip shows; their
 runs (tests/quality/test_kit_catches_server_bugs.py) need a PostgreSQL server."""
 
-SERVER_CASES: tuple[Case, ...] = HELD_CLIENT_CASES + SERVER_FAULT_CASES
+SERVER_CRASH_CASES: tuple[Case, ...] = ()
+"""The backends of `server_backends` declaring DURABLE on servers launched with a setting
+that breaks it; their runs (tests/quality/test_kit_catches_server_crash_bugs.py) need
+PostgreSQL (``initdb``) and strace."""
+
+SERVER_FAULT_CASES: tuple[Case, ...] = ()
+"""The backends of `server_backends` the kit's fault proxy and failover pair show: they
+need a PostgreSQL server, so their runs are tests/backends/test_postgres_server_checks.py's."""
+
+SERVER: dict[str, type[Server]] = {}
+if POSTGRES_INSTALLED:  # none without the postgres extra
+    import server_backends
+
+    SERVER = server_backends.SERVER
+    HELD_CLIENT_CASES = (
+        # The second writer, killed while it waits for the held first one, has sent its
+        # COMMIT with the write: the server commits it once the first is let go, after a
+        # read that did not wait left it out. The first writer is held after each of its
+        # few sends, so every seed reaches the one after its call.
+        Case(
+            server_backends.CommitSentWithTheCall,
+            (WAITING_KILL,),
+            HARD_SEEDS,
+            "four worker processes and a PostgreSQL store per hold: about 20 s a seed",
+        ),
+    )
+    SERVER_CRASH_CASES = (
+        # The first kill comes right after an acknowledgement: the commit is still in
+        # the server's memory, on every seed.
+        Case(server_backends.SynchronousCommitOff, (SERVER_KILLED,), HARD_SEEDS),
+        # A kill keeps the page cache, so only a power cut shows it; the power cut right
+        # after each acknowledgement is checked first, on every seed.
+        Case(server_backends.FsyncOff, (SERVER_POWER_CUT,), HARD_SEEDS),
+    )
+    SERVER_FAULT_CASES = (
+        # Every seed stalls the replication stream before the primary is killed: the
+        # commits acknowledged meanwhile never reach the standby.
+        Case(server_backends.AsynchronousStandbyClaimsReplicated, (FAILOVER,), HARD_SEEDS),
+        # Every connection is cut, 80% of them towards the client at a message boundary
+        # or inside one, some in the response to an append's COMMIT (caught on 12 of 12
+        # seeds, 0-11).
+        Case(server_backends.ResendsAfterLostCommit, (CUT_CONNECTIONS,), HARD_SEEDS),
+    )
+
+SERVER_CASES: tuple[Case, ...] = HELD_CLIENT_CASES + SERVER_CRASH_CASES + SERVER_FAULT_CASES
 """One case per backend of `server_backends`."""
 
 ALL_CASES: tuple[Case, ...] = MEMORY_CASES + HARD_CASES + SERVER_CASES

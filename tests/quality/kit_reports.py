@@ -9,7 +9,14 @@ from __future__ import annotations
 
 from checkpointspec.conformance.running.report import CheckResult, KitReport, RuleResult
 
-__all__ = ["MODEL_BASED", "describe", "failed_checks", "failed_rules", "verdict"]
+__all__ = [
+    "MODEL_BASED",
+    "assert_caught",
+    "describe",
+    "failed_checks",
+    "failed_rules",
+    "verdict",
+]
 
 MODEL_BASED = "SEQ-001::model_based"
 """The model-based check: random operation sequences compared with SpecModel."""
@@ -78,3 +85,14 @@ def describe(report: KitReport) -> str:
         lines += _check_lines(check)
     lines += [f"warning: {w}" for w in report.warnings]
     return "\n".join(lines)
+
+
+def assert_caught(report: KitReport, rule_id: str) -> None:
+    """Exit 1, ``rule_id`` failed as the first root and first row of the table, and a failed
+    check found it (its detail is in the message)."""
+    text = describe(report)
+    assert report.exit_status == 1, text
+    assert verdict(report, rule_id).status == "failed", text
+    assert failed_checks(report, rule_id), text
+    assert report.roots[:1] == (rule_id,), text
+    assert report.rules[0].id == rule_id, text

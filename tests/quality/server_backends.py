@@ -7,7 +7,10 @@ the DSN comes in the kit's options (``--option dsn=``) or
 ``module:attribute`` in its worker processes (``tests/quality/conftest.py`` puts
 this folder on the path): each class's ``make`` is its factory,
 ``server_backends:CommitSentWithTheCall.make``. Those a client killed at a round
-trip shows run in tests/quality/test_kit_catches_server_bugs.py; those the kit's
+trip shows run in tests/quality/test_kit_catches_server_bugs.py; those that declare
+DURABLE on servers launched with a setting that breaks it (the backend's code is
+correct, its claim is not: `PostgresCheckpointer.launch_server`, the kit's server
+crash checks) in tests/quality/test_kit_catches_server_crash_bugs.py; those the kit's
 fault proxy and failover pair show in tests/backends/test_postgres_server_checks.py,
 beside the reference backend passing the same checks. Nothing here is correct on
 purpose.
@@ -27,6 +30,7 @@ from checkpointspec.backends.postgres import (
 )
 from checkpointspec.backends.postgres import make as postgres_make
 from checkpointspec.backends.postgres.appends import Appends
+from checkpointspec.backends.postgres.cluster import KIT_SETTINGS, with_settings
 from checkpointspec.backends.postgres.connections import (
     CommitAttempt,
     LostConnection,
@@ -40,9 +44,11 @@ __all__ = [
     "SERVER",
     "AsynchronousStandbyClaimsReplicated",
     "CommitSentWithTheCall",
+    "FsyncOff",
     "ResendsAfterLostCommit",
     "Server",
     "ServerBroken",
+    "SynchronousCommitOff",
 ]
 
 _NO_WAIT: Final = "SELECT %s::bigint"
@@ -146,8 +152,32 @@ class ResendsAfterLostCommit(Server):
         return handle
 
 
+class SynchronousCommitOff(ServerBroken):
+    """Bug: declares DURABLE on a server with ``synchronous_commit=off``, which
+    acknowledges a commit before its log is written: a server killed right after
+    the acknowledgement loses it. The kit must report DUR-002."""
+
+    violates = "DUR-002"
+    server_settings = with_settings(KIT_SETTINGS, "synchronous_commit=off")
+
+
+class FsyncOff(ServerBroken):
+    """Bug: declares DURABLE on a server with ``fsync=off``, which writes its log but
+    never syncs it: a killed server loses nothing (the page cache keeps it), a power
+    cut loses acknowledged commits. The kit must report DUR-003."""
+
+    violates = "DUR-003"
+    server_settings = with_settings(KIT_SETTINGS, "fsync=off")
+
+
 SERVER: dict[str, type[Server]] = {
     cls.__name__: cls
-    for cls in (CommitSentWithTheCall, AsynchronousStandbyClaimsReplicated, ResendsAfterLostCommit)
+    for cls in (
+        CommitSentWithTheCall,
+        SynchronousCommitOff,
+        FsyncOff,
+        AsynchronousStandbyClaimsReplicated,
+        ResendsAfterLostCommit,
+    )
 }
 """Every broken server backend by class name; its factory is ``server_backends:<name>.make``."""

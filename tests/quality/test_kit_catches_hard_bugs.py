@@ -47,9 +47,8 @@ from cases import (
     Case,
 )
 from checkpointspec.conformance.running.plan import plan_run
-from checkpointspec.conformance.running.report import KitReport
 from checkpointspec.conformance.running.runner import run_kit
-from kit_reports import describe, failed_checks, verdict
+from kit_reports import assert_caught, describe, verdict
 
 SLOW_SEEDS = range(3, 13)
 
@@ -80,17 +79,6 @@ The power-loss check (DUR-003) on the file backend is ``tests/conformance/test_p
 
 SEED_STABLE = tuple(case for case in HARD_CASES if case.name != "EventAtATime" and not case.slow)
 """Cases whose verdict no seed should change: the slow test repeats them over more seeds."""
-
-
-def assert_caught(report: KitReport, rule_id: str) -> None:
-    """Exit 1, ``rule_id`` failed as the first root and first row of the table, and a failed
-    check found it (its detail is in the message)."""
-    text = describe(report)
-    assert report.exit_status == 1, text
-    assert verdict(report, rule_id).status == "failed", text
-    assert failed_checks(report, rule_id), text
-    assert report.roots[:1] == (rule_id,), text
-    assert report.rules[0].id == rule_id, text
 
 
 @pytest.mark.parametrize(

@@ -23,8 +23,7 @@ import pytest
 from cases import HELD_CLIENT_CASES, WAITING_KILL, Case
 from checkpointspec.conformance.running.plan import plan_run
 from checkpointspec.conformance.running.runner import run_kit
-from kit_reports import describe
-from test_kit_catches_hard_bugs import assert_caught
+from kit_reports import assert_caught, describe
 
 
 @pytest.mark.slow

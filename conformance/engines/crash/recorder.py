@@ -46,8 +46,11 @@ __all__ = [
     "TRACED_CALLS",
     "TraceError",
     "TracedRun",
+    "attach_argv",
+    "attach_unavailable",
     "parse_trace",
     "tracer_argv",
+    "tracer_of",
     "tracer_unavailable",
 ]
 
@@ -85,6 +88,29 @@ def tracer_unavailable() -> str | None:
     return None
 
 
+_PTRACE_SCOPE: Final = Path("/proc/sys/kernel/yama/ptrace_scope")
+
+
+def attach_unavailable() -> str | None:
+    """Why strace cannot attach to running processes here (`attach_argv`), or None if it can.
+
+    Beyond `tracer_unavailable`: Linux's Yama module may let a process trace only its
+    own descendants, and strace is no ancestor of a server the kit started."""
+    reason = tracer_unavailable()
+    if reason is not None:
+        return reason
+    try:
+        scope = int(_PTRACE_SCOPE.read_text())
+    except (OSError, ValueError):
+        return None  # no Yama: processes of the same user may be traced
+    if scope >= 3 or (scope >= 1 and os.geteuid() != 0):
+        return (
+            f"kernel.yama.ptrace_scope is {scope}: strace may not attach to a running server "
+            "(sysctl kernel.yama.ptrace_scope=0, or run as root)"
+        )
+    return None
+
+
 def tracer_argv(trace_file: Path | str) -> list[str]:
     """The prefix that runs a command under strace, recording `TRACED_CALLS` into ``trace_file``.
 
@@ -93,12 +119,40 @@ def tracer_argv(trace_file: Path | str) -> list[str]:
     ``-xx`` prints every string (data and paths alike) as hex, so nothing in it
     can be mistaken for the syntax around it.
     """
+    return [*_recording(trace_file, "--seccomp-bpf"), "--"]
+
+
+def attach_argv(trace_file: Path | str, pids: Sequence[int]) -> list[str]:
+    """The command that attaches strace to running processes ``pids`` (every thread, and
+    every process they start from then on), recording `TRACED_CALLS` into ``trace_file``
+    as `tracer_argv` does; SIGINT makes it detach and leave them running.
+
+    Attached processes stop at every system call (``--seccomp-bpf`` applies only to
+    processes strace starts), so they run slower than under `tracer_argv`.
+    """
+    return [*_recording(trace_file), *(arg for pid in pids for arg in ("-p", str(pid)))]
+
+
+def tracer_of(pid: int) -> int | None:
+    """The process tracing ``pid`` (0: none yet), or None when ``pid`` has ended: how a
+    caller of `attach_argv` knows the tracer has attached before it goes on."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    for line in status.splitlines():
+        if line.startswith("TracerPid:"):
+            return int(line.split()[1])
+    return 0
+
+
+def _recording(trace_file: Path | str, *extra: str) -> list[str]:
     strace = shutil.which("strace") or "strace"
     return [
         strace,
         "-f",
         "-qq",
-        "--seccomp-bpf",
+        *extra,
         "-y",
         "-xx",
         "-s",
@@ -109,7 +163,6 @@ def tracer_argv(trace_file: Path | str) -> list[str]:
         f"trace={TRACED_CALLS}",
         "-o",
         os.fspath(trace_file),
-        "--",
     ]
 
 
@@ -169,7 +222,13 @@ def _split_args(text: str) -> list[str]:
             elif c == '"':
                 quoted = False
         elif c == '"':
-            quoted = True
+            # With -xx every byte of a string is a \xNN escape, so the next quote ends it:
+            # a jump, not a walk over the (up to 64 MiB) of data a read or write printed.
+            end = text.find('"', i + 1)
+            if end == -1 or "\\" not in text[i + 1 : i + 5]:
+                quoted = True
+            else:
+                i = end
         elif c in "[{<(":
             depth += 1
         elif c in "]}>)":

@@ -20,10 +20,10 @@ import random
 import shutil
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Final, NamedTuple
+from typing import Final, NamedTuple, TypeAlias
 
 from ....backends.stdio.messages import Append, Delete, Truncate
-from ....spec import Capability, CorruptStoreError, SpecModel, UserPrompt
+from ....spec import Capability, CorruptStoreError, ServerControl, SpecModel, UserPrompt
 from ..exploration import Explored
 from ..harness import Harness, read_all
 from ..processes.client import UNSENT, marker_prompts
@@ -35,6 +35,7 @@ __all__ = [
     "SESSIONS",
     "Call",
     "Expected",
+    "Reopener",
     "Round",
     "Seen",
     "Step",
@@ -47,6 +48,7 @@ __all__ = [
     "kind_of",
     "plan_workload",
     "quiet",
+    "reopened_in_a_server",
     "verdict_on",
 ]
 
@@ -56,6 +58,9 @@ SESSIONS: Final = ("alpha", "beta", "gamma")
 
 _SHOWN_OPS: Final = 12
 """Pending ops listed in a failure message."""
+
+_SHOWN_FILES: Final = 20
+"""Files of a crash state listed in a failure message; over it, those the round wrote."""
 
 
 class Expected(NamedTuple):
@@ -253,13 +258,17 @@ def quiet() -> Iterator[None]:
         _QUIETED.reset(token)
 
 
-async def _reopen(h: Harness, target: Path, sessions: tuple[str, ...]) -> Seen:
+async def _reopen(
+    h: Harness, target: Path, sessions: tuple[str, ...], options: Mapping[str, str] | None = None
+) -> Seen:
     with quiet():
-        return await _inspect(h, target, sessions)
+        return await _inspect(h, target, sessions, options)
 
 
-async def _inspect(h: Harness, target: Path, sessions: tuple[str, ...]) -> Seen:
-    async with h.opened(target) as cp:
+async def _inspect(
+    h: Harness, target: Path, sessions: tuple[str, ...], options: Mapping[str, str] | None
+) -> Seen:
+    async with h.opened(target, options=options) as cp:
         report = await cp.check_integrity()
         listed = None
         if h.has(Capability.LIST):
@@ -390,7 +399,14 @@ def _context(rnd: Round, spec: CrashSpec, state: CrashState, crash: str) -> str:
     shown = pending[-_SHOWN_OPS:]
     if len(pending) > len(shown):
         shown.insert(0, f"... {len(pending) - len(shown)} earlier")
-    files = ", ".join(f"{path} ({len(data)} bytes)" for path, data in sorted(state.files.items()))
+    shown_files = sorted(state.files.items())
+    if len(shown_files) > _SHOWN_FILES:
+        # A server's data directory holds hundreds of files: those the round wrote tell.
+        written = {op.path for op in rnd.plan.ops} | {op.dst for op in rnd.plan.ops}
+        shown_files = [(path, data) for path, data in shown_files if path in written]
+    files = ", ".join(f"{path} ({len(data)} bytes)" for path, data in shown_files)
+    if len(shown_files) < len(state.files):
+        files += f" and {len(state.files) - len(shown_files)} files the round did not write"
     return (
         f"\n  {crash}: {spec} (round {rnd.number}, {len(rnd.plan.ops)} ops recorded{rnd.source})"
         f"\n  acknowledged calls: {', '.join(done) or 'none'}"
@@ -400,29 +416,63 @@ def _context(rnd: Round, spec: CrashSpec, state: CrashState, crash: str) -> str:
     )
 
 
-async def check_state(h: Harness, rnd: Round, spec: CrashSpec, rule_id: str = "DUR-003") -> None:
+Reopener: TypeAlias = Callable[[CrashState, tuple[str, ...]], Awaitable[Seen]]
+"""How a crash state is reopened and read (`reopened_in_a_server` for a server's data
+directory); the default writes it into a new store directory and opens that."""
+
+
+async def _reopened_as_store(h: Harness, state: CrashState, sessions: tuple[str, ...]) -> Seen:
+    target = h.new_store()
+    try:
+        state.materialise(target)
+        return await _reopen(h, target, sessions)
+    finally:
+        shutil.rmtree(target, ignore_errors=True)
+
+
+async def reopened_in_a_server(
+    h: Harness, store: Path, server: ServerControl, state: CrashState, sessions: tuple[str, ...]
+) -> Seen:
+    """What the store at ``store`` shows in a server started on a copy of ``state``, a
+    crash state of ``server``'s data directory; the copy is removed afterwards."""
+    copy = server.copy_at()
+    try:
+        copy.data_directory.mkdir()
+        state.materialise(copy.data_directory)
+        copy.start()
+        return await _reopen(h, store, sessions, copy.options)
+    finally:
+        copy.remove()
+
+
+async def check_state(
+    h: Harness,
+    rnd: Round,
+    spec: CrashSpec,
+    rule_id: str = "DUR-003",
+    reopen: Reopener | None = None,
+) -> None:
     """Build crash state ``spec`` of ``rnd``, reopen it through the factory and judge it.
 
     Raises `RuleViolation` (``rule_id``, or APPEND-003 for a partial batch) when a
     call acknowledged before the crash point is not in effect, the call in flight
     is in effect in part, or the store is damaged where nothing was torn.
+    ``reopen`` says how the state is reopened (default: as a store directory).
     """
     crash = "crash state" if rule_id == "DUR-003" else "kill state"
     state = rnd.plan.build(spec)
     tear = rnd.plan.tear_of(spec)
-    target = h.new_store()
     try:
-        state.materialise(target)
-        try:
-            seen = await _reopen(h, target, rnd.sessions)
-        except Exception as exc:
-            raise RuleViolation(
-                rule_id,
-                f"reopening and reading after a crash raised {type(exc).__name__}: {exc}"
-                + _context(rnd, spec, state, crash),
-            ) from exc
-    finally:
-        shutil.rmtree(target, ignore_errors=True)
+        if reopen is None:
+            seen = await _reopened_as_store(h, state, rnd.sessions)
+        else:
+            seen = await reopen(state, rnd.sessions)
+    except Exception as exc:
+        raise RuleViolation(
+            rule_id,
+            f"reopening and reading after a crash raised {type(exc).__name__}: {exc}"
+            + _context(rnd, spec, state, crash),
+        ) from exc
     acked, flight = at_point(rnd, spec.point)
     garbage = tear is not None and tear.fill == "garbage"
     verdict = _judge(seen, acked, flight, garbage, rule_id)
@@ -440,6 +490,7 @@ async def check_rounds(
     record: Callable[[random.Random, int], Awaitable[Round]],
     states: Callable[[Round, random.Random, int], list[CrashSpec]],
     rule_id: str = "DUR-003",
+    reopen: Reopener | None = None,
 ) -> tuple[int, int, int]:
     """Record rounds and check their states until ``budget`` states are checked, or the
     check's slice of the time budget is spent (after one state at least, and each
@@ -450,7 +501,7 @@ async def check_rounds(
     picks at most ``left`` of its states. A state that breaks a rule is recorded
     (`Harness.record`, each rule once) and the states after it are checked all the
     same, so that the check reports every rule its states break and, having checked
-    them all, passes the others. Returns the states checked, the rounds recorded and
+    them all, passes the others. ``reopen`` is `check_state`'s. Returns the states checked, the rounds recorded and
     the operations they held, for the check's `Harness.measure`.
     """
     rng = random.Random(h.seed)
@@ -466,7 +517,7 @@ async def check_rounds(
             if checked and h.slice.spent() and h.slice.elapsed() >= paid_until:
                 break
             try:
-                await check_state(h, rnd, spec, rule_id)
+                await check_state(h, rnd, spec, rule_id, reopen)
             except RuleViolation as violation:
                 h.record(violation)
             checked += 1
