@@ -115,6 +115,6 @@ def describe_lite_agent(
     except subprocess.TimeoutExpired:
         raise LiteAgentBridgeError(f"{target}: the bridge did not open it within 60 s") from None
     if done.returncode != 0:
-        last = done.stderr.strip().splitlines()[-8:]
-        raise LiteAgentBridgeError(f"{target}: the bridge cannot serve it:\n" + "\n".join(last))
+        said = done.stderr.strip().removeprefix("lite_agent.mjs: ").splitlines()[:12]
+        raise LiteAgentBridgeError(f"--lite-agent {target}: " + "\n".join(said))
     return msgspec.json.decode(done.stdout.strip().splitlines()[-1], type=BridgeDescription)

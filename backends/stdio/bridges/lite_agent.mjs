@@ -39,13 +39,17 @@ const DECLARABLE = {
 //   path_as=file:NAME    -> factory({ file: <store path>/NAME })
 const DEFAULT_PATH_AS = 'dir';
 
+/** What the bridge itself refuses (arguments, a factory it cannot serve): its message
+ *  says all, so no stack is printed with it. */
+class SetupError extends Error {}
+
 // -- the factory -----------------------------------------------------------------------------
 
 function parseTarget(spec) {
   const hash = spec.lastIndexOf('#');
   const modulePath = hash < 0 ? spec : spec.slice(0, hash);
   const factoryName = hash < 0 ? 'default' : spec.slice(hash + 1);
-  if (!modulePath || !factoryName) throw new Error(`${spec}: expected MODULE#FACTORY`);
+  if (!modulePath || !factoryName) throw new SetupError(`${spec}: expected MODULE#FACTORY`);
   return { modulePath, factoryName };
 }
 
@@ -53,12 +57,15 @@ async function loadFactory({ modulePath, factoryName }) {
   // A path is taken from the kit's working directory; anything else is a package name.
   const isPath = modulePath.startsWith('.') || isAbsolute(modulePath);
   const url = isPath ? pathToFileURL(resolve(process.cwd(), modulePath)).href : modulePath;
-  const mod = await import(url);
+  const mod = await import(url).catch((error) => {
+    if (error?.code === 'ERR_MODULE_NOT_FOUND') throw new SetupError(error.message);
+    throw error;
+  });
   // A CommonJS module's exports are the ESM namespace's `default`.
   const factory = mod[factoryName] ?? mod.default?.[factoryName];
   if (typeof factory !== 'function') {
     const names = [...new Set([...Object.keys(mod), ...Object.keys(mod.default ?? {})])];
-    throw new Error(`${modulePath} exports no function ${factoryName} (it exports: ${names.join(', ') || 'nothing'})`);
+    throw new SetupError(`${modulePath} exports no function ${factoryName} (it exports: ${names.join(', ') || 'nothing'})`);
   }
   return factory;
 }
@@ -87,7 +94,7 @@ function factoryOptions(storePath, options) {
 function capabilitiesOf(checkpointer, declared) {
   const has = (name) => typeof checkpointer[name] === 'function';
   const missing = ['append', 'read', 'head'].filter((name) => !has(name));
-  if (missing.length) throw new Error(`the factory's object is not a Checkpointer: it has no ${missing.join(', ')}`);
+  if (missing.length) throw new SetupError(`the factory's object is not a Checkpointer: it has no ${missing.join(', ')}`);
   const found = [];
   if (has('delete')) found.push('delete');
   if (has('list')) found.push('list');
@@ -99,7 +106,7 @@ function capabilitiesOf(checkpointer, declared) {
   // settles it either way, and an undeclared short truncate is refused, not guessed.
   const truncateTakesExpectedHead = has('truncate') && checkpointer.truncate.length >= 3;
   if (has('truncate') && !truncateTakesExpectedHead && !declared.includes('truncate_without_expected_head')) {
-    throw new Error(
+    throw new SetupError(
       `truncate takes ${checkpointer.truncate.length} parameters, not (sessionId, toSeq, expectedHead): ` +
         'declare truncate_without_expected_head (--declare) if it has none, or give it the parameter ' +
         'without a default value',
@@ -402,7 +409,7 @@ class Handle {
 
 function parseArguments(argv) {
   const [spec, ...rest] = argv;
-  if (!spec || spec.startsWith('--')) throw new Error('usage: lite_agent.mjs MODULE[#FACTORY] [--declare a,b] [--describe [--option K=V ...]]');
+  if (!spec || spec.startsWith('--')) throw new SetupError('usage: lite_agent.mjs MODULE[#FACTORY] [--declare a,b] [--describe [--option K=V ...]]');
   const declared = [];
   const options = {};
   let describe = false;
@@ -413,12 +420,12 @@ function parseArguments(argv) {
     else if (flag === '--option') {
       const [key, ...value] = (rest[++i] ?? '').split('=');
       options[key] = value.join('=');
-    } else throw new Error(`unknown argument ${flag}`);
+    } else throw new SetupError(`unknown argument ${flag}`);
   }
   const unknown = declared.filter((d) => !(d in DECLARABLE));
   if (unknown.length) {
     const why = unknown.includes('codec') ? ' (a codec is a Python object: it cannot reach another process)' : '';
-    throw new Error(`--declare ${unknown.join(',')}: not declarable${why}; declarable: ${Object.keys(DECLARABLE).join(', ')}`);
+    throw new SetupError(`--declare ${unknown.join(',')}: not declarable${why}; declarable: ${Object.keys(DECLARABLE).join(', ')}`);
   }
   return { target: parseTarget(spec), declared: [...new Set(declared)], options, describe };
 }
@@ -468,7 +475,9 @@ try {
   const settings = parseArguments(process.argv.slice(2));
   await (settings.describe ? describe(settings) : serve(settings));
 } catch (error) {
-  // The module, the factory or the arguments: nothing was served.
-  process.stderr.write(`lite_agent.mjs: ${error?.message ?? error}\n${error?.stack ?? ''}\n`);
+  // The module, the factory or the arguments: nothing was served. An error of the
+  // author's code (an import that fails, a factory that throws) comes with its stack.
+  const stack = error instanceof SetupError ? '' : `\n${error?.stack ?? ''}`;
+  process.stderr.write(`lite_agent.mjs: ${error?.message ?? error}${stack}\n`);
   process.exit(2);
 }
