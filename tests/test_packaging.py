@@ -50,8 +50,9 @@ def test_every_data_file_of_a_shipped_package_is_package_data() -> None:
     for package in _listed():
         top, *rest = package.split(".")[1:]
         folder = REPO / package_dir[f"checkpointspec.{top}"] / Path(*rest)
+        patterns = package_data.get(package, [])
         for file in folder.iterdir():
-            if file.is_file() and file.suffix not in (".py", ".pyc"):
-                if not any(file.match(p) for p in package_data.get(package, [])):
-                    unlisted.append(f"{package}: {file.name}")
+            data = file.is_file() and file.suffix not in (".py", ".pyc")
+            if data and not any(file.match(p) for p in patterns):
+                unlisted.append(f"{package}: {file.name}")
     assert unlisted == []
