@@ -273,3 +273,28 @@ def test_declare_needs_lite_agent_and_a_known_name(capsys: pytest.CaptureFixture
     assert "--declare" in capsys.readouterr().err
     assert main(["run", "--lite-agent", CORRECT, "--declare", "codec"]) == 2
     assert "cannot reach another process" in capsys.readouterr().err
+
+
+def test_a_closed_handle_refuses_what_the_bridge_answers_itself(tmp_path: Path) -> None:
+    """An object with close() gets the calls after it; those the bridge answers itself
+    (a method the object lacks) are refused as closed first, as the contract orders."""
+    module = tmp_path / "closable.mjs"
+    module.write_text(
+        "export const make = () => ({ async append() { return 0; }, async *read() {},"
+        " async head() { return 0; }, async close() {} });\n",
+        encoding="utf-8",
+    )
+    store = tmp_path / "store"
+    store.mkdir()
+    replies = _converse(
+        f"{module}#make",
+        [
+            _hello(store),
+            {"op": "delete", "id": 1, "session_id": "s"},
+            {"op": "close", "id": 2},
+            {"op": "delete", "id": 3, "session_id": "s"},
+            {"op": "check_integrity", "id": 4},
+        ],
+    )
+    assert replies[1]["error"]["type"] == "UnsupportedOperationError"
+    assert [r["error"]["type"] for r in replies[3:]] == ["CheckpointerClosedError"] * 2

@@ -324,8 +324,15 @@ class Handle {
     }
   }
 
+  /** A call the bridge answers itself, the object lacking the method: on a closed handle
+   *  that is CheckpointerClosedError, which the contract checks before the capability. */
+  refusedByTheBridge(op) {
+    if (this.closed) throw typedError('CheckpointerClosedError', `${op} on a closed handle`, { operation: op });
+  }
+
   unsupported(op, method, capability) {
     if (typeof this.checkpointer[method] !== 'function') {
+      this.refusedByTheBridge(op);
       throw typedError('UnsupportedOperationError', `the checkpointer has no ${method}()`, { operation: op, capability });
     }
   }
@@ -373,6 +380,7 @@ class Handle {
         await cp.releaseMaintenance(sid);
         return null;
       case 'generation':
+        this.refusedByTheBridge(op);
         throw typedError('UnsupportedOperationError', 'the lite-agent interface has no generation', { operation: op, capability: 'generation' });
       case 'check_integrity':
         return await this.checkIntegrity();
@@ -395,6 +403,7 @@ class Handle {
 
   async checkIntegrity() {
     if (typeof this.checkpointer.checkIntegrity !== 'function') {
+      this.refusedByTheBridge('check_integrity');
       return { ok: true, detail: 'the checkpointer has no checkIntegrity(): nothing was checked', problems: [], repairs: [] };
     }
     const found = await this.checkpointer.checkIntegrity();
