@@ -230,6 +230,24 @@ def test_two_rules_that_explain_each_other_both_stay_roots(run: KitRun) -> None:
     assert derived == {}
 
 
+def test_a_rule_that_follows_from_an_expected_failure_fails_nothing() -> None:
+    """A known defect (``--xfail``, or a lite-agent truncate declared without an
+    expected head) seen again under another rule is one verdict: the run passes."""
+    results = [_failed(TRUNCATE_CHECK, "TRUNC-003"), _failed(STRESS_CHECK, "APPEND-002")]
+    checks = [CHECKS_BY_NAME[TRUNCATE_CHECK], CHECKS_BY_NAME[STRESS_CHECK]]
+    derived = {(STRESS_CHECK, "APPEND-002"): Derivation("TRUNC-003", "with TRUNCATE left out")}
+    by_name = {r.name: r for r in results}
+    known = plan_run("memory", profile="quick", seed=1, expected_failures={"TRUNC-003": "known"})
+    report = report_of(known, checks, by_name, 1.0, derived)
+    assert report.exit_status == 0
+    assert [(r.id, r.status, r.follows_from) for r in report.rules[:2]] == [
+        ("TRUNC-003", "xfailed", None),
+        ("APPEND-002", "failed", "TRUNC-003"),
+    ]
+    # Not derived, the same failure is a failure of the run.
+    assert report_of(known, checks, by_name, 1.0, {}).exit_status == 1
+
+
 def test_a_report_marks_derived_rules_and_leads_with_roots() -> None:
     results = [_failed(TRUNCATE_CHECK, "TRUNC-003"), _failed(STRESS_CHECK, "APPEND-002")]
     base = plan_run("memory", profile="quick", seed=1)
