@@ -31,6 +31,7 @@ from typing import Any
 import pytest
 from checkpointspec.backends.stdio.bridges import (
     LITE_AGENT_BRIDGE,
+    TRUNCATE_WITHOUT_EXPECTED_HEAD,
     describe_lite_agent,
     lite_agent_command,
 )
@@ -96,6 +97,23 @@ def test_the_checkpointer_without_the_bug_passes_those_checks() -> None:
 def test_quick_profile_passes() -> None:
     report = _bridge_run(CORRECT, ())
     assert report.exit_status == 0, describe(report)
+
+
+@pytest.mark.slow
+def test_a_declared_truncate_gap_is_one_verdict() -> None:
+    """Declared without an expected head, the example's truncate is TRUNC-003 expected to
+    fail, and whatever the kit shows to follow from it fails nothing: the run passes."""
+    report = run_kit(
+        plan_run(
+            None,
+            process=lite_agent_command(CORRECT, (*DECLARED, TRUNCATE_WITHOUT_EXPECTED_HEAD)),
+            profile="quick",
+            seed=1,
+            expected_failures={"TRUNC-003": "declared truncate_without_expected_head"},
+        )
+    )
+    assert report.exit_status == 0, describe(report)
+    assert report.roots == ("TRUNC-003",), describe(report)
 
 
 @pytest.mark.slow
