@@ -38,3 +38,21 @@ def test_every_package_in_the_tree_is_shipped() -> None:
 
 def test_every_shipped_package_is_in_the_tree() -> None:
     assert sorted(_listed() - _in_tree()) == []
+
+
+def test_every_data_file_of_a_shipped_package_is_package_data() -> None:
+    """A file a package reads at run time (a schema, the lite-agent bridge) ships only
+    if ``package-data`` names it; the editable install would find it either way."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    package_dir: dict[str, str] = project["tool"]["setuptools"]["package-dir"]
+    package_data: dict[str, list[str]] = project["tool"]["setuptools"]["package-data"]
+    unlisted = []
+    for package in _listed():
+        top, *rest = package.split(".")[1:]
+        folder = REPO / package_dir[f"checkpointspec.{top}"] / Path(*rest)
+        patterns = package_data.get(package, [])
+        for file in folder.iterdir():
+            data = file.is_file() and file.suffix not in (".py", ".pyc")
+            if data and not any(file.match(p) for p in patterns):
+                unlisted.append(f"{package}: {file.name}")
+    assert unlisted == []

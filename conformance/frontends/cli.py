@@ -36,6 +36,12 @@ Under the summary line, the conformance levels the run attained
 badge (`badge`), ``--summary FILE.md`` a Markdown summary for a CI job's page
 (`summary`). ``--xfail RULE=REASON`` lists a rule expected to fail and why; the
 reason is shown in the table and recorded in the report (``RULE`` alone works too).
+
+``--lite-agent MODULE#FACTORY`` checks a checkpointer written for the lite-agent SDK's
+``Checkpointer`` interface through the bridge shipped with the package
+(`checkpointspec.backends.stdio.bridges`, docs/lite-agent.md): the run's header says
+what the bridge found on the object and what ``--declare`` added; declaring
+``truncate_without_expected_head`` lists TRUNC-003 as an expected failure.
 """
 
 from __future__ import annotations
@@ -59,6 +65,13 @@ from rich.progress import (
 from rich.table import Table
 
 from ...backends.registry import BackendLoadError, parse_options
+from ...backends.stdio.bridges import (
+    LITE_AGENT_DECLARABLE,
+    TRUNCATE_WITHOUT_EXPECTED_HEAD,
+    LiteAgentBridgeError,
+    describe_lite_agent,
+    lite_agent_command,
+)
 from ...reference import cli as operator
 from ...spec import RULES
 from ..checks.base import Check
@@ -179,6 +192,22 @@ def _parser() -> argparse.ArgumentParser:
         metavar="COMMAND",
         help="a backend in another process speaking the stdio protocol, one process per "
         "handle, e.g. --process 'node my-backend.js' (docs/stdio-protocol.md)",
+    )
+    run.add_argument(
+        "--lite-agent",
+        metavar="MODULE#FACTORY",
+        help="a checkpointer for the lite-agent SDK's Checkpointer interface, served by the "
+        "bridge shipped with the kit, e.g. --lite-agent ./dist/store.js#createStore "
+        "(docs/lite-agent.md; needs node)",
+    )
+    run.add_argument(
+        "--declare",
+        action="append",
+        default=[],
+        metavar="NAME[,NAME]",
+        help="with --lite-agent: what the bridge cannot see on the object, from "
+        + ", ".join(LITE_AGENT_DECLARABLE)
+        + " (repeatable)",
     )
     run.add_argument(
         "--validate-protocol",
@@ -480,16 +509,36 @@ def _write(path: Path, data: bytes) -> str | None:
     return None
 
 
+def _declared(args: argparse.Namespace) -> list[str]:
+    """``--declare``'s names, commas and repeats alike."""
+    return [name for text in args.declare for name in text.split(",") if name]
+
+
+def _lite_agent_process(args: argparse.Namespace) -> str | None:
+    """The ``--process`` command ``--lite-agent`` stands for (None without it)."""
+    if args.lite_agent is None:
+        if args.declare:
+            raise BackendLoadError("--declare tells the --lite-agent bridge what it cannot see")
+        return None
+    try:
+        return lite_agent_command(args.lite_agent, _declared(args))
+    except LiteAgentBridgeError as exc:
+        raise BackendLoadError(str(exc)) from None
+
+
 def _planned_run(args: argparse.Namespace) -> KitRun:
     """The run the command line asks for, every setting checked (`plan_run`)."""
-    if args.validate_protocol and args.process is None:
+    process = _lite_agent_process(args) or args.process
+    if args.validate_protocol and process is None:
         raise BackendLoadError("--validate-protocol checks a --process backend's messages")
     xfail: dict[str, str] = {}
+    if TRUNCATE_WITHOUT_EXPECTED_HEAD in _declared(args):
+        xfail["TRUNC-003"] = "declared truncate_without_expected_head"
     for rule_id, reason in args.xfail:
         xfail[rule_id] = "; ".join(r for r in (xfail.get(rule_id, ""), reason) if r)
     return plan_run(
         args.backend,
-        process=args.process,
+        process=process,
         validate_protocol=args.validate_protocol,
         profile=args.profile,
         seed=args.seed,
@@ -507,11 +556,27 @@ def _planned_run(args: argparse.Namespace) -> KitRun:
 
 
 def _backend_named(args: argparse.Namespace) -> str:
-    """What the command line names as the backend: its name, or the ``--process`` command."""
-    if (args.backend is None) == (args.process is None):
-        raise BackendLoadError("name a backend or give --process COMMAND (one of them)")
-    named: str = args.backend or args.process
+    """What the command line names as the backend: its name, the ``--process`` command,
+    or the ``--lite-agent`` factory."""
+    given = [a for a in (args.backend, args.process, args.lite_agent) if a is not None]
+    if len(given) != 1:
+        raise BackendLoadError(
+            "name a backend, or give --process COMMAND or --lite-agent MODULE#FACTORY (one of them)"
+        )
+    named: str = given[0]
     return named
+
+
+def _lite_agent_header(args: argparse.Namespace, console: Console) -> None:
+    """With ``--lite-agent``, print what the bridge found on the object and what was
+    declared, before any check runs; a factory the bridge cannot serve is a usage error."""
+    if args.lite_agent is None:
+        return
+    try:
+        found = describe_lite_agent(args.lite_agent, _declared(args), parse_options(args.option))
+    except LiteAgentBridgeError as exc:
+        raise BackendLoadError(str(exc)) from None
+    console.print(escape(found.header()), highlight=False, soft_wrap=True)
 
 
 def _run(args: argparse.Namespace, console: Console) -> int:
@@ -526,6 +591,7 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     # Without a terminal (a CI log, a pipe) the bar is not drawn: a line per check instead.
     lines = console if not args.quiet and not console.is_terminal else None
     live = _Live(progress, _backend_named(args), lines)
+    _lite_agent_header(args, console)
     with progress:  # shown while the backend is probed too
         run = _planned_run(args)
         report = run_kit(run, live)

@@ -197,8 +197,9 @@ def test_a_finding_of_one_check_follows_from_another_when_its_operation_is_left_
     results = [_failed("SEQ-001::model_based", "DELETE-001", "ARG-001", rounds=2)]
 
     def recheck(check: Check, variant: KitRun) -> CheckResult:
-        assert Capability.DELETE not in variant.probe.capabilities
         assert variant.tolerated == frozenset()
+        if Capability.DELETE in variant.probe.capabilities:
+            return results[0]  # the control: the check run again unchanged
         return _passed(check.name)
 
     derived = derive_roots(run, results, recheck)
@@ -207,11 +208,44 @@ def test_a_finding_of_one_check_follows_from_another_when_its_operation_is_left_
     }
 
 
+def test_a_finding_the_check_does_not_find_again_unchanged_stays_a_root(run: KitRun) -> None:
+    """A finding that depends on timing (a tie within one millisecond) is gone from any
+    re-check; gone from the unchanged re-check too, it follows from nothing."""
+    results = [_failed("SEQ-001::model_based", "DELETE-001", "ARG-001", rounds=2)]
+    rechecked: list[frozenset[Capability]] = []
+
+    def recheck(check: Check, variant: KitRun) -> CheckResult:
+        rechecked.append(variant.probe.capabilities)
+        return _passed(check.name)
+
+    assert derive_roots(run, results, recheck) == {}
+    # The variant without DELETE, then the control with it.
+    assert [Capability.DELETE in c for c in rechecked] == [False, True]
+
+
 def test_two_rules_that_explain_each_other_both_stay_roots(run: KitRun) -> None:
     first, second = "HEAD-001::head_is_the_last_seq", "SEQ-003::append_returns_the_new_head"
     results = [_failed(first, "HEAD-001", rounds=1), _failed(second, "SEQ-003", rounds=1)]
     derived = derive_roots(run, results, lambda check, _: _passed(check.name))
     assert derived == {}
+
+
+def test_a_rule_that_follows_from_an_expected_failure_fails_nothing() -> None:
+    """A known defect (``--xfail``, or a lite-agent truncate declared without an
+    expected head) seen again under another rule is one verdict: the run passes."""
+    results = [_failed(TRUNCATE_CHECK, "TRUNC-003"), _failed(STRESS_CHECK, "APPEND-002")]
+    checks = [CHECKS_BY_NAME[TRUNCATE_CHECK], CHECKS_BY_NAME[STRESS_CHECK]]
+    derived = {(STRESS_CHECK, "APPEND-002"): Derivation("TRUNC-003", "with TRUNCATE left out")}
+    by_name = {r.name: r for r in results}
+    known = plan_run("memory", profile="quick", seed=1, expected_failures={"TRUNC-003": "known"})
+    report = report_of(known, checks, by_name, 1.0, derived)
+    assert report.exit_status == 0
+    assert [(r.id, r.status, r.follows_from) for r in report.rules[:2]] == [
+        ("TRUNC-003", "xfailed", None),
+        ("APPEND-002", "failed", "TRUNC-003"),
+    ]
+    # Not derived, the same failure is a failure of the run.
+    assert report_of(known, checks, by_name, 1.0, {}).exit_status == 1
 
 
 def test_a_report_marks_derived_rules_and_leads_with_roots() -> None:

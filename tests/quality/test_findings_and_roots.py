@@ -52,3 +52,20 @@ def test_one_defect_seen_by_several_checks_is_named_at_its_root(seed: int) -> No
     assert report.rules[0].id == TruncateIgnoresExpectedHead.violates, text
     for rule in report.rules[1:]:
         assert rule.status != "failed" or rule.follows_from == report.roots[0], text
+
+
+# Slow: the commanded workers start three processes and run the quick profile's examples
+# (about 90 s on a shared 2-core machine); the model-based and TRUNC-003 checks name the
+# same defect in the default run (quality/test_kit_catches_bugs.py).
+@pytest.mark.slow
+def test_commanded_workers_name_an_ignored_truncate_head_by_its_own_rule() -> None:
+    """A truncate that never compares expected_head is TRUNC-003 in the commanded-workers
+    check too, as a single worker shows it, not MP-001 (which it was reported as)."""
+    backend = "rooted_backends:TruncateIgnoresExpectedHead.make"
+    report = run_kit(
+        plan_run(backend, profile="quick", seed=1729, only=("KILL-001::commanded_workers",))
+    )
+    text = describe(report)
+    assert report.exit_status == 1, text
+    assert report.roots == ("TRUNC-003",), text
+    assert [f.rule for f in report.findings] == ["TRUNC-003"], text

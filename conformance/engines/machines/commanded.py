@@ -37,6 +37,7 @@ from ....backends.stdio.messages import (
     Append,
     Close,
     Delete,
+    Head,
     KitRequest,
     PauseAt,
     Read,
@@ -66,6 +67,9 @@ WORKERS = 3
 
 
 SESSIONS = ("s", "t")
+
+NEVER_A_HEAD = 2**40
+"""An expected head no log of a run reaches, nor any head a process could remember."""
 
 
 T = TypeVar("T")
@@ -274,6 +278,8 @@ class CommandedMachine(RuleBasedStateMachine):
             return
         call = f"worker {k}: {_kind(command)}({command.session_id!r}, expected_head={command.expected_head})"
         if expected is None:
+            if isinstance(reply, Ok):
+                self.blame_unchecked_head(k, command, call)
             expect(
                 isinstance(reply, Failed) and reply.error == "CheckpointConflictError",
                 "MP-001",
@@ -284,6 +290,32 @@ class CommandedMachine(RuleBasedStateMachine):
                 isinstance(reply, Ok) and reply.value == expected,
                 "MP-001",
                 f"{call} gave {reply}; expected head {expected}",
+            )
+
+    def blame_unchecked_head(self, k: int, command: Append | Truncate, call: str) -> None:
+        """After a write whose expected_head was stale succeeded: if the same worker's next
+        write of that kind succeeds with an expected head no log reaches, the backend never
+        compares expected_head at all. No other process is needed to show that, so the rule
+        broken is the write's own (APPEND-002, TRUNC-003), not MP-001."""
+        head = self.call(k, Head(UNSENT, command.session_id))
+        if not isinstance(head, Ok) or not isinstance(head.value, int):
+            return  # MP-001 names the stale write; this worker cannot say more
+        if isinstance(command, Append):
+            markers = [f"m{next(self.markers)}"]
+            probe: Append | Truncate = Append(
+                UNSENT, command.session_id, marker_prompts(markers), NEVER_A_HEAD
+            )
+            rule_id = "APPEND-002"
+        else:
+            probe = Truncate(UNSENT, command.session_id, head.value, NEVER_A_HEAD)
+            rule_id = "TRUNC-003"
+        alone = self.call(k, probe)
+        if isinstance(alone, Ok):
+            raise RuleViolation(
+                rule_id,
+                f"a {_kind(command)} with a stale expected_head succeeds: after {call} gave "
+                f"Ok, {_kind(probe)}({command.session_id!r}, expected_head={NEVER_A_HEAD}) "
+                f"on worker {k} alone also gave {alone}; expected CheckpointConflictError",
             )
 
     def log(self, session: str) -> Pairs:
