@@ -448,9 +448,9 @@ def test_DUR_003_checks_as_many_crash_states_as_the_profile_says(
     checked: list[CrashSpec] = []
     check_state = crash_states.check_state
 
-    async def counting(h: Any, rnd: Any, spec: CrashSpec, rule_id: str = "DUR-003") -> None:
+    async def counting(h: Any, rnd: Any, spec: CrashSpec, *rest: Any, **named: Any) -> None:
         checked.append(spec)
-        await check_state(h, rnd, spec, rule_id)
+        await check_state(h, rnd, spec, *rest, **named)
 
     monkeypatch.setattr(crash_states, "check_state", counting)
     profile = msgspec.structs.replace(PROFILES["quick"], powerloss_states=300)

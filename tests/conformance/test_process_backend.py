@@ -29,7 +29,7 @@ def served(backend: str) -> str:
     ("argv", "said"),
     [
         (["run", "memory", "--process", "x"], "one of them"),
-        (["run"], "name a backend or give --process"),
+        (["run"], "name a backend, or give --process COMMAND or --lite-agent MODULE#FACTORY"),
         (["run", "memory", "--validate-protocol"], "--validate-protocol checks a --process"),
         (["run", "--process", "  "], "--process needs a command"),
         (["run", "--process", "node 'unclosed"], "No closing quotation"),
@@ -94,8 +94,9 @@ def test_a_killed_workers_child_is_dead_before_the_kit_looks(tmp_path: Path) -> 
             )
             opened = await worker.call(hello(str(tmp_path), {"process": served("file")}))
             assert isinstance(opened, Opened), stderr.read()
-            # The worker, its handle's child, and the spare child started for the next handle.
-            assert len(group_members(worker.process.pid)) == 3
+            # The worker and its handle's child: a worker starts no spare child for a
+            # next handle it never opens.
+            assert len(group_members(worker.process.pid)) == 2
             await worker.kill()
             assert group_members(worker.process.pid) == []
 
