@@ -45,11 +45,17 @@ __all__ = [
     "SUPERUSER",
     "Cluster",
     "ClusterError",
+    "alive",
     "find_tool",
+    "free_port",
     "make_cluster",
     "reap_stale",
+    "required_tool",
+    "run_as",
+    "server_owner",
     "start",
     "stop",
+    "throwaway_directory",
     "with_settings",
 ]
 
@@ -102,20 +108,22 @@ def find_tool(name: str) -> str | None:
     return candidates[-1] if candidates else None
 
 
-def _tool(name: str) -> str:
+def required_tool(name: str) -> str:
+    """`find_tool`'s path; `ClusterError` saying how to install it when there is none."""
     found = find_tool(name)
     if found is None:
         raise ClusterError(f"{name} not found: install PostgreSQL (apt-get install postgresql)")
     return found
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
 
 
-def _owner() -> str | None:
+def server_owner() -> str | None:
     """The unprivileged user to run the server as, or None when we are not root."""
     if os.geteuid() != 0:
         return None
@@ -126,7 +134,9 @@ def _owner() -> str | None:
     raise ClusterError("running as root and neither a 'postgres' nor a 'nobody' user exists")
 
 
-def _run(argv: list[str], owner: str | None) -> str:
+def run_as(argv: list[str], owner: str | None) -> str:
+    """Run a PostgreSQL program as ``owner`` (None: this user); its stdout, or
+    `ClusterError` with its output when it fails."""
     if owner is not None:
         argv = ["runuser", "-u", owner, "--", *argv]
     result = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=PATIENCE)
@@ -135,7 +145,7 @@ def _run(argv: list[str], owner: str | None) -> str:
     return result.stdout
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
     """Whether ``pid`` names a process that has not ended (a zombie has ended)."""
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
@@ -169,8 +179,8 @@ class Cluster:
     ) -> None:
         self.directory = directory
         self.settings = tuple(settings)
-        self.port = port or _free_port()
-        self._owner = _owner()
+        self.port = port or free_port()
+        self._owner = server_owner()
         self._copied = False
         self._process: subprocess.Popen[bytes] | None = None
 
@@ -209,9 +219,9 @@ class Cluster:
                     raise ClusterError(
                         f"{parent} is not searchable by {self._owner}; pick another directory"
                     )
-        initdb = _tool("initdb")
+        initdb = required_tool("initdb")
         data = str(self.data_directory)
-        _run(
+        run_as(
             [initdb, "-D", data, "-U", SUPERUSER, "--auth=trust", "-E", "UTF8", "--no-sync"],
             self._owner,
         )
@@ -238,7 +248,7 @@ class Cluster:
         lingers as a zombie (where nothing reaps orphans, a zombie's process id passes for
         a live server and the next start refuses the data directory)."""
         data = self._prepare()
-        argv = [_tool("postgres"), "-D", str(data), *self._server_arguments()]
+        argv = [required_tool("postgres"), "-D", str(data), *self._server_arguments()]
         log = self.directory / "server.log"
         entry = pwd.getpwnam(self._owner) if self._owner is not None else None
         with log.open("ab") as output:
@@ -274,9 +284,9 @@ class Cluster:
         return once it accepts connections: for a cluster a shell or another process holds."""
         data = self._prepare()
         options = " ".join(self._server_arguments())
-        pg_ctl = _tool("pg_ctl")
+        pg_ctl = required_tool("pg_ctl")
         log = str(self.directory / "server.log")
-        _run([pg_ctl, "-D", str(data), "-l", log, "-o", options, "-w", "start"], self._owner)
+        run_as([pg_ctl, "-D", str(data), "-l", log, "-o", options, "-w", "start"], self._owner)
         (self.directory / "dsn").write_text(self.dsn + "\n")
 
     def postmaster(self) -> int | None:
@@ -285,7 +295,7 @@ class Cluster:
             pid = int((self.data_directory / "postmaster.pid").read_text().split()[0])
         except (OSError, ValueError, IndexError):
             return None
-        return pid if _alive(pid) else None
+        return pid if alive(pid) else None
 
     def processes(self) -> list[int]:
         """Every server process: the postmaster, then each process it started."""
@@ -309,7 +319,7 @@ class Cluster:
                 os.kill(pid, signal.SIGKILL)
         deadline = time.monotonic() + PATIENCE
         for pid in pids:
-            while _alive(pid):
+            while alive(pid):
                 if time.monotonic() > deadline:
                     raise ClusterError(f"server process {pid} outlived SIGKILL for {PATIENCE:g}s")
                 time.sleep(0.01)  # polled, with the deadline above
@@ -319,8 +329,8 @@ class Cluster:
     def settle(self) -> None:
         """Make everything the server has written durable (``CHECKPOINT``) and return
         with it idle until the next request."""
-        psql = _tool("psql")
-        _run([psql, "-X", "-q", "-d", self.dsn, "-c", "CHECKPOINT"], None)
+        psql = required_tool("psql")
+        run_as([psql, "-X", "-q", "-d", self.dsn, "-c", "CHECKPOINT"], None)
 
     def stop(self) -> None:
         """Stop the server (immediately: no shutdown checkpoint) if it runs."""
@@ -328,14 +338,14 @@ class Cluster:
             self._process.send_signal(signal.SIGQUIT)  # PostgreSQL's immediate shutdown
             self._process.wait(PATIENCE)
         elif self.postmaster() is not None:
-            pg_ctl = _tool("pg_ctl")
+            pg_ctl = required_tool("pg_ctl")
             data = str(self.data_directory)
-            _run([pg_ctl, "-D", data, "-m", "immediate", "-w", "stop"], self._owner)
+            run_as([pg_ctl, "-D", data, "-m", "immediate", "-w", "stop"], self._owner)
 
     def copy_at(self) -> Cluster:
         """A cluster with these settings in a new throwaway directory whose data directory
         does not exist yet: the caller writes one there, then starts it."""
-        copy = Cluster(_throwaway_directory(), self.settings)
+        copy = Cluster(throwaway_directory(), self.settings)
         copy._hand_over(copy.directory)
         copy._copied = True
         return copy
@@ -369,7 +379,7 @@ def _kit_root() -> Path:
     return Path(tempfile.gettempdir())
 
 
-def _throwaway_directory(holder: int | None = None) -> Path:
+def throwaway_directory(holder: int | None = None) -> Path:
     """A new ``cluster`` directory in a new parent the server's user can reach (under
     `_kit_root`), recording ``holder`` (default: this process) for `reap_stale`."""
     parent = Path(tempfile.mkdtemp(prefix=STALE_PREFIX, dir=_kit_root()))
@@ -384,7 +394,7 @@ def make_cluster(settings: Sequence[str] = SETTINGS) -> Cluster:
     """A new cluster with ``settings`` in a throwaway directory, started; `Cluster.remove`
     removes it, and `reap_stale` does once this process has died."""
     reap_stale()
-    cluster = Cluster(_throwaway_directory(), settings)
+    cluster = Cluster(throwaway_directory(), settings)
     try:
         cluster.initialise()
         cluster.start()
@@ -405,7 +415,7 @@ def reap_stale(root: Path | None = None) -> list[Path]:
             holder = int((cluster / "holder").read_text())
         except (OSError, ValueError):
             continue  # still being made, or not one of ours
-        if _alive(holder):
+        if alive(holder):
             continue
         stop(cluster)
         with contextlib.suppress(OSError):
@@ -421,7 +431,7 @@ def start(directory: Path, holder: int | None = None) -> str:
     the next `start` stops the cluster if nobody did (`reap_stale`)."""
     reap_stale()
     for tool in ("initdb", "pg_ctl"):
-        _tool(tool)
+        required_tool(tool)
     directory.mkdir(parents=True)
     (directory / "holder").write_text(f"{holder or os.getpid()}\n")
     cluster = Cluster(directory)

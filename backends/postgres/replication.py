@@ -26,14 +26,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import glob
 import os
 import pwd
 import shutil
 import signal
-import socket
-import subprocess
-import tempfile
 import time
 from pathlib import Path
 from typing import Final, Literal
@@ -41,6 +37,15 @@ from typing import Final, Literal
 import psycopg
 
 from ...spec import ServerAddress
+from .cluster import (
+    ClusterError,
+    alive,
+    free_port,
+    required_tool,
+    run_as,
+    server_owner,
+    throwaway_directory,
+)
 
 __all__ = [
     "STANDBY_NAME",
@@ -75,7 +80,7 @@ _SETTINGS: Final = (
 )
 
 
-class PairError(RuntimeError):
+class PairError(ClusterError):
     """Starting, killing or promoting a server of the pair failed; the message says which step."""
 
 
@@ -96,56 +101,30 @@ def dsn_via(dsn: str, address: ServerAddress) -> str:
     return psycopg.conninfo.make_conninfo("", **params)
 
 
-def _tool(name: str) -> str:
-    """``initdb``, ``pg_ctl`` or ``pg_basebackup``: on PATH, else the newest Debian install."""
-    for found in (shutil.which(name), *sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"))[-1:]):
-        if found:
-            return found
-    raise PairError(f"{name} not found: install PostgreSQL (apt-get install postgresql)")
-
-
-def _server_user() -> pwd.struct_passwd | None:
-    """Who runs the servers: None (this user) unless this is root, which PostgreSQL refuses."""
-    if os.geteuid() != 0:
-        return None
-    for candidate in ("postgres", "nobody"):
-        with contextlib.suppress(KeyError):
-            return pwd.getpwnam(candidate)
-    raise PairError("running as root and neither a 'postgres' nor a 'nobody' user exists")
-
-
 class _Server:
     """One server of the pair: its directory (``…/cluster``), port and data directory."""
 
-    def __init__(self, user: pwd.struct_passwd | None) -> None:
-        self.user = user
-        parent = Path(tempfile.mkdtemp(prefix="checkpointspec-pg-"))
-        parent.chmod(0o755)  # the server's user must reach the directory inside
-        self.home = parent / "cluster"
-        self.home.mkdir()
-        (self.home / "holder").write_text(f"{os.getpid()}\n")
-        if user is not None:
-            os.chown(self.home, user.pw_uid, user.pw_gid)
+    def __init__(self, owner: str | None) -> None:
+        self.owner = owner
+        self.home = throwaway_directory()
+        if owner is not None:
+            entry = pwd.getpwnam(owner)
+            os.chown(self.home, entry.pw_uid, entry.pw_gid)
         self.data = self.home / "data"
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            self.port = int(sock.getsockname()[1])
+        self.port = free_port()
         self.address = ServerAddress("127.0.0.1", self.port)
 
     def command(self, *argv: str) -> None:
-        """Run a PostgreSQL tool as the server's user; `PairError` with its output if it fails."""
-        full = (
-            list(argv) if self.user is None else ["runuser", "-u", self.user.pw_name, "--", *argv]
-        )
-        done = subprocess.run(full, capture_output=True, text=True, check=False, timeout=_DEADLINE)
-        if done.returncode != 0:
-            raise PairError(f"{' '.join(argv)} failed: {(done.stderr or done.stdout).strip()}")
+        """Run a PostgreSQL tool as the server's user; `ClusterError` with its output if it fails."""
+        run_as(list(argv), self.owner)
 
     def start(self, settings: tuple[str, ...]) -> None:
         options = " ".join(f"-c {setting}" for setting in settings)
         options += f" -p {self.port} -c unix_socket_directories={self.home}"
         log = str(self.home / "server.log")
-        self.command(_tool("pg_ctl"), "-D", str(self.data), "-l", log, "-o", options, "-w", "start")
+        self.command(
+            required_tool("pg_ctl"), "-D", str(self.data), "-l", log, "-o", options, "-w", "start"
+        )
 
     def postmaster(self) -> int | None:
         try:
@@ -161,30 +140,19 @@ class _Server:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pid, signal.SIGKILL)
         deadline = time.monotonic() + _DEADLINE
-        while _alive(pid):
+        while alive(pid):
             if time.monotonic() > deadline:
                 raise PairError(f"the primary's postmaster {pid} outlived SIGKILL for {_DEADLINE}s")
             time.sleep(0.01)
 
     def remove(self) -> None:
         pid = self.postmaster()
-        if pid is not None and _alive(pid):
-            with contextlib.suppress(PairError):
-                self.command(_tool("pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop")
+        if pid is not None and alive(pid):
+            with contextlib.suppress(ClusterError):
+                self.command(
+                    required_tool("pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop"
+                )
         shutil.rmtree(self.home.parent, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A killed child of ours stays a zombie until reaped; the postmaster is pg_ctl's.
-    with contextlib.suppress(OSError):
-        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
-    return True
 
 
 class PostgresPair:
@@ -199,9 +167,9 @@ class PostgresPair:
 
     def __init__(self, replication: Replication) -> None:
         self.replication: Replication = replication
-        user = _server_user()
-        self._primary = _Server(user)
-        self._standby = _Server(user)
+        owner = server_owner()
+        self._primary = _Server(owner)
+        self._standby = _Server(owner)
 
     @classmethod
     async def start(cls, directory: Path, replication: Replication) -> PostgresPair:
@@ -220,7 +188,7 @@ class PostgresPair:
     def _start_primary(self) -> None:
         server = self._primary
         server.command(
-            _tool("initdb"), "-D", str(server.data), "-U", _ROLE, "--auth=trust", "-E", "UTF8",
+            required_tool("initdb"), "-D", str(server.data), "-U", _ROLE, "--auth=trust", "-E", "UTF8",
             "--no-sync",
         )  # fmt: skip
         synchronous = self.replication == "synchronous"
@@ -244,7 +212,7 @@ class PostgresPair:
     def _start_standby(self, upstream: ServerAddress) -> None:
         standby = self._standby
         standby.command(
-            _tool("pg_basebackup"), "-h", self.primary.host, "-p", str(self.primary.port),
+            required_tool("pg_basebackup"), "-h", self.primary.host, "-p", str(self.primary.port),
             "-U", _ROLE, "-D", str(standby.data), "-X", "stream", "--no-sync",
         )  # fmt: skip
         (standby.data / "standby.signal").write_text("")
@@ -283,7 +251,12 @@ class PostgresPair:
 
     async def promote_standby(self) -> None:
         await asyncio.to_thread(
-            self._standby.command, _tool("pg_ctl"), "-D", str(self._standby.data), "-w", "promote"
+            self._standby.command,
+            required_tool("pg_ctl"),
+            "-D",
+            str(self._standby.data),
+            "-w",
+            "promote",
         )
 
     async def stop(self) -> None:
