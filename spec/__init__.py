@@ -88,7 +88,6 @@ from .protocol import (
     StoreHooks,
 )
 from .records import IntegrityReport, SessionInfo, StoredEvent
-from .remote import FailoverPair, Replicated, ServerAddress, ServerRouted
 from .restoration import (
     FileRestore,
     RecoveryOutcome,
@@ -100,7 +99,14 @@ from .restoration import (
     plan_restore,
 )
 from .rules import LEVEL_MEANINGS, RULES, RULES_BY_ID, Level, Rule, Strength, Suite, rule
-from .server import ServerControl, ServerLaunching
+from .server import (
+    FailoverPair,
+    Replicated,
+    ServerAddress,
+    ServerControl,
+    ServerLaunching,
+    ServerRouted,
+)
 from .session_layer import (
     SESSION_LAYER_NAMES,
     CompactFunction,

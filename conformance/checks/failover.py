@@ -103,7 +103,7 @@ async def acknowledged_writes_survive_failover(h: Harness) -> None:
         raise CheckSkipped(
             "DUR-004 needs a primary and standby the kit may kill and promote: the handle does "
             "not implement Replicated (start_failover_pair(directory), see "
-            "checkpointspec.spec.remote)"
+            "checkpointspec.spec.server)"
         )
     for number in range(h.profile.failovers):
         findings, done = await _round(h, specimen, number)

@@ -79,7 +79,7 @@ async def cut_connections_lose_nothing(h: Harness) -> None:
         raise CheckSkipped(
             "NET-001 needs to put a proxy between the backend and its server: the handle does "
             "not implement ServerRouted (server_address() and options_via(options, address), "
-            "see checkpointspec.spec.remote)"
+            "see checkpointspec.spec.server)"
         )
     address = specimen.server_address()
     if address is None:
