@@ -69,7 +69,7 @@ def test_an_interrupted_run_leaves_nothing_running(
         def at_work() -> bool:
             assert run.poll() is None, f"the run ended first, with status {run.returncode}"
             running = _marked(mark)
-            return any("forkserver" in command for _, command in running) and len(running) >= 5
+            return any("--fork-server" in command for _, command in running) and len(running) >= 5
 
         _wait_for("a fork server and workers running", at_work, within=120)
         run.send_signal(interruption)

@@ -342,7 +342,8 @@ class WorkerClient:
         adds to its environment.
         """
         if not prefix and not env:
-            forked = await spawn_forked(backend, stderr, worker_env(), _REPLY_LIMIT)
+            argv = worker_argv(backend)
+            forked = await spawn_forked(backend, argv, stderr, worker_env(), _REPLY_LIMIT)
             if forked is not None:
                 return cls(forked, stderr, reply_timeout)
         process = await asyncio.create_subprocess_exec(

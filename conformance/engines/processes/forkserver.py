@@ -3,12 +3,14 @@
 Every kill of a worker (KILL-001's commanded machine and holds, READ-003, DUR-002,
 the stress run) needs a fresh worker, and a fresh interpreter pays the backend's
 imports again: a library that takes 3 s to import made a quick run spend most of
-its time importing. So a run starts one *fork server* per backend (``python -m
-checkpointspec.conformance.engines.processes.forkserver BACKEND FD``): it imports the
-worker and loads the backend's factory once, then forks a worker on each request.
-A forked worker is the same worker (`checkpointspec.conformance.engines.processes.worker`):
-its own session and process group, its stdin, stdout and stderr the kit's pipes
-and file, the same protocol, the same exit statuses.
+its time importing. So a run starts one *fork server* per backend: the worker
+program in its fork-server mode (``python -m
+checkpointspec.conformance.engines.processes.worker BACKEND --fork-server FD``,
+`checkpointspec.conformance.engines.processes.worker.serve_forks`), which loads the
+backend's factory once, then forks a worker on each request. A forked worker is the
+same worker: its own session and process group, its stdin, stdout and stderr the
+kit's pipes and file, the same protocol, the same exit statuses. This module is the
+kit's end and the wire between the two (`FORK_SERVER_FLAG`, `READY`, `PID`, `STATUS`).
 
 The kit's end (`spawn_forked`) hands the fork server four descriptors over a Unix
 socket (``SCM_RIGHTS``): the worker's stdin and stdout pipe ends, its stderr file,
@@ -21,9 +23,9 @@ and `returncode`, read from the status pipe in whichever event loop asks.
 Where a fork server cannot serve, a worker is started as its own program as before:
 a worker run under a tracer (``prefix``) or with an environment of its own, a
 backend the fork server could not load (the worker started afresh then reports the
-import's error as always), a fork server that died, a system without ``pidfd_open`` (Linux before 5.3), or
-``CHECKPOINTSPEC_FORK_SERVER=0`` in the environment — for a backend that starts
-threads when imported, which a fork does not carry over.
+import's error as always), a fork server that died, a system without ``pidfd_open``
+(Linux before 5.3), or ``CHECKPOINTSPEC_FORK_SERVER=0`` in the environment — for a
+backend that starts threads when imported, which a fork does not carry over.
 """
 
 from __future__ import annotations
@@ -32,24 +34,35 @@ import asyncio
 import atexit
 import contextlib
 import os
-import select
-import signal
 import socket
 import struct
 import subprocess
-import sys
 import tempfile
 import threading
 from typing import IO, Final
 
-__all__ = ["FORK_SERVER_SETTING", "ForkedWorker", "spawn_forked"]
+__all__ = [
+    "FORK_SERVER_FLAG",
+    "FORK_SERVER_SETTING",
+    "PID",
+    "READY",
+    "STATUS",
+    "ForkedWorker",
+    "spawn_forked",
+]
 
 FORK_SERVER_SETTING: Final = "CHECKPOINTSPEC_FORK_SERVER"
 """Set it to ``0`` to start every worker as its own program."""
 
-_STATUS: Final = struct.Struct("!i")
-_PID: Final = struct.Struct("!q")
-_READY: Final = b"ready"
+FORK_SERVER_FLAG: Final = "--fork-server"
+"""The worker's argument that makes it a fork server on the socket whose descriptor follows."""
+
+STATUS: Final = struct.Struct("!i")
+"""A forked worker's exit status, as the fork server writes it to the worker's status pipe."""
+PID: Final = struct.Struct("!q")
+"""A forked worker's pid, the fork server's answer to each request."""
+READY: Final = b"ready"
+"""What the fork server sends once it has loaded the backend."""
 _START_PATIENCE: Final = 300.0
 """Seconds a fork server may take to import the backend: some libraries take long."""
 
@@ -92,12 +105,12 @@ class ForkedWorker:
 
     def _take_status(self) -> None:
         try:
-            data = os.read(self._status_fd, _STATUS.size)
+            data = os.read(self._status_fd, STATUS.size)
         except BlockingIOError:
             return
         # End of file without a status: the fork server is gone and cannot say how
         # the worker ended; it was killed with its session or will be.
-        self._returncode = _STATUS.unpack(data)[0] if len(data) == _STATUS.size else -9
+        self._returncode = STATUS.unpack(data)[0] if len(data) == STATUS.size else -9
         if self._exited is not None:
             self._exited.get_loop().remove_reader(self._status_fd)
             if not self._exited.done():
@@ -108,11 +121,11 @@ class ForkedWorker:
 class _ForkServer:
     """The kit's end of one fork server."""
 
-    def __init__(self, backend: str, env: dict[str, str]) -> None:
+    def __init__(self, argv: list[str], env: dict[str, str]) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed by close()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", __name__, backend, str(theirs.fileno())],
+            [*argv, FORK_SERVER_FLAG, str(theirs.fileno())],
             pass_fds=[theirs.fileno()],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
@@ -125,7 +138,7 @@ class _ForkServer:
         self.lock = threading.Lock()
         ours.settimeout(_START_PATIENCE)
         try:
-            self.ready = ours.recv(len(_READY)) == _READY
+            self.ready = ours.recv(len(READY)) == READY
         except OSError:
             self.ready = False
         ours.settimeout(None)
@@ -136,8 +149,8 @@ class _ForkServer:
         """The pid of a new worker on these descriptors."""
         with self.lock:
             socket.send_fds(self.socket, [b"fork"], [stdin, stdout, stderr, status])
-            answer = _receive_exactly(self.socket, _PID.size)
-        return int(_PID.unpack(answer)[0])
+            answer = _receive_exactly(self.socket, PID.size)
+        return int(PID.unpack(answer)[0])
 
     def close(self) -> None:
         self.socket.close()  # the fork server ends at end of file
@@ -153,12 +166,12 @@ _servers: dict[tuple[int, str], _ForkServer | None] = {}
 _servers_lock = threading.Lock()
 
 
-def _server_for(backend: str, env: dict[str, str]) -> _ForkServer | None:
+def _server_for(backend: str, argv: list[str], env: dict[str, str]) -> _ForkServer | None:
     """This process's fork server for ``backend``, started on first use; None if it cannot serve."""
     key = (os.getpid(), backend)  # a pool process of the runner starts its own
     with _servers_lock:
         if key not in _servers:
-            server: _ForkServer | None = _ForkServer(backend, env)
+            server: _ForkServer | None = _ForkServer(argv, env)
             if server is not None and not server.ready:
                 server = None
             _servers[key] = server
@@ -175,14 +188,14 @@ def _close_servers() -> None:
 
 
 async def spawn_forked(
-    backend: str, stderr: IO[bytes], env: dict[str, str], limit: int
+    backend: str, argv: list[str], stderr: IO[bytes], env: dict[str, str], limit: int
 ) -> ForkedWorker | None:
     """A worker for ``backend`` forked from the run's fork server, or None where a
     fork server cannot serve (see the module's docstring); ``limit`` is its stdout
     reader's line limit."""
     if os.environ.get(FORK_SERVER_SETTING, "1") == "0" or not hasattr(os, "pidfd_open"):
         return None
-    server = _server_for(backend, env)
+    server = _server_for(backend, argv, env)
     if server is None:
         return None
     child_stdin, our_stdin = os.pipe()
@@ -222,65 +235,3 @@ def _receive_exactly(sock: socket.socket, size: int) -> bytes:
             raise ConnectionError("the fork server ended")
         data += chunk
     return data
-
-
-# -- the fork server ---------------------------------------------------------------------
-
-
-def _serve(backend: str, fd: int) -> None:
-    """Load ``backend``'s factory, then fork a worker per request until end of file."""
-    from ....backends.registry import resolve_backend
-    from .worker import serve_forked
-
-    sock = socket.socket(fileno=fd)
-    factory = resolve_backend(backend).load()
-    sock.sendall(_READY)
-    statuses: dict[int, int] = {}  # a child's pid -> the write end of its status pipe
-    running: dict[int, int] = {}  # a pidfd -> its child's pid
-    ended: dict[int, int] = {}  # the same, once the child has exited, until it is reaped
-    while True:
-        # A traced child reaches its parent only once its tracer is done with it,
-        # after its pidfd has said it exited: those are tried again every 50 ms.
-        watched: list[socket.socket | int] = [sock, *running]
-        readable, _, _ = select.select(watched, [], [], 0.05 if ended else None)
-        for pidfd in readable:
-            if pidfd in running:
-                ended[pidfd] = running.pop(pidfd)
-        for pidfd, pid in list(ended.items()):
-            if (code := _reaped(pid)) is not None:
-                with contextlib.suppress(OSError):
-                    os.write(statuses[pid], _STATUS.pack(code))
-                os.close(statuses.pop(pid))
-                os.close(pidfd)
-                del ended[pidfd]
-        if sock not in readable:
-            continue
-        message, fds, _, _ = socket.recv_fds(sock, 16, 4)
-        if not message:
-            return  # the kit ended: its workers end at end of file on their stdin
-        pid = os.fork()
-        if pid == 0:
-            sock.close()
-            for kept in [*statuses.values(), *running, *ended, fds[3]]:
-                os.close(kept)
-            signal.signal(signal.SIGINT, signal.default_int_handler)
-            serve_forked(factory, fds[0], fds[1], fds[2])  # never returns
-        for passed in fds[:3]:
-            os.close(passed)
-        statuses[pid] = fds[3]
-        running[os.pidfd_open(pid)] = pid
-        sock.sendall(_PID.pack(pid))
-
-
-def _reaped(pid: int) -> int | None:
-    """The exit status of child ``pid`` once reaped here; None while it cannot be yet."""
-    try:
-        waited, status = os.waitpid(pid, os.WNOHANG)
-    except ChildProcessError:
-        return -signal.SIGKILL  # not ours to wait for any more: it was killed
-    return None if waited == 0 else os.waitstatus_to_exitcode(status)
-
-
-if __name__ == "__main__":
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the kit ends it, by end of file
-    _serve(sys.argv[1], int(sys.argv[2]))

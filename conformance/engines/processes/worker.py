@@ -25,6 +25,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import select
+import signal
+import socket
 import sys
 import traceback
 from pathlib import Path
@@ -54,6 +57,7 @@ from ....spec import (
 from ..provenance import backend_operation, open_checkpointer
 from ..violations import RuleViolation
 from .client import BACKEND_FAILED, BROKE_A_RULE, violation_line
+from .forkserver import FORK_SERVER_FLAG, PID, READY, STATUS
 from .stress import run_workload
 
 __all__: list[str] = []
@@ -158,5 +162,63 @@ def serve_forked(factory: BackendFactory, stdin: int, stdout: int, stderr: int) 
     os._exit(status)  # not the fork server's cleanup: it is still running
 
 
+def serve_forks(backend: str, fd: int) -> None:
+    """Be the fork server of `checkpointspec.conformance.engines.processes.forkserver`
+    on the socket ``fd``: load ``backend``'s factory, then fork a worker per request
+    (`serve_forked` in the child) until end of file, reporting each one's pid and,
+    once reaped, its exit status."""
+    sock = socket.socket(fileno=fd)
+    factory = resolve_backend(backend).load()
+    sock.sendall(READY)
+    statuses: dict[int, int] = {}  # a child's pid -> the write end of its status pipe
+    running: dict[int, int] = {}  # a pidfd -> its child's pid
+    ended: dict[int, int] = {}  # the same, once the child has exited, until it is reaped
+    while True:
+        # A traced child reaches its parent only once its tracer is done with it,
+        # after its pidfd has said it exited: those are tried again every 50 ms.
+        watched: list[socket.socket | int] = [sock, *running]
+        readable, _, _ = select.select(watched, [], [], 0.05 if ended else None)
+        for pidfd in readable:
+            if pidfd in running:
+                ended[pidfd] = running.pop(pidfd)
+        for pidfd, pid in list(ended.items()):
+            if (code := _reaped(pid)) is not None:
+                with contextlib.suppress(OSError):
+                    os.write(statuses[pid], STATUS.pack(code))
+                os.close(statuses.pop(pid))
+                os.close(pidfd)
+                del ended[pidfd]
+        if sock not in readable:
+            continue
+        message, fds, _, _ = socket.recv_fds(sock, 16, 4)
+        if not message:
+            return  # the kit ended: its workers end at end of file on their stdin
+        pid = os.fork()
+        if pid == 0:
+            sock.close()
+            for kept in [*statuses.values(), *running, *ended, fds[3]]:
+                os.close(kept)
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            serve_forked(factory, fds[0], fds[1], fds[2])  # never returns
+        for passed in fds[:3]:
+            os.close(passed)
+        statuses[pid] = fds[3]
+        running[os.pidfd_open(pid)] = pid
+        sock.sendall(PID.pack(pid))
+
+
+def _reaped(pid: int) -> int | None:
+    """The exit status of child ``pid`` once reaped here; None while it cannot be yet."""
+    try:
+        waited, status = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return -signal.SIGKILL  # not ours to wait for any more: it was killed
+    return None if waited == 0 else os.waitstatus_to_exitcode(status)
+
+
 if __name__ == "__main__":
-    _main(sys.argv[1])
+    if FORK_SERVER_FLAG in sys.argv:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the kit ends it, by end of file
+        serve_forks(sys.argv[1], int(sys.argv[sys.argv.index(FORK_SERVER_FLAG) + 1]))
+    else:
+        _main(sys.argv[1])
