@@ -19,6 +19,7 @@ from checkpointspec.conformance.engines.processes.client import (
 )
 from checkpointspec.conformance.engines.processes.forkserver import (
     FORK_SERVER_SETTING,
+    MOST_FORK_SERVERS,
     ForkedWorker,
 )
 from checkpointspec.conformance.engines.processes.groups import group_members
@@ -111,3 +112,33 @@ def test_workers_of_one_backend_share_one_fork_server(tmp_path: Path) -> None:
 def _parent_of(pid: int) -> int:
     stat = Path(f"/proc/{pid}/stat").read_text()
     return int(stat[stat.rfind(")") + 2 :].split()[1])
+
+
+def test_a_process_keeps_a_few_fork_servers_ending_the_least_recently_used() -> None:
+    backends = [
+        "memory",
+        "file",
+        "sqlite",
+        "checkpointspec.backends.memory:make",
+        "checkpointspec.backends.file:make",
+    ]
+    assert len(backends) > MOST_FORK_SERVERS
+
+    async def scenario() -> list[int]:
+        servers = []
+        with tempfile.TemporaryFile() as stderr:
+            for backend in backends:
+                worker = await _started(backend, stderr)
+                servers.append(_parent_of(worker.process.pid))
+                await worker.close()
+        return servers
+
+    servers = run(scenario())
+    # Started one after another, the first is the least recently used: it has ended.
+    assert not Path(f"/proc/{servers[0]}").exists() or _state(servers[0]) in "ZX"
+    assert all(Path(f"/proc/{pid}").exists() for pid in servers[1:])
+
+
+def _state(pid: int) -> str:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat[stat.rfind(")") + 2]

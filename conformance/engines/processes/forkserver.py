@@ -44,6 +44,7 @@ from typing import IO, Final
 __all__ = [
     "FORK_SERVER_FLAG",
     "FORK_SERVER_SETTING",
+    "MOST_FORK_SERVERS",
     "PID",
     "READY",
     "STATUS",
@@ -163,19 +164,35 @@ class _ForkServer:
 
 
 _servers: dict[tuple[int, str], _ForkServer | None] = {}
+"""This process's fork servers by (pid, backend), the most recently used last."""
 _servers_lock = threading.Lock()
+
+MOST_FORK_SERVERS: Final = 4
+"""Fork servers a process keeps at once: a process that checks many backends one after
+another (a test session, the pytest plugin) ends the least recently used, whose
+workers have long ended, rather than keep an interpreter per backend it ever used."""
 
 
 def _server_for(backend: str, argv: list[str], env: dict[str, str]) -> _ForkServer | None:
     """This process's fork server for ``backend``, started on first use; None if it cannot serve."""
     key = (os.getpid(), backend)  # a pool process of the runner starts its own
+    ended: list[_ForkServer] = []
     with _servers_lock:
-        if key not in _servers:
+        if key in _servers:
+            _servers[key] = _servers.pop(key)  # the most recently used goes last
+        else:
             server: _ForkServer | None = _ForkServer(argv, env)
             if server is not None and not server.ready:
                 server = None
             _servers[key] = server
-        return _servers[key]
+            while len(_servers) > MOST_FORK_SERVERS:
+                oldest = _servers.pop(next(iter(_servers)))
+                if oldest is not None:
+                    ended.append(oldest)
+        chosen = _servers[key]
+    for server in ended:
+        server.close()
+    return chosen
 
 
 @atexit.register
