@@ -665,18 +665,25 @@ def _main(pid: int, target: int, roots: list[str]) -> int:
     out.write("attached\n")
     out.flush()
     stdin = sys.stdin.fileno()
+    looked = time.monotonic()
     while True:
         found = tracer.wait()
-        if found is None:
+        # The kit's end of stdin is looked for when no stop is pending, and at least
+        # every _POLL seconds while stops keep coming: a tree that never stops making
+        # system calls (a writer polling for a lock) must not keep this process alive.
+        if found is None or time.monotonic() - looked >= _POLL:
+            looked = time.monotonic()
             # A traced process that exited can stay a zombie whose exit is never
             # reported here (a thread-group leader whose exit waits on its threads'):
             # it has ended all the same, and this process's exit lets its parent reap it.
-            ended = tracer.gone or not _alive(pid)
-            if ended or (select.select([stdin], [], [], _POLL)[0] and not os.read(stdin, 64)):
+            ended = found is None and (tracer.gone or not _alive(pid))
+            wait = _POLL if found is None else 0.0
+            if ended or (select.select([stdin], [], [], wait)[0] and not os.read(stdin, 64)):
                 # The kit is done with it (or nothing is left): exiting kills the tracees.
                 out.write("".join(f"{call}\n" for call in [f"count {tracer.count}", *tracer.calls]))
                 out.flush()
                 return 0
+        if found is None:
             continue
         if tracer.handle(*found):
             break
