@@ -6,7 +6,7 @@ database out-of-band through plain psycopg connections: one schema per store
 directory and its clean-up, the version marker, writers on different
 connections, connections terminated mid-write, advisory maintenance locks, and
 the CLI's one-line refusal of a bad DSN or an unreachable server. The server
-is the ``postgres_dsn`` fixture (tests/backends/conftest.py): without one these
+is the ``postgres_dsn`` fixture (tests/conftest.py): without one these
 tests skip, naming the reason, and with ``CI=true`` they fail.
 """
 
