@@ -21,7 +21,7 @@ The steps, each usable on its own:
 
 This module knows nothing of the session layer or the kit: it may import only
 `checkpointspec.spec`. The kit wraps the handles it opens in its own way
-(`checkpointspec.conformance.engines.provenance.open_checkpointer`).
+(`checkpointspec.conformance.engines.target.provenance.open_checkpointer`).
 """
 
 from __future__ import annotations

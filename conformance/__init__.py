@@ -26,7 +26,7 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .engines.run import KitRun
+    from .engines.run.kit_run import KitRun
     from .running.plan import plan_run
     from .running.registry import ALL_CHECKS, SESSION_CHECKS, select_checks
     from .running.report import CheckResult, KitReport

@@ -33,6 +33,19 @@ PACKAGES = ("spec", "backends", "reference", "conformance")
 """The packages in dependency order: each may import those before it."""
 KIT_LAYERS = ("engines", "checks", "running", "frontends")
 """The kit's layers in dependency order; anything else in the kit is its facade, above all."""
+ENGINE_FOLDERS = (
+    "contract",
+    "target",
+    "search",
+    "run",
+    "history",
+    "processes",
+    "machines",
+    "crash",
+    "network",
+)
+"""The engines' folders in dependency order (the table in ``conformance/engines/__init__.py``)."""
+ENGINES = f"{ROOT}.conformance.engines"
 SPEC_MAY_IMPORT = frozenset({"msgspec"}) | sys.stdlib_module_names
 
 
@@ -160,6 +173,34 @@ def kit_violations(module: Module) -> list[str]:
     ]
 
 
+def engine_folder(name: str) -> str | None:
+    """The engines' folder ``name`` is in: '' for the package itself, '?' for a loose module."""
+    if name == ENGINES:
+        return ""
+    if not name.startswith(ENGINES + "."):
+        return None
+    folder = name.split(".")[3]
+    return folder if folder in ENGINE_FOLDERS else "?"
+
+
+def engine_violations(module: Module) -> list[str]:
+    """Imports of an engines folder after the module's own, and modules in no folder."""
+    own = engine_folder(module.name)
+    if own is None or own == "":
+        return []
+    if own == "?":
+        return [f"{module.name} is in none of the engines' folders"]
+    rank = ENGINE_FOLDERS.index(own)
+    found = []
+    for imp in module.imports:
+        target = engine_folder(imp.target)
+        if target is None:
+            continue
+        if target in {"", "?"} or ENGINE_FOLDERS.index(target) > rank:
+            found.append(f"{imp.module}:{imp.line} imports {imp.target}")
+    return found
+
+
 # -- the tree --------------------------------------------------------------------------------
 
 
@@ -211,6 +252,12 @@ def test_the_kit_layers_import_only_downwards() -> None:
     layers = {kit_rank(m.name) for m in _of("conformance")}
     assert layers == set(range(len(KIT_LAYERS) + 1)), "every layer has modules"
     assert [v for m in _of("conformance") for v in kit_violations(m)] == []
+
+
+def test_the_engines_folders_import_only_downwards() -> None:
+    folders = {engine_folder(m.name) for m in _of("conformance")} - {None, ""}
+    assert folders == set(ENGINE_FOLDERS), "every folder has modules, none is loose"
+    assert [v for m in _of("conformance") for v in engine_violations(m)] == []
 
 
 # -- the scanner sees what breaks each rule -------------------------------------------------
@@ -290,15 +337,19 @@ def test_foreign_and_dynamic_imports_in_spec_are_found() -> None:
 @pytest.mark.parametrize(
     ("name", "source", "bad"),
     [
-        ("checkpointspec.conformance.engines.outcomes", "from ..checks import base\n", True),
         (
-            "checkpointspec.conformance.engines.outcomes",
-            "from ..running.runner import run_kit\n",
+            "checkpointspec.conformance.engines.contract.outcomes",
+            "from ...checks import base\n",
             True,
         ),
-        ("checkpointspec.conformance.engines.outcomes", "from .. import run_kit\n", True),
         (
-            "checkpointspec.conformance.engines.outcomes",
+            "checkpointspec.conformance.engines.contract.outcomes",
+            "from ...running.runner import run_kit\n",
+            True,
+        ),
+        ("checkpointspec.conformance.engines.contract.outcomes", "from ... import run_kit\n", True),
+        (
+            "checkpointspec.conformance.engines.contract.outcomes",
             "from .violations import RuleViolation\n",
             False,
         ),
@@ -319,7 +370,7 @@ def test_foreign_and_dynamic_imports_in_spec_are_found() -> None:
         ("checkpointspec.conformance.running.runner", "import checkpointspec.conformance\n", True),
         (
             "checkpointspec.conformance.frontends.cli",
-            "from ..running.runner import run_kit\n",
+            "from ...running.runner import run_kit\n",
             False,
         ),
         ("checkpointspec.conformance", "from .running.runner import run_kit\n", False),
@@ -328,3 +379,22 @@ def test_foreign_and_dynamic_imports_in_spec_are_found() -> None:
 def test_imports_up_the_kit_layers_are_found(name: str, source: str, bad: bool) -> None:
     is_package = name == "checkpointspec.conformance"
     assert bool(kit_violations(scan(source, name, is_package=is_package))) is bad
+
+
+@pytest.mark.parametrize(
+    ("name", "source", "bad"),
+    [
+        (f"{ENGINES}.history.chain", "from ..contract.ledger import Ledger\n", False),
+        (f"{ENGINES}.history.chain", "from ..machines.storage import Machine\n", True),
+        (f"{ENGINES}.contract.outcomes", "from ..search.budget import Slice\n", True),
+        (f"{ENGINES}.crash.holds", "from ..processes.client import WorkerClient\n", False),
+        (f"{ENGINES}.processes.client", "from ..crash.stopper import Stopper\n", True),
+        (f"{ENGINES}.machines.storage", "from .. import network\n", True),
+        (f"{ENGINES}.machines.storage", "from ..run import harness\n", False),
+        (f"{ENGINES}.loose", "import os\n", True),
+    ],
+)
+def test_imports_against_the_engines_folder_order_are_found(
+    name: str, source: str, bad: bool
+) -> None:
+    assert bool(engine_violations(scan(source, name))) is bad

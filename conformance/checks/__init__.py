@@ -5,8 +5,8 @@ on; each module lists its checks in a ``CHECKS`` tuple. Nothing is registered
 by importing: `checkpointspec.conformance.running.registry` joins the tuples.
 """
 
-from ..engines.harness import CheckSkipped, Harness, read_all
-from ..engines.profiles import DEFAULT_PROFILE, PROFILES, Profile
+from ..engines.run.harness import CheckSkipped, Harness, read_all
+from ..engines.run.profiles import DEFAULT_PROFILE, PROFILES, Profile
 from .base import Check, CheckFunc, check
 
 __all__ = [

@@ -38,8 +38,8 @@ from ...spec import (
     content_hash,
 )
 from ...spec.records import IntegrityReport
-from ..engines.outcomes import read_all
-from ..engines.violations import RuleViolation
+from ..engines.contract.outcomes import read_all
+from ..engines.contract.violations import RuleViolation
 
 __all__ = [
     "RESERVED",

@@ -20,13 +20,14 @@ from hypothesis.errors import UnsatisfiedAssumption
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
 from ...spec import Capability, Checkpointer, Codec, StoredEvent, StoreHooks
-from ..engines.budget import example_failed
-from ..engines.exploration import explore, rejecting_tolerated, tolerated_violation
-from ..engines.harness import Harness, read_all
+from ..engines.contract.outcomes import Err, run_backend
+from ..engines.contract.violations import RuleViolation, expect
 from ..engines.machines.storage import CheckpointerMachine, MachineEnv
-from ..engines.outcomes import Err, run_backend
 from ..engines.processes.client import Opened, WorkerClient, hello, started_workers
-from ..engines.replay import (
+from ..engines.run.harness import Harness, read_all
+from ..engines.search.budget import example_failed
+from ..engines.search.exploration import explore, rejecting_tolerated, tolerated_violation
+from ..engines.search.replay import (
     REPORTING_PHASES,
     SEARCH_PHASES,
     Reproduction,
@@ -34,7 +35,6 @@ from ..engines.replay import (
     replayable,
     run_exactly,
 )
-from ..engines.violations import RuleViolation, expect
 
 __all__ = [
     "MODEL_OBSERVED",
@@ -151,7 +151,7 @@ def run_property(
     Hypothesis shrinks a failing example and attaches it, and its reproduce blob, to
     the RuleViolation's notes. A failure is recorded and the search goes on with its
     rule tolerated (`explore_runs`). With ``--reproduce`` (``h.replay``) only the
-    recorded example runs (`checkpointspec.conformance.engines.replay`).
+    recorded example runs (`checkpointspec.conformance.engines.search.replay`).
     """
     loop = asyncio.new_event_loop()
 

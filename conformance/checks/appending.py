@@ -14,8 +14,8 @@ from ...spec import (
     ToolCall,
     UserPrompt,
 )
-from ..engines.harness import Harness, read_all
-from ..engines.outcomes import Err, Ok, run_backend
+from ..engines.contract.outcomes import Err, Ok, run_backend
+from ..engines.run.harness import Harness, read_all
 from ._support import (
     check_whole_batches,
     expect,

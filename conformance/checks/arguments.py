@@ -6,12 +6,12 @@ from collections.abc import Awaitable, Callable
 from functools import partial
 
 from ...spec import Capability, Checkpointer, InvalidArgumentError
-from ..engines.harness import Harness, read_all
 from ..engines.machines.strategies import (
     invalid_events_arguments,
     invalid_seqs,
     invalid_session_ids,
 )
+from ..engines.run.harness import Harness, read_all
 from ._support import expect, expect_error, run_property, snapshot, unchanged
 from .base import check
 

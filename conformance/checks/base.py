@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from ...spec import RULES_BY_ID, Capability
-from ..engines.budget import CheckKind
+from ..engines.search.budget import CheckKind
 
 if TYPE_CHECKING:
-    from ..engines.harness import Harness
+    from ..engines.run.harness import Harness
 
 __all__ = ["Check", "CheckFunc", "check"]
 
@@ -40,7 +40,7 @@ class Check(msgspec.Struct, frozen=True):
     differ; empty for a check whose replay is exact. Failure panels print it."""
     kind: CheckKind = "single"
     """What the check's time goes on, which decides its share of a run's time budget
-    (`checkpointspec.conformance.engines.budget.KIND_WEIGHTS`)."""
+    (`checkpointspec.conformance.engines.search.budget.KIND_WEIGHTS`)."""
 
     @property
     def rule_id(self) -> str:

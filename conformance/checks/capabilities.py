@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from ...spec import Capability, UnsupportedOperationError
-from ..engines.harness import CheckSkipped, Harness
-from ..engines.outcomes import Ok, run_backend
-from ..engines.violations import RuleViolation
+from ..engines.contract.outcomes import Ok, run_backend
+from ..engines.contract.violations import RuleViolation
+from ..engines.run.harness import CheckSkipped, Harness
 from ._support import append_five, snapshot, unchanged
 from .base import check
 

@@ -27,8 +27,8 @@ from ...spec import (
     content_hash,
 )
 from ...spec.events import FileEncoding
-from ..engines.harness import Harness
-from ..engines.violations import RuleViolation
+from ..engines.contract.violations import RuleViolation
+from ..engines.run.harness import Harness
 from ._session import append_log, same, session_logs
 from ._support import run_property
 from .base import check

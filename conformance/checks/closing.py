@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from ...spec import Capability, CheckpointerClosedError
-from ..engines.harness import Harness, read_all
+from ..engines.run.harness import Harness, read_all
 from ._support import expect, expect_error
 from .base import check
 

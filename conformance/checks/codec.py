@@ -7,9 +7,9 @@ from functools import partial
 from pathlib import Path
 
 from ...spec import Capability, CodecError
-from ..engines.fault_codecs import CorruptingCodec, FailingCodec, SealedCodec
-from ..engines.harness import Harness, read_all
-from ..engines.outcomes import Err, run_backend
+from ..engines.contract.outcomes import Err, run_backend
+from ..engines.run.harness import Harness, read_all
+from ..engines.target.fault_codecs import CorruptingCodec, FailingCodec, SealedCodec
 from ._support import (
     MODEL_OBSERVED,
     expect,

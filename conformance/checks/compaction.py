@@ -34,8 +34,8 @@ from ...spec import (
     content_hash,
     fold_model,
 )
-from ..engines.harness import Harness, read_all
-from ..engines.violations import RuleViolation
+from ..engines.contract.violations import RuleViolation
+from ..engines.run.harness import Harness, read_all
 from ._session import Intercepted, append_log, events_of, same
 from .base import check
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ...spec import Capability
-from ..engines.harness import Harness, read_all
+from ..engines.run.harness import Harness, read_all
 from ._support import expect, snapshot, unchanged
 from .base import check
 

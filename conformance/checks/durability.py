@@ -33,11 +33,11 @@ from ...spec import (
     FileSystemPorted,
     UserPrompt,
 )
+from ..engines.contract.violations import RuleViolation
 from ..engines.crash.disk import SimulatedDisk
 from ..engines.crash.verdicts import Round, Step, check_rounds, plan_workload
-from ..engines.harness import CheckSkipped, Harness, read_all
 from ..engines.processes.client import UNSENT, Acked, WorkerExited, WorkerHung
-from ..engines.violations import RuleViolation
+from ..engines.run.harness import CheckSkipped, Harness, read_all
 from ._support import check_whole_batches, expect, opened_workers, snapshot, spin
 from .base import check
 

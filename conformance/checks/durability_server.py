@@ -56,6 +56,7 @@ from pathlib import Path
 from typing import Final
 
 from ...spec import Checkpointer, ServerControl, ServerLaunching, UserPrompt
+from ..engines.contract.violations import RuleViolation, expect
 from ..engines.crash.disk import SimulatedDisk
 from ..engines.crash.recorder import (
     TracedRun,
@@ -75,9 +76,8 @@ from ..engines.crash.verdicts import (
     quiet,
     reopened_in_a_server,
 )
-from ..engines.harness import CheckSkipped, Harness, read_all
 from ..engines.processes.client import WorkerClient
-from ..engines.violations import RuleViolation, expect
+from ..engines.run.harness import CheckSkipped, Harness, read_all
 from ._support import check_whole_batches, spin
 from .base import check
 from .durability_traced import drive_traced_worker, steps_of

@@ -45,6 +45,7 @@ from typing import Final
 
 from ...backends.stdio.messages import Close
 from ...spec import ScratchFiles
+from ..engines.contract.violations import RuleViolation
 from ..engines.crash.disk import SimulatedDisk
 from ..engines.crash.recorder import (
     TracedRun,
@@ -63,7 +64,6 @@ from ..engines.crash.verdicts import (
     kind_of,
     plan_workload,
 )
-from ..engines.harness import CheckSkipped, Harness
 from ..engines.processes.client import (
     UNSENT,
     Failed,
@@ -73,7 +73,7 @@ from ..engines.processes.client import (
     WorkerHung,
     hello,
 )
-from ..engines.violations import RuleViolation
+from ..engines.run.harness import CheckSkipped, Harness
 from .base import check
 
 __all__ = ["CHECKS"]

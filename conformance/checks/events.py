@@ -12,8 +12,8 @@ from ...spec import (
     InvalidArgumentError,
     SessionEvent,
 )
-from ..engines.harness import Harness, read_all
 from ..engines.machines.strategies import events
+from ..engines.run.harness import Harness, read_all
 from ._support import expect, expect_error, run_property, snapshot, unchanged
 from .base import check
 

@@ -32,9 +32,9 @@ from typing import Final
 
 from ...spec import Checkpointer, Replicated
 from ..engines.crash.verdicts import quiet
-from ..engines.harness import CheckSkipped, Harness
 from ..engines.network.proxy import FaultProxy
 from ..engines.network.recorded import Writers, judge, violation
+from ..engines.run.harness import CheckSkipped, Harness
 from .base import check
 
 __all__ = ["CHECKS"]

@@ -31,8 +31,8 @@ from ...spec import (
     UserPrompt,
     fold_model,
 )
-from ..engines.harness import Harness
-from ..engines.violations import RuleViolation
+from ..engines.contract.violations import RuleViolation
+from ..engines.run.harness import Harness
 from ._session import append_log, same, session_logs
 from ._support import run_property
 from .base import check

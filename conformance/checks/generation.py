@@ -8,8 +8,8 @@ from ...spec import (
     Checkpointer,
     GenerationalCheckpointer,
 )
-from ..engines.harness import Harness
-from ..engines.violations import RuleViolation
+from ..engines.contract.violations import RuleViolation
+from ..engines.run.harness import Harness
 from ._support import append_five, expect, expect_error, snapshot, unchanged
 from .base import check
 

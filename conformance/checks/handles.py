@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ...spec import CheckpointConflictError
-from ..engines.harness import Harness
+from ..engines.run.harness import Harness
 from ._support import expect, expect_error, snapshot
 from .base import check
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ...spec import Capability
-from ..engines.harness import Harness
+from ..engines.run.harness import Harness
 from ._support import expect
 from .base import check
 

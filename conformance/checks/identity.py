@@ -8,8 +8,8 @@ from pathlib import Path
 from hypothesis import strategies as st
 
 from ...spec import Capability, Checkpointer
-from ..engines.harness import Harness, read_all
 from ..engines.machines.strategies import CONFUSABLE_IDS, session_ids
+from ..engines.run.harness import Harness, read_all
 from ._support import expect, run_property
 from .base import check
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from ...spec import Capability, CheckpointError
-from ..engines.harness import Harness, read_all
-from ..engines.outcomes import Err, run_backend
+from ..engines.contract.outcomes import Err, run_backend
+from ..engines.run.harness import Harness, read_all
 from ._support import changed_files, expect, fingerprint, hooks_of, snapshot
 from .base import check
 

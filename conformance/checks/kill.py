@@ -34,6 +34,7 @@ from typing import Final
 
 from ...backends.stdio.messages import Append
 from ...spec import AssistantMessage, Capability, UserPrompt, encode_event
+from ..engines.contract.violations import RuleViolation
 from ..engines.crash.holds import (
     NEVER,
     REPLY_TIMEOUT,
@@ -66,10 +67,9 @@ from ..engines.crash.verdicts import (
     plan_workload,
     verdict_on,
 )
-from ..engines.harness import CheckSkipped, Harness, read_all
 from ..engines.machines.commanded import WORKERS, CommandedEnv, CommandedMachine, worker_pool
 from ..engines.processes.client import UNSENT, Ok, WorkerClient, WorkerReply, marker_prompts
-from ..engines.violations import RuleViolation
+from ..engines.run.harness import CheckSkipped, Harness, read_all
 from ._support import run_machine
 from .base import check
 

@@ -6,9 +6,9 @@ import itertools
 import time
 
 from ...spec import Capability
-from ..engines.harness import Harness
-from ..engines.outcomes import check_list_order
-from ..engines.violations import RuleViolation
+from ..engines.contract.outcomes import check_list_order
+from ..engines.contract.violations import RuleViolation
+from ..engines.run.harness import Harness
 from ._support import expect
 from .base import check
 

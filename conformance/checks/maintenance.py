@@ -25,8 +25,8 @@ from ...spec import (
     MaintenanceLockable,
     SessionLockedError,
 )
-from ..engines.harness import Harness, read_all
-from ..engines.outcomes import Err, run_backend
+from ..engines.contract.outcomes import Err, run_backend
+from ..engines.contract.violations import RuleViolation, expect
 from ..engines.processes.client import (
     UNSENT,
     Failed,
@@ -35,7 +35,7 @@ from ..engines.processes.client import (
     WorkerHung,
     marker_prompts,
 )
-from ..engines.violations import RuleViolation, expect
+from ..engines.run.harness import Harness, read_all
 from ._support import append_five, opened_workers, snapshot, unchanged
 from .base import check
 

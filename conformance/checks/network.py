@@ -32,9 +32,9 @@ import random
 
 from ...spec import ServerRouted
 from ..engines.crash.verdicts import quiet
-from ..engines.harness import CheckSkipped, Harness
 from ..engines.network.proxy import CLEAN, Direction, Fault, FaultProxy
 from ..engines.network.recorded import Writers, judge, violation
+from ..engines.run.harness import CheckSkipped, Harness
 from .base import check
 
 __all__ = ["CHECKS", "draw_fault"]

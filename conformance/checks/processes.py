@@ -28,7 +28,7 @@ from collections import Counter
 
 from ...backends.stdio.messages import AppendBatches
 from ...spec import Capability, errors
-from ..engines.harness import Harness, read_all
+from ..engines.contract.violations import RuleViolation, expect
 from ..engines.history import Raised, check_history, describe
 from ..engines.processes.client import (
     UNSENT,
@@ -39,7 +39,7 @@ from ..engines.processes.client import (
     WorkerHung,
 )
 from ..engines.processes.stress import StressHung, StressPlan, run_stress
-from ..engines.violations import RuleViolation, expect
+from ..engines.run.harness import Harness, read_all
 from ._support import check_whole_batches, opened_workers
 from .base import check
 

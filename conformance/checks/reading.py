@@ -16,6 +16,7 @@ import threading
 from collections.abc import Callable
 
 from ...spec import Capability, Checkpointer, UserPrompt
+from ..engines.contract.violations import RuleViolation
 from ..engines.crash.holds import (
     held_write,
     hold_store,
@@ -25,15 +26,14 @@ from ..engines.crash.holds import (
     read_while_held,
 )
 from ..engines.crash.verdicts import Call, Expected, plan_workload
-from ..engines.harness import Harness, read_all
 from ..engines.processes.client import (
     Ok,
     WorkerClient,
     WorkerExited,
     WorkerReply,
 )
-from ..engines.provenance import open_checkpointer
-from ..engines.violations import RuleViolation
+from ..engines.run.harness import Harness, read_all
+from ..engines.target.provenance import open_checkpointer
 from ._support import expect
 from .base import check
 

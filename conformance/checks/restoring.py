@@ -42,8 +42,8 @@ from ...spec import (
     content_hash,
     plan_restore,
 )
-from ..engines.harness import Harness, read_all
-from ..engines.violations import RuleViolation
+from ..engines.contract.violations import RuleViolation
+from ..engines.run.harness import Harness, read_all
 from ._session import FullDisk, Intercepted, events_of, files_under, same, write_files
 from .base import check
 

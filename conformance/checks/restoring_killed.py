@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Final
 
 from ...spec import RESERVED_DIR, Capability, FileSystemPorted, SessionLayer, encode_event
+from ..engines.contract.violations import RuleViolation, expect
 from ..engines.crash.disk import SimulatedDisk
 from ..engines.crash.killed_restore import (
     KillOrder,
@@ -52,8 +53,7 @@ from ..engines.crash.stopper import (
     stopper_unavailable,
 )
 from ..engines.crash.verdicts import quiet
-from ..engines.harness import CheckSkipped, Harness, read_all
-from ..engines.violations import RuleViolation, expect
+from ..engines.run.harness import CheckSkipped, Harness, read_all
 from .base import check
 
 __all__ = ["CHECKS"]

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from ...spec import SchemaVersionError
-from ..engines.harness import Harness
-from ..engines.outcomes import Err, run_backend
+from ..engines.contract.outcomes import Err, run_backend
+from ..engines.run.harness import Harness
 from ._support import changed_files, expect, fingerprint, hooks_of
 from .base import check
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..engines.harness import Harness, read_all
-from ..engines.outcomes import check_ts
+from ..engines.contract.outcomes import check_ts
+from ..engines.run.harness import Harness, read_all
 from ._support import MODEL_OBSERVED, expect, run_model_based
 from .base import check
 

@@ -15,8 +15,8 @@ On a backend with TRUNCATE that second check skips itself: the first covers it.
 from __future__ import annotations
 
 from ...spec import Capability, SessionLayer
-from ..engines.harness import CheckSkipped, Harness
 from ..engines.machines.session import SessionMachine, SessionMachineEnv
+from ..engines.run.harness import CheckSkipped, Harness
 from ._support import run_machine
 from .base import check
 

@@ -28,8 +28,8 @@ from ...spec import (
     SessionLockedError,
     make_snapshot,
 )
-from ..engines.harness import Harness, read_all
-from ..engines.violations import RuleViolation
+from ..engines.contract.violations import RuleViolation
+from ..engines.run.harness import Harness, read_all
 from ._session import Intercepted, files_under, same, write_files
 from .base import check
 

@@ -9,7 +9,7 @@ from ...spec import (
     CheckpointConflictError,
     InvalidArgumentError,
 )
-from ..engines.harness import CheckSkipped, Harness, read_all
+from ..engines.run.harness import CheckSkipped, Harness, read_all
 from ._support import append_five, expect, expect_error, listed_mtime, snapshot, unchanged
 from .base import check
 

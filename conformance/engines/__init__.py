@@ -1,16 +1,17 @@
 """The machinery the checks drive, independent of any one rule.
 
-| module or folder | engine |
+The folders, lowest first; a folder imports only the folders above it in this
+table (`tests/test_layering.py` holds the order):
+
+| folder | engine |
 |---|---|
-| `run` | the run as one value (`KitRun`): backend, declared capabilities, profile, seed, suite, options; the replay command |
-| `harness`, `profiles` | what a check gets (`Harness`: the run, handles, the session layer) and the profiles' budgets |
-| `session_layer` | loading the session layer under test (``--session-layer``) and noting what it raises |
-| `provenance` | opening handles (`open_checkpointer`, through `checkpointspec.backends.registry`) that note which exceptions the backend raised |
-| `violations`, `outcomes` | rule violations; comparing a backend's outcome with the model's |
-| `replay` | the settings of every Hypothesis run; exact replay by seed or reproduce blob |
-| `fault_codecs` | codecs that seal, fail or corrupt on purpose |
-| `machines/` | the state machines: model-based (storage), session, commanded workers; the ledger, strategies |
-| `processes/` | worker processes: the client (the stdio protocol plus kit-only requests), the worker, process groups, stress |
-| `history/` | the history checker: `checker` (the entry point), `records`, `chain`, `epochs`, `realtime`, `linearize` |
+| `contract/` | the contract as the engines observe it: rule violations, answers checked for their type, a backend's outcome beside the model's, the ledger of every event appended |
+| `target/` | the backend under test: opening handles that note what the backend raised (`provenance`), the session layer under test, codecs that seal, fail or corrupt on purpose |
+| `search/` | running a Hypothesis search: settings and exact replay (`replay`), the time budget's slices (`budget`), exploration rounds (`exploration`) |
+| `run/` | the run as one value (`KitRun`), the profiles, and what a check gets (`Harness`) |
+| `history/` | the history checker: is a recorded concurrent history explained by the contract? |
+| `processes/` | worker processes: the client, the worker, the fork server, process groups, stress |
+| `machines/` | the state machines: model-based (storage), session, commanded workers; strategies |
 | `crash/` | power losses and kills: crash states, the simulated disk, the strace recorder, the system-call stopper, crash verdicts, holds, killed restores |
+| `network/` | the fault proxy between a client and its server, and the workload recorded through it |
 """

@@ -75,11 +75,11 @@ from ...backends.stdio.bridges import (
 from ...reference import cli as operator
 from ...spec import RULES
 from ..checks.base import Check
-from ..engines.budget import budget_option, format_seconds
-from ..engines.profiles import DEFAULT_PROFILE, PROFILES
-from ..engines.replay import ReproduceError, Reproduction, parse_reproduction
-from ..engines.run import KitRun, OutputName, ReportOutputs
-from ..engines.session_layer import DEFAULT_SESSION_LAYER
+from ..engines.run.kit_run import KitRun, OutputName, ReportOutputs
+from ..engines.run.profiles import DEFAULT_PROFILE, PROFILES
+from ..engines.search.budget import budget_option, format_seconds
+from ..engines.search.replay import ReproduceError, Reproduction, parse_reproduction
+from ..engines.target.session_layer import DEFAULT_SESSION_LAYER
 from ..running.compare import compare_reports, render_comparison
 from ..running.failures import panel_body
 from ..running.levels import describe_levels, level_of_rule

@@ -62,11 +62,11 @@ import pytest
 
 from ...backends.registry import BackendLoadError, parse_options
 from ..checks.base import Check
-from ..engines.budget import budget_option
-from ..engines.profiles import DEFAULT_PROFILE, PROFILES
-from ..engines.replay import ReproduceError, Reproduction, parse_reproduction
-from ..engines.run import KitRun, ReportOutputs
-from ..engines.session_layer import DEFAULT_SESSION_LAYER
+from ..engines.run.kit_run import KitRun, ReportOutputs
+from ..engines.run.profiles import DEFAULT_PROFILE, PROFILES
+from ..engines.search.budget import budget_option
+from ..engines.search.replay import ReproduceError, Reproduction, parse_reproduction
+from ..engines.target.session_layer import DEFAULT_SESSION_LAYER
 from ..running.compare import compare_reports, render_comparison
 from ..running.failures import panel, panel_body
 from ..running.merge import MergeError, load_report

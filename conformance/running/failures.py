@@ -6,7 +6,7 @@ and `CheckResult.traceback` (the full Python traceback, the kit's own frames
 included; the CLI prints it only with ``--verbose``, the plugin with ``-vv``).
 
 Hypothesis runs the kit's property checks and state machines. Its settings there
-(`checkpointspec.conformance.engines.replay`) already turn off some of what it
+(`checkpointspec.conformance.engines.search.replay`) already turn off some of what it
 says to test authors: no explain phase ("these lines were always and only run
 by failing test cases"). The ``@reproduce_failure`` blob it prints is taken into
 the report (`CheckResult.reproduce`) and the replay command (``--reproduce``).
@@ -26,7 +26,7 @@ from pathlib import Path
 import hypothesis
 from hypothesis.errors import Flaky
 
-from ..engines.replay import linked_exceptions
+from ..engines.search.replay import linked_exceptions
 from .report import CheckResult, Finding
 
 __all__ = [

@@ -2,7 +2,7 @@
 
 The runner judges how a check ended (`checkpointspec.conformance.running.runner`);
 this module adds what the check found on the way: the violations it recorded and
-explored past (`Harness.findings`, see `checkpointspec.conformance.engines.exploration`),
+explored past (`Harness.findings`, see `checkpointspec.conformance.engines.search.exploration`),
 each with its own failure panel and replay command, and the rules the same evidence
 breaks as well (`RuleViolation.also`), each shown following from the violation's rule.
 """
@@ -12,11 +12,11 @@ from __future__ import annotations
 import msgspec
 
 from ..checks.base import Check
-from ..engines.exploration import Found, violation_in
-from ..engines.harness import Harness
-from ..engines.replay import reproduction_of
-from ..engines.run import KitRun
-from ..engines.violations import RuleViolation
+from ..engines.contract.violations import RuleViolation
+from ..engines.run.harness import Harness
+from ..engines.run.kit_run import KitRun
+from ..engines.search.exploration import Found, violation_in
+from ..engines.search.replay import reproduction_of
 from .failures import full_traceback, hypothesis_lines
 from .registry import is_session_check
 from .report import CheckResult, Finding

@@ -40,11 +40,11 @@ from ...spec import (
     StoreHooks,
 )
 from ..checks.base import Check
-from ..engines.profiles import DEFAULT_PROFILE, PROFILES, Profile
-from ..engines.provenance import open_checkpointer
-from ..engines.replay import Reproduction
-from ..engines.run import BackendProbe, KitRun, OutputName, ReportOutputs, Suite
-from ..engines.session_layer import DEFAULT_SESSION_LAYER, load_session_layer
+from ..engines.run.kit_run import BackendProbe, KitRun, OutputName, ReportOutputs, Suite
+from ..engines.run.profiles import DEFAULT_PROFILE, PROFILES, Profile
+from ..engines.search.replay import Reproduction
+from ..engines.target.provenance import open_checkpointer
+from ..engines.target.session_layer import DEFAULT_SESSION_LAYER, load_session_layer
 from .registry import DEFAULT_SUITE, SUITES, UnknownCheckError, is_session_check, select_checks
 from .report import unwritable
 

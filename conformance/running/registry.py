@@ -54,7 +54,7 @@ from ..checks import (
     snapshots,
     truncation,
 )
-from ..engines.run import Suite
+from ..engines.run.kit_run import Suite
 
 __all__ = [
     "ALL_CHECKS",

@@ -113,7 +113,7 @@ EXIT_KIT_ERROR = 3
 class Finding(msgspec.Struct, frozen=True):
     """One defect a check found: a rule it saw violated, with its own evidence and replay.
 
-    A check keeps exploring after a finding (`checkpointspec.conformance.engines.exploration`),
+    A check keeps exploring after a finding (`checkpointspec.conformance.engines.search.exploration`),
     so it may report several, one per rule. ``summary`` says what is wrong in one
     sentence; ``detail`` is the failure panel (the message, the shrunk steps, the
     backend's frames). ``follows_from`` is the root rule whose defect explains this

@@ -14,7 +14,7 @@ it, it *follows from* that rule.
 - an optional operation (the rule's capability: TRUNCATE, DELETE, LIST, GENERATION):
   the check runs again as if the backend did not declare it, so it never calls it;
 - anything else, for a check whose Hypothesis run can tolerate a rule
-  (`checkpointspec.conformance.engines.exploration`): the check runs again with the
+  (`checkpointspec.conformance.engines.search.exploration`): the check runs again with the
   root's rule tolerated from its first round, so every example that breaks it is
   excluded; what the check still finds departs from the model on its own.
 
@@ -36,7 +36,7 @@ import msgspec
 
 from ...spec import RULES, RULES_BY_ID, Capability
 from ..checks.base import Check
-from ..engines.run import KitRun, Suite
+from ..engines.run.kit_run import KitRun, Suite
 from .registry import CHECKS_BY_NAME, SUITES, rules_of_suite
 from .report import CheckResult, Finding, RuleResult, summarise_rules
 
@@ -134,7 +134,7 @@ def derive_roots(
             continue
         ran = by_name[check_name]
         # Exploration made every finding of one check its own departure from the model
-        # (`checkpointspec.conformance.engines.exploration`): tolerating a rule this check
+        # (`checkpointspec.conformance.engines.search.exploration`): tolerating a rule this check
         # found too tells nothing new, so only leaving its operation out may re-check it.
         own = {f.rule for f in ran.findings}
         for root in candidates:

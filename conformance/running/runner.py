@@ -15,7 +15,7 @@ backend may fail a rule:
 - it returns: ``passed``; it raises `CheckSkipped`: ``skipped``;
 - it raises `RuleViolation`: ``failed``, blaming the violation's rule;
 - an exception the backend raised escapes it (every handle the kit opens notes
-  those, see `checkpointspec.conformance.engines.provenance`): ``failed``,
+  those, see `checkpointspec.conformance.engines.target.provenance`): ``failed``,
   blaming the check's own rule, with the backend's traceback. Two exceptions:
   an `UnsupportedOperationError` for a capability the backend does not declare
   proves nothing about the check's rule: ``not_checked``, with the reason; one
@@ -29,12 +29,12 @@ A failed or errored check's ``replay`` is the command that reruns it
 Hypothesis its reproduce blob (``--reproduce``, `CheckResult.reproduce`), which
 replays exactly the failing example; ``replay_note`` says what of the check the
 seed does not decide (`Check.replay_note`). See
-`checkpointspec.conformance.engines.replay`.
+`checkpointspec.conformance.engines.search.replay`.
 
 The session suite checks a session layer on the backend (``session_layer``,
 default ``checkpointspec.reference``). The layer's functions note the exceptions
 they raise as the backend's handles do
-(`checkpointspec.conformance.engines.session_layer`), so an exception the layer
+(`checkpointspec.conformance.engines.target.session_layer`), so an exception the layer
 raised fails the check's rule like one the backend raised. `plan_run` loads the
 layer once before any check when the selection holds a session check: a layer
 that does not import or lacks a name is a usage error.
@@ -65,17 +65,17 @@ from ...spec import (
     UnsupportedOperationError,
 )
 from ..checks.base import Check
-from ..engines.harness import CheckSkipped, Harness
+from ..engines.contract.violations import RuleViolation
 from ..engines.processes.groups import end_with_parent
-from ..engines.provenance import backend_operation
-from ..engines.replay import (
+from ..engines.run.harness import CheckSkipped, Harness
+from ..engines.run.kit_run import BackendProbe, KitRun
+from ..engines.search.replay import (
     ReplayPassed,
     ReproduceError,
     Reproduction,
     reproduction_of,
 )
-from ..engines.run import BackendProbe, KitRun
-from ..engines.violations import RuleViolation
+from ..engines.target.provenance import backend_operation
 from .failures import backend_frames, full_traceback, hypothesis_lines, raised_at
 from .findings import with_findings
 from .levels import judge_levels

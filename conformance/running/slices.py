@@ -3,7 +3,7 @@
 A run's budget (`KitRun.budget`, the profile's ``budget_seconds`` or ``--budget``)
 is shared out as the checks start, not all at once: when a check starts it gets
 the time the run has left (times the number of worker processes) in proportion to
-its kind's weight (`checkpointspec.conformance.engines.budget.KIND_WEIGHTS`) over the
+its kind's weight (`checkpointspec.conformance.engines.search.budget.KIND_WEIGHTS`) over the
 weights of the checks not yet started, itself included, and at least
 `SLICE_FLOOR`; a kind in `UNCUT_KINDS` runs its counts, unlimited. A check that ends early leaves its time to the ones after it; a slow
 backend's single scenarios eat into what the repeating checks get, which then
@@ -17,8 +17,8 @@ import time
 from collections.abc import Callable, Sequence
 
 from ..checks.base import Check
-from ..engines.budget import KIND_WEIGHTS, SLICE_FLOOR, UNCUT_KINDS
-from ..engines.run import KitRun
+from ..engines.run.kit_run import KitRun
+from ..engines.search.budget import KIND_WEIGHTS, SLICE_FLOOR, UNCUT_KINDS
 from .plan import skip_reason
 
 __all__ = ["BudgetPlan"]

@@ -1,5 +1,5 @@
 """Time budgets: parsing ``--budget``, sharing a run's budget out as slices, and checks
-that stop at their slice's end and say what they covered (engines/budget.py,
+that stop at their slice's end and say what they covered (engines/search/budget.py,
 running/slices.py, checks/_support.py's `within_slice`).
 
 Clocks are stand-ins that tick once per reading, and a slice of 0 s is spent from its
@@ -20,17 +20,17 @@ from typing import cast
 import msgspec
 import pytest
 from checkpointspec.conformance.checks._support import SliceSpent, explore_runs, within_slice
-from checkpointspec.conformance.engines.budget import (
+from checkpointspec.conformance.engines.contract.violations import RuleViolation
+from checkpointspec.conformance.engines.run.harness import Harness
+from checkpointspec.conformance.engines.run.profiles import PROFILES
+from checkpointspec.conformance.engines.search.budget import (
     KIND_WEIGHTS,
     SLICE_FLOOR,
     Slice,
     format_seconds,
     parse_budget,
 )
-from checkpointspec.conformance.engines.harness import Harness
-from checkpointspec.conformance.engines.profiles import PROFILES
-from checkpointspec.conformance.engines.replay import REPORTING_PHASES, kit_settings
-from checkpointspec.conformance.engines.violations import RuleViolation
+from checkpointspec.conformance.engines.search.replay import REPORTING_PHASES, kit_settings
 from checkpointspec.conformance.frontends.cli import main
 from checkpointspec.conformance.running.plan import plan_run
 from checkpointspec.conformance.running.registry import CHECKS_BY_NAME

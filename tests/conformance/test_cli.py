@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 from checkpointspec.conformance.checks.base import Check, check
-from checkpointspec.conformance.engines.harness import Harness
-from checkpointspec.conformance.engines.profiles import DEFAULT_PROFILE
-from checkpointspec.conformance.engines.violations import RuleViolation
+from checkpointspec.conformance.engines.contract.violations import RuleViolation
+from checkpointspec.conformance.engines.run.harness import Harness
+from checkpointspec.conformance.engines.run.profiles import DEFAULT_PROFILE
 from checkpointspec.conformance.frontends import cli
 from checkpointspec.conformance.frontends.cli import main
 from checkpointspec.conformance.running import plan

@@ -17,9 +17,9 @@ import pytest
 from checkpointspec.backends.registry import BackendRef
 from checkpointspec.conformance.checks._support import run_machine
 from checkpointspec.conformance.checks.base import Check, check
-from checkpointspec.conformance.engines.harness import Harness
-from checkpointspec.conformance.engines.run import BackendProbe
-from checkpointspec.conformance.engines.violations import RuleViolation
+from checkpointspec.conformance.engines.contract.violations import RuleViolation
+from checkpointspec.conformance.engines.run.harness import Harness
+from checkpointspec.conformance.engines.run.kit_run import BackendProbe
 from checkpointspec.conformance.frontends.cli import main
 from checkpointspec.conformance.running import plan
 from checkpointspec.conformance.running.failures import FLAKY_REPLAY, hypothesis_lines, panel

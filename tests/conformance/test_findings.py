@@ -1,5 +1,5 @@
 """Findings and roots: a check explores past what it found, and a finding another rule's
-defect explains is shown following from it (engines/exploration.py, running/roots.py)."""
+defect explains is shown following from it (engines/search/exploration.py, running/roots.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ from collections.abc import Callable
 import msgspec
 import pytest
 from checkpointspec.conformance.checks.base import Check
-from checkpointspec.conformance.engines.exploration import (
+from checkpointspec.conformance.engines.contract.violations import RuleViolation
+from checkpointspec.conformance.engines.run.kit_run import KitRun
+from checkpointspec.conformance.engines.search.exploration import (
     Diverging,
     Explored,
     Found,
@@ -17,9 +19,7 @@ from checkpointspec.conformance.engines.exploration import (
     rule,
     tolerating,
 )
-from checkpointspec.conformance.engines.replay import REPORTING_PHASES, kit_settings
-from checkpointspec.conformance.engines.run import KitRun
-from checkpointspec.conformance.engines.violations import RuleViolation
+from checkpointspec.conformance.engines.search.replay import REPORTING_PHASES, kit_settings
 from checkpointspec.conformance.running.plan import plan_run
 from checkpointspec.conformance.running.registry import CHECKS_BY_NAME
 from checkpointspec.conformance.running.report import CheckResult, Finding

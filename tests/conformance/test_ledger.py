@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from checkpointspec.conformance.engines.machines.ledger import Intrusion, Ledger
+from checkpointspec.conformance.engines.contract.ledger import Intrusion, Ledger
 from checkpointspec.spec import (
     CheckpointConflictError,
     InvalidArgumentError,

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from checkpointspec.conformance.engines.machines.ledger import Ledger
-from checkpointspec.conformance.engines.outcomes import (
+from checkpointspec.conformance.engines.contract.ledger import Ledger
+from checkpointspec.conformance.engines.contract.outcomes import (
     Err,
     Ok,
     compare_log,
@@ -15,7 +15,7 @@ from checkpointspec.conformance.engines.outcomes import (
     make_event,
     run_model,
 )
-from checkpointspec.conformance.engines.violations import RuleViolation
+from checkpointspec.conformance.engines.contract.violations import RuleViolation
 from checkpointspec.spec import (
     Capability,
     CheckpointConflictError,

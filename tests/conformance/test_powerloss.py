@@ -23,7 +23,7 @@ from checkpointspec.backends.memory import MemoryCheckpointer, store_for
 from checkpointspec.conformance.engines.crash import verdicts as crash_states
 from checkpointspec.conformance.engines.crash.disk import SimulatedDisk, tears
 from checkpointspec.conformance.engines.crash.states import SECTOR, CrashPlan, CrashSpec, CrashState
-from checkpointspec.conformance.engines.profiles import PROFILES
+from checkpointspec.conformance.engines.run.profiles import PROFILES
 from checkpointspec.conformance.running.plan import plan_run
 from checkpointspec.conformance.running.registry import CHECKS_BY_NAME as CHECKS
 from checkpointspec.conformance.running.report import CheckResult

@@ -211,7 +211,7 @@ def test_an_expected_failure_that_passes_fails_the_run(pytester: pytest.Pytester
 BREAKS_ANOTHER_RULE = """
 from checkpointspec.conformance.running import plan
 from checkpointspec.conformance.checks.base import check
-from checkpointspec.conformance.engines.violations import RuleViolation
+from checkpointspec.conformance.engines.contract.violations import RuleViolation
 
 
 @check("HEAD-001")

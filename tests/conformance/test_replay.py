@@ -23,16 +23,16 @@ import pytest
 from checkpointspec.backends.registry import process_backend, resolve_backend
 from checkpointspec.conformance.checks._support import run_property
 from checkpointspec.conformance.checks.base import check
-from checkpointspec.conformance.engines.harness import Harness
-from checkpointspec.conformance.engines.profiles import PROFILES
-from checkpointspec.conformance.engines.replay import (
+from checkpointspec.conformance.engines.contract.violations import RuleViolation
+from checkpointspec.conformance.engines.run.harness import Harness
+from checkpointspec.conformance.engines.run.kit_run import BackendProbe, KitRun
+from checkpointspec.conformance.engines.run.profiles import PROFILES
+from checkpointspec.conformance.engines.search.replay import (
     HYPOTHESIS_VERSION,
     ReproduceError,
     exact_generation,
     parse_reproduction,
 )
-from checkpointspec.conformance.engines.run import BackendProbe, KitRun
-from checkpointspec.conformance.engines.violations import RuleViolation
 from checkpointspec.conformance.frontends.cli import main
 from checkpointspec.conformance.running.failures import panel
 from checkpointspec.conformance.running.plan import plan_run

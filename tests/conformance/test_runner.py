@@ -16,10 +16,10 @@ import pytest
 from checkpointspec.backends.memory import MemoryCheckpointer, MemoryStore, store_for
 from checkpointspec.backends.registry import BackendRef, resolve_backend
 from checkpointspec.conformance.checks.base import Check, check
-from checkpointspec.conformance.engines.harness import Harness
-from checkpointspec.conformance.engines.profiles import PROFILES
-from checkpointspec.conformance.engines.run import KitRun, ReportOutputs
-from checkpointspec.conformance.engines.violations import RuleViolation
+from checkpointspec.conformance.engines.contract.violations import RuleViolation
+from checkpointspec.conformance.engines.run.harness import Harness
+from checkpointspec.conformance.engines.run.kit_run import KitRun, ReportOutputs
+from checkpointspec.conformance.engines.run.profiles import PROFILES
 from checkpointspec.conformance.running import plan
 from checkpointspec.conformance.running.failures import FLAKY_REPLAY
 from checkpointspec.conformance.running.plan import RunSettingError, plan_run, probe_backend

@@ -29,10 +29,10 @@ from checkpointspec.conformance.checks.session_model import (
     session_model_based,
     session_model_without_restore,
 )
-from checkpointspec.conformance.engines.harness import CheckSkipped, Harness
-from checkpointspec.conformance.engines.profiles import PROFILES
-from checkpointspec.conformance.engines.run import KitRun
-from checkpointspec.conformance.engines.violations import RuleViolation
+from checkpointspec.conformance.engines.contract.violations import RuleViolation
+from checkpointspec.conformance.engines.run.harness import CheckSkipped, Harness
+from checkpointspec.conformance.engines.run.kit_run import KitRun
+from checkpointspec.conformance.engines.run.profiles import PROFILES
 from checkpointspec.conformance.running.plan import probe_backend
 from checkpointspec.spec import (
     Capability,

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from checkpointspec.backends.registry import BackendLoadError
 from checkpointspec.conformance.checks import folding
-from checkpointspec.conformance.engines.harness import Harness
-from checkpointspec.conformance.engines.session_layer import (
+from checkpointspec.conformance.engines.run.harness import Harness
+from checkpointspec.conformance.engines.target.session_layer import (
     DEFAULT_SESSION_LAYER,
     SessionLayerError,
     load_session_layer,

@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 
 import pytest
+from checkpointspec.conformance.engines.contract.violations import RuleViolation
 from checkpointspec.conformance.engines.crash.holds import NEVER, held_write
 from checkpointspec.conformance.engines.crash.stopper import stopper_unavailable
 from checkpointspec.conformance.engines.crash.verdicts import Call, Expected
@@ -24,7 +25,6 @@ from checkpointspec.conformance.engines.processes.client import (
     WorkerHung,
     hello,
 )
-from checkpointspec.conformance.engines.violations import RuleViolation
 
 BLOCKING_FACTORY = """
 import sys, time

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from checkpointspec.backends.stdio.messages import Append
+from checkpointspec.conformance.engines.contract.violations import RuleViolation
 from checkpointspec.conformance.engines.processes.client import (
     BACKEND_FAILED,
     BackendFailedInWorker,
@@ -24,8 +25,7 @@ from checkpointspec.conformance.engines.processes.client import (
     marker_prompts,
 )
 from checkpointspec.conformance.engines.processes.forkserver import ForkedWorker
-from checkpointspec.conformance.engines.provenance import backend_operation
-from checkpointspec.conformance.engines.violations import RuleViolation
+from checkpointspec.conformance.engines.target.provenance import backend_operation
 
 FAILING_BACKEND = """
 from checkpointspec.backends.memory import MemoryCheckpointer, store_for

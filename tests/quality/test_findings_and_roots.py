@@ -7,7 +7,7 @@ and one defect several checks see under several rules.
 from __future__ import annotations
 
 import pytest
-from checkpointspec.conformance.engines.replay import parse_reproduction
+from checkpointspec.conformance.engines.search.replay import parse_reproduction
 from checkpointspec.conformance.running.plan import plan_run
 from checkpointspec.conformance.running.registry import CHECKS_BY_NAME
 from checkpointspec.conformance.running.runner import run_check, run_kit

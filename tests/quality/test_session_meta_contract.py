@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 from broken_session import BROKEN_LAYERS
-from checkpointspec.conformance.engines.session_layer import load_session_layer
+from checkpointspec.conformance.engines.target.session_layer import load_session_layer
 from checkpointspec.conformance.running.registry import select_checks, suite_of_rule
 from checkpointspec.spec import RULES, RULES_BY_ID, SESSION_LAYER_NAMES, Strength
 from session_cases import PENDING_RULES, SESSION_CASES, SessionCase

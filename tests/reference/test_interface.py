@@ -18,7 +18,7 @@ from pathlib import Path
 import checkpointspec.reference as reference
 import pytest
 from checkpointspec.backends.memory import MemoryCheckpointer
-from checkpointspec.conformance.engines.session_layer import load_session_layer
+from checkpointspec.conformance.engines.target.session_layer import load_session_layer
 from checkpointspec.spec import (
     SESSION_LAYER_NAMES,
     CompactFunction,

@@ -51,7 +51,7 @@ from typing import Final, NamedTuple
 
 from ....backends.stdio.messages import Read
 from ....spec import CheckpointError
-from ..harness import CheckSkipped, Harness
+from ..contract.violations import RuleViolation
 from ..processes.client import (
     UNSENT,
     Failed,
@@ -64,7 +64,7 @@ from ..processes.client import (
     hello,
     marker_prompts,
 )
-from ..violations import RuleViolation
+from ..run.harness import CheckSkipped, Harness
 from .stopper import (
     STOPPER_PATIENCE,
     StopperError,

@@ -57,11 +57,11 @@ from ....spec import (
     make_snapshot,
 )
 from ....spec.restoration import apply_plan, plan_restore
-from ..outcomes import read_all
+from ..contract.outcomes import read_all
 from ..processes.client import worker_env
 from ..processes.groups import kill_group, wait_group_gone
-from ..provenance import open_checkpointer
-from ..session_layer import load_session_layer
+from ..target.provenance import open_checkpointer
+from ..target.session_layer import load_session_layer
 from .stopper import SyscallStopper, tree_states, until_done_or_silent
 
 __all__ = [

@@ -24,10 +24,10 @@ from typing import Final, NamedTuple, TypeAlias
 
 from ....backends.stdio.messages import Append, Delete, Truncate
 from ....spec import Capability, CorruptStoreError, ServerControl, SpecModel, UserPrompt
-from ..exploration import Explored
-from ..harness import Harness, read_all
+from ..contract.violations import RuleViolation
 from ..processes.client import UNSENT, marker_prompts
-from ..violations import RuleViolation
+from ..run.harness import Harness, read_all
+from ..search.exploration import Explored
 from .states import CrashPlan, CrashSpec, CrashState
 
 __all__ = [

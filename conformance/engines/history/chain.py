@@ -19,7 +19,7 @@ import bisect
 import itertools
 from collections.abc import Sequence
 
-from ..machines.ledger import Ledger, markers_text
+from ..contract.ledger import Ledger, markers_text
 from .epochs import (
     AnomaliesFound,
     ChainUndecided,

@@ -54,7 +54,7 @@ from typing import Literal
 import msgspec
 
 from ....spec import CheckpointConflictError
-from ..machines.ledger import Fate, Ledger, markers_text
+from ..contract.ledger import Fate, Ledger, markers_text
 from .chain import AnomaliesFound, ChainUndecided, SessionChain
 from .linearize import LogCall, search_log
 from .records import (

@@ -8,7 +8,7 @@ Nothing here does I/O.
 
 from __future__ import annotations
 
-from ..machines.ledger import removal_rule
+from ..contract.ledger import removal_rule
 from .records import Anomaly, Operation
 
 __all__ = [

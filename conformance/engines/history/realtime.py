@@ -14,7 +14,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Mapping
 
-from ..machines.ledger import Ledger, markers_text
+from ..contract.ledger import Ledger, markers_text
 from .epochs import BEFORE, NEVER, Epoch, Findings, done, gone_rule, removal_kind
 from .records import Conflicted, Operation, Returned, describe, observer_rule
 

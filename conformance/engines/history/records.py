@@ -13,7 +13,7 @@ from typing import Literal, TypeAlias
 
 import msgspec
 
-from ..machines.ledger import markers_text
+from ..contract.ledger import markers_text
 
 __all__ = [
     "Anomaly",

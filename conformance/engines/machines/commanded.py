@@ -46,6 +46,7 @@ from ....backends.stdio.messages import (
     Truncate,
 )
 from ....spec import Capability, CheckpointConflictError, SpecModel
+from ..contract.violations import RuleViolation, expect
 from ..processes.client import (
     UNSENT,
     Failed,
@@ -59,7 +60,6 @@ from ..processes.client import (
     hello,
     marker_prompts,
 )
-from ..violations import RuleViolation, expect
 
 __all__ = ["WORKERS", "CommandedEnv", "CommandedMachine", "WorkerPool", "worker_pool"]
 

@@ -64,9 +64,9 @@ from ....spec import (
     encode_content,
     plan_restore,
 )
-from ..exploration import initialize, invariant, rule
-from ..outcomes import Err, read_all, run_backend
-from ..violations import RuleViolation, expect
+from ..contract.outcomes import Err, read_all, run_backend
+from ..contract.violations import RuleViolation, expect
+from ..search.exploration import initialize, invariant, rule
 from .session_runtime import (
     SESSION_ID,
     SNAPSHOT_LIMIT,

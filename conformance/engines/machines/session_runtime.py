@@ -53,10 +53,10 @@ from ....spec import (
     fold_model,
     make_snapshot,
 )
-from ..exploration import Diverging
-from ..outcomes import Err, Ok, run_backend
-from ..provenance import open_checkpointer
-from ..violations import RuleViolation, expect
+from ..contract.outcomes import Err, Ok, run_backend
+from ..contract.violations import RuleViolation, expect
+from ..search.exploration import Diverging
+from ..target.provenance import open_checkpointer
 
 __all__ = [
     "RESERVED_FOLDER",

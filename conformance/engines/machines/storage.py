@@ -35,8 +35,7 @@ from ....spec import (
     GenerationalCheckpointer,
     StoredEvent,
 )
-from ..exploration import invariant, rule
-from ..outcomes import (
+from ..contract.outcomes import (
     EVENT_KINDS,
     Err,
     Ok,
@@ -46,7 +45,8 @@ from ..outcomes import (
     read_all,
     run_backend,
 )
-from ..violations import RuleViolation, expect
+from ..contract.violations import RuleViolation, expect
+from ..search.exploration import invariant, rule
 from .storage_runtime import CURRENT, MachineBase, MachineEnv
 from .strategies import CONFUSABLE_IDS, invalid_events_arguments, invalid_seqs, invalid_session_ids
 

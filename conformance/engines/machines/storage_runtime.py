@@ -37,8 +37,8 @@ from ....spec import (
     SpecModel,
     StoredEvent,
 )
-from ..exploration import Diverging
-from ..outcomes import (
+from ..contract.ledger import Ledger
+from ..contract.outcomes import (
     Err,
     Ok,
     check_list_order,
@@ -51,9 +51,9 @@ from ..outcomes import (
     run_backend,
     run_model,
 )
-from ..provenance import open_checkpointer
-from ..violations import RuleViolation, expect
-from .ledger import Ledger
+from ..contract.violations import RuleViolation, expect
+from ..search.exploration import Diverging
+from ..target.provenance import open_checkpointer
 
 __all__ = ["CURRENT", "MachineBase", "MachineEnv"]
 

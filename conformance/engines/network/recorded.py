@@ -34,10 +34,10 @@ from typing import Final
 
 from ....backends.stdio.messages import Stress
 from ....spec import Checkpointer, CheckpointError, ConnectionLostError
+from ..contract.outcomes import read_all
+from ..contract.violations import RuleViolation
 from ..history import Operation, Raised, Returned, check_history, describe
-from ..outcomes import read_all
 from ..processes.stress import load_history, run_workload
-from ..violations import RuleViolation
 
 __all__ = ["SESSIONS", "Writers", "judge", "violation"]
 

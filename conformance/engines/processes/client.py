@@ -80,8 +80,8 @@ from ....backends.stdio.messages import (
     Resume,
 )
 from ....spec import SessionEvent, UserPrompt
-from ..provenance import blame_backend
-from ..violations import RuleViolation
+from ..contract.violations import RuleViolation
+from ..target.provenance import blame_backend
 from .forkserver import ForkedWorker, spawn_forked
 from .groups import kill_group, wait_group_gone
 
@@ -118,7 +118,7 @@ evidence against the backend, as it is in the kit's own process."""
 
 BROKE_A_RULE: Final = 4
 """A worker's exit status when an answer of the backend broke a rule (a head that is
-no int, see `checkpointspec.conformance.engines.answers`); the last line of its
+no int, see `checkpointspec.conformance.engines.contract.answers`); the last line of its
 stderr is `WORKER_VIOLATION` and the violation as JSON."""
 
 WORKER_VIOLATION: Final = "rule violation in the worker: "

@@ -54,8 +54,8 @@ from ....spec import (
     CheckpointError,
     UserPrompt,
 )
-from ..provenance import backend_operation, open_checkpointer
-from ..violations import RuleViolation
+from ..contract.violations import RuleViolation
+from ..target.provenance import backend_operation, open_checkpointer
 from .client import BACKEND_FAILED, BROKE_A_RULE, violation_line
 from .forkserver import FORK_SERVER_FLAG, PID, READY, STATUS
 from .stress import run_workload

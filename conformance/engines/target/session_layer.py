@@ -17,7 +17,7 @@ selects a session check: the storage suite works whatever state the session
 layer is in. The kit types the layer by the contract's protocols only: a layer
 under test must not be able to pass by sharing the kit's code.
 
-Like backend handles (`checkpointspec.conformance.engines.provenance`), every
+Like backend handles (`checkpointspec.conformance.engines.target.provenance`), every
 function of the layer notes the exceptions that escape it: an exception the
 layer raised is evidence against what is being checked, not an error of the
 kit, and fails the rule of the check that met it. Expected errors
@@ -37,8 +37,8 @@ from typing import Final, TypeVar, cast
 
 import msgspec
 
-from ...backends.registry import BackendLoadError, import_object
-from ...spec import (
+from ....backends.registry import BackendLoadError, import_object
+from ....spec import (
     SESSION_LAYER_NAMES,
     CompactFunction,
     FoldFunction,

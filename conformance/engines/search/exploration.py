@@ -36,8 +36,8 @@ from hypothesis import note, reject
 from hypothesis import stateful as hypothesis_stateful
 from hypothesis.strategies import SearchStrategy
 
+from ..contract.violations import RuleViolation
 from .budget import example_failed
-from .violations import RuleViolation
 
 __all__ = [
     "Diverging",

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from ...spec import IntegrityReport, SessionInfo, StoredEvent
+from ....spec import IntegrityReport, SessionInfo, StoredEvent
 from .violations import RuleViolation
 
 __all__ = ["ANSWER_RULE", "check_answer", "check_read_item"]

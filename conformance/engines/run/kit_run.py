@@ -19,12 +19,12 @@ from typing import Literal, TypeAlias
 
 import msgspec
 
-from ...backends.registry import BackendRef
-from ...spec import Capability
-from .budget import format_seconds
+from ....backends.registry import BackendRef
+from ....spec import Capability
+from ..search.budget import format_seconds
+from ..search.replay import Reproduction
+from ..target.session_layer import DEFAULT_SESSION_LAYER
 from .profiles import Profile
-from .replay import Reproduction
-from .session_layer import DEFAULT_SESSION_LAYER
 
 __all__ = ["BackendProbe", "KitRun", "OutputName", "ReportOutputs", "Suite"]
 
@@ -116,7 +116,7 @@ class KitRun(msgspec.Struct, frozen=True, kw_only=True):
     unless ``--budget`` said otherwise; None: the profile's counts alone bound it."""
     tolerated: frozenset[str] = frozenset()
     """Rules every check tolerates from its first round (see
-    `checkpointspec.conformance.engines.exploration`): empty for a user's run; the
+    `checkpointspec.conformance.engines.search.exploration`): empty for a user's run; the
     kit's re-check of whether one finding follows from another sets it."""
 
     @property

@@ -11,7 +11,7 @@ Only the note is added. Arguments, values, exceptions and their types pass
 through as they are, so a check that expects an error still catches it; an
 answer of a type the contract does not allow (None where a head is due, a read
 yielding something that is no `StoredEvent`) becomes a `RuleViolation` of the
-rule that defines the answer (`checkpointspec.conformance.engines.answers`), so
+rule that defines the answer (`checkpointspec.conformance.engines.contract.answers`), so
 that no check trips over it with an error of its own. The
 backend class's other public members (``generation``, the `StoreHooks` and
 `FaultInjectable` methods, ``on_filesystem`` ...) are forwarded too, and are
@@ -27,8 +27,8 @@ import inspect
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
 from typing import TypeVar, cast
 
-from ...backends.registry import open_backend
-from ...spec import (
+from ....backends.registry import open_backend
+from ....spec import (
     BackendContext,
     BackendFactory,
     Capability,
@@ -37,7 +37,7 @@ from ...spec import (
     SessionInfo,
     StoredEvent,
 )
-from .answers import check_answer, check_read_item
+from ..contract.answers import check_answer, check_read_item
 
 __all__ = ["BackendHandle", "backend_operation", "blame_backend", "open_checkpointer"]
 

@@ -1,7 +1,7 @@
 """The event ledger: where every event the kit tried to append came from, and what became of it.
 
 Every event the kit appends carries a marker no other event has
-(`checkpointspec.conformance.engines.outcomes.make_event`), so an event that
+(`checkpointspec.conformance.engines.contract.outcomes.make_event`), so an event that
 shows up where it must not — in another session, after it was deleted, from an
 append that raised — can be traced to the call that carried it. The ledger
 records each such call, either as it happens (the model-based machine) or after

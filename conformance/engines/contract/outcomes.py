@@ -15,7 +15,7 @@ from typing import Generic, TypeVar
 
 import msgspec
 
-from ...spec import (
+from ....spec import (
     AssistantMessage,
     BackgroundCompletion,
     CheckpointConflictError,
@@ -36,7 +36,7 @@ from ...spec import (
     UnsupportedOperationError,
     UserPrompt,
 )
-from .machines.ledger import Ledger
+from .ledger import Ledger
 from .violations import RuleViolation, expect
 
 __all__ = [

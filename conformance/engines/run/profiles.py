@@ -44,12 +44,12 @@ class Profile(msgspec.Struct, frozen=True):
     """Stress workers killed (SIGKILL) at a random moment of the run."""
     budget_seconds: float | None = None
     """The wall-clock time the whole run may take (``--budget`` overrides it), shared out
-    among the checks (`checkpointspec.conformance.engines.budget`); None: the counts
+    among the checks (`checkpointspec.conformance.engines.search.budget`); None: the counts
     alone bound the run."""
     exploration_rounds: int = 6
     """Hypothesis runs a property or model-based check makes at most: each one after a
     failure tolerates the rules found so far and looks for the next finding
-    (`checkpointspec.conformance.engines.exploration`)."""
+    (`checkpointspec.conformance.engines.search.exploration`)."""
     connection_calls: int = 300
     """Calls each of the two writers makes through the fault-injecting proxy (NET-001)."""
     failovers: int = 1

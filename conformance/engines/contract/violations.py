@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ...spec import RULES_BY_ID
+from ....spec import RULES_BY_ID
 
 __all__ = ["RuleViolation", "expect"]
 

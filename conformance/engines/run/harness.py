@@ -1,13 +1,13 @@
 """What a check gets: a fresh store directory, handles on it, and helpers.
 
-A harness is made of the run (`checkpointspec.conformance.engines.run.KitRun`,
+A harness is made of the run (`checkpointspec.conformance.engines.run.kit_run.KitRun`,
 handed down whole) and the check's own directory; what the check reads of the
 run (backend, capabilities, profile, seed, options) it reads through it.
 
 Each check runs against its own empty directory. `Harness.open` makes a handle
 through the backend's factory (the same path reopens the same store) and keeps
 track of it so that the runner can close whatever a failing check left open.
-Handles come as `checkpointspec.conformance.engines.provenance.BackendHandle`:
+Handles come as `checkpointspec.conformance.engines.target.provenance.BackendHandle`:
 every exception the backend raises through them is noted as the backend's, which
 is how the runner tells evidence against the backend from the kit's own errors.
 
@@ -23,8 +23,8 @@ import itertools
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 
-from ...backends.registry import BackendRef
-from ...spec import (
+from ....backends.registry import BackendRef
+from ....spec import (
     BackendContext,
     BackendFactory,
     Capability,
@@ -33,15 +33,15 @@ from ...spec import (
     SessionLayer,
     UserPrompt,
 )
-from .budget import Slice
-from .exploration import Explored, Found
-from .outcomes import read_all
+from ..contract.outcomes import read_all
+from ..contract.violations import RuleViolation
+from ..search.budget import Slice
+from ..search.exploration import Explored, Found
+from ..search.replay import Replay
+from ..target.provenance import open_checkpointer
+from ..target.session_layer import load_session_layer
+from .kit_run import KitRun
 from .profiles import Profile
-from .provenance import open_checkpointer
-from .replay import Replay
-from .run import KitRun
-from .session_layer import load_session_layer
-from .violations import RuleViolation
 
 __all__ = ["CheckSkipped", "Harness", "read_all"]
 
@@ -61,7 +61,7 @@ class Harness:
         self.factory: BackendFactory = run.backend.load()
         self.replay = Replay(run.reproduction) if run.reproduction is not None else None
         """With ``--reproduce``: the recorded example the check's Hypothesis run replays
-        instead of searching (`checkpointspec.conformance.engines.replay`)."""
+        instead of searching (`checkpointspec.conformance.engines.search.replay`)."""
         self._session: SessionLayer | None = None
         self.warnings: list[str] = []
         self.findings: list[Found] = []
@@ -81,7 +81,7 @@ class Harness:
         self._counter = itertools.count()
         self.slice = Slice(slice_seconds)
         """The check's share of the run's time budget (``slice_seconds``; None: no limit):
-        its loops stop starting work when it is spent (`checkpointspec.conformance.engines.budget`)."""
+        its loops stop starting work when it is spent (`checkpointspec.conformance.engines.search.budget`)."""
         self.path = self.new_store()
 
     @property
@@ -123,7 +123,7 @@ class Harness:
     def session(self) -> SessionLayer:
         """The session layer under test, loaded on first use (a storage check never loads it).
 
-        Raises `checkpointspec.conformance.engines.session_layer.SessionLayerError`
+        Raises `checkpointspec.conformance.engines.target.session_layer.SessionLayerError`
         when it cannot be loaded; the runner loads it once before any session check
         runs, so a check meets that only if the layer changed in between.
         """

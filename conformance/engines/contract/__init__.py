@@ -1,0 +1,9 @@
+"""The contract as the engines observe it.
+
+| module | what |
+|---|---|
+| `violations` | `RuleViolation`: a rule broken, with its evidence |
+| `answers` | an answer of the wrong type is a violation of the rule that defines it |
+| `outcomes` | a backend's outcome (`Ok`/`Err`) beside the model's, and reading a whole log |
+| `ledger` | every event appended: where it came from, and which rule its presence breaks |
+"""
