@@ -6,7 +6,9 @@ in `messages` (and as a JSON Schema, ``protocol.schema.json``); docs/stdio-proto
 is the author's guide. `serve` is the other end, in Python: it serves any
 Python checkpointer over stdio, which is how the protocol is tested against the
 reference backends, and it is the server inside the kit's own worker processes
-(which add the kit-only requests, marked as such in `messages` and the schema).
+(which add requests of the kit's own, which neither `messages` nor the schema knows).
+`wire` is the client's end of the wire (framing, request ids, reply matching,
+error replies), the one both `StdioCheckpointer` and the kit's worker client use.
 """
 
 from .client import (

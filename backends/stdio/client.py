@@ -1,7 +1,8 @@
 """`StdioCheckpointer`: a `Checkpointer` whose work is done by a child process.
 
 The child is a backend written in any language that speaks the stdio protocol
-(`checkpointspec.backends.stdio.messages`, docs/stdio-protocol.md). One
+(`checkpointspec.backends.stdio.messages`, docs/stdio-protocol.md), spoken through
+the protocol's one client wire (`checkpointspec.backends.stdio.wire`). One
 open handle is one child: opening a handle takes a child (a spare started
 ahead, or one that declared ``reusable`` and whose handle was closed) and sends
 ``hello`` with the store's path; every call becomes one request and its
@@ -32,25 +33,19 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
-from typing import Final, TypeVar, cast
+from typing import Final, TypeVar
 
 import msgspec
 
 from ...spec import (
     BackendContext,
     Capability,
-    CheckpointConflictError,
     CheckpointerClosedError,
-    CorruptStoreError,
     FaultHook,
     IntegrityReport,
     InvalidArgumentError,
-    ReasonCode,
-    SchemaVersionError,
     SessionEvent,
     SessionInfo,
-    SessionLockedError,
-    StoreBusyError,
     StoredEvent,
     UnsupportedOperationError,
     encode_event,
@@ -58,7 +53,6 @@ from ...spec import (
 from ...spec.validation import check_events, check_seq, check_session_id
 from .messages import (
     CAPABILITIES,
-    ERROR_ATTRIBUTES,
     PROTOCOL_VERSION,
     AcquireMaintenance,
     Append,
@@ -66,7 +60,6 @@ from .messages import (
     Close,
     DamageStore,
     Delete,
-    ErrorBody,
     FaultReports,
     Generation,
     Head,
@@ -85,6 +78,7 @@ from .messages import (
     Truncate,
 )
 from .validation import MessageValidator
+from .wire import Conversation, Lines, StdioBackendError, StdioProtocolError, quote, to_exception
 
 __all__ = [
     "KIT_SIDE_RULES",
@@ -118,27 +112,6 @@ _STDERR_LINES: Final = 20
 _T = TypeVar("_T")
 
 
-class StdioProtocolError(Exception):
-    """The child broke the protocol: a malformed line, a reply to another request, an
-    unknown capability, another protocol version, or it exited mid-conversation.
-
-    Not a contract error: the kit reports it as the backend's failure, quoting the
-    offending message (``line``) and the end of the child's stderr.
-    """
-
-
-class StdioBackendError(Exception):
-    """The child answered with an error type outside the contract (its own crash).
-
-    ``error_type`` is the name it gave, ``message`` its text.
-    """
-
-    def __init__(self, error_type: str, message: str) -> None:
-        super().__init__(f"{error_type}: {message}")
-        self.error_type = error_type
-        self.message = message
-
-
 _NEEDS: Final[dict[str, Capability]] = {
     "truncate": Capability.TRUNCATE,
     "delete": Capability.DELETE,
@@ -169,7 +142,7 @@ class _Child:
         self.closed_for: object | None = None
         """While parked after a ``close``: the token of the handle it closed, the one
         handle whose calls after close it answers (`_Pool.reclaim`)."""
-        self._buffer = bytearray()
+        self._lines = Lines()
         self._stderr: collections.deque[str] = collections.deque(maxlen=_STDERR_LINES)
         # Drained on a thread of its own: a child that logs a lot must never block on
         # a full stderr pipe while the kit waits for its reply.
@@ -198,12 +171,7 @@ class _Child:
         stdout = self.process.stdout
         assert stdout is not None
         deadline = time.monotonic() + self.timeout
-        while True:
-            end = self._buffer.find(b"\n")
-            if end >= 0:
-                line = bytes(self._buffer[:end])
-                del self._buffer[: end + 1]
-                return line
+        while (line := self._lines.next()) is None:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise StdioProtocolError(
@@ -216,7 +184,8 @@ class _Child:
             chunk = os.read(stdout.fileno(), 1 << 16)
             if not chunk:
                 raise self.exited()
-            self._buffer += chunk
+            self._lines.feed(chunk)
+        return line
 
     def exited(self) -> StdioProtocolError:
         """The error for a child gone mid-conversation, with the end of its stderr: wait
@@ -385,7 +354,8 @@ class StdioCheckpointer:
         self._hello = hello
         self._validator = validator
         self._lock = threading.Lock()
-        self._next_id = 1
+        self._conversation: Conversation[Reply] = Conversation(last_id=1)
+        """The wire's ids and reply matching; no interim replies but the protocol's."""
         self._closed = False
         self._hook: FaultHook | None = None
         self._reporting = False
@@ -440,7 +410,8 @@ class StdioCheckpointer:
     def _exchange_locked(
         self, request: Request, op: str, chunks: list[StoredEvent] | None
     ) -> msgspec.Raw:
-        line = msgspec.json.encode(request)
+        line = self._conversation.encode(request)
+        self._conversation.begin(request)
         if self._validator is not None:
             self._validator.check_request(line)
         self._child.write(line)
@@ -448,54 +419,28 @@ class StdioCheckpointer:
             raw = self._child.read_line()
             if self._validator is not None:
                 self._validator.check_reply(raw, op)
-            reply = self._decode_reply(raw, request.id)
+            reply = self._conversation.decode(raw)
             if reply.error is not None:
-                raise _to_exception(reply.error, raw)
+                raise to_exception(reply.error, raw)
             if reply.fault is not None:
                 self._on_fault(reply.fault, request.id, raw)
                 continue
             if reply.events is not None:
                 if chunks is None:
-                    raise StdioProtocolError(f"events in the reply to {op}: {_quote(raw)}")
+                    raise StdioProtocolError(f"events in the reply to {op}: {quote(raw)}")
                 chunks.extend(reply.events)
                 continue
             return reply.result
 
-    def _decode_reply(self, raw: bytes, request_id: int) -> Reply:
-        try:
-            reply = msgspec.json.decode(raw, type=Reply)
-        except msgspec.DecodeError as exc:
-            raise StdioProtocolError(f"malformed reply: {exc}: {_quote(raw)}") from None
-        present = [
-            name
-            for name, value in (
-                ("result", reply.result if bytes(reply.result) else None),
-                ("error", reply.error),
-                ("events", reply.events),
-                ("fault", reply.fault),
-            )
-            if value is not None
-        ]
-        if len(present) != 1:
-            raise StdioProtocolError(
-                "a reply has exactly one of result, error, events, fault; "
-                f"this one has {', '.join(present) or 'none'}: {_quote(raw)}"
-            )
-        if reply.id != request_id:
-            raise StdioProtocolError(
-                f"reply for id {reply.id} while request {request_id} waits: {_quote(raw)}"
-            )
-        return reply
-
     def _on_fault(self, point: str, request_id: int, raw: bytes) -> None:
         if not self._reporting:
-            raise StdioProtocolError(f"a fault point reported while not enabled: {_quote(raw)}")
+            raise StdioProtocolError(f"a fault point reported while not enabled: {quote(raw)}")
         if point not in self._hello.fault_points:
-            raise StdioProtocolError(f"undeclared fault point {point!r}: {_quote(raw)}")
+            raise StdioProtocolError(f"undeclared fault point {point!r}: {quote(raw)}")
         hook = self._hook
         if hook is not None:
             hook(point)  # may block (the kit holds the operation here) or never return
-        resume = msgspec.json.encode(Resume(request_id))
+        resume = self._conversation.encode(Resume(request_id))
         if self._validator is not None:
             self._validator.check_request(resume)
         self._child.write(resume)
@@ -508,8 +453,7 @@ class StdioCheckpointer:
         _null_result(await asyncio.to_thread(self._send, op, build, None), op)
 
     def _take_id(self) -> int:
-        self._next_id += 1
-        return self._next_id
+        return self._conversation.next_id()
 
     def _send(
         self, op: str, build: Callable[[int], Request], chunks: list[StoredEvent] | None
@@ -769,7 +713,7 @@ class StdioCheckpointer:
         self._reporting = wanted
         raw = self._exchange(request, "fault_reports")
         if bytes(raw) != b"null":
-            raise StdioProtocolError(f"the result of fault_reports must be null: {_quote(raw)}")
+            raise StdioProtocolError(f"the result of fault_reports must be null: {quote(raw)}")
 
 
 class _Launch(msgspec.Struct, frozen=True):
@@ -802,7 +746,7 @@ class HookedStdioCheckpointer(StdioCheckpointer):
             "mark_newer_schema",
         )
         if bytes(raw) != b"null":
-            raise StdioProtocolError(f"the result of mark_newer_schema must be null: {_quote(raw)}")
+            raise StdioProtocolError(f"the result of mark_newer_schema must be null: {quote(raw)}")
 
     def damage_store(self, path: Path) -> str:
         """See `StoreHooks.damage_store`."""
@@ -850,19 +794,14 @@ def _wire_seq(name: str, value: object, *, optional: bool = False) -> None:
 
 def _null_result(raw: msgspec.Raw, op: str) -> None:
     if bytes(raw) != b"null":
-        raise StdioProtocolError(f"the result of {op} must be null: {_quote(raw)}")
-
-
-def _quote(raw: bytes | msgspec.Raw, limit: int = 400) -> str:
-    text = bytes(raw).decode(errors="replace")
-    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+        raise StdioProtocolError(f"the result of {op} must be null: {quote(raw)}")
 
 
 def _decode_result(raw: msgspec.Raw, kind: type[_T], op: str) -> _T:
     try:
         return msgspec.json.decode(bytes(raw), type=kind)
     except msgspec.DecodeError as exc:
-        raise StdioProtocolError(f"malformed result of {op}: {exc}: {_quote(raw)}") from None
+        raise StdioProtocolError(f"malformed result of {op}: {exc}: {quote(raw)}") from None
 
 
 def _check_hello(hello: HelloResult) -> None:
@@ -881,53 +820,6 @@ def _check_hello(hello: HelloResult) -> None:
         raise StdioProtocolError(
             f"the child declares unknown capabilities {unknown}; known: {', '.join(CAPABILITIES)}"
         )
-
-
-def _to_exception(body: ErrorBody, raw: bytes) -> Exception:
-    """The spec's exception for a typed error reply, or `StdioBackendError` for another type."""
-    spec = ERROR_ATTRIBUTES.get(body.type)
-    if spec is None:
-        return StdioBackendError(body.type, body.message)
-    required, _optional = spec
-    missing = [name for name in required if getattr(body, name) is None]
-    if missing:
-        return StdioProtocolError(f"a {body.type} reply lacks {', '.join(missing)}: {_quote(raw)}")
-    match body.type:
-        case "InvalidArgumentError":
-            code: ReasonCode | None = None
-            if body.reason_code is not None:
-                try:
-                    code = ReasonCode(body.reason_code)
-                except ValueError:
-                    known = ", ".join(c.value for c in ReasonCode)
-                    return StdioProtocolError(
-                        f"unknown reason_code {body.reason_code!r} (known: {known}): {_quote(raw)}"
-                    )
-            return InvalidArgumentError(
-                cast(str, body.argument), cast(str, body.reason), code, body.rule_id
-            )
-        case "CheckpointConflictError":
-            return CheckpointConflictError(
-                cast(str, body.session_id),
-                cast(int, body.expected),
-                cast(int, body.actual),
-                body.kind or "head",
-            )
-        case "UnsupportedOperationError":
-            return UnsupportedOperationError(cast(str, body.operation), cast(str, body.capability))
-        case "CheckpointerClosedError":
-            return CheckpointerClosedError(cast(str, body.operation))
-        case "CorruptStoreError":
-            return CorruptStoreError(
-                body.session_id, cast(str, body.location), cast(str, body.detail)
-            )
-        case "SchemaVersionError":
-            return SchemaVersionError(cast(int, body.found), cast(int, body.supported))
-        case "StoreBusyError":
-            return StoreBusyError(cast(str, body.operation), cast(float, body.waited_seconds))
-        case "SessionLockedError":
-            return SessionLockedError(cast(str, body.session_id), cast(str, body.operation))
-    raise AssertionError(body.type)  # ERROR_ATTRIBUTES and this match name the same types
 
 
 async def make(ctx: BackendContext) -> StdioCheckpointer:

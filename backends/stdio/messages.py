@@ -12,10 +12,9 @@ repeat. Replies are one object with ``id`` and exactly one of ``result``,
 ``error``, ``events`` (a chunk of a read, before its ``result``) or ``fault``
 (the backend reached a fault point and waits for ``resume``).
 
-The kit's own worker processes speak this protocol too, with a few requests
-only they answer (`KitRequest`: `PauseAt`, `AppendBatches`, `Stress`) and the
-interim replies those send (`KitReply`). They are marked kit-only in the schema:
-a backend never receives them and never implements them.
+The kit's own worker processes speak this protocol too, with a few requests of
+their own: those are the kit's extension, not the protocol's, and neither this
+module nor the schema knows them.
 """
 
 from __future__ import annotations
@@ -29,13 +28,10 @@ from ...spec import SessionEvent, StoredEvent
 __all__ = [
     "CAPABILITIES",
     "ERROR_ATTRIBUTES",
-    "KIT_RESULT_TYPES",
     "PROTOCOL_VERSION",
     "RESULT_TYPES",
-    "Acked",
     "AcquireMaintenance",
     "Append",
-    "AppendBatches",
     "CheckIntegrity",
     "Close",
     "DamageStore",
@@ -47,11 +43,8 @@ __all__ = [
     "Hello",
     "HelloResult",
     "IntegrityResult",
-    "KitReply",
-    "KitRequest",
     "ListSessions",
     "MarkNewerSchema",
-    "PauseAt",
     "Read",
     "ReadResult",
     "ReleaseMaintenance",
@@ -59,7 +52,6 @@ __all__ = [
     "Request",
     "Resume",
     "SessionEntry",
-    "Stress",
     "Truncate",
     "protocol_schema",
 ]
@@ -319,83 +311,6 @@ RESULT_TYPES: Final[dict[str, object]] = {
 """The type of ``result`` in the reply to each request."""
 
 
-# -- kit-only: what the kit's own worker processes answer on top of the above --------------
-
-
-class PauseAt(_Request, frozen=True, tag="pause_at"):
-    """Kit-only. Pause the next request at fault point ``point`` on its ``arrival``-th
-    arrival there: send a ``fault`` reply and wait for ``resume``, holding whatever the
-    backend holds at that point (locks, open transactions). The result is null; a
-    request that never reaches the point just finishes."""
-
-    point: str
-    arrival: int = 1
-
-
-class AppendBatches(_Request, frozen=True, tag="append_batches"):
-    """Kit-only. Append ``batches`` batches of ``size`` user prompts whose texts are
-    ``WRITER:BATCH:INDEX``, sending a `KitReply` with ``acked`` as each is acknowledged;
-    with ``expect_head`` each append passes the head just read and is retried after a
-    conflict. The result is null."""
-
-    session_id: str
-    writer: str
-    batches: int
-    size: int
-    expect_head: bool = False
-
-
-class Stress(_Request, frozen=True, tag="stress"):
-    """Kit-only. Run worker ``number``'s share of the free-running workload: random
-    calls on ``sessions`` (truncates with ``truncate``, deletes with ``delete``) until
-    ``calls`` calls are made or ``seconds`` have passed, each recorded before and after
-    in the file ``history``, and a `KitReply` with ``progress`` after each. The result
-    is null."""
-
-    number: int
-    history: str
-    calls: int
-    seconds: float
-    sessions: tuple[str, ...]
-    truncate: bool = False
-    delete: bool = False
-    seed: int = 0
-
-
-KitRequest = PauseAt | AppendBatches | Stress
-
-
-class Acked(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """Kit-only. Batch ``batch`` of an `AppendBatches` was acknowledged at ``head`` (it passed
-    ``expected_head``)."""
-
-    batch: int
-    head: int
-    expected_head: int | None = None
-
-
-class KitReply(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """Kit-only. An interim reply of a kit-only request: ``id`` and exactly one of
-    ``acked`` (`AppendBatches`) or ``progress`` (`Stress`: calls made so far)."""
-
-    id: int
-    acked: Acked | None = None
-    progress: int | None = None
-
-
-KIT_RESULT_TYPES: Final[dict[str, object]] = {
-    "pause_at": None,
-    "append_batches": None,
-    "stress": None,
-}
-"""The type of ``result`` in the reply to each kit-only request."""
-
-_KIT_ONLY: Final = (
-    "Kit-only: answered by the kit's own worker processes, never sent to a backend; "
-    "a backend author never implements it."
-)
-
-
 def _by_tag(node: object) -> object:
     """Rewrite msgspec's ``anyOf`` + ``discriminator`` (which JSON Schema validators
     ignore, so an error inside one variant is reported as "not valid under any")
@@ -431,19 +346,9 @@ def protocol_schema() -> dict[str, object]:
 
     ``$defs/Request`` matches a line the kit writes, ``$defs/Reply`` a line the
     backend writes; ``$defs/results`` holds the ``result`` schema per ``op``.
-    ``$defs/KitRequest`` and ``$defs/KitReply`` are the kit-only messages of the
-    kit's own workers, described as such: a backend never sees them.
     """
-    kit_results = [t for t in KIT_RESULT_TYPES.values() if t is not None]
-    (request, _reply, kit_request, _kit_reply, *results), defs = msgspec.json.schema_components(
-        [
-            Request,
-            Reply,
-            KitRequest,
-            KitReply,
-            *(t for t in RESULT_TYPES.values() if t is not None),
-            *kit_results,
-        ],
+    (request, _reply, *results), defs = msgspec.json.schema_components(
+        [Request, Reply, *(t for t in RESULT_TYPES.values() if t is not None)],
         ref_template="#/$defs/{name}",
     )
     defs = cast(dict[str, Any], _by_tag(dict(defs)))
@@ -456,14 +361,6 @@ def protocol_schema() -> dict[str, object]:
     reply_props["fault"] = {"type": "string"}
     reply_def["minProperties"] = 2
     reply_def["maxProperties"] = 2
-    defs["KitRequest"] = {**cast(dict[str, Any], _by_tag(kit_request)), "description": _KIT_ONLY}
-    kit_reply_def = defs["KitReply"]
-    kit_reply_def["properties"]["acked"] = {"$ref": "#/$defs/Acked"}
-    kit_reply_def["properties"]["progress"] = {"type": "integer", "minimum": 0}
-    kit_reply_def["minProperties"] = 2
-    kit_reply_def["maxProperties"] = 2
-    for name in ("KitRequest", "PauseAt", "AppendBatches", "Stress", "Acked", "KitReply"):
-        defs[name]["kit_only"] = True  # an annotation: validators ignore it, readers should not
     defs["ErrorBody"]["properties"]["type"]["description"] = (
         "one of " + ", ".join(ERROR_ATTRIBUTES) + ", or any other name for an error "
         "outside the contract"
@@ -475,9 +372,6 @@ def protocol_schema() -> dict[str, object]:
         result_defs[op] = {"type": "null"} if kind is None else next(iterator)
         if kind is int:  # a head, a seq or a generation: never negative
             result_defs[op] = {"type": "integer", "minimum": 0}
-    for op, kind in KIT_RESULT_TYPES.items():
-        kit_result = {"type": "null"} if kind is None else next(iterator)
-        result_defs[op] = {**kit_result, "description": _KIT_ONLY, "kit_only": True}
     defs["results"] = result_defs
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -485,15 +379,11 @@ def protocol_schema() -> dict[str, object]:
         "title": f"checkpointspec stdio protocol, version {PROTOCOL_VERSION}",
         "description": (
             "One JSON object per line. The kit writes a Request, the backend answers "
-            "with Reply lines of the same id. KitRequest and KitReply (kit_only) pass "
-            "only between the kit and its own worker processes: a backend never "
-            "receives or sends them. See docs/stdio-protocol.md."
+            "with Reply lines of the same id. See docs/stdio-protocol.md."
         ),
         "oneOf": [
             {"$ref": "#/$defs/Request"},
             {"$ref": "#/$defs/Reply"},
-            {"$ref": "#/$defs/KitRequest", "description": _KIT_ONLY},
-            {"$ref": "#/$defs/KitReply", "description": _KIT_ONLY},
         ],
         "$defs": defs,
     }

@@ -11,8 +11,8 @@ It is also a model for authors in other languages: requests are answered one at
 a time, in order, and a read is sent in chunks before its result.
 
 `Server` is the one server loop of the protocol, with its one pause at a fault
-point. The kit's own worker processes are this server plus the kit-only
-requests (`checkpointspec.conformance.engines.processes.worker`).
+point. The kit's own worker processes are this server plus requests of the
+kit's own (`checkpointspec.conformance.engines.processes.worker`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
-from typing import BinaryIO, Final, cast
+from typing import Any, BinaryIO, ClassVar, Final, cast
 
 import msgspec
 
@@ -64,10 +64,8 @@ from .messages import (
     Hello,
     HelloResult,
     IntegrityResult,
-    KitRequest,
     ListSessions,
     MarkNewerSchema,
-    PauseAt,
     Read,
     ReadResult,
     ReleaseMaintenance,
@@ -82,8 +80,6 @@ __all__ = ["Server", "error_body", "reply_stream", "serve"]
 CHUNK: Final = 1000
 """Events per ``events`` reply of a read."""
 
-_decoder = msgspec.json.Decoder(Request | KitRequest)
-"""Kit-only requests too: the kit's workers are this server with their handlers added."""
 _encoder = msgspec.json.Encoder()
 
 
@@ -163,13 +159,17 @@ class Server:
     pause at a fault point: `hook`, called on whichever thread the backend works
     on, sends the ``fault`` reply and reads the ``resume`` itself, holding the
     backend exactly where it is. Fault points are reported while the kit has
-    enabled `FaultReports` (every point) or, for one request, after `PauseAt`
-    (that point, on that arrival only).
+    enabled `FaultReports` (every point) or, for one request, while `pause` is
+    set (that point, on that arrival only).
 
-    The kit's worker processes subclass it for the kit-only requests
+    The kit's worker processes subclass it for requests of their own
     (`checkpointspec.conformance.engines.processes.worker`); a subclass may
-    override `open`, `answer`, `reply_error` and `finish`.
+    extend `decoder` with its requests and override `open`, `answer`,
+    `answered`, `reply_error` and `finish`.
     """
+
+    decoder: ClassVar[msgspec.json.Decoder[Any]] = msgspec.json.Decoder(Request)
+    """Decodes one request line: a subclass adds its own requests to the union."""
 
     def __init__(
         self,
@@ -192,7 +192,8 @@ class Server:
         self.reporting = False
         """`FaultReports` is enabled: every fault point is reported."""
         self.pause: tuple[str, int] | None = None
-        """From `PauseAt`, for the next request only: the point, and on which arrival."""
+        """For the next request only (set by a subclass's request): the point to
+        report, and on which arrival there."""
         self.arrivals = 0
         self._sending = threading.Lock()  # the fault hook may send from the backend's thread
 
@@ -218,7 +219,7 @@ class Server:
         # kit's resume here, on the backend's thread, holding what it holds.
         self.send(id=self.current, fault=point)
         line = self.requests.readline()
-        if not line or not isinstance(_decoder.decode(line), Resume):
+        if not line or not isinstance(self.decoder.decode(line), Resume):
             os._exit(3)  # the kit is gone, or broke the protocol: stop as if killed
 
     async def open(self, ctx: BackendContext) -> Checkpointer:
@@ -272,7 +273,7 @@ class Server:
             raise RuntimeError("the first request must be hello")
         return cp
 
-    async def answer(self, request: Request | KitRequest) -> object:
+    async def answer(self, request: Request) -> object:
         """The result of ``request`` (replies before it, if any, are sent from here)."""
         if isinstance(request, Hello):
             return await self.hello(request)
@@ -331,9 +332,6 @@ class Server:
             case FaultReports():
                 self.reporting = request.enabled
                 return None
-            case PauseAt():
-                self.pause, self.arrivals = (request.point, request.arrival), 0
-                return None
             case Close():
                 # Reusable: the next hello opens a handle afresh; nothing of this one stays
                 # but the closed handle itself, which answers until then (a second close
@@ -351,7 +349,11 @@ class Server:
             self.send(id=request.id, events=events[start : start + CHUNK])
         return ReadResult(len(events))
 
-    def reply_error(self, request: Request | KitRequest, error: Exception) -> None:
+    def answered(self, request: Request) -> None:
+        """After ``request``'s answer, or its error: the pause was for it alone."""
+        self.pause = None
+
+    def reply_error(self, request: Request, error: Exception) -> None:
         """Send ``error`` as ``request``'s reply (a subclass may re-raise what it will not send)."""
         self.send(id=request.id, error=error_body(error))
 
@@ -365,7 +367,7 @@ class Server:
         """Answer requests until the request stream ends, then `finish`."""
         loop = asyncio.get_running_loop()
         while line := await loop.run_in_executor(None, self.requests.readline):
-            request = _decoder.decode(line)
+            request = self.decoder.decode(line)
             self.current = request.id
             try:
                 result = await self.answer(request)
@@ -373,8 +375,7 @@ class Server:
                 self.reply_error(request, exc)
                 continue
             finally:
-                if not isinstance(request, PauseAt):
-                    self.pause = None  # a pause is for the one request after it
+                self.answered(request)
             self.send(id=request.id, result=result)
         await self.finish()
 

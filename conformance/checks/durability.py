@@ -26,7 +26,6 @@ from __future__ import annotations
 import random
 import time
 
-from ...backends.stdio.messages import AppendBatches
 from ...spec import (
     Capability,
     Checkpointer,
@@ -37,6 +36,7 @@ from ..engines.contract.violations import RuleViolation
 from ..engines.crash.disk import SimulatedDisk
 from ..engines.crash.verdicts import Round, Step, check_rounds, plan_workload
 from ..engines.processes.client import UNSENT, Acked, WorkerExited, WorkerHung
+from ..engines.processes.messages import AppendBatches
 from ..engines.run.harness import CheckSkipped, Harness, read_all
 from ._support import check_whole_batches, expect, opened_workers, snapshot, spin
 from .base import check

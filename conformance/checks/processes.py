@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 
-from ...backends.stdio.messages import AppendBatches
 from ...spec import Capability, errors
 from ..engines.contract.violations import RuleViolation, expect
 from ..engines.history import Raised, check_history, describe
@@ -38,6 +37,7 @@ from ..engines.processes.client import (
     WorkerExited,
     WorkerHung,
 )
+from ..engines.processes.messages import AppendBatches
 from ..engines.processes.stress import StressHung, StressPlan, run_stress
 from ..engines.run.harness import Harness, read_all
 from ._support import check_whole_batches, opened_workers

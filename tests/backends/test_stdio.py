@@ -28,8 +28,9 @@ from checkpointspec.backends.stdio import (
     make,
     protocol_schema,
 )
-from checkpointspec.backends.stdio.client import _pool, _to_exception, without_spares
+from checkpointspec.backends.stdio.client import _pool, without_spares
 from checkpointspec.backends.stdio.serve import error_body
+from checkpointspec.backends.stdio.wire import to_exception
 from checkpointspec.spec import (
     BackendContext,
     Capability,
@@ -196,7 +197,7 @@ def test_every_contract_error_crosses_the_pipe_with_its_attributes(error: Except
         json.loads(json.dumps({"id": 1, "error": _encode(body)})),
         {"$ref": "#/$defs/Reply", "$defs": load_schema()["$defs"]},
     )
-    back = _to_exception(body, b"")
+    back = to_exception(body, b"")
     assert type(back) is type(error)
     assert back.__reduce__() == error.__reduce__()  # type: ignore[union-attr]
 
@@ -208,7 +209,7 @@ def _encode(body: object) -> object:
 
 
 def test_an_error_outside_the_contract_is_the_backends_own() -> None:
-    back = _to_exception(error_body(KeyError("x")), b"")
+    back = to_exception(error_body(KeyError("x")), b"")
     assert isinstance(back, StdioBackendError)
     assert back.error_type == "KeyError"
 

@@ -24,8 +24,9 @@ from pathlib import Path
 import msgspec
 import pytest
 from cases import MEMORY_CASES, SEED, Case
-from checkpointspec.backends.stdio.messages import AppendBatches, KitReply, Reply
+from checkpointspec.backends.stdio.messages import Reply
 from checkpointspec.conformance.engines.processes.client import hello, worker_argv, worker_env
+from checkpointspec.conformance.engines.processes.messages import AppendBatches, KitReply
 from checkpointspec.conformance.running.plan import plan_run
 from checkpointspec.conformance.running.report import KitReport
 from checkpointspec.conformance.running.runner import run_kit

@@ -38,8 +38,6 @@ from ....backends.stdio.messages import (
     Close,
     Delete,
     Head,
-    KitRequest,
-    PauseAt,
     Read,
     Request,
     Resume,
@@ -60,6 +58,7 @@ from ..processes.client import (
     hello,
     marker_prompts,
 )
+from ..processes.messages import KitRequest, PauseAt
 
 __all__ = ["WORKERS", "CommandedEnv", "CommandedMachine", "WorkerPool", "worker_pool"]
 

@@ -32,11 +32,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
-from ....backends.stdio.messages import Stress
 from ....spec import Checkpointer, CheckpointError, ConnectionLostError
 from ..contract.outcomes import read_all
 from ..contract.violations import RuleViolation
 from ..history import Operation, Raised, Returned, check_history, describe
+from ..processes.messages import Stress
 from ..processes.stress import load_history, run_workload
 
 __all__ = ["SESSIONS", "Writers", "judge", "violation"]

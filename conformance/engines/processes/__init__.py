@@ -2,8 +2,9 @@
 
 | module | what |
 |---|---|
-| `client` | `WorkerClient`, the one way the kit drives a worker: the stdio protocol, with the kit-only requests |
-| `worker` | the worker process (``python -m checkpointspec.conformance.engines.processes.worker``): the stdio server plus the kit-only requests |
+| `client` | `WorkerClient`, the one way the kit drives a worker: the stdio protocol's client wire (`checkpointspec.backends.stdio.wire`), with the kit's own requests |
+| `messages` | the kit's own requests (`PauseAt`, `AppendBatches`, `Stress`) and their interim replies: the kit's extension of the stdio protocol |
+| `worker` | the worker process (``python -m checkpointspec.conformance.engines.processes.worker``): the stdio server plus the kit's own requests |
 | `groups` | each worker is a process group, killed whole |
 | `stress` | free-running workers that record a history for the history checker |
 """

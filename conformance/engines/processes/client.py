@@ -7,9 +7,11 @@ checkpointspec.conformance.engines.processes.worker BACKEND``, see
 `checkpointspec.conformance.engines.processes.worker`) and talks to it the same
 way: the stdio protocol (`checkpointspec.backends.stdio.messages`,
 docs/stdio-protocol.md), one request per line on its stdin, reply lines on its
-stdout. A worker is that protocol's server: ``hello`` opens a handle of its own
-through the backend's factory, and the contract's requests are answered as any
-stdio backend answers them. On top, the kit-only requests:
+stdout, through the protocol's one client wire (`checkpointspec.backends.stdio.wire`:
+framing, ids, reply matching). A worker is that protocol's server: ``hello`` opens
+a handle of its own through the backend's factory, and the contract's requests
+are answered as any stdio backend answers them. On top, the kit's own requests
+(`checkpointspec.conformance.engines.processes.messages`):
 
 | request | what | interim replies |
 |---|---|---|
@@ -68,22 +70,14 @@ from typing import IO, Final
 
 import msgspec
 
-from ....backends.stdio.messages import (
-    PROTOCOL_VERSION,
-    Acked,
-    Hello,
-    HelloResult,
-    KitReply,
-    KitRequest,
-    Reply,
-    Request,
-    Resume,
-)
+from ....backends.stdio.messages import PROTOCOL_VERSION, Hello, HelloResult, Request
+from ....backends.stdio.wire import Conversation, Lines, StdioProtocolError
 from ....spec import SessionEvent, UserPrompt
 from ..contract.violations import RuleViolation
 from ..target.provenance import blame_backend
 from .forkserver import ForkedWorker, spawn_forked
 from .groups import kill_group, wait_group_gone
+from .messages import Acked, KitReply, KitRequest
 
 __all__ = [
     "BACKEND_FAILED",
@@ -200,37 +194,35 @@ WorkerReply = Opened | Ok | Failed | Paused | Acked | Progress
 
 _REPLY_LIMIT: Final = 1 << 24
 """The longest reply line a worker may send: a read's reply is one line."""
+_CHUNK: Final = 1 << 16
+"""Bytes read from a worker's stdout at a time."""
 
 _FINAL = (Opened, Ok, Failed)
 
-_encode = msgspec.json.Encoder().encode
-_decode_reply = msgspec.json.Decoder(Reply).decode
-_decode_kit_reply = msgspec.json.Decoder(KitReply).decode
 _decode_hello = msgspec.json.Decoder(HelloResult).decode
 _decode_int = msgspec.json.Decoder(int).decode
 
 
-class _Conversation:
-    """The replies of the request in flight, decoded into what it came to."""
+class _Conversation(Conversation[KitReply]):
+    """The wire's conversation with a worker, its replies decoded into what the
+    request in flight came to."""
 
     def __init__(self) -> None:
-        self.op = ""
-        self.id = UNSENT
+        super().__init__(UNSENT, KitReply)
         self.read: list[tuple[int, str]] = []
 
-    def start(self, request_id: int, op: str) -> None:
-        self.op, self.id, self.read = op, request_id, []
+    def begin(self, request: msgspec.Struct) -> None:
+        super().begin(request)
+        self.read = []
 
-    def decode(self, line: bytes) -> WorkerReply | None:
+    def came_to(self, line: bytes) -> WorkerReply | None:
         """What ``line`` says; None for a chunk of a read (its pairs are kept for the result).
 
-        Raises `msgspec.DecodeError` for a line that is no reply.
+        Raises `StdioProtocolError` for a line that is no reply to the request in flight.
         """
-        try:
-            reply = _decode_reply(line)
-        except msgspec.ValidationError:
-            kit = _decode_kit_reply(line)
-            return kit.acked if kit.acked is not None else Progress(kit.progress or 0)
+        reply = self.decode(line)
+        if isinstance(reply, KitReply):
+            return reply.acked if reply.acked is not None else Progress(reply.progress or 0)
         if reply.fault is not None:
             return Paused(reply.fault)
         if reply.events is not None:
@@ -318,7 +310,7 @@ class WorkerClient:
         """Seconds to wait for any one reply before `WorkerHung`."""
         self._stderr = stderr
         self._conversation = _Conversation()
-        self._sent = 0
+        self._lines = Lines()
         self.transcript: bytearray | None = None
         """Set it to a bytearray to keep every reply line received, as received
         (a tracer finds the reply pipe in its trace by these bytes)."""
@@ -364,40 +356,46 @@ class WorkerClient:
 
     async def send(self, request: Request | KitRequest) -> None:
         """Send ``request`` under an id of its own (a `Resume` under the paused request's)."""
-        if isinstance(request, Resume):
-            request = Resume(self._conversation.id)
-        else:
-            self._sent += 1
-            request = msgspec.structs.replace(request, id=self._sent)
-            self._conversation.start(request.id, str(type(request).__struct_config__.tag))
+        request = self._conversation.number(request)
         stdin = self.process.stdin
         assert stdin is not None
-        stdin.write(_encode(request) + b"\n")
+        stdin.write(self._conversation.encode(request) + b"\n")
         await stdin.drain()
 
     async def receive(self) -> WorkerReply:
         """What the next reply says (a read's chunks are gathered into its result);
         `WorkerHung` if a line does not come within ``reply_timeout``, `WorkerExited` at EOF."""
+        while True:
+            line = await self._line()
+            if self.transcript is not None:
+                self.transcript += line + b"\n"
+            reply = self._conversation.came_to(line)
+            if reply is not None:
+                return reply
+
+    async def _line(self) -> bytes:
+        """The next reply line, within ``reply_timeout`` of asking for it."""
         stdout = self.process.stdout
         assert stdout is not None
-        while True:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.reply_timeout
+        while (line := self._lines.next()) is None:
             try:
-                line = await asyncio.wait_for(stdout.readline(), self.reply_timeout)
+                chunk = await asyncio.wait_for(
+                    stdout.read(_CHUNK), max(0.0, deadline - loop.time())
+                )
             except TimeoutError:
                 raise WorkerHung.silent(
                     self.process.pid, self.reply_timeout, self._conversation.op, self.stderr_tail()
                 ) from None
-            if not line:
+            if not chunk:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.process.wait(), self.reply_timeout)
                 status, stderr = self.process.returncode, self.stderr_tail()
                 evidence = _exit_evidence(status, stderr, self._conversation.op)
                 raise evidence or WorkerExited(status, stderr)
-            if self.transcript is not None:
-                self.transcript += line
-            reply = self._conversation.decode(line)
-            if reply is not None:
-                return reply
+            self._lines.feed(chunk)
+        return line
 
     async def call(self, request: Request | KitRequest) -> WorkerReply:
         """Send a request that has no interim replies and return what it came to."""
@@ -442,10 +440,11 @@ class WorkerClient:
             rest = await asyncio.wait_for(stdout.read(), self.reply_timeout)
         except TimeoutError:
             raise WorkerHung("a process the killed worker started keeps its stdout open") from None
+        self._lines.feed(rest)
         replies = []
-        for line in rest.splitlines():
-            with contextlib.suppress(msgspec.DecodeError):
-                reply = self._conversation.decode(line)
+        while (line := self._lines.next()) is not None:
+            with contextlib.suppress(StdioProtocolError):
+                reply = self._conversation.came_to(line)
                 if reply is not None:
                     replies.append(reply)
         return replies

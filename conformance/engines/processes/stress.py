@@ -52,7 +52,6 @@ from typing import IO
 
 import msgspec
 
-from ....backends.stdio.messages import Stress
 from ....spec import CheckpointConflictError, Checkpointer, UserPrompt
 from ..history import (
     Conflicted,
@@ -73,6 +72,7 @@ from .client import (
     hello,
     started_workers,
 )
+from .messages import Stress
 
 __all__ = [
     "StressHung",

@@ -5,8 +5,9 @@ Run as ``python -m checkpointspec.conformance.engines.processes.worker BACKEND``
 `checkpointspec.backends.stdio.serve.Server` — the same server loop, the same
 replies, the same pause at a fault point — with three differences:
 
-- the kit-only requests are answered: `AppendBatches` and `Stress` here,
-  `PauseAt` by the server itself (see `checkpointspec.backends.stdio.messages`);
+- the kit's own requests are answered (`PauseAt`, `AppendBatches`, `Stress`, see
+  `checkpointspec.conformance.engines.processes.messages`): `PauseAt` sets the
+  server's one pause at a fault point for the request after it;
 - a handle is opened as every kit check opens one (`open_checkpointer`: the
   factory's result checked, its exceptions noted as the backend's);
 - only contract errors (`CheckpointError`) are replies, and a handle's open
@@ -37,14 +38,7 @@ import msgspec
 
 from ....backends.registry import resolve_backend
 from ....backends.stdio.client import without_spares
-from ....backends.stdio.messages import (
-    Acked,
-    AppendBatches,
-    Hello,
-    KitRequest,
-    Request,
-    Stress,
-)
+from ....backends.stdio.messages import Hello, Request
 from ....backends.stdio.serve import Server, error_body, reply_stream
 from ....spec import (
     BackendContext,
@@ -58,18 +52,24 @@ from ..contract.violations import RuleViolation
 from ..target.provenance import backend_operation, open_checkpointer
 from .client import BACKEND_FAILED, BROKE_A_RULE, violation_line
 from .forkserver import FORK_SERVER_FLAG, PID, READY, STATUS
+from .messages import Acked, AppendBatches, KitRequest, PauseAt, Stress
 from .stress import run_workload
 
 __all__: list[str] = []
 
 
 class _KitServer(Server):
-    """The stdio server with the kit-only requests answered."""
+    """The stdio server with the kit's own requests answered."""
+
+    decoder = msgspec.json.Decoder(Request | KitRequest)
 
     async def open(self, ctx: BackendContext) -> Checkpointer:
         return await open_checkpointer(self.factory, ctx)
 
     async def answer(self, request: Request | KitRequest) -> object:
+        if isinstance(request, PauseAt):
+            self.pause, self.arrivals = (request.point, request.arrival), 0
+            return None
         if isinstance(request, AppendBatches):
             await self.append_batches(self.handle(), request)
             return None
@@ -96,6 +96,10 @@ class _KitServer(Server):
             await run_workload(
                 cp, request, record, lambda calls: self.send(id=request.id, progress=calls)
             )
+
+    def answered(self, request: Request | KitRequest) -> None:
+        if not isinstance(request, PauseAt):  # a pause is for the one request after it
+            self.pause = None
 
     def reply_error(self, request: Request | KitRequest, error: Exception) -> None:
         if isinstance(request, Hello):  # the factory is the backend's code: report, don't die
