@@ -30,6 +30,7 @@ from checkpointspec.conformance.engines.contract.contract import (
     Raised,
     Returned,
 )
+from checkpointspec.spec import BackendContext
 from hypothesis import strategies as st
 
 
@@ -209,3 +210,10 @@ def opener(kind: type[FileRegister]) -> Callable[[Path], Awaitable[FileRegister]
         return kind(path)
 
     return open_store
+
+
+def make(ctx: BackendContext) -> FileRegister:
+    """The correct register as a backend's factory, for worker processes;
+    ``--option kind=UnlockedPut`` opens a broken one."""
+    kinds = {kind.__name__: kind for kind in (FileRegister, ForgivingDelete, UnlockedPut)}
+    return kinds[ctx.options.get("kind", "FileRegister")](ctx.path)

@@ -5,6 +5,7 @@ checker, with no code written for it in the engines."""
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,10 @@ from checkpointspec.conformance.engines.processes.contract_programs import (
     programs,
     run_programs,
 )
+from checkpointspec.conformance.engines.processes.contract_worker import (
+    WorkerGaveNoAnswer,
+    run_programs_in_processes,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis.stateful import run_state_machine_as_test
 from kv_register import (
@@ -33,6 +38,7 @@ from kv_register import (
     opener,
 )
 
+HERE = Path(__file__).resolve().parent
 QUICK = settings(
     max_examples=40,
     deadline=None,
@@ -95,6 +101,61 @@ def test_concurrent_callers_find_the_lost_update(tmp_path: Path) -> None:
     assert found.rule_id == "KV-002"
     assert "put(" in found.message
     assert "in no order of the concurrent calls" in found.message
+
+
+_PROCESSES = settings(QUICK, max_examples=8)
+
+
+def _processes_finding(kind: str, root: Path) -> RuleViolation | None:
+    stores = iter(range(10_000))
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
+    }
+
+    @_PROCESSES
+    @given(drawn=programs(REGISTER, callers=3, calls=3))
+    def in_processes(drawn: tuple[tuple[Call, ...], ...]) -> None:
+        path = root / f"store-{next(stores)}"
+        path.mkdir()
+        history = asyncio.run(
+            run_programs_in_processes(
+                "kv_register:REGISTER",
+                "kv_register:make",
+                path,
+                drawn,
+                options={"kind": kind},
+                env=env,
+            )
+        )
+        assert len(history) == sum(map(len, drawn)), "every call is in the history"
+        judge_history(REGISTER, history)
+
+    try:
+        in_processes()
+    except RuleViolation as violation:
+        return violation
+    return None
+
+
+def test_callers_in_processes_of_a_correct_register_are_linearizable(tmp_path: Path) -> None:
+    assert _processes_finding("FileRegister", tmp_path) is None
+
+
+def test_a_worker_that_cannot_open_its_store_says_why(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(HERE)}
+    with pytest.raises(WorkerGaveNoAnswer, match="exited before its store was open") as raised:
+        asyncio.run(
+            run_programs_in_processes(
+                "kv_register:REGISTER",
+                "kv_register:make",
+                tmp_path,
+                [[Call("get", ("a",))]],
+                options={"kind": "NoSuchKind"},
+                env=env,
+            )
+        )
+    assert "NoSuchKind" in raised.value.stderr
 
 
 # -- the history checker on histories written by hand ------------------------------------

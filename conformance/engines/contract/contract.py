@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Hashable, Mapping
 from dataclasses import dataclass, field
-from typing import Generic, Protocol, TypeAlias, TypeVar
+from typing import Generic, Protocol, TypeAlias, TypeVar, cast
 
 import msgspec
 from hypothesis import strategies as st
@@ -134,6 +134,10 @@ class Contract(Generic[Store, State]):
     """The contract's name of an error the store raised; None for any other exception."""
     close: Callable[[Store], Awaitable[None]]
     key: Callable[[Call], Hashable] | None = None
+    adapt: Callable[[object], Awaitable[Store]] | None = None
+    """How the object a backend's factory returns becomes the store the operations
+    call (a framework's store wrapped, its sync methods run in a thread); the
+    object itself when None."""
     rules_by_id: Mapping[str, CatalogRule] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -151,6 +155,12 @@ class Contract(Generic[Store, State]):
             if op.name == name:
                 return op
         raise KeyError(f"contract {self.name!r} has no operation {name!r}: {self.names()}")
+
+    async def store_of(self, made: object) -> Store:
+        """The store the operations call, from what a backend's factory returned."""
+        if self.adapt is not None:
+            return await self.adapt(made)
+        return cast("Store", made)
 
     def names(self) -> list[str]:
         return [op.name for op in self.operations]
