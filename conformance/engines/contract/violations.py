@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+
 from ....spec import RULES_BY_ID
 
 __all__ = ["RuleViolation", "expect"]
@@ -15,19 +17,42 @@ class RuleViolation(AssertionError):
     runner turns it into a failed rule in the report. ``also`` names rules the same
     evidence breaks as well (a batch torn by a kill breaks APPEND-003 and KILL-001):
     each is reported as following from ``rule_id``, so that its row fails too.
+    ``catalog`` is the rule table of the contract broken: the checkpointer
+    contract's unless a check of another contract says which
+    (`checkpointspec.conformance.engines.contract.contract.Contract.rules_by_id`).
     """
 
-    def __init__(self, rule_id: str, message: str, also: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        rule_id: str,
+        message: str,
+        also: tuple[str, ...] = (),
+        *,
+        catalog: Mapping[str, object] = RULES_BY_ID,
+    ) -> None:
         for rule in (rule_id, *also):
-            if rule not in RULES_BY_ID:
+            if rule not in catalog:
                 raise KeyError(f"RuleViolation names unknown rule {rule!r}")
         super().__init__(f"[{rule_id}] {message}")
         self.rule_id = rule_id
         self.message = message
         self.also = tuple(r for r in also if r != rule_id)
 
-    def __reduce__(self) -> tuple[type[RuleViolation], tuple[str, str, tuple[str, ...]]]:
-        return (type(self), (self.rule_id, self.message, self.also))
+    def __reduce__(
+        self,
+    ) -> tuple[Callable[..., RuleViolation], tuple[type[RuleViolation], str, str, tuple[str, ...]]]:
+        # Checked once, where it was made: unpickled in another process, whose
+        # contract may not be the checkpointer's, it is taken as it comes.
+        return (_unpickled, (type(self), self.rule_id, self.message, self.also))
+
+
+def _unpickled(
+    cls: type[RuleViolation], rule_id: str, message: str, also: tuple[str, ...]
+) -> RuleViolation:
+    violation = cls.__new__(cls)
+    AssertionError.__init__(violation, f"[{rule_id}] {message}")
+    violation.rule_id, violation.message, violation.also = rule_id, message, also
+    return violation
 
 
 def expect(condition: bool, rule_id: str, message: str) -> None:

@@ -1,0 +1,175 @@
+"""A contract as a value: what the generic machines and the history checker take.
+
+A contract says, for one store interface, everything the engines need to judge a
+store of it and nothing about how they do it:
+
+- its **rules** (`CatalogRule`: an id, a title, a statement), the only ids its
+  findings may name;
+- its **sequential model**: a pure transition ``step(state, call) -> (state,
+  answer)`` from a hashable state, so that the history checker can try one state
+  along several orders and remember the ones it has seen;
+- its **operations** (`Operation`): a name, a Hypothesis strategy for the call's
+  arguments, and how to make the call on an open store;
+- how an **observation maps to a rule** (``judge``): given a call, the answer the
+  model gives and the answer the store gave, the rule the difference breaks;
+- how an exception the store raised is named (``error_name``): a contract error
+  is an answer like a value; anything else is not an answer the contract allows.
+
+Nothing here does I/O or knows about a backend's package: a contract is handed
+the store once it is open (`checkpointspec.conformance.engines.machines.contract`
+opens it). The checkpointer contract of ``checkpointspec.spec`` is written against
+its own machines today; a store interface of another agent framework is a value
+of this type, and adding one adds modules, not changes to the machines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Hashable, Mapping
+from dataclasses import dataclass, field
+from typing import Generic, Protocol, TypeAlias, TypeVar, cast
+
+import msgspec
+from hypothesis import strategies as st
+
+__all__ = [
+    "Answer",
+    "Call",
+    "CatalogRule",
+    "Contract",
+    "Operation",
+    "Raised",
+    "Returned",
+    "answer_text",
+]
+
+Store = TypeVar("Store")
+State = TypeVar("State", bound=Hashable)
+JSONArgs: TypeAlias = tuple[object, ...]
+
+
+class CatalogRule(Protocol):
+    """What a contract's rule table holds: `checkpointspec.spec.Rule` is one."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def title(self) -> str: ...
+
+    @property
+    def statement(self) -> str: ...
+
+
+class Call(msgspec.Struct, frozen=True):
+    """One call of an operation: its name and its arguments, plain data that a
+    worker process can receive and a history can record."""
+
+    operation: str
+    arguments: JSONArgs = ()
+
+    def __str__(self) -> str:
+        return f"{self.operation}({', '.join(map(repr, self.arguments))})"
+
+
+class Returned(msgspec.Struct, frozen=True, tag="returned"):
+    """The call returned ``value`` (made plain data by the operation)."""
+
+    value: object = None
+
+
+class Raised(msgspec.Struct, frozen=True, tag="raised"):
+    """The call raised the contract's error ``error`` (a name the contract gives it)."""
+
+    error: str
+
+
+Answer: TypeAlias = Returned | Raised
+
+
+def answer_text(answer: Answer | None) -> str:
+    """An answer in words: ``returned 3``, ``raised KeyMissing``, ``no answer``."""
+    if answer is None:
+        return "no answer"
+    if isinstance(answer, Raised):
+        return f"raised {answer.error}"
+    return f"returned {answer.value!r}"
+
+
+@dataclass(frozen=True)
+class Operation(Generic[Store]):
+    """One operation of a store interface.
+
+    ``arguments`` draws the call's arguments (plain data, so that a failing run
+    prints as steps a person can read and replay). ``call`` makes the call on an
+    open store and returns its answer as plain data (what the model's answer is
+    compared with). ``writes`` says whether the call may change the store: a
+    write whose answer never came may have taken effect or not, a read whose
+    answer never came is simply left out of a history.
+    """
+
+    name: str
+    arguments: st.SearchStrategy[JSONArgs]
+    call: Callable[[Store, JSONArgs], Awaitable[object]]
+    writes: bool = True
+
+
+@dataclass(frozen=True)
+class Contract(Generic[Store, State]):
+    """A store interface's contract, as the generic engines take it.
+
+    ``key`` splits a history into independent parts (a key of a register, a
+    session of a log) that the history checker judges one at a time; a contract
+    whose calls all touch one shared state leaves it None.
+    """
+
+    name: str
+    rules: tuple[CatalogRule, ...]
+    initial: Callable[[], State]
+    step: Callable[[State, Call], tuple[State, Answer]]
+    operations: tuple[Operation[Store], ...]
+    judge: Callable[[Call, Answer, Answer | None], str]
+    """The rule broken when ``call`` answered the second answer (None: it gave no
+    answer the contract allows) where the model gives the first."""
+    error_name: Callable[[BaseException], str | None]
+    """The contract's name of an error the store raised; None for any other exception."""
+    close: Callable[[Store], Awaitable[None]]
+    key: Callable[[Call], Hashable] | None = None
+    adapt: Callable[[object], Awaitable[Store]] | None = None
+    """How the object a backend's factory returns becomes the store the operations
+    call (a framework's store wrapped, its sync methods run in a thread); the
+    object itself when None."""
+    rules_by_id: Mapping[str, CatalogRule] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        by_id = {rule.id: rule for rule in self.rules}
+        if len(by_id) != len(self.rules):
+            raise ValueError(f"contract {self.name!r}: a rule id is used twice")
+        names = [op.name for op in self.operations]
+        if len(set(names)) != len(names):
+            raise ValueError(f"contract {self.name!r}: an operation name is used twice")
+        object.__setattr__(self, "rules_by_id", by_id)
+
+    def operation(self, name: str) -> Operation[Store]:
+        """The operation called ``name``; KeyError names the contract's operations."""
+        for op in self.operations:
+            if op.name == name:
+                return op
+        raise KeyError(f"contract {self.name!r} has no operation {name!r}: {self.names()}")
+
+    async def store_of(self, made: object) -> Store:
+        """The store the operations call, from what a backend's factory returned."""
+        if self.adapt is not None:
+            return await self.adapt(made)
+        return cast("Store", made)
+
+    def names(self) -> list[str]:
+        return [op.name for op in self.operations]
+
+    async def answer(self, store: Store, call: Call) -> Answer | BaseException:
+        """The store's answer to ``call``: a value, a contract error, or the exception
+        that is neither (returned, never raised, so the caller can judge it)."""
+        try:
+            return Returned(await self.operation(call.operation).call(store, call.arguments))
+        except Exception as exc:  # the store's exception is evidence, judged by the caller
+            name = self.error_name(exc)
+            return Raised(name) if name is not None else exc
