@@ -12,7 +12,8 @@ from ..engines.machines.strategies import (
     invalid_session_ids,
 )
 from ..engines.run.harness import Harness, read_all
-from ._support import expect, expect_error, run_property, snapshot, unchanged
+from ..engines.search.properties import run_property
+from ._support import expect, expect_error, snapshot, unchanged
 from .base import check
 
 __all__ = ["CHECKS"]

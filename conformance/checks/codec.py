@@ -10,16 +10,9 @@ from ...spec import Capability, CodecError
 from ..engines.contract.outcomes import Err, run_backend
 from ..engines.run.harness import Harness, read_all
 from ..engines.target.fault_codecs import CorruptingCodec, FailingCodec, SealedCodec
-from ._support import (
-    MODEL_OBSERVED,
-    expect,
-    expect_error,
-    fingerprint,
-    run_model_based,
-    snapshot,
-    unchanged,
-)
+from ._support import expect, expect_error, fingerprint, snapshot, unchanged
 from .base import check
+from .sequence import MODEL_OBSERVED, run_model_based
 
 __all__ = ["CHECKS"]
 

@@ -14,7 +14,8 @@ from ...spec import (
 )
 from ..engines.machines.strategies import events
 from ..engines.run.harness import Harness, read_all
-from ._support import expect, expect_error, run_property, snapshot, unchanged
+from ..engines.search.properties import run_property
+from ._support import expect, expect_error, snapshot, unchanged
 from .base import check
 
 __all__ = ["CHECKS"]

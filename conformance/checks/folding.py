@@ -33,8 +33,8 @@ from ...spec import (
 )
 from ..engines.contract.violations import RuleViolation
 from ..engines.run.harness import Harness
+from ..engines.search.properties import run_property
 from ._session import append_log, same, session_logs
-from ._support import run_property
 from .base import check
 
 __all__ = ["CHECKS"]

@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 from ...spec import Capability, Checkpointer
 from ..engines.machines.strategies import CONFUSABLE_IDS, session_ids
 from ..engines.run.harness import Harness, read_all
-from ._support import expect, run_property
+from ..engines.search.properties import run_property
+from ._support import expect
 from .base import check
 
 __all__ = ["CHECKS"]

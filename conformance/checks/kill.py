@@ -70,7 +70,7 @@ from ..engines.crash.verdicts import (
 from ..engines.machines.commanded import WORKERS, CommandedEnv, CommandedMachine, worker_pool
 from ..engines.processes.client import UNSENT, Ok, WorkerClient, WorkerReply, marker_prompts
 from ..engines.run.harness import CheckSkipped, Harness, read_all
-from ._support import run_machine
+from ..engines.search.stateful import run_machine
 from .base import check
 
 __all__ = ["CHECKS"]

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from ...spec import Codec
 from ..engines.contract.outcomes import check_ts
+from ..engines.machines.storage import CheckpointerMachine, MachineEnv
 from ..engines.run.harness import Harness, read_all
-from ._support import MODEL_OBSERVED, expect, run_model_based
+from ..engines.search.stateful import run_machine
+from ._support import expect
 from .base import check
 
-__all__ = ["CHECKS"]
+__all__ = ["CHECKS", "MODEL_OBSERVED", "run_model_based"]
 
 
 @check("SEQ-001", "SEQ-003")
@@ -53,6 +56,65 @@ async def stored_events_carry_id_and_utc_time(h: Harness) -> None:
             f"seq {stored.seq} carries session_id {stored.session_id!r}",
         )
         check_ts(stored, "read('sess/1')")
+
+
+MODEL_OBSERVED = (
+    "SEQ-002",
+    "SEQ-003",
+    "SEQ-004",
+    "EVENT-001",
+    "APPEND-001",
+    "APPEND-002",
+    "APPEND-003",
+    "APPEND-004",
+    "ARG-001",
+    "ARG-002",
+    "ARG-003",
+    "ID-002",
+    "READ-001",
+    "READ-002",
+    "READ-003",
+    "HEAD-001",
+    "LIST-001",
+    "LIST-002",
+    "LIST-003",
+    "DELETE-001",
+    "DELETE-002",
+    "TRUNC-001",
+    "TRUNC-002",
+    "TRUNC-003",
+    "TRUNC-004",
+    "TRUNC-005",
+    "CAP-001",
+    "GEN-001",
+    "GEN-002",
+    "HANDLE-001",
+    "CLOSE-001",
+    "CLOSE-002",
+    "DUR-001",
+    "INTEG-001",
+)
+"""The rules the model-based machine judges besides SEQ-001."""
+
+
+def run_model_based(h: Harness, codec: type[Codec] | None) -> None:
+    """Run the model-based machine (`CheckpointerMachine`) against the backend."""
+    # Its bad batches (ARG-003) never reach a backend behind the stdio client.
+    h.judged_on_the_kit_side(*MODEL_OBSERVED)
+    env = MachineEnv(
+        backend=h.backend,
+        capabilities=h.capabilities,
+        root=h.root,
+        codec_factory=codec,
+        options=h.options,
+        warnings=h.warnings,
+    )
+    run_machine(
+        h,
+        lambda: CheckpointerMachine(env),
+        examples=h.profile.stateful_examples,
+        steps=h.profile.stateful_steps,
+    )
 
 
 @check("SEQ-001", *MODEL_OBSERVED, kind="model")

@@ -17,7 +17,7 @@ from __future__ import annotations
 from ...spec import Capability, SessionLayer
 from ..engines.machines.session import SessionMachine, SessionMachineEnv
 from ..engines.run.harness import CheckSkipped, Harness
-from ._support import run_machine
+from ..engines.search.stateful import run_machine
 from .base import check
 
 __all__ = ["CHECKS", "SESSION_MODEL_OBSERVED", "run_session_machine"]

@@ -1,6 +1,6 @@
 """Time budgets: parsing ``--budget``, sharing a run's budget out as slices, and checks
 that stop at their slice's end and say what they covered (engines/search/budget.py,
-running/slices.py, checks/_support.py's `within_slice`).
+running/slices.py, engines/search/driver.py's `within_slice`).
 
 Clocks are stand-ins that tick once per reading, and a slice of 0 s is spent from its
 start: nothing here depends on how fast the machine is.
@@ -19,9 +19,7 @@ from typing import cast
 
 import msgspec
 import pytest
-from checkpointspec.conformance.checks._support import SliceSpent, explore_runs, within_slice
 from checkpointspec.conformance.engines.contract.violations import RuleViolation
-from checkpointspec.conformance.engines.run.harness import Harness
 from checkpointspec.conformance.engines.run.profiles import PROFILES
 from checkpointspec.conformance.engines.search.budget import (
     KIND_WEIGHTS,
@@ -29,6 +27,12 @@ from checkpointspec.conformance.engines.search.budget import (
     Slice,
     format_seconds,
     parse_budget,
+)
+from checkpointspec.conformance.engines.search.driver import (
+    SearchHost,
+    SliceSpent,
+    explore_runs,
+    within_slice,
 )
 from checkpointspec.conformance.engines.search.replay import REPORTING_PHASES, kit_settings
 from checkpointspec.conformance.frontends.cli import main
@@ -170,8 +174,8 @@ def test_a_crash_state_check_out_of_time_checks_one_round_passes_and_says_so() -
 # -- Hypothesis runs ----------------------------------------------------------------
 
 
-def _harness(budget: Slice, rounds: int = 4) -> Harness:
-    """What `within_slice` and `explore_runs` read of a harness."""
+def _harness(budget: Slice, rounds: int = 4) -> SearchHost:
+    """What `within_slice` and `explore_runs` read of a harness (`SearchHost`)."""
     stand_in = SimpleNamespace(
         replay=None,
         slice=budget,
@@ -180,7 +184,7 @@ def _harness(budget: Slice, rounds: int = 4) -> Harness:
         profile=msgspec.structs.replace(PROFILES["quick"], exploration_rounds=rounds),
         run=SimpleNamespace(tolerated=frozenset()),
     )
-    return cast("Harness", stand_in)
+    return cast("SearchHost", stand_in)
 
 
 def test_a_property_out_of_time_ends_its_run_as_a_pass_after_the_examples_it_ran() -> None:

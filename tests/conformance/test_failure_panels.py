@@ -15,11 +15,11 @@ from pathlib import Path
 import msgspec
 import pytest
 from checkpointspec.backends.registry import BackendRef
-from checkpointspec.conformance.checks._support import run_machine
 from checkpointspec.conformance.checks.base import Check, check
 from checkpointspec.conformance.engines.contract.violations import RuleViolation
 from checkpointspec.conformance.engines.run.harness import Harness
 from checkpointspec.conformance.engines.run.kit_run import BackendProbe
+from checkpointspec.conformance.engines.search.stateful import run_machine
 from checkpointspec.conformance.frontends.cli import main
 from checkpointspec.conformance.running import plan
 from checkpointspec.conformance.running.failures import FLAKY_REPLAY, hypothesis_lines, panel
@@ -34,7 +34,11 @@ from hypothesis.stateful import RuleBasedStateMachine, rule
 FINDING = "a killed append left 2 of 3 events of its batch"
 
 CHATTER = ("@reproduce_failure", "reproduce_failure(", "always and only run by failing test cases")
-KIT_TRACEBACK = ("Traceback (most recent call last)", "_support.py", "run_state_machine_as_test")
+KIT_TRACEBACK = (
+    "Traceback (most recent call last)",
+    "search/stateful.py",
+    "run_state_machine_as_test",
+)
 
 _steps = {"taken": 0}
 

@@ -21,12 +21,12 @@ from pathlib import Path
 import msgspec
 import pytest
 from checkpointspec.backends.registry import process_backend, resolve_backend
-from checkpointspec.conformance.checks._support import run_property
 from checkpointspec.conformance.checks.base import check
 from checkpointspec.conformance.engines.contract.violations import RuleViolation
 from checkpointspec.conformance.engines.run.harness import Harness
 from checkpointspec.conformance.engines.run.kit_run import BackendProbe, KitRun
 from checkpointspec.conformance.engines.run.profiles import PROFILES
+from checkpointspec.conformance.engines.search.properties import run_property
 from checkpointspec.conformance.engines.search.replay import (
     HYPOTHESIS_VERSION,
     ReproduceError,

@@ -18,7 +18,7 @@ nothing changes and the report says nothing.
 A Hypothesis run cut short stays a pass: once the slice is spent its examples are
 not started (`Slice.admits_example`): the first example after the slice's end
 ends the Hypothesis run instead of reaching the backend
-(`checkpointspec.conformance.checks._support.within_slice`); a failure found
+(`checkpointspec.conformance.engines.search.driver.within_slice`); a failure found
 before that is shrunk and reported in full, since the examples of a round that has
 failed are always admitted.
 """
