@@ -3,7 +3,8 @@
 `checker` is the entry point (`check_history`; its docstring explains the method),
 `records` the recorded operations and anomalies, `chain`, `epochs` and
 `realtime` the near-linear fast path, `linearize` the bounded search for
-sessions the fast path cannot decide.
+sessions the fast path cannot decide. `linearizable` judges a history of any
+`Contract`'s calls against its sequential model.
 """
 
 from .checker import (

@@ -7,4 +7,6 @@
 | `worker` | the worker process (``python -m checkpointspec.conformance.engines.processes.worker``): the stdio server plus the kit's own requests |
 | `groups` | each worker is a process group, killed whole |
 | `stress` | free-running workers that record a history for the history checker |
+| `contract_programs` | concurrent programs of any `Contract`'s calls on handles of this process, judged by `history.linearizable` |
+| `contract_worker` | the same programs, one worker process each (``python -m checkpointspec.conformance.engines.processes.contract_worker``) |
 """
