@@ -91,44 +91,46 @@ class KeyMissing(Exception):
 
 
 class FileRegister:
-    """A correct register in ``path / 'register.json'``."""
+    """A correct register in ``path / 'register.json'``: each call holds an exclusive
+    lock (``register.lock``), and a write replaces the file whole (a new file
+    renamed over it), so a writer killed at any point leaves the old or the new."""
 
     def __init__(self, path: Path) -> None:
         self.file = path / "register.json"
+        self.lock = path / "register.lock"
 
     def _locked(self) -> int:
-        fd = os.open(self.file, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(self.lock, os.O_RDWR | os.O_CREAT, 0o644)
         fcntl.flock(fd, fcntl.LOCK_EX)
         return fd
 
-    @staticmethod
-    def _load(fd: int) -> dict[str, int]:
-        os.lseek(fd, 0, os.SEEK_SET)
-        text = os.read(fd, 1 << 20)
-        loaded: dict[str, int] = json.loads(text) if text else {}
+    def _load(self) -> dict[str, int]:
+        try:
+            text = self.file.read_bytes()
+        except FileNotFoundError:
+            return {}
+        loaded: dict[str, int] = json.loads(text)
         return loaded
 
-    @staticmethod
-    def _save(fd: int, held: dict[str, int]) -> None:
-        data = json.dumps(held).encode()
-        os.lseek(fd, 0, os.SEEK_SET)
-        os.ftruncate(fd, 0)
-        os.write(fd, data)
+    def _save(self, held: dict[str, int]) -> None:
+        fresh = self.file.with_suffix(".tmp")
+        fresh.write_bytes(json.dumps(held).encode())
+        fresh.replace(self.file)
 
     async def get(self, key: str) -> int | None:
         fd = self._locked()
         try:
-            return self._load(fd).get(key)
+            return self._load().get(key)
         finally:
             os.close(fd)
 
     async def put(self, key: str, value: int) -> int | None:
         fd = self._locked()
         try:
-            held = self._load(fd)
+            held = self._load()
             previous = held.get(key)
             held[key] = value
-            self._save(fd, held)
+            self._save(held)
             return previous
         finally:
             os.close(fd)
@@ -136,17 +138,35 @@ class FileRegister:
     async def delete(self, key: str) -> int:
         fd = self._locked()
         try:
-            held = self._load(fd)
+            held = self._load()
             if key not in held:
                 raise KeyMissing(key)
             previous = held.pop(key)
-            self._save(fd, held)
+            self._save(held)
             return previous
         finally:
             os.close(fd)
 
     async def close(self) -> None:
         return None
+
+
+class RewritesInPlace(FileRegister):
+    """Empties the file, then writes the new contents into it (KV-001 after a kill):
+    a writer killed between the two leaves an empty register, its earlier puts gone.
+    No run without a kill shows it."""
+
+    def _load(self) -> dict[str, int]:
+        try:
+            text = self.file.read_bytes()
+        except FileNotFoundError:
+            return {}
+        loaded: dict[str, int] = json.loads(text) if text else {}
+        return loaded
+
+    def _save(self, held: dict[str, int]) -> None:
+        with self.file.open("wb") as out:
+            out.write(json.dumps(held).encode())
 
 
 class ForgivingDelete(FileRegister):
@@ -168,9 +188,9 @@ class UnlockedPut(FileRegister):
         await asyncio.sleep(0)
         fd = self._locked()
         try:
-            held = self._load(fd)
+            held = self._load()
             held[key] = value
-            self._save(fd, held)
+            self._save(held)
         finally:
             os.close(fd)
         return previous
@@ -200,6 +220,9 @@ REGISTER: Contract[FileRegister, State] = Contract(
     error_name=lambda exc: "KeyMissing" if isinstance(exc, KeyMissing) else None,
     close=lambda store: store.close(),
     key=lambda call: call.arguments[0],
+    readback=lambda calls: tuple(
+        Call("get", (key,)) for key in sorted({str(c.arguments[0]) for c in calls})
+    ),
 )
 
 
@@ -215,5 +238,8 @@ def opener(kind: type[FileRegister]) -> Callable[[Path], Awaitable[FileRegister]
 def make(ctx: BackendContext) -> FileRegister:
     """The correct register as a backend's factory, for worker processes;
     ``--option kind=UnlockedPut`` opens a broken one."""
-    kinds = {kind.__name__: kind for kind in (FileRegister, ForgivingDelete, UnlockedPut)}
+    kinds = {
+        kind.__name__: kind
+        for kind in (FileRegister, ForgivingDelete, UnlockedPut, RewritesInPlace)
+    }
     return kinds[ctx.options.get("kind", "FileRegister")](ctx.path)

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from checkpointspec.conformance.engines.contract.contract import Call, Contract, Raised, Returned
 from checkpointspec.conformance.engines.contract.violations import RuleViolation
+from checkpointspec.conformance.engines.crash.contract_kills import killed_at_each_call
+from checkpointspec.conformance.engines.crash.stopper import stopper_unavailable
 from checkpointspec.conformance.engines.history.linearizable import (
     Diverged,
     Linearized,
@@ -156,6 +158,50 @@ def test_a_worker_that_cannot_open_its_store_says_why(tmp_path: Path) -> None:
             )
         )
     assert "NoSuchKind" in raised.value.stderr
+
+
+_KILLED_PROGRAM = (
+    Call("put", ("a", 1)),
+    Call("put", ("b", 2)),
+    Call("delete", ("a",)),
+    Call("put", ("a", 3)),
+)
+
+
+@pytest.mark.skipif(stopper_unavailable() is not None, reason=str(stopper_unavailable()))
+def test_a_writer_killed_at_every_call_leaves_a_correct_register_whole(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(HERE)}
+    covered = asyncio.run(
+        killed_at_each_call(
+            "kv_register:REGISTER",
+            "kv_register:make",
+            tmp_path,
+            _KILLED_PROGRAM,
+            options={"kind": "FileRegister"},
+            env=env,
+        )
+    )
+    assert covered.calls >= 2 * len(_KILLED_PROGRAM), "a write and a rename per put or delete"
+    assert covered.killed == tuple(range(1, covered.calls + 1))
+
+
+@pytest.mark.skipif(stopper_unavailable() is not None, reason=str(stopper_unavailable()))
+def test_a_writer_killed_mid_rewrite_is_caught_by_the_contracts_own_reads(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(HERE)}
+    with pytest.raises(RuleViolation) as found:
+        asyncio.run(
+            killed_at_each_call(
+                "kv_register:REGISTER",
+                "kv_register:make",
+                tmp_path,
+                _KILLED_PROGRAM,
+                options={"kind": "RewritesInPlace"},
+                env=env,
+            )
+        )
+    assert found.value.rule_id == "KV-001"
+    assert "killed right after its store-changing system call" in found.value.message
+    assert "get(" in found.value.message
 
 
 # -- the history checker on histories written by hand ------------------------------------

@@ -24,7 +24,7 @@ of this type, and adding one adds modules, not changes to the machines.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Hashable, Mapping
+from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeAlias, TypeVar, cast
 
@@ -134,6 +134,10 @@ class Contract(Generic[Store, State]):
     """The contract's name of an error the store raised; None for any other exception."""
     close: Callable[[Store], Awaitable[None]]
     key: Callable[[Call], Hashable] | None = None
+    readback: Callable[[Sequence[Call]], tuple[Call, ...]] | None = None
+    """The reads that observe everything the given calls may have changed (a get of
+    every key they touched): what the crash checks ask of the store after its
+    writer was killed. A contract without it is not checked for kills."""
     adapt: Callable[[object], Awaitable[Store]] | None = None
     """How the object a backend's factory returns becomes the store the operations
     call (a framework's store wrapped, its sync methods run in a thread); the

@@ -8,5 +8,6 @@
 | `stopper` | a live process tree held with ptrace right after its Nth store-changing system call |
 | `verdicts` | what a store must show after a crash, and the verdict on one crash state (DUR-002, DUR-003, KILL-001) |
 | `holds` | writers held right after one of their system calls (KILL-001, READ-003) |
+| `contract_kills` | a writer of any `Contract` killed right after each of its store-changing system calls, the store read back and judged as a history |
 | `killed_restore` | a restore or compaction in a child process killed at a fault point or system call (RESTORE-006, KILL-001) |
 """

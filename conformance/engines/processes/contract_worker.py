@@ -1,19 +1,18 @@
-"""Concurrent programs of any contract's calls, each in a process of its own.
+"""Programs of any contract's calls, each in a worker process of its own.
 
-`run_programs_in_processes` starts one worker per program,
-``python -m checkpointspec.conformance.engines.processes.contract_worker CONTRACT
-BACKEND PATH``, which imports the contract (``module:attribute``) and the backend's
-factory, opens the store in ``PATH`` (the factory's object adapted by the
-contract), and says so on stdout. Once every worker is open the parent sends each
-its program, one JSON line; the worker makes the calls one after another and
-writes one `Recorded` line per call, unbuffered, with the times read just before
-and after it from the clock all processes share (``CLOCK_MONOTONIC``), so a
-worker that dies loses at most the call in flight, which the history then has
-with no answer. Each worker is its own process group, killed whole when the
-parent gives up on it (``deadline``) or is done.
+A worker, ``python -m checkpointspec.conformance.engines.processes.contract_worker
+CONTRACT BACKEND PATH [--option K=V ...]``, imports the contract (``module:attribute``)
+and the backend's factory, opens the store in ``PATH`` (the factory's object adapted
+by the contract) and says ``ready`` on stdout. It then reads its program, one JSON
+line, makes the calls one after another and writes one `Recorded` line per call,
+unbuffered, with the times read just before and after it from the clock all
+processes share (``CLOCK_MONOTONIC``); so a worker that dies loses at most the call
+in flight, which the history then has with no answer. Each worker is its own
+process group, killed whole when the kit is done with it or gives up on it.
 
-The parent judges the gathered history like one of tasks in one process
-(`contract_programs.judge_history`).
+`ContractWorker` is the kit's end of one worker (the crash checks hold and kill
+one, `checkpointspec.conformance.engines.crash.contract_kills`);
+`run_programs_in_processes` runs several at once for the history checker.
 """
 
 from __future__ import annotations
@@ -34,7 +33,13 @@ from ..contract.contract import Call, Contract
 from ..history.linearizable import Recorded
 from .groups import kill_group
 
-__all__ = ["WorkerGaveNoAnswer", "load_contract", "run_programs_in_processes"]
+__all__ = [
+    "ContractWorker",
+    "WorkerGaveNoAnswer",
+    "load_contract",
+    "open_contract_store",
+    "run_programs_in_processes",
+]
 
 Store = TypeVar("Store")
 State = TypeVar("State", bound=Hashable)
@@ -62,10 +67,101 @@ def load_contract(reference: str) -> Contract[object, Hashable]:
     return cast("Contract[object, Hashable]", found)
 
 
-async def _read_lines(stream: asyncio.StreamReader, number: int, into: list[Recorded]) -> None:
-    while line := await stream.readline():
-        with contextlib.suppress(msgspec.DecodeError):  # a line cut by a kill
-            into.append(msgspec.structs.replace(_recorded.decode(line), process=number))
+async def open_contract_store(
+    contract: Contract[Store, State], backend: str, path: Path, options: Mapping[str, str]
+) -> Store:
+    """The store in ``path``, opened in this process through ``backend``'s factory
+    (sync or async) and adapted by ``contract``."""
+    made = load_factory(backend)(BackendContext(path=path, options=dict(options)))
+    return await contract.store_of(await made if asyncio.iscoroutine(made) else made)
+
+
+class ContractWorker:
+    """The kit's end of one worker process: `start` (returns once its store is open),
+    `send` its program, `records` of its calls, `kill`."""
+
+    def __init__(self, number: int, process: asyncio.subprocess.Process) -> None:
+        self.number = number
+        self.process = process
+        self.program: tuple[Call, ...] = ()
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    @classmethod
+    async def start(
+        cls,
+        number: int,
+        contract: str,
+        backend: str,
+        path: Path,
+        *,
+        options: Mapping[str, str] | None = None,
+        env: Mapping[str, str] | None = None,
+        deadline: float = 60.0,
+    ) -> ContractWorker:
+        """Start worker ``number`` on the store in ``path``; `WorkerGaveNoAnswer` if it
+        is not open within ``deadline`` seconds."""
+        command = [sys.executable, "-m", __name__, contract, backend, str(path)]
+        for key, value in (options or {}).items():
+            command += ["--option", f"{key}={value}"]
+        process = await asyncio.create_subprocess_exec(
+            *command,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+            env=dict(env) if env is not None else None,
+        )
+        worker = cls(number, process)
+        assert process.stdout is not None
+        try:
+            ready = await asyncio.wait_for(process.stdout.readline(), deadline)
+        except TimeoutError:
+            ready = b""
+        if ready != READY:
+            await worker.kill()
+            assert process.stderr is not None
+            stderr = (await process.stderr.read()).decode(errors="replace")
+            why = "did not open its store" if ready else "exited before its store was open"
+            raise WorkerGaveNoAnswer(number, why, stderr)
+        return worker
+
+    async def send(self, program: Sequence[Call]) -> None:
+        """Give the worker its program: it starts making the calls at once."""
+        self.program = tuple(program)
+        stdin = self.process.stdin
+        assert stdin is not None
+        stdin.write(_encode(self.program) + b"\n")
+        await stdin.drain()
+        stdin.close()
+
+    async def records(self, deadline: float = 60.0) -> list[Recorded]:
+        """Every call the worker recorded, until it exits (or ``deadline`` passes, when
+        it is killed); the call it was making when it ended, with no answer."""
+        stdout = self.process.stdout
+        assert stdout is not None
+        got: list[Recorded] = []
+
+        async def read() -> None:
+            while line := await stdout.readline():
+                with contextlib.suppress(msgspec.DecodeError):  # a line cut by a kill
+                    got.append(msgspec.structs.replace(_recorded.decode(line), process=self.number))
+
+        try:
+            await asyncio.wait_for(read(), deadline)
+        except TimeoutError:
+            await self.kill()
+        if len(got) < len(self.program):
+            got.append(Recorded(self.number, self.program[len(got)], time.monotonic()))
+        return got
+
+    async def kill(self) -> None:
+        """Kill the worker's process group, and wait for it."""
+        if self.process.returncode is None:
+            kill_group(self.process.pid)
+        await self.process.wait()
 
 
 async def run_programs_in_processes(
@@ -78,72 +174,33 @@ async def run_programs_in_processes(
     env: Mapping[str, str] | None = None,
     deadline: float = 60.0,
 ) -> list[Recorded]:
-    """Run each of ``programs`` in a worker process of its own on the store in
-    ``path``, all at once (see the module), and return every call recorded. A call
-    a worker made and never answered (it died, or the deadline passed) is in the
-    history with no answer."""
-    command = [sys.executable, "-m", __name__, contract, backend, str(path)]
-    for key, value in (options or {}).items():
-        command += ["--option", f"{key}={value}"]
-    workers: list[asyncio.subprocess.Process] = []
+    """Run each of ``programs`` in a worker of its own on the store in ``path``, all
+    at once: each is given its program only when every one is open. Returns every
+    call recorded, a call never answered with no answer."""
+    workers: list[ContractWorker] = []
     try:
-        for _ in programs:
+        for number, _ in enumerate(programs):
             workers.append(
-                await asyncio.create_subprocess_exec(
-                    *command,
-                    stdin=asyncio.subprocess.PIPE,
-                    stdout=asyncio.subprocess.PIPE,
-                    stderr=asyncio.subprocess.PIPE,
-                    start_new_session=True,
-                    env=dict(env) if env is not None else None,
+                await ContractWorker.start(
+                    number, contract, backend, path, options=options, env=env, deadline=deadline
                 )
             )
-        for number, worker in enumerate(workers):
-            assert worker.stdout is not None
-            assert worker.stderr is not None
-            try:
-                ready = await asyncio.wait_for(worker.stdout.readline(), deadline)
-            except TimeoutError:
-                ready = b""
-            if ready != READY:
-                kill_group(worker.pid)
-                stderr = (await worker.stderr.read()).decode(errors="replace")
-                why = "did not open its store" if ready else "exited before its store was open"
-                raise WorkerGaveNoAnswer(number, why, stderr)
-        histories: list[list[Recorded]] = [[] for _ in workers]
         for worker, program in zip(workers, programs, strict=True):
-            assert worker.stdin is not None
-            worker.stdin.write(_encode(tuple(program)) + b"\n")
-            await worker.stdin.drain()
-            worker.stdin.close()
-        readers = [
-            _read_lines(worker.stdout, number, into)
-            for number, (worker, into) in enumerate(zip(workers, histories, strict=True))
-            if worker.stdout is not None
-        ]
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.gather(*readers), deadline)
-        history = [recorded for one in histories for recorded in one]
-        for number, (one, program) in enumerate(zip(histories, programs, strict=True)):
-            if len(one) < len(program):  # the call in flight when it died or was given up on
-                history.append(Recorded(number, program[len(one)], time.monotonic()))
-        return history
+            await worker.send(program)
+        histories = await asyncio.gather(*(worker.records(deadline) for worker in workers))
+        return [recorded for history in histories for recorded in history]
     finally:
         for worker in workers:
-            if worker.returncode is None:
-                kill_group(worker.pid)
-            await worker.wait()
+            await worker.kill()
 
 
 async def _serve(contract_ref: str, backend: str, path: str, options: dict[str, str]) -> None:
     contract = load_contract(contract_ref)
-    made = load_factory(backend)(BackendContext(path=Path(path), options=options))
-    store = await contract.store_of(await made if asyncio.iscoroutine(made) else made)
+    store = await open_contract_store(contract, backend, Path(path), options)
     out = sys.stdout.buffer
     out.write(READY)
     out.flush()
     program = _program.decode(sys.stdin.buffer.readline())
-    process = 0  # the parent numbers its workers
     try:
         for call in program:
             invoked = time.monotonic()
@@ -151,9 +208,9 @@ async def _serve(contract_ref: str, backend: str, path: str, options: dict[str, 
             completed = time.monotonic()
             if isinstance(got, BaseException):
                 said = f"{type(got).__name__}: {got}"
-                recorded = Recorded(process, call, invoked, completed, None, said)
+                recorded = Recorded(0, call, invoked, completed, None, said)
             else:
-                recorded = Recorded(process, call, invoked, completed, got)
+                recorded = Recorded(0, call, invoked, completed, got)
             out.write(_encode(recorded) + b"\n")
             out.flush()
     finally:
@@ -162,10 +219,9 @@ async def _serve(contract_ref: str, backend: str, path: str, options: dict[str, 
 
 def _main(argv: list[str]) -> None:
     contract, backend, path, *rest = argv
+    flags, pairs = rest[::2], rest[1::2]
     options = dict(
-        pair.split("=", 1)
-        for flag, pair in zip(rest[::2], rest[1::2], strict=True)
-        if flag == "--option"
+        pair.split("=", 1) for flag, pair in zip(flags, pairs, strict=True) if flag == "--option"
     )
     asyncio.run(_serve(contract, backend, path, options))
 

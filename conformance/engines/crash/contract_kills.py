@@ -1,0 +1,138 @@
+"""A writer of any contract killed right after each of its store-changing system calls.
+
+For a contract whose stores keep their data in files under the store's directory,
+`killed_at_each_call` runs one program of calls in a worker process
+(`checkpointspec.conformance.engines.processes.contract_worker`) under the
+system-call stopper (`stopper`): first to the end, counting the calls that change a
+file under the store (K of them), then once for each chosen N of 1..K on a fresh
+store, held right after the Nth and killed there, with no instruction run after
+it. After each kill the store is opened in this process and read back (the
+contract's ``readback`` calls), and the history is judged like any other
+(`checkpointspec.conformance.engines.history.linearizable`): the calls the worker
+answered before the kill, the one it was making (which may have taken effect or
+not), then the reads. A store that loses an answered call, or shows half of one,
+has no order that explains its reads: the finding names the read, what the model
+gives and what came back, and the call the writer was killed after.
+
+A process kill leaves the page cache alone, so what this checks is that every
+state a killed writer can leave is one the contract allows (no torn write, no
+answered call undone); a power loss is not simulated here.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TypeVar
+
+import msgspec
+
+from ..contract.contract import Call, Contract
+from ..contract.violations import RuleViolation
+from ..history.linearizable import Diverged, Recorded, Undecided, check_linearizable
+from ..processes.contract_worker import ContractWorker, load_contract, open_contract_store
+from .stopper import SyscallStopper
+
+__all__ = ["KilledAt", "killed_at_each_call"]
+
+Store = TypeVar("Store")
+State = TypeVar("State", bound=Hashable)
+
+EVERY_CALL = 10**9
+"""A stopper target no program reaches: the run that counts the calls."""
+
+
+class KilledAt(msgspec.Struct, frozen=True):
+    """What the kill checks covered: ``calls`` store-changing system calls in the
+    program's run, ``killed`` the points a writer was killed at (1-based)."""
+
+    calls: int
+    killed: tuple[int, ...]
+
+
+async def _readback(
+    contract: Contract[Store, State],
+    backend: str,
+    path: Path,
+    options: Mapping[str, str],
+    reads: Sequence[Call],
+    process: int,
+) -> list[Recorded]:
+    store = await open_contract_store(contract, backend, path, options)
+    recorded: list[Recorded] = []
+    try:
+        for call in reads:
+            invoked = time.monotonic()
+            got = await contract.answer(store, call)
+            completed = time.monotonic()
+            if isinstance(got, BaseException):
+                said = f"{type(got).__name__}: {got}"
+                recorded.append(Recorded(process, call, invoked, completed, None, said))
+            else:
+                recorded.append(Recorded(process, call, invoked, completed, got))
+    finally:
+        await contract.close(store)
+    return recorded
+
+
+async def killed_at_each_call(
+    contract_ref: str,
+    backend: str,
+    root: Path,
+    program: Sequence[Call],
+    *,
+    options: Mapping[str, str] | None = None,
+    env: Mapping[str, str] | None = None,
+    points: Iterable[int] | None = None,
+) -> KilledAt:
+    """Kill a worker running ``program`` right after each of its store-changing
+    system calls (or only at ``points``, 1-based, those past the last ignored), and
+    judge what each kill left (see the module). Raises the first `RuleViolation`
+    found, naming the kill point in its message; returns what was covered."""
+    contract = load_contract(contract_ref)
+    if contract.readback is None:
+        raise ValueError(f"contract {contract.name!r} has no readback: kills cannot be judged")
+    reads = contract.readback(program)
+    options = dict(options or {})
+
+    async def held_at(target: int) -> tuple[Path, ContractWorker, SyscallStopper]:
+        """A worker on a fresh store, traced to be held after its ``target``-th call."""
+        path = Path(tempfile.mkdtemp(prefix="killed-", dir=root))
+        worker = await ContractWorker.start(
+            0, contract_ref, backend, path, options=options, env=env
+        )
+        stopper = await SyscallStopper.start(worker.pid, [path], target)
+        await worker.send(program)
+        return path, worker, stopper
+
+    path, worker, stopper = await held_at(EVERY_CALL)
+    await worker.records()
+    counted = len(await stopper.finish())
+    await worker.kill()
+    killed: list[int] = []
+    for target in points if points is not None else range(1, counted + 1):
+        if not 1 <= target <= counted:
+            continue
+        path, worker, stopper = await held_at(target)
+        outcome = await stopper.outcome
+        await stopper.kill()
+        history = await worker.records()
+        await worker.kill()
+        if not outcome.startswith("stopped "):
+            continue  # the run took another path and ended first: nothing held
+        killed.append(target)
+        history += await _readback(contract, backend, path, options, reads, process=1)
+        verdict = check_linearizable(contract, history)
+        if isinstance(verdict, Diverged):
+            where = outcome.split(" ", 2)[2] if outcome.count(" ") >= 2 else f"call {target}"
+            raise RuleViolation(
+                verdict.rule_id,
+                f"after the writer was killed right after its store-changing system call "
+                f"{target} of {counted} ({where}): {verdict.message()}",
+                catalog=contract.rules_by_id,
+            )
+        if isinstance(verdict, Undecided):
+            raise RuntimeError(f"the history after kill {target} was not decided")
+    return KilledAt(counted, tuple(killed))
