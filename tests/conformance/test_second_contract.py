@@ -12,6 +12,11 @@ import pytest
 from checkpointspec.conformance.engines.contract.contract import Call, Contract, Raised, Returned
 from checkpointspec.conformance.engines.contract.violations import RuleViolation
 from checkpointspec.conformance.engines.crash.contract_kills import killed_at_each_call
+from checkpointspec.conformance.engines.crash.contract_power_loss import (
+    PowerLosses,
+    power_loss_states,
+)
+from checkpointspec.conformance.engines.crash.recorder import tracer_unavailable
 from checkpointspec.conformance.engines.crash.stopper import stopper_unavailable
 from checkpointspec.conformance.engines.history.linearizable import (
     Diverged,
@@ -202,6 +207,52 @@ def test_a_writer_killed_mid_rewrite_is_caught_by_the_contracts_own_reads(tmp_pa
     assert found.value.rule_id == "KV-001"
     assert "killed right after its store-changing system call" in found.value.message
     assert "get(" in found.value.message
+
+
+def _power_losses(kind: str, root: Path) -> PowerLosses:
+    return asyncio.run(
+        power_loss_states(
+            "kv_register:REGISTER",
+            "kv_register:make",
+            root,
+            _KILLED_PROGRAM,
+            budget=60,
+            seed=1,
+            options={"kind": kind},
+            env={**os.environ, "PYTHONPATH": str(HERE)},
+        )
+    )
+
+
+@pytest.mark.skipif(tracer_unavailable() is not None, reason=str(tracer_unavailable()))
+def test_a_power_loss_anywhere_leaves_a_synced_register_whole(tmp_path: Path) -> None:
+    covered = _power_losses("FileRegister", tmp_path)
+    assert covered.operations >= 3 * len(_KILLED_PROGRAM), "write, sync, rename per write"
+    assert covered.states == min(60, covered.possible)
+
+
+@pytest.mark.skipif(tracer_unavailable() is not None, reason=str(tracer_unavailable()))
+def test_a_power_loss_finds_the_rename_nobody_synced(tmp_path: Path) -> None:
+    with pytest.raises(RuleViolation) as found:
+        _power_losses("RenamesUnsynced", tmp_path)
+    assert found.value.rule_id == "KV-001"
+    assert "power loss after op #" in found.value.message
+
+
+@pytest.mark.skipif(stopper_unavailable() is not None, reason=str(stopper_unavailable()))
+def test_a_kill_does_not_see_what_only_a_power_loss_loses(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(HERE)}
+    covered = asyncio.run(
+        killed_at_each_call(
+            "kv_register:REGISTER",
+            "kv_register:make",
+            tmp_path,
+            _KILLED_PROGRAM,
+            options={"kind": "RenamesUnsynced"},
+            env=env,
+        )
+    )
+    assert covered.killed
 
 
 # -- the history checker on histories written by hand ------------------------------------

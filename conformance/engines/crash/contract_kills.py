@@ -22,17 +22,16 @@ answered call undone); a power loss is not simulated here.
 from __future__ import annotations
 
 import tempfile
-import time
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TypeVar
 
 import msgspec
 
-from ..contract.contract import Call, Contract
+from ..contract.contract import Call
 from ..contract.violations import RuleViolation
-from ..history.linearizable import Diverged, Recorded, Undecided, check_linearizable
-from ..processes.contract_worker import ContractWorker, load_contract, open_contract_store
+from ..history.linearizable import Diverged, Undecided, check_linearizable
+from ..processes.contract_worker import ContractWorker, load_contract, read_back
 from .stopper import SyscallStopper
 
 __all__ = ["KilledAt", "killed_at_each_call"]
@@ -50,31 +49,6 @@ class KilledAt(msgspec.Struct, frozen=True):
 
     calls: int
     killed: tuple[int, ...]
-
-
-async def _readback(
-    contract: Contract[Store, State],
-    backend: str,
-    path: Path,
-    options: Mapping[str, str],
-    reads: Sequence[Call],
-    process: int,
-) -> list[Recorded]:
-    store = await open_contract_store(contract, backend, path, options)
-    recorded: list[Recorded] = []
-    try:
-        for call in reads:
-            invoked = time.monotonic()
-            got = await contract.answer(store, call)
-            completed = time.monotonic()
-            if isinstance(got, BaseException):
-                said = f"{type(got).__name__}: {got}"
-                recorded.append(Recorded(process, call, invoked, completed, None, said))
-            else:
-                recorded.append(Recorded(process, call, invoked, completed, got))
-    finally:
-        await contract.close(store)
-    return recorded
 
 
 async def killed_at_each_call(
@@ -123,7 +97,7 @@ async def killed_at_each_call(
         if not outcome.startswith("stopped "):
             continue  # the run took another path and ended first: nothing held
         killed.append(target)
-        history += await _readback(contract, backend, path, options, reads, process=1)
+        history += await read_back(contract, backend, path, options, reads, process=1)
         verdict = check_linearizable(contract, history)
         if isinstance(verdict, Diverged):
             where = outcome.split(" ", 2)[2] if outcome.count(" ") >= 2 else f"call {target}"

@@ -24,7 +24,7 @@ from ..contract.contract import Call, Contract, JSONArgs
 from ..contract.violations import RuleViolation
 from ..history.linearizable import Diverged, Recorded, Undecided, check_linearizable
 
-__all__ = ["HistoryUndecided", "judge_history", "programs", "run_programs"]
+__all__ = ["HistoryUndecided", "judge_history", "programs", "record_calls", "run_programs"]
 
 Store = TypeVar("Store")
 State = TypeVar("State", bound=Hashable)
@@ -48,6 +48,33 @@ def programs(
     return st.lists(program, min_size=2, max_size=callers).map(tuple)
 
 
+async def record_calls(
+    contract: Contract[Store, State],
+    store: Store,
+    calls: Sequence[Call],
+    process: int,
+    each: Callable[[Recorded], None] | None = None,
+) -> list[Recorded]:
+    """Make ``calls`` on ``store`` one after another, each recorded with the times read
+    just before and after it (``each`` is told of each as it is recorded). A call
+    that raises what the contract does not name is recorded with no answer and
+    what it raised."""
+    history: list[Recorded] = []
+    for call in calls:
+        invoked = time.monotonic()
+        got = await contract.answer(store, call)
+        completed = time.monotonic()
+        if isinstance(got, BaseException):
+            said = f"{type(got).__name__}: {got}"
+            recorded = Recorded(process, call, invoked, completed, None, said)
+        else:
+            recorded = Recorded(process, call, invoked, completed, got)
+        history.append(recorded)
+        if each is not None:
+            each(recorded)
+    return history
+
+
 async def run_programs(
     contract: Contract[Store, State],
     open_store: Callable[[Path], Awaitable[Store]],
@@ -55,32 +82,16 @@ async def run_programs(
     drawn: Programs,
 ) -> list[Recorded]:
     """Run each program on its own handle of the store in ``path``, all at once, and
-    record every call. A call that raises what the contract does not name is
-    recorded with no answer and what it raised."""
+    record every call (`record_calls`)."""
     stores = [await open_store(path) for _ in drawn]
-    clock = time.monotonic
-    history: list[Recorded] = []
-
-    async def run(process: int, program: Sequence[Call]) -> None:
-        for call in program:
-            invoked = clock()
-            got = await contract.answer(stores[process], call)
-            completed = clock()
-            if isinstance(got, BaseException):
-                history.append(
-                    Recorded(
-                        process, call, invoked, completed, None, f"{type(got).__name__}: {got}"
-                    )
-                )
-            else:
-                history.append(Recorded(process, call, invoked, completed, got))
-
     try:
-        await asyncio.gather(*(run(p, program) for p, program in enumerate(drawn)))
+        histories = await asyncio.gather(
+            *(record_calls(contract, stores[p], program, p) for p, program in enumerate(drawn))
+        )
     finally:
         for store in stores:
             await contract.close(store)
-    return history
+    return [recorded for history in histories for recorded in history]
 
 
 def judge_history(contract: Contract[Store, State], history: Sequence[Recorded]) -> None:

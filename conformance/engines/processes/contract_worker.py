@@ -31,6 +31,7 @@ from ....backends.registry import import_object, load_factory
 from ....spec import BackendContext
 from ..contract.contract import Call, Contract
 from ..history.linearizable import Recorded
+from .contract_programs import record_calls
 from .groups import kill_group
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "WorkerGaveNoAnswer",
     "load_contract",
     "open_contract_store",
+    "read_back",
     "run_programs_in_processes",
 ]
 
@@ -84,6 +86,8 @@ class ContractWorker:
         self.number = number
         self.process = process
         self.program: tuple[Call, ...] = ()
+        self.transcript = bytearray()
+        """Every line the worker wrote to the kit, as written (a trace places them)."""
 
     @property
     def pid(self) -> int:
@@ -100,10 +104,12 @@ class ContractWorker:
         options: Mapping[str, str] | None = None,
         env: Mapping[str, str] | None = None,
         deadline: float = 60.0,
+        prefix: Sequence[str] = (),
     ) -> ContractWorker:
-        """Start worker ``number`` on the store in ``path``; `WorkerGaveNoAnswer` if it
-        is not open within ``deadline`` seconds."""
-        command = [sys.executable, "-m", __name__, contract, backend, str(path)]
+        """Start worker ``number`` on the store in ``path`` (under the command
+        ``prefix``, a tracer's, when given); `WorkerGaveNoAnswer` if it is not open
+        within ``deadline`` seconds."""
+        command = [*prefix, sys.executable, "-m", __name__, contract, backend, str(path)]
         for key, value in (options or {}).items():
             command += ["--option", f"{key}={value}"]
         process = await asyncio.create_subprocess_exec(
@@ -126,6 +132,7 @@ class ContractWorker:
             stderr = (await process.stderr.read()).decode(errors="replace")
             why = "did not open its store" if ready else "exited before its store was open"
             raise WorkerGaveNoAnswer(number, why, stderr)
+        worker.transcript += ready
         return worker
 
     async def send(self, program: Sequence[Call]) -> None:
@@ -146,6 +153,7 @@ class ContractWorker:
 
         async def read() -> None:
             while line := await stdout.readline():
+                self.transcript += line
                 with contextlib.suppress(msgspec.DecodeError):  # a line cut by a kill
                     got.append(msgspec.structs.replace(_recorded.decode(line), process=self.number))
 
@@ -201,18 +209,30 @@ async def _serve(contract_ref: str, backend: str, path: str, options: dict[str, 
     out.write(READY)
     out.flush()
     program = _program.decode(sys.stdin.buffer.readline())
+
+    def write(recorded: Recorded) -> None:
+        out.write(_encode(recorded) + b"\n")
+        out.flush()
+
     try:
-        for call in program:
-            invoked = time.monotonic()
-            got = await contract.answer(store, call)
-            completed = time.monotonic()
-            if isinstance(got, BaseException):
-                said = f"{type(got).__name__}: {got}"
-                recorded = Recorded(0, call, invoked, completed, None, said)
-            else:
-                recorded = Recorded(0, call, invoked, completed, got)
-            out.write(_encode(recorded) + b"\n")
-            out.flush()
+        await record_calls(contract, store, program, 0, write)  # the parent numbers its workers
+    finally:
+        await contract.close(store)
+
+
+async def read_back(
+    contract: Contract[Store, State],
+    backend: str,
+    path: Path,
+    options: Mapping[str, str],
+    reads: Sequence[Call],
+    process: int,
+) -> list[Recorded]:
+    """Open the store in ``path`` in this process and make ``reads`` (recorded as the
+    calls of ``process``): what the crash checks see of what a crash left."""
+    store = await open_contract_store(contract, backend, path, options)
+    try:
+        return await record_calls(contract, store, reads, process)
     finally:
         await contract.close(store)
 
