@@ -356,11 +356,10 @@ def run_model_based(h: Harness, codec: type[Codec] | None) -> None:
     # Its bad batches (ARG-003) never reach a backend behind the stdio client.
     h.judged_on_the_kit_side(*MODEL_OBSERVED)
     env = MachineEnv(
-        backend=h.backend,
+        target=h.target,
         capabilities=h.capabilities,
         root=h.root,
         codec_factory=codec,
-        options=h.options,
         warnings=h.warnings,
     )
     run_machine(
@@ -406,9 +405,9 @@ async def opened_workers(
 
     A backend that refuses a worker's ``hello`` fails ``rule_id``.
     """
-    async with started_workers(h.backend.target, count, reply_timeout) as workers:
+    async with started_workers(h.target, count, reply_timeout) as workers:
         for n, worker in enumerate(workers):
-            reply = await worker.call(hello(str(h.path), h.options))
+            reply = await worker.call(hello(str(h.path), h.target.options))
             if not isinstance(reply, Opened):
                 raise RuleViolation(rule_id, f"worker {n} could not open the store: {reply}")
         yield workers
