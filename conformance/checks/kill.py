@@ -89,7 +89,7 @@ _SESSION: Final = "compacted"
 )
 def commanded_workers(h: Harness) -> None:
     """KILL-001: processes paused inside writes and killed there leave whole writes and free locks."""
-    with worker_pool(h.backend.target, h.options, WORKERS) as pool:
+    with worker_pool(h.target, WORKERS) as pool:
         env = CommandedEnv(pool, h.capabilities, h.new_store)
         # No shrinking: every shrink attempt replays processes being killed and
         # restarted, which took minutes; a failing run of at most commanded_steps
@@ -321,8 +321,7 @@ async def compaction_killed_after_every_system_call(h: Harness) -> None:
         else:
             store = copy_store(h, before)
         order = KillOrder(
-            h.backend.target,
-            h.options,
+            h.target,
             str(store),
             str(store),
             h.session_target,

@@ -96,9 +96,8 @@ async def free_running_history(h: Harness) -> None:
     profile = h.profile
     seconds = _stress_seconds(h)
     plan = StressPlan(
-        backend=h.backend.target,
+        target=h.target,
         path=str(h.path),
-        options=h.options,
         processes=profile.stress_processes,
         operations=profile.stress_operations,
         seconds=seconds,

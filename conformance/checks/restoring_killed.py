@@ -124,8 +124,7 @@ def _order(
 ) -> KillOrder:
     """A full restore (files and conversation) of ``trial`` in a child process."""
     return KillOrder(
-        h.backend.target,
-        h.options,
+        h.target,
         str(store),
         str(workspace),
         layer,

@@ -142,9 +142,9 @@ async def opened_worker(h: Harness, store: Path, rule_id: str) -> AsyncIterator[
     """A worker process with a handle open on ``store``, killed when the block ends; a
     backend that refuses the worker's ``hello`` fails ``rule_id``."""
     with tempfile.TemporaryFile() as stderr:
-        worker = await WorkerClient.start(h.backend.target, stderr, REPLY_TIMEOUT)
+        worker = await WorkerClient.start(h.target, stderr, REPLY_TIMEOUT)
         try:
-            opened = await worker.call(hello(str(store), h.options))
+            opened = await worker.call(hello(str(store), h.target.options))
             if not isinstance(opened, Opened):
                 raise RuleViolation(rule_id, f"a worker could not open the store: {opened}")
             yield worker

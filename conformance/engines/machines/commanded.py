@@ -33,6 +33,7 @@ from hypothesis import note
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from ....backends.registry import BackendTarget
 from ....backends.stdio.messages import (
     Append,
     Close,
@@ -82,14 +83,12 @@ class WorkerPool:
 
     def __init__(
         self,
-        backend: str,
-        options: dict[str, str],
+        target: BackendTarget,
         loop: asyncio.AbstractEventLoop,
         stderr: list[IO[bytes]],
         reply_timeout: float,
     ) -> None:
-        self.backend = backend
-        self.options = options
+        self.target = target
         self.loop = loop
         self.stderr = stderr
         self.reply_timeout = reply_timeout
@@ -110,9 +109,9 @@ class WorkerPool:
     def open(self, k: int, path: Path) -> WorkerReply:
         """Open worker ``k``'s handle on ``path``, starting the worker first if need be."""
         if not self.alive(k):
-            start = WorkerClient.start(self.backend, self.stderr[k], self.reply_timeout)
+            start = WorkerClient.start(self.target, self.stderr[k], self.reply_timeout)
             self.workers[k] = self._run(start)
-        return self.call(k, hello(str(path), self.options))
+        return self.call(k, hello(str(path), self.target.options))
 
     def call(self, k: int, request: Request | KitRequest) -> WorkerReply:
         return self._run(self._worker(k).call(request))
@@ -131,9 +130,9 @@ class WorkerPool:
 
 @contextlib.contextmanager
 def worker_pool(
-    backend: str, options: dict[str, str], size: int, reply_timeout: float = 30.0
+    target: BackendTarget, size: int, reply_timeout: float = 30.0
 ) -> Iterator[WorkerPool]:
-    """``size`` places for workers of ``backend``; on leaving, every worker is ended."""
+    """``size`` places for workers of ``target``; on leaving, every worker is ended."""
     loop = asyncio.new_event_loop()
     try:
         with contextlib.ExitStack() as files:
@@ -142,7 +141,7 @@ def worker_pool(
             for _ in range(size):
                 file = files.enter_context(tempfile.TemporaryFile())
                 stderr.append(file)
-            pool = WorkerPool(backend, options, loop, stderr, reply_timeout)
+            pool = WorkerPool(target, loop, stderr, reply_timeout)
             try:
                 yield pool
             finally:

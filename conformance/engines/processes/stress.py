@@ -52,6 +52,7 @@ from typing import IO
 
 import msgspec
 
+from ....backends.registry import BackendTarget
 from ....spec import CheckpointConflictError, Checkpointer, UserPrompt
 from ..history import (
     Conflicted,
@@ -85,11 +86,10 @@ __all__ = [
 
 
 class StressPlan(msgspec.Struct, frozen=True):
-    """What the workers do. ``backend`` is a ``module:function`` every worker imports."""
+    """What the workers do. ``target`` is the backend every worker opens, with its options."""
 
-    backend: str
+    target: BackendTarget
     path: str
-    options: dict[str, str] = {}
     processes: int = 4
     operations: int = 1000
     """Calls across all workers (conflict retries count)."""
@@ -228,12 +228,12 @@ async def run_stress(plan: StressPlan, workdir: Path, kills: int = 0) -> StressR
         if status != 0:
             failures.append(f"worker {number} exited with status {status}: {worker.stderr_tail()}")
 
-    async with started_workers(plan.backend, plan.processes, patience) as workers:
+    async with started_workers(plan.target, plan.processes, patience) as workers:
         # A start barrier, so that the workers really overlap: every handle is
         # open before any worker is told to start.
         for number, worker in enumerate(workers):
             try:
-                opened = await worker.call(hello(plan.path, plan.options))
+                opened = await worker.call(hello(plan.path, plan.target.options))
             except WorkerHung:
                 raise StressHung([number], {}, patience) from None
             except WorkerExited as exited:

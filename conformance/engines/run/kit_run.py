@@ -5,9 +5,9 @@ Everything a run was asked to do and what the kit learnt before the first check
 lives in one frozen `KitRun`. The front ends build it once
 (`checkpointspec.conformance.running.plan.plan_run`); the runner, every check's
 `Harness` and the worker processes receive it whole and read it, never rebuild
-or amend it. What follows from it is derived here, in one place: the options a
-factory gets (`KitRun.backend_options`) and the command that replays one check
-(`KitRun.replay_command`).
+or amend it. What follows from it is derived here, in one place: the backend
+under test with the options its factory gets (`KitRun.target`) and the command
+that replays one check (`KitRun.replay_command`).
 
 This module knows no check and no runner: it sits with the harness, below both.
 """
@@ -19,7 +19,7 @@ from typing import Literal, TypeAlias
 
 import msgspec
 
-from ....backends.registry import BackendRef
+from ....backends.registry import BackendRef, BackendTarget
 from ....spec import Capability
 from ..search.budget import format_seconds
 from ..search.replay import Reproduction
@@ -120,10 +120,12 @@ class KitRun(msgspec.Struct, frozen=True, kw_only=True):
     kit's re-check of whether one finding follows from another sets it."""
 
     @property
-    def backend_options(self) -> dict[str, str]:
-        """What the factory gets in `BackendContext.options`: the user's options, and a
-        ``--process`` backend's own, which win (its command is not the user's to change)."""
-        return self.options | self.process_options
+    def target(self) -> BackendTarget:
+        """The backend under test as every check opens it: `backend`, with the options its
+        factory gets in `BackendContext.options` (the user's, and a ``--process``
+        backend's own, which win: its command is not the user's to change). Each
+        `Harness` takes it once and hands it on whole."""
+        return BackendTarget(self.backend, self.options | self.process_options)
 
     def replay_command(self, check: str, *, session_check: bool) -> str:
         """The command that reruns the check named ``check`` as this run ran it: the same
