@@ -10,6 +10,10 @@ shows the panel the CLI prints: the check and the rule it broke, the finding, th
 failing steps and a replay command; the full traceback, the kit's frames
 included, only with ``-vv``.
 
+Its options are the CLI's ``run`` settings that a pytest session has use for,
+``--checkpointer-`` before each, declared from the one table both front ends
+share (`checkpointspec.conformance.frontends.settings`), with the same help.
+
 The backend is loaded and probed once when pytest starts: a module that does not
 import, a factory that raises or returns something that is not a Checkpointer,
 an unknown ``--checkpointer-only`` selection or ``--checkpointer-xfail`` rule,

@@ -500,10 +500,8 @@ def run_arguments(
         if s.feeds is not None and s.feeds not in _COMPOSED
     }
     declared = declared_names(values.get("declare", []))
-    arguments["process"] = _lite_agent_process(values.get("lite_agent"), declared) or values.get(
-        "process"
-    )
-    if values["validate_protocol"] and arguments["process"] is None:
+    process = _lite_agent_process(values.get("lite_agent"), declared) or values["process"]
+    if values["validate_protocol"] and process is None:
         raise BackendLoadError(
             f"{flag('validate_protocol', frontend)} checks a {flag('process', frontend)} "
             "backend's messages"
@@ -513,12 +511,13 @@ def run_arguments(
         xfail["TRUNC-003"] = "declared truncate_without_expected_head"
     for rule, reason in values["xfail"]:
         xfail[rule] = "; ".join(r for r in (xfail.get(rule, ""), reason or unexplained) if r)
-    arguments["expected_failures"] = xfail
-    arguments["options"] = dict(values["option"])
-    arguments["outputs"] = ReportOutputs(
-        **{name: values.get(name) for name in get_args(OutputName)}
-    )
-    return arguments
+    outputs = {name: values.get(name) for name in get_args(OutputName)}
+    return arguments | {
+        "process": process,
+        "expected_failures": xfail,
+        "options": dict(values["option"]),
+        "outputs": ReportOutputs(**outputs),
+    }
 
 
 def _lite_agent_process(factory: str | None, declared: list[str]) -> str | None:

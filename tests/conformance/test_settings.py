@@ -61,11 +61,7 @@ def _plugin_options() -> dict[str, dict[str, Any]]:
     return parser.groups["checkpointspec"].options
 
 
-def _in(frontend: Frontend) -> list[Setting]:
-    return [s for s in SETTINGS if frontend in s.frontends]
-
-
-@pytest.mark.parametrize("setting", _in("cli"), ids=lambda s: s.name)
+@pytest.mark.parametrize("setting", settings_of("cli"), ids=lambda s: s.name)
 def test_each_cli_setting_is_declared_from_the_table(setting: Setting) -> None:
     action = _cli_actions()[setting.name]
     assert action.help == setting.help_in("cli")
@@ -74,7 +70,7 @@ def test_each_cli_setting_is_declared_from_the_table(setting: Setting) -> None:
         assert action.metavar == setting.metavar
 
 
-@pytest.mark.parametrize("setting", _in("pytest"), ids=lambda s: s.name)
+@pytest.mark.parametrize("setting", settings_of("pytest"), ids=lambda s: s.name)
 def test_each_plugin_setting_is_declared_from_the_table(setting: Setting) -> None:
     declared = _plugin_options()[str(setting.plugin)]
     assert declared["help"] == setting.help_in("pytest")
