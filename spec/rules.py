@@ -2,8 +2,8 @@
 
 Each `Rule` has a stable id (``AREA-NNN``), a strength (MUST or SHOULD), the
 capability it needs (None: every backend), the suite of the kit that checks it
-(`RuleSuite`), the conformance level it counts towards (`ConformanceLevel`; None for a SHOULD
-rule), a short title and the normative statement. The catalog is data:
+(`RuleSuite`), the conformance level it counts towards (`ConformanceLevel`; None
+for a SHOULD rule), a short title and the normative statement. The catalog is data:
 ``spec/SPEC.md``, the kit's suites and levels and its report tables are derived
 from it, and the project's tests fail when a rule has no check or a check names
 a rule that is not here. Ids are never reused or renumbered.
@@ -114,7 +114,8 @@ class Rule(msgspec.Struct, frozen=True):
     """One numbered clause of the contract.
 
     ``level`` is None exactly for a SHOULD rule (SHOULD rules decide no verdict, so
-    they count towards no level), and a session rule's level is ``ConformanceLevel.SESSION``.
+    they count towards no level), and a session rule's level is
+    ``ConformanceLevel.SESSION``.
     """
 
     id: str

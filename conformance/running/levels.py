@@ -3,8 +3,8 @@
 A backend that declares fewer capabilities is not a worse backend, so one
 pass/fail verdict undersells it; the levels say what it was shown to do. Which
 level a rule counts towards is a fact of the catalog (``Rule.level``, a
-`checkpointspec.spec.ConformanceLevel`); `LEVELS` is a query over it, so each MUST rule
-lies in exactly one level:
+`checkpointspec.spec.ConformanceLevel`); `LEVELS` is a query over it, so each
+MUST rule lies in exactly one level:
 
 - ``base``: every storage MUST rule that needs no capability and no opt-in;
 - one level per capability (``delete``, ``list``, ``truncate``, ``generation``,
