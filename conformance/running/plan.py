@@ -40,7 +40,7 @@ from ...spec import (
     StoreHooks,
 )
 from ..checks.base import Check
-from ..engines.run.kit_run import BackendProbe, KitRun, OutputName, ReportOutputs, Suite
+from ..engines.run.kit_run import BackendProbe, KitRun, OutputName, ReportOutputs, SuiteSelection
 from ..engines.run.profiles import DEFAULT_PROFILE, PROFILES, Profile
 from ..engines.search.replay import Reproduction
 from ..engines.target.provenance import open_checkpointer
@@ -170,7 +170,7 @@ def plan_run(
     only: Iterable[str] = (),
     expected_failures: Iterable[str] | Mapping[str, str] = (),
     options: Mapping[str, str] | None = None,
-    suite: Suite = DEFAULT_SUITE,
+    suite: SuiteSelection = DEFAULT_SUITE,
     session_layer: str = DEFAULT_SESSION_LAYER,
     reproduction: Reproduction | None = None,
     outputs: ReportOutputs | None = None,

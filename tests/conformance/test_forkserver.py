@@ -11,8 +11,8 @@ import pytest
 from checkpointspec.backends.registry import BackendTarget
 from checkpointspec.backends.stdio.messages import Append
 from checkpointspec.conformance.engines.processes.client import (
-    Ok,
     Opened,
+    Succeeded,
     WorkerClient,
     WorkerExited,
     hello,
@@ -45,7 +45,7 @@ def test_a_worker_is_forked_and_answers_as_any_worker(tmp_path: Path) -> None:
 
     opened, appended, status = run(scenario())
     assert isinstance(opened, Opened)
-    assert appended == Ok(2)
+    assert appended == Succeeded(2)
     assert status == 0
 
 

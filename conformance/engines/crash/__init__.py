@@ -8,5 +8,5 @@
 | `stopper` | a live process tree held with ptrace right after its Nth store-changing system call |
 | `verdicts` | what a store must show after a crash, and the verdict on one crash state (DUR-002, DUR-003, KILL-001) |
 | `holds` | writers held right after one of their system calls (KILL-001, READ-003) |
-| `killed_restore` | a restore or compaction in a child process killed at a fault point or system call (RESTORE-006, KILL-001) |
+| `killed_layer_run` | a restore or compaction in a child process killed at a fault point or system call (RESTORE-006, KILL-001) |
 """

@@ -55,8 +55,8 @@ from ..contract.violations import RuleViolation
 from ..processes.client import (
     UNSENT,
     Failed,
-    Ok,
     Opened,
+    Succeeded,
     WorkerClient,
     WorkerExited,
     WorkerHung,
@@ -96,7 +96,7 @@ __all__ = [
     "holds",
     "needs_holding",
     "opened_worker",
-    "opened_workers",
+    "opened_workers_on",
     "prepared",
     "read_while_held",
     "spread",
@@ -154,7 +154,7 @@ async def opened_worker(h: Harness, store: Path, rule_id: str) -> AsyncIterator[
 
 
 @contextlib.asynccontextmanager
-async def opened_workers(
+async def opened_workers_on(
     h: Harness, store: Path, rule_id: str, count: int
 ) -> AsyncIterator[list[WorkerClient]]:
     """``count`` workers of `opened_worker`, started at once (a worker's start is mostly
@@ -470,7 +470,7 @@ async def read_while_held(
         raise RuleViolation(
             rule_id, f"a read while a writer was held raised {reply.error}: {reply.message}"
         )
-    assert isinstance(reply, Ok)
+    assert isinstance(reply, Succeeded)
     assert isinstance(reply.value, list)
     return [(int(seq), str(text)) for seq, text in reply.value]
 

@@ -49,9 +49,9 @@ from ..contract.violations import RuleViolation, expect
 from ..processes.client import (
     UNSENT,
     Failed,
-    Ok,
     Opened,
     Paused,
+    Succeeded,
     WorkerClient,
     WorkerExited,
     WorkerHung,
@@ -269,14 +269,14 @@ class CommandedMachine(RuleBasedStateMachine):
     def check_write(self, k: int, command: Write, reply: WorkerReply, expected: int | None) -> None:
         if isinstance(command, Delete):
             expect(
-                isinstance(reply, Ok),
+                isinstance(reply, Succeeded),
                 "MP-001",
                 f"worker {k}: delete({command.session_id!r}) gave {reply}; expected it to succeed",
             )
             return
         call = f"worker {k}: {_kind(command)}({command.session_id!r}, expected_head={command.expected_head})"
         if expected is None:
-            if isinstance(reply, Ok):
+            if isinstance(reply, Succeeded):
                 self.blame_unchecked_head(k, command, call)
             expect(
                 isinstance(reply, Failed) and reply.error == "CheckpointConflictError",
@@ -285,7 +285,7 @@ class CommandedMachine(RuleBasedStateMachine):
             )
         else:
             expect(
-                isinstance(reply, Ok) and reply.value == expected,
+                isinstance(reply, Succeeded) and reply.value == expected,
                 "MP-001",
                 f"{call} gave {reply}; expected head {expected}",
             )
@@ -296,7 +296,7 @@ class CommandedMachine(RuleBasedStateMachine):
         compares expected_head at all. No other process is needed to show that, so the rule
         broken is the write's own (APPEND-002, TRUNC-003), not MP-001."""
         head = self.call(k, Head(UNSENT, command.session_id))
-        if not isinstance(head, Ok) or not isinstance(head.value, int):
+        if not isinstance(head, Succeeded) or not isinstance(head.value, int):
             return  # MP-001 names the stale write; this worker cannot say more
         if isinstance(command, Append):
             markers = [f"m{next(self.markers)}"]
@@ -308,11 +308,11 @@ class CommandedMachine(RuleBasedStateMachine):
             probe = Truncate(UNSENT, command.session_id, head.value, NEVER_A_HEAD)
             rule_id = "TRUNC-003"
         alone = self.call(k, probe)
-        if isinstance(alone, Ok):
+        if isinstance(alone, Succeeded):
             raise RuleViolation(
                 rule_id,
                 f"a {_kind(command)} with a stale expected_head succeeds: after {call} gave "
-                f"Ok, {_kind(probe)}({command.session_id!r}, expected_head={NEVER_A_HEAD}) "
+                f"Succeeded, {_kind(probe)}({command.session_id!r}, expected_head={NEVER_A_HEAD}) "
                 f"on worker {k} alone also gave {alone}; expected CheckpointConflictError",
             )
 
@@ -522,6 +522,6 @@ def _kind(command: Write) -> WriteKind:
 
 def _pairs(reply: WorkerReply) -> Pairs | WorkerReply:
     """A read's (seq, marker) pairs; the reply itself when the read failed (shown in messages)."""
-    if isinstance(reply, Ok) and isinstance(reply.value, list):
+    if isinstance(reply, Succeeded) and isinstance(reply.value, list):
         return [(seq, marker) for seq, marker in reply.value]
     return reply

@@ -70,7 +70,7 @@ __all__ = [
     "compare_files",
     "describe",
     "not_smaller",
-    "refusal_rule",
+    "restore_refusal_rule",
     "short",
     "sync_call",
     "walk_workspace",
@@ -543,7 +543,7 @@ def not_smaller(report: CompactionProgress) -> bool:
     return before is not None and after is not None and after >= before
 
 
-def refusal_rule(reason: RestoreReason) -> str:
+def restore_refusal_rule(reason: RestoreReason) -> str:
     if reason in (RestoreReason.UNKNOWN_SESSION, RestoreReason.NOT_A_CHECKPOINT):
         return "RESTORE-002"
     return "RESTORE-003"

@@ -23,7 +23,7 @@ The checks build requests with the id `UNSENT`; `send` numbers them. What a
 request comes to is a `WorkerReply`, decoded from its reply lines:
 
 - `Opened` (``fault_points``): the handle is open (``hello``'s result);
-- `Ok` (``value``): a result — the new head, the head, or for a read its
+- `Succeeded` (``value``): a result — the new head, the head, or for a read its
   (seq, text) pairs, gathered from its ``events`` chunks;
 - `Failed`: a contract error (its type name and message, and for a conflict
   its ``expected`` and ``actual``);
@@ -87,10 +87,10 @@ __all__ = [
     "Acked",
     "BackendFailedInWorker",
     "Failed",
-    "Ok",
     "Opened",
     "Paused",
     "Progress",
+    "Succeeded",
     "WorkerClient",
     "WorkerExited",
     "WorkerHung",
@@ -162,7 +162,7 @@ class Opened(msgspec.Struct, frozen=True):
     fault_points: tuple[str, ...] = ()
 
 
-class Ok(msgspec.Struct, frozen=True):
+class Succeeded(msgspec.Struct, frozen=True):
     """The call returned: the new head (append, truncate), the head, or read's (seq, text) pairs."""
 
     value: int | list[tuple[int, str]] | None = None
@@ -189,14 +189,14 @@ class Progress(msgspec.Struct, frozen=True):
     calls: int
 
 
-WorkerReply = Opened | Ok | Failed | Paused | Acked | Progress
+WorkerReply = Opened | Succeeded | Failed | Paused | Acked | Progress
 
 _REPLY_LIMIT: Final = 1 << 24
 """The longest reply line a worker may send: a read's reply is one line."""
 _CHUNK: Final = 1 << 16
 """Bytes read from a worker's stdout at a time."""
 
-_FINAL = (Opened, Ok, Failed)
+_FINAL = (Opened, Succeeded, Failed)
 
 _decode_hello = msgspec.json.Decoder(HelloResult).decode
 _decode_int = msgspec.json.Decoder(int).decode
@@ -233,10 +233,10 @@ class _Conversation(Conversation[KitReply]):
         if self.op == "hello":
             return Opened(tuple(_decode_hello(reply.result).fault_points))
         if self.op == "read":
-            return Ok(self.read)
+            return Succeeded(self.read)
         if self.op in ("append", "truncate", "head"):
-            return Ok(_decode_int(reply.result))
-        return Ok()
+            return Succeeded(_decode_int(reply.result))
+        return Succeeded()
 
 
 # -- the parent's end -----------------------------------------------------------------------

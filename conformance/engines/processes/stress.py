@@ -57,8 +57,8 @@ from ....spec import CheckpointConflictError, Checkpointer, UserPrompt
 from ..history import (
     Conflicted,
     Operation,
+    OperationOutcome,
     OpKind,
-    Outcome,
     Raised,
     Returned,
     Unknown,
@@ -141,7 +141,7 @@ class _Begin(msgspec.Struct, frozen=True, tag="begin", tag_field="t", omit_defau
 class _End(msgspec.Struct, frozen=True, tag="end", tag_field="t"):
     index: int
     completed: int
-    outcome: Outcome
+    outcome: OperationOutcome
 
 
 _encode = msgspec.json.Encoder().encode
@@ -302,13 +302,13 @@ class _Caller:
         expected_head: int | None = None,
         since_seq: int = 0,
         to_seq: int = 0,
-    ) -> Outcome:
+    ) -> OperationOutcome:
         index = self.index
         self.index += 1
         invoked = time.monotonic_ns()
         begin = _Begin(index, kind, session, invoked, markers, expected_head, since_seq, to_seq)
         self.record.write(_encode(begin) + b"\n")
-        outcome: Outcome
+        outcome: OperationOutcome
         try:
             outcome = await run()
         except CheckpointConflictError as conflict:
@@ -320,7 +320,7 @@ class _Caller:
         self.record.write(_encode(_End(index, completed, outcome)) + b"\n")
         return outcome
 
-    async def append(self, session: str, size: int, expected: int | None) -> Outcome:
+    async def append(self, session: str, size: int, expected: int | None) -> OperationOutcome:
         markers = tuple(f"p{self.number}.{self.index}.{n}" for n in range(size))
 
         async def run() -> Returned:

@@ -26,9 +26,9 @@ from ..search.replay import Reproduction
 from ..target.session_layer import DEFAULT_SESSION_LAYER
 from .profiles import Profile
 
-__all__ = ["BackendProbe", "KitRun", "OutputName", "ReportOutputs", "Suite"]
+__all__ = ["BackendProbe", "KitRun", "OutputName", "ReportOutputs", "SuiteSelection"]
 
-Suite: TypeAlias = Literal["storage", "session", "all"]
+SuiteSelection: TypeAlias = Literal["storage", "session", "all"]
 """What a run checks: the checkpointer (``storage``), the session layer on it
 (``session``), or both (``all``); `checkpointspec.conformance.running.registry`
 holds each suite's checks."""
@@ -89,7 +89,7 @@ class KitRun(msgspec.Struct, frozen=True, kw_only=True):
     """The budgets: how many examples, states, rounds and processes each check spends."""
     seed: int
     """The seed of every random choice of every check."""
-    suite: Suite
+    suite: SuiteSelection
     only: tuple[str, ...] = ()
     """``--only``: check-name prefixes or rule ids narrowing the suite (empty: all of it)."""
     session_layer: str = DEFAULT_SESSION_LAYER

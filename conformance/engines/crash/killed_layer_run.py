@@ -1,6 +1,6 @@
 """A restore (or a compaction) in its own process, SIGKILLed at the k-th fault point it reaches (RESTORE-006).
 
-Run as ``python -m checkpointspec.conformance.engines.crash.killed_restore ORDER`` where
+Run as ``python -m checkpointspec.conformance.engines.crash.killed_layer_run ORDER`` where
 ORDER is a `KillOrder` as JSON; `run_restore_process` starts it and waits. The
 child opens the backend through its factory, loads the session layer by module
 name, and runs ``restore`` with one counting hook installed everywhere a fault
