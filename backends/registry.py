@@ -19,6 +19,12 @@ The steps, each usable on its own:
 3. `open_backend` calls the factory with a `BackendContext`, awaits it if it is
    async, and checks that the result has every member of the protocol.
 
+`BackendTarget` puts them together: the backend to open with its options and
+codec, as one value that is built once and handed on whole. It is the one place
+that loads the factory in a process (`BackendTarget.factory`), builds a
+`BackendContext` (`BackendTarget.context`), and says how another process opens
+the same backend (`BackendTarget.argv`, `BackendTarget.env`).
+
 This module knows nothing of the session layer or the kit: it may import only
 `checkpointspec.spec`. The kit wraps the handles it opens in its own way
 (`checkpointspec.conformance.engines.target.provenance.open_checkpointer`).
@@ -27,7 +33,9 @@ This module knows nothing of the session layer or the kit: it may import only
 from __future__ import annotations
 
 import importlib
+import os
 import shlex
+import sys
 import sysconfig
 import traceback
 from collections.abc import Awaitable, Mapping, Sequence
@@ -37,7 +45,7 @@ from typing import Final, cast
 
 import msgspec
 
-from ..spec import BackendContext, BackendFactory, Checkpointer
+from ..spec import BackendContext, BackendFactory, Checkpointer, Codec
 
 __all__ = [
     "BUILTIN_BACKENDS",
@@ -46,6 +54,7 @@ __all__ = [
     "BackendLoadError",
     "BackendOptionError",
     "BackendRef",
+    "BackendTarget",
     "FactoryFailedError",
     "MissingAttributeError",
     "ModuleImportError",
@@ -345,3 +354,71 @@ async def open_backend(factory: BackendFactory, ctx: BackendContext) -> Checkpoi
     if missing:
         raise NotACheckpointerError(_factory_name(factory), type(opened).__name__, missing)
     return cast(Checkpointer, opened)
+
+
+# -- the backend under test as one value -------------------------------------------------------
+
+
+class BackendTarget(msgspec.Struct, frozen=True):
+    """A backend to open: what (``ref``), with which options and codec; built once, carried whole.
+
+    It goes whole to every place that opens the backend, in this process or
+    another, and it is the one place that loads the factory (`factory`), makes
+    a `BackendContext` (`context`) and says how a child process opens the same
+    backend (`argv`, `env`). It pickles and encodes as it is (with no codec: a
+    codec lives in one process), so a child given it as JSON has the same value.
+    """
+
+    ref: BackendRef
+    """The backend: its name as the user gave it and the ``module:function`` imported."""
+    options: dict[str, str] = msgspec.field(default_factory=dict)
+    """What the factory gets in `BackendContext.options`."""
+    codec: Codec | None = None
+    """What the factory gets in `BackendContext.codec` unless a handle is given its own."""
+
+    @classmethod
+    def named(cls, name: str, options: Mapping[str, str] | None = None) -> BackendTarget:
+        """The backend a built-in name or ``module:function`` names (`resolve_backend`;
+        nothing imported yet), with ``options``."""
+        return cls(resolve_backend(name), dict(options or {}))
+
+    def factory(self) -> BackendFactory:
+        """The factory, imported once per process (`load_factory`); a `BackendLoadError`
+        with a one-line reason if it cannot be."""
+        return self.ref.load()
+
+    def context(
+        self,
+        path: Path,
+        *,
+        codec: Codec | None = None,
+        options: Mapping[str, str] | None = None,
+    ) -> BackendContext:
+        """The `BackendContext` that opens the store at ``path``: this target's options
+        with ``options`` added over them, and ``codec`` if given, else this target's."""
+        return BackendContext(
+            path=path,
+            codec=codec if codec is not None else self.codec,
+            options={**self.options, **(options or {})},
+        )
+
+    async def open(
+        self,
+        path: Path,
+        *,
+        codec: Codec | None = None,
+        options: Mapping[str, str] | None = None,
+    ) -> Checkpointer:
+        """A handle on the store at ``path``, opened in this process (`open_backend`)."""
+        return await open_backend(self.factory(), self.context(path, codec=codec, options=options))
+
+    def argv(self, program: str) -> list[str]:
+        """The command that runs the Python module ``program`` for this backend in a new
+        process: this interpreter, ``-m program``, and the ``module:function`` it imports
+        (the options reach it with each handle it opens)."""
+        return [sys.executable, "-m", program, self.ref.target]
+
+    def env(self) -> dict[str, str]:
+        """The environment of that process: this one's, with this interpreter's import path,
+        so ``module:function`` imports there as it does here."""
+        return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}

@@ -28,7 +28,7 @@ from checkpointspec.conformance.engines.history import (
     Conflicted,
     HistoryVerdict,
     Operation,
-    Outcome,
+    OperationOutcome,
     Returned,
     check_history,
 )
@@ -56,7 +56,7 @@ def synthesize(
         index = len(calls[process])
         roll = rng.random()
         args: dict[str, object] = {}
-        outcome: Outcome
+        outcome: OperationOutcome
         if roll < 0.45:
             kind = "append"
             expected = seen if rng.random() < 0.6 else None

@@ -39,15 +39,15 @@ import msgspec
 from ..backends import file as file_backend
 from ..backends.registry import (
     BackendLoadError,
+    BackendRef,
+    BackendTarget,
     FactoryFailedError,
     NotACheckpointerError,
-    load_factory,
     open_backend,
 )
 from ..backends.sqlite import DATABASE_NAME, SqliteCheckpointer
 from ..backends.sqlite.schema import header_user_version
 from ..spec import (
-    BackendContext,
     Checkpointer,
     CheckpointError,
     CorruptStoreError,
@@ -278,12 +278,13 @@ def check_store(spec: StoreSpec) -> None:
 
 
 async def _open_module(spec: StoreSpec, factory: str) -> Checkpointer:
+    target = BackendTarget(BackendRef(factory, factory))
     try:
-        make = load_factory(factory)
+        make = target.factory()
     except BackendLoadError as exc:  # does not import, lacks the name, or is not callable
         raise StoreFactoryError(spec.text, factory, str(exc)) from exc
     try:
-        return await open_backend(make, BackendContext(path=spec.path))
+        return await open_backend(make, target.context(spec.path))
     except NotACheckpointerError as exc:
         raise StoreFactoryError(spec.text, factory, str(exc)) from exc
     except (SchemaVersionError, CorruptStoreError):
@@ -323,7 +324,7 @@ async def _open(spec: StoreSpec) -> Checkpointer:
     if spec.scheme == "sqlite":
         return await SqliteCheckpointer(spec.path).open()
     if spec.scheme == "file":
-        return file_backend.make(BackendContext(path=spec.path))
+        return file_backend.make(BackendTarget.named("file").context(spec.path))
     assert spec.factory is not None
     return await _open_module(spec, spec.factory)
 

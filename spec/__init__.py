@@ -98,7 +98,16 @@ from .restoration import (
     apply_plan,
     plan_restore,
 )
-from .rules import LEVEL_MEANINGS, RULES, RULES_BY_ID, Level, Rule, Strength, Suite, rule
+from .rules import (
+    LEVEL_MEANINGS,
+    RULES,
+    RULES_BY_ID,
+    ConformanceLevel,
+    Rule,
+    RuleSuite,
+    Strength,
+    rule,
+)
 from .server import (
     FailoverPair,
     Replicated,
@@ -179,6 +188,7 @@ __all__ = [
     "CompactionProgress",
     "CompactionReason",
     "CompactionStage",
+    "ConformanceLevel",
     "ConnectionLostError",
     "CorruptStoreError",
     "ExternalStorage",
@@ -194,7 +204,6 @@ __all__ = [
     "GenerationalCheckpointer",
     "IntegrityReport",
     "InvalidArgumentError",
-    "Level",
     "ListCheckpointsFunction",
     "MaintenanceFunction",
     "MaintenanceLockable",
@@ -216,6 +225,7 @@ __all__ = [
     "RestoreReason",
     "RestoreResult",
     "Rule",
+    "RuleSuite",
     "RuntimeReminder",
     "SchemaVersionError",
     "ScratchFiles",
@@ -234,7 +244,6 @@ __all__ = [
     "StoreHooks",
     "StoredEvent",
     "Strength",
-    "Suite",
     "Summarizer",
     "SummarizerFactory",
     "Summary",

@@ -2,8 +2,8 @@
 
 Each `Rule` has a stable id (``AREA-NNN``), a strength (MUST or SHOULD), the
 capability it needs (None: every backend), the suite of the kit that checks it
-(`Suite`), the conformance level it counts towards (`Level`; None for a SHOULD
-rule), a short title and the normative statement. The catalog is data:
+(`RuleSuite`), the conformance level it counts towards (`ConformanceLevel`; None
+for a SHOULD rule), a short title and the normative statement. The catalog is data:
 ``spec/SPEC.md``, the kit's suites and levels and its report tables are derived
 from it, and the project's tests fail when a rule has no check or a check names
 a rule that is not here. Ids are never reused or renumbered.
@@ -18,7 +18,16 @@ import msgspec
 
 from .capabilities import CAPABILITY_REASONS, Capability
 
-__all__ = ["LEVEL_MEANINGS", "RULES", "RULES_BY_ID", "Level", "Rule", "Strength", "Suite", "rule"]
+__all__ = [
+    "LEVEL_MEANINGS",
+    "RULES",
+    "RULES_BY_ID",
+    "ConformanceLevel",
+    "Rule",
+    "RuleSuite",
+    "Strength",
+    "rule",
+]
 
 
 class Strength(enum.StrEnum):
@@ -28,7 +37,7 @@ class Strength(enum.StrEnum):
     SHOULD = "SHOULD"
 
 
-class Suite(enum.StrEnum):
+class RuleSuite(enum.StrEnum):
     """What a rule judges, and so which suite of the kit checks it (``--suite``)."""
 
     STORAGE = "storage"
@@ -38,7 +47,7 @@ class Suite(enum.StrEnum):
     running on the checkpointer."""
 
 
-class Level(enum.StrEnum):
+class ConformanceLevel(enum.StrEnum):
     """A conformance level: a named set of MUST rules a backend attains when a run saw
     every one of them hold. Members are in the order reports list the levels.
 
@@ -72,30 +81,30 @@ class Level(enum.StrEnum):
         return _CAPABILITY_OF_LEVEL.get(self)
 
 
-_CAPABILITY_OF_LEVEL: Final[dict[Level, Capability]] = {
-    Level(capability.value): capability for capability in Capability
+_CAPABILITY_OF_LEVEL: Final[dict[ConformanceLevel, Capability]] = {
+    ConformanceLevel(capability.value): capability for capability in Capability
 }
 assert len(_CAPABILITY_OF_LEVEL) == len(Capability), "every capability has its level"
 
-_MEANINGS_WITHOUT_CAPABILITY: Final[dict[Level, str]] = {
-    Level.BASE: "the core storage contract every backend meets",
-    Level.STORE_HOOKS: (
+_MEANINGS_WITHOUT_CAPABILITY: Final[dict[ConformanceLevel, str]] = {
+    ConformanceLevel.BASE: "the core storage contract every backend meets",
+    ConformanceLevel.STORE_HOOKS: (
         "a newer format and damaged data are refused, not repaired (needs StoreHooks)"
     ),
-    Level.SESSION: (
+    ConformanceLevel.SESSION: (
         "the session layer (fold, checkpoints, workspace, restore, compaction) works on it"
     ),
-    Level.CONNECTION_LOSS: (
+    ConformanceLevel.CONNECTION_LOSS: (
         "connections to its server cut, delayed or reset lose no acknowledged write and "
         "apply none twice (needs ServerRouted)"
     ),
 }
 
-LEVEL_MEANINGS: Final[dict[Level, str]] = {
+LEVEL_MEANINGS: Final[dict[ConformanceLevel, str]] = {
     level: CAPABILITY_REASONS[level.capability]
     if level.capability is not None
     else _MEANINGS_WITHOUT_CAPABILITY[level]
-    for level in Level
+    for level in ConformanceLevel
 }
 """What attaining each level shows, in one line; a capability's level shows what
 declaring the capability promises (`CAPABILITY_REASONS`)."""
@@ -105,14 +114,15 @@ class Rule(msgspec.Struct, frozen=True):
     """One numbered clause of the contract.
 
     ``level`` is None exactly for a SHOULD rule (SHOULD rules decide no verdict, so
-    they count towards no level), and a session rule's level is ``Level.SESSION``.
+    they count towards no level), and a session rule's level is
+    ``ConformanceLevel.SESSION``.
     """
 
     id: str
     strength: Strength
     capability: Capability | None
-    suite: Suite
-    level: Level | None
+    suite: RuleSuite
+    level: ConformanceLevel | None
     title: str
     statement: str
     since: str = "0.1"
@@ -120,8 +130,8 @@ class Rule(msgspec.Struct, frozen=True):
     def __post_init__(self) -> None:
         if (self.level is None) != (self.strength is Strength.SHOULD):
             raise ValueError(f"{self.id}: a rule has a level exactly when it is a MUST rule")
-        if self.suite is Suite.SESSION and self.level not in (None, Level.SESSION):
-            raise ValueError(f"{self.id}: a session rule's level is Level.SESSION")
+        if self.suite is RuleSuite.SESSION and self.level not in (None, ConformanceLevel.SESSION):
+            raise ValueError(f"{self.id}: a session rule's level is ConformanceLevel.SESSION")
 
 
 _M, _S = Strength.MUST, Strength.SHOULD
@@ -143,8 +153,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "SEQ-001",
         _M,
         None,
-        Suite.STORAGE,
-        Level.BASE,
+        RuleSuite.STORAGE,
+        ConformanceLevel.BASE,
         "Seqs are contiguous from 1",
         "The first event of a session has seq 1 and every later event the next "
         "integer: no gaps, no repeats, also across batches and after truncate.",
@@ -153,8 +163,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "SEQ-002",
         _M,
         None,
-        Suite.STORAGE,
-        Level.BASE,
+        RuleSuite.STORAGE,
+        ConformanceLevel.BASE,
         "Parent links",
         "Every stored event's parent_seq is seq - 1, and None for seq 1.",
     ),
@@ -162,8 +172,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "SEQ-003",
         _M,
         None,
-        Suite.STORAGE,
-        Level.BASE,
+        RuleSuite.STORAGE,
+        ConformanceLevel.BASE,
         "append returns the new head",
         "A successful append returns the seq of the last event of the log after it.",
     ),
@@ -171,8 +181,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "SEQ-004",
         _M,
         None,
-        Suite.STORAGE,
-        Level.BASE,
+        RuleSuite.STORAGE,
+        ConformanceLevel.BASE,
         "Stored events carry session id and UTC timestamp",
         "Every stored event carries the session id it was appended to and a ts that "
         "is an ISO 8601 timestamp with a UTC offset.",
@@ -182,8 +192,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "EVENT-001",
         _M,
         None,
-        Suite.STORAGE,
-        Level.BASE,
+        RuleSuite.STORAGE,
+        ConformanceLevel.BASE,
         "Events round-trip exactly",
         "read returns each appended event equal to the value appended: same kind, "
         "every field equal, including unicode text, empty strings and None.",
@@ -192,8 +202,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "EVENT-002",
         _M,
         None,
-        Suite.STORAGE,
-        Level.BASE,
+        RuleSuite.STORAGE,
+        ConformanceLevel.BASE,
         "Unstorable events are refused",
         "An event that cannot be stored exactly (e.g. text holding a lone "
         "surrogate) makes append raise InvalidArgumentError; nothing of the batch "
@@ -204,8 +214,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "APPEND-001",
         _M,
         None,
-        Suite.STORAGE,
-        Level.BASE,
+        RuleSuite.STORAGE,
+        ConformanceLevel.BASE,
         "Empty appends write nothing",
         "Appending an empty batch writes nothing, creates no session, leaves mtime "
         "alone and returns the current head; expected_head is still checked.",
@@ -214,8 +224,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "APPEND-002",
         _M,
         None,
-        Suite.STORAGE,
-        Level.BASE,
+        RuleSuite.STORAGE,
+        ConformanceLevel.BASE,
         "Stale expected_head conflicts and writes nothing",
         "When expected_head is given and differs from the head, append raises "
         "CheckpointConflictError(session_id, expected, actual) with actual the head "
@@ -225,8 +235,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "APPEND-003",
         _M,
         None,
-        Suite.STORAGE,
-        Level.BASE,
+        RuleSuite.STORAGE,
+        ConformanceLevel.BASE,
         "Batches are atomic",
         "After append returns or raises, either every event of the batch is in the "
         "log, contiguously, or none is.",
@@ -235,8 +245,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "APPEND-004",
         _M,
         None,
-        Suite.STORAGE,
-        Level.BASE,
+        RuleSuite.STORAGE,
+        ConformanceLevel.BASE,
         "Concurrent writers never fork a log",
         "Of several appends issued concurrently with the same expected_head, at "
         "most one succeeds; the others conflict. Appends without expected_head are "
@@ -247,8 +257,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "ARG-001",
         _M,
         None,
-        Suite.STORAGE,
-        Level.BASE,
+        RuleSuite.STORAGE,
+        ConformanceLevel.BASE,
         "Bad session ids are refused",
         "A session id that is not a str, is empty, holds NUL, is longer than 256 "
         "characters or is not encodable as UTF-8 makes every operation raise "
@@ -258,8 +268,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "ARG-002",
         _M,
         None,
-        Suite.STORAGE,
-        Level.BASE,
+        RuleSuite.STORAGE,
+        ConformanceLevel.BASE,
         "Bad seq arguments are refused",
         "since_seq, to_seq, expected_head and expected_generation that are not int "
         "(bool included) or are negative raise InvalidArgumentError; nothing changes.",
@@ -268,8 +278,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "ARG-003",
         _M,
         None,
-        Suite.STORAGE,
-        Level.BASE,
+        RuleSuite.STORAGE,
+        ConformanceLevel.BASE,
         "Bad batches are refused whole",
         "An events argument that is not a sequence (or is str/bytes), or holds a "
         "value that is not a SessionEvent, raises InvalidArgumentError; nothing of "
@@ -280,8 +290,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "ID-001",
         _M,
         None,
-        Suite.STORAGE,
-        Level.BASE,
+        RuleSuite.STORAGE,
+        ConformanceLevel.BASE,
         "Session ids are opaque",
         "Every valid id is stored, listed and read back exactly as given, whatever "
         "separators, dots, case, whitespace or unicode it holds.",
@@ -290,8 +300,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "ID-002",
         _M,
         None,
-        Suite.STORAGE,
-        Level.BASE,
+        RuleSuite.STORAGE,
+        ConformanceLevel.BASE,
         "Session ids are injective",
         "Distinct ids never share storage: writing to one never changes another "
         "('a/b' and 'a_b', 'A' and 'a', NFC and NFD forms, 'x' and 'x ').",
@@ -300,8 +310,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "ID-003",
         _M,
         None,
-        Suite.STORAGE,
-        Level.BASE,
+        RuleSuite.STORAGE,
+        ConformanceLevel.BASE,
         "No id escapes the store",
         "No session id makes the backend create, change or remove anything outside "
         "the store's own path ('../x', absolute paths, device names).",
@@ -311,8 +321,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "READ-001",
         _M,
         None,
-        Suite.STORAGE,
-        Level.BASE,
+        RuleSuite.STORAGE,
+        ConformanceLevel.BASE,
         "since_seq is exclusive",
         "read(session_id, since_seq) yields exactly the events with seq > since_seq, "
         "ascending; a since_seq at or past the head yields nothing.",
@@ -321,8 +331,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "READ-002",
         _M,
         None,
-        Suite.STORAGE,
-        Level.BASE,
+        RuleSuite.STORAGE,
+        ConformanceLevel.BASE,
         "Reading an unknown session creates nothing",
         "read and head of an unknown session yield nothing / 0 and create no session.",
     ),
@@ -330,8 +340,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "READ-003",
         _M,
         None,
-        Suite.STORAGE,
-        Level.BASE,
+        RuleSuite.STORAGE,
+        ConformanceLevel.BASE,
         "A read is a consistent snapshot",
         "The events one read yields equal the log at a single moment between the "
         "call and the end of iteration, even while other writers append, truncate or "
@@ -341,8 +351,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "HEAD-001",
         _M,
         None,
-        Suite.STORAGE,
-        Level.BASE,
+        RuleSuite.STORAGE,
+        ConformanceLevel.BASE,
         "head is the last seq",
         "head returns the seq of the session's last event, and 0 for a session that "
         "is unknown, deleted or truncated to 0.",
@@ -351,8 +361,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "LIST-001",
         _M,
         _L,
-        Suite.STORAGE,
-        Level.LIST,
+        RuleSuite.STORAGE,
+        ConformanceLevel.LIST,
         "list_sessions lists exactly the existing sessions",
         "list_sessions returns each session that has been appended to and not "
         "deleted since, exactly once, and nothing else.",
@@ -361,8 +371,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "LIST-002",
         _M,
         _L,
-        Suite.STORAGE,
-        Level.LIST,
+        RuleSuite.STORAGE,
+        ConformanceLevel.LIST,
         "Most recently modified first",
         "list_sessions is ordered by mtime descending; sessions with equal mtime are "
         "ordered by id ascending.",
@@ -371,7 +381,7 @@ RULES: Final[tuple[Rule, ...]] = (
         "LIST-003",
         _S,
         _L,
-        Suite.STORAGE,
+        RuleSuite.STORAGE,
         None,
         "mtime follows modification order",
         "mtime is seconds since the epoch of the last append or truncate that changed "
@@ -383,8 +393,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "DELETE-001",
         _M,
         _DEL,
-        Suite.STORAGE,
-        Level.DELETE,
+        RuleSuite.STORAGE,
+        ConformanceLevel.DELETE,
         "delete removes everything",
         "After delete, the session is not listed, head is 0 and read yields nothing. "
         "Deleting an unknown session does nothing and raises nothing.",
@@ -393,8 +403,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "DELETE-002",
         _M,
         _DEL,
-        Suite.STORAGE,
-        Level.DELETE,
+        RuleSuite.STORAGE,
+        ConformanceLevel.DELETE,
         "Re-appending after delete starts afresh",
         "Appending to a deleted session starts again at seq 1; no event of the "
         "deleted log ever reappears.",
@@ -404,8 +414,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "TRUNC-001",
         _M,
         _T,
-        Suite.STORAGE,
-        Level.TRUNCATE,
+        RuleSuite.STORAGE,
+        ConformanceLevel.TRUNCATE,
         "truncate keeps exactly the prefix",
         "truncate(session_id, to_seq) keeps events 1..to_seq unchanged, removes the "
         "rest and returns to_seq; the next append continues at to_seq + 1.",
@@ -414,8 +424,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "TRUNC-002",
         _M,
         _T,
-        Suite.STORAGE,
-        Level.TRUNCATE,
+        RuleSuite.STORAGE,
+        ConformanceLevel.TRUNCATE,
         "to_seq beyond the head is refused",
         "truncate with to_seq greater than the head raises InvalidArgumentError and "
         "changes nothing.",
@@ -424,8 +434,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "TRUNC-003",
         _M,
         _T,
-        Suite.STORAGE,
-        Level.TRUNCATE,
+        RuleSuite.STORAGE,
+        ConformanceLevel.TRUNCATE,
         "truncate honours expected_head",
         "truncate with an expected_head different from the head raises "
         "CheckpointConflictError and changes nothing.",
@@ -434,8 +444,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "TRUNC-004",
         _M,
         _T,
-        Suite.STORAGE,
-        Level.TRUNCATE,
+        RuleSuite.STORAGE,
+        ConformanceLevel.TRUNCATE,
         "No phantom sessions",
         "Truncating an unknown session (to 0) creates no session: it is not listed afterwards.",
     ),
@@ -443,8 +453,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "TRUNC-005",
         _M,
         _T,
-        Suite.STORAGE,
-        Level.TRUNCATE,
+        RuleSuite.STORAGE,
+        ConformanceLevel.TRUNCATE,
         "Truncating to the head changes nothing",
         "truncate to the current head removes nothing and leaves mtime alone; "
         "truncating to 0 keeps the session listed, empty.",
@@ -453,7 +463,7 @@ RULES: Final[tuple[Rule, ...]] = (
         "TRUNC-006",
         _S,
         None,
-        Suite.STORAGE,
+        RuleSuite.STORAGE,
         None,
         "Backends offer a generation against the ABA hazard",
         "truncate followed by appends can bring the head back to a value a stale "
@@ -464,8 +474,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "CAP-001",
         _M,
         None,
-        Suite.STORAGE,
-        Level.BASE,
+        RuleSuite.STORAGE,
+        ConformanceLevel.BASE,
         "Undeclared operations refuse loudly",
         "An operation whose capability is not declared raises "
         "UnsupportedOperationError and changes nothing; it never silently succeeds.",
@@ -475,8 +485,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "GEN-001",
         _M,
         _G,
-        Suite.STORAGE,
-        Level.GENERATION,
+        RuleSuite.STORAGE,
+        ConformanceLevel.GENERATION,
         "Generations only grow",
         "generation(session_id) is 0 until the first truncate that removes events or "
         "delete of an existing session, grows by exactly 1 with each, is unchanged "
@@ -486,8 +496,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "GEN-002",
         _M,
         _G,
-        Suite.STORAGE,
-        Level.GENERATION,
+        RuleSuite.STORAGE,
+        ConformanceLevel.GENERATION,
         "expected_generation is checked",
         "append or truncate with expected_generation different from the current "
         "generation raises CheckpointConflictError with kind 'generation' and "
@@ -498,8 +508,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "HANDLE-001",
         _M,
         None,
-        Suite.STORAGE,
-        Level.BASE,
+        RuleSuite.STORAGE,
+        ConformanceLevel.BASE,
         "Handles to one store share one log",
         "Several handles opened on the same path see one log: a write acknowledged "
         "through one is visible through every other, and expected_head conflicts are "
@@ -509,8 +519,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "CLOSE-001",
         _M,
         None,
-        Suite.STORAGE,
-        Level.BASE,
+        RuleSuite.STORAGE,
+        ConformanceLevel.BASE,
         "Operations after close fail clearly",
         "After close, every operation raises CheckpointerClosedError (read no later "
         "than its first iteration step); close itself is idempotent.",
@@ -519,8 +529,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "CLOSE-002",
         _M,
         None,
-        Suite.STORAGE,
-        Level.BASE,
+        RuleSuite.STORAGE,
+        ConformanceLevel.BASE,
         "Closing one handle leaves the others working",
         "Closing a handle neither loses acknowledged data nor disturbs other open "
         "handles to the same store.",
@@ -530,8 +540,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "DUR-001",
         _M,
         _D,
-        Suite.STORAGE,
-        Level.DURABLE,
+        RuleSuite.STORAGE,
+        ConformanceLevel.DURABLE,
         "Acknowledged writes survive reopen",
         "After close and reopening the same path through the factory, every "
         "acknowledged append, truncate and delete is in effect.",
@@ -540,8 +550,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "DUR-002",
         _M,
         _D,
-        Suite.STORAGE,
-        Level.DURABLE,
+        RuleSuite.STORAGE,
+        ConformanceLevel.DURABLE,
         "Acknowledged writes survive a process kill",
         "After the writing process is killed (SIGKILL) at any point, reopening "
         "shows every acknowledged append, no partially visible batch, contiguous "
@@ -551,8 +561,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "DUR-003",
         _M,
         _D,
-        Suite.STORAGE,
-        Level.DURABLE,
+        RuleSuite.STORAGE,
+        ConformanceLevel.DURABLE,
         "Acknowledged writes survive power loss",
         "After a power loss at any point, where only what was made durable survives "
         "and unsynced writes may be lost, reordered or torn (cut short or "
@@ -568,8 +578,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "DUR-004",
         _M,
         _R,
-        Suite.STORAGE,
-        Level.REPLICATED,
+        RuleSuite.STORAGE,
+        ConformanceLevel.REPLICATED,
         "Acknowledged writes survive the loss of the primary",
         "When the primary server is lost at any point of a workload and its standby is "
         "promoted in its place, reopening shows every acknowledged append at the seqs "
@@ -580,8 +590,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "KILL-001",
         _M,
         _P,
-        Suite.STORAGE,
-        Level.MULTI_PROCESS,
+        RuleSuite.STORAGE,
+        ConformanceLevel.MULTI_PROCESS,
         "A killed writer leaves nothing half-done",
         "A process killed at any point of a write leaves that write wholly applied or "
         "wholly absent, and releases everything it held: other processes carry on "
@@ -591,8 +601,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "MP-001",
         _M,
         _P,
-        Suite.STORAGE,
-        Level.MULTI_PROCESS,
+        RuleSuite.STORAGE,
+        ConformanceLevel.MULTI_PROCESS,
         "Processes share one log safely",
         "Handles in different processes see each other's acknowledged writes, and "
         "APPEND-004 holds across processes: no lost update, no forked log.",
@@ -602,8 +612,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "NET-001",
         _M,
         None,
-        Suite.STORAGE,
-        Level.CONNECTION_LOSS,
+        RuleSuite.STORAGE,
+        ConformanceLevel.CONNECTION_LOSS,
         "A lost connection loses nothing and applies nothing twice",
         "When connections to the server are cut at any byte of either direction, "
         "delayed or reset, every operation ends in success, a contract error, or "
@@ -616,8 +626,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "MAINT-001",
         _M,
         _MT,
-        Suite.STORAGE,
-        Level.MAINTENANCE,
+        RuleSuite.STORAGE,
+        ConformanceLevel.MAINTENANCE,
         "The maintenance lock shuts other writers out",
         "While a handle holds a session's maintenance lock, append, truncate and "
         "delete of that session through any other handle raise SessionLockedError "
@@ -627,8 +637,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "MAINT-002",
         _M,
         _MT,
-        Suite.STORAGE,
-        Level.MAINTENANCE,
+        RuleSuite.STORAGE,
+        ConformanceLevel.MAINTENANCE,
         "The holder writes, everyone reads",
         "While a handle holds a session's maintenance lock, writes through that "
         "handle succeed, reads through every handle succeed, and other sessions "
@@ -638,8 +648,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "MAINT-003",
         _M,
         _MT,
-        Suite.STORAGE,
-        Level.MAINTENANCE,
+        RuleSuite.STORAGE,
+        ConformanceLevel.MAINTENANCE,
         "One holder at a time, until release or close",
         "acquire_maintenance of a held session raises SessionLockedError, through "
         "any handle including the holder's. After release_maintenance or close of "
@@ -649,8 +659,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "MAINT-004",
         _M,
         _MT,
-        Suite.STORAGE,
-        Level.MAINTENANCE,
+        RuleSuite.STORAGE,
+        ConformanceLevel.MAINTENANCE,
         "Across processes, and a dead holder frees the lock",
         "With MULTI_PROCESS, the lock shuts out writers in every process, and a "
         "lock whose holding process died (SIGKILL) is released: the next write "
@@ -661,8 +671,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "FOLD-001",
         _M,
         None,
-        Suite.SESSION,
-        Level.SESSION,
+        RuleSuite.SESSION,
+        ConformanceLevel.SESSION,
         "A prompt is a user turn of its own",
         "fold turns each user prompt into one user message (origin prompt): its "
         "text, then one text block per extra block of a block-form prompt.",
@@ -671,8 +681,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "FOLD-002",
         _M,
         None,
-        Suite.SESSION,
-        Level.SESSION,
+        RuleSuite.SESSION,
+        ConformanceLevel.SESSION,
         "An assistant message keeps its tool calls",
         "fold turns each assistant message into one assistant message: its text "
         "(left out when empty), then one tool_use block per tool call, in order.",
@@ -681,8 +691,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "FOLD-003",
         _M,
         None,
-        Suite.SESSION,
-        Level.SESSION,
+        RuleSuite.SESSION,
+        ConformanceLevel.SESSION,
         "Consecutive tool results share one user turn",
         "Tool results with only invisible events between them are coalesced into "
         "one user message (origin tool_results), in log order.",
@@ -691,8 +701,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "FOLD-004",
         _M,
         None,
-        Suite.SESSION,
-        Level.SESSION,
+        RuleSuite.SESSION,
+        ConformanceLevel.SESSION,
         "Snapshots and tool starts are invisible",
         "File snapshots and tool_started events never enter the conversation and "
         "do not separate tool results.",
@@ -701,8 +711,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "FOLD-005",
         _M,
         None,
-        Suite.SESSION,
-        Level.SESSION,
+        RuleSuite.SESSION,
+        ConformanceLevel.SESSION,
         "Reminders, repairs and background completions",
         "A runtime reminder becomes a user message of origin reminder; a background "
         "completion one of origin background with the task id as ref; a repair "
@@ -713,8 +723,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "FOLD-006",
         _M,
         None,
-        Suite.SESSION,
-        Level.SESSION,
+        RuleSuite.SESSION,
+        ConformanceLevel.SESSION,
         "A summary replaces what it covers",
         "A summary at seq s covers the events up to min(through_seq, s - 1): every "
         "message holding one is removed, and one user message of origin summary "
@@ -725,8 +735,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "CKPT-001",
         _M,
         None,
-        Suite.SESSION,
-        Level.SESSION,
+        RuleSuite.SESSION,
+        ConformanceLevel.SESSION,
         "One checkpoint per user prompt",
         "list_checkpoints returns one checkpoint per user prompt, block-form "
         "included, in seq order, with the prompt's seq, text and ts; reminders, "
@@ -736,8 +746,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "CKPT-002",
         _M,
         None,
-        Suite.SESSION,
-        Level.SESSION,
+        RuleSuite.SESSION,
+        ConformanceLevel.SESSION,
         "A checkpoint lists the files a restore puts back",
         "A checkpoint's files are the paths snapshotted after it whose earliest "
         "snapshot after it can be restored, sorted.",
@@ -746,8 +756,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "CKPT-003",
         _M,
         None,
-        Suite.SESSION,
-        Level.SESSION,
+        RuleSuite.SESSION,
+        ConformanceLevel.SESSION,
         "and the files it cannot, with why",
         "A checkpoint's unavailable_files are the other paths snapshotted after it, "
         "each with its reason (truncated, unsafe_path, undecodable), sorted and "
@@ -758,8 +768,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "SNAP-001",
         _M,
         None,
-        Suite.SESSION,
-        Level.SESSION,
+        RuleSuite.SESSION,
+        ConformanceLevel.SESSION,
         "A tool records the file before changing it",
         "Workspace.write and Workspace.delete append a FileSnapshot (canonical "
         "path, content before or None when absent, UTF-8 text or base64, "
@@ -770,8 +780,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "SNAP-002",
         _M,
         None,
-        Suite.SESSION,
-        Level.SESSION,
+        RuleSuite.SESSION,
+        ConformanceLevel.SESSION,
         "Oversized content is marked truncated",
         "Content larger than the workspace's snapshot limit is recorded with "
         "truncated=True and content_before empty; the write itself goes ahead.",
@@ -780,8 +790,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "SNAP-003",
         _M,
         None,
-        Suite.SESSION,
-        Level.SESSION,
+        RuleSuite.SESSION,
+        ConformanceLevel.SESSION,
         "Paths stay inside the workspace",
         "Workspace refuses an absolute path, a '..' component, NUL, an empty path, "
         "a path in the reserved .checkpointspec/ folder and a path resolving "
@@ -792,8 +802,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "SNAP-004",
         _M,
         None,
-        Suite.SESSION,
-        Level.SESSION,
+        RuleSuite.SESSION,
+        ConformanceLevel.SESSION,
         "No snapshot, no change",
         "When the snapshot cannot be appended (conflict, locked session, closed "
         "handle, storage error) the file is left unchanged and the error raised.",
@@ -803,8 +813,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "RESTORE-001",
         _M,
         _T,
-        Suite.SESSION,
-        Level.SESSION,
+        RuleSuite.SESSION,
+        ConformanceLevel.SESSION,
         "Restore rolls files and log back to just before the prompt",
         "restore(session, seq) leaves the log holding events 1..seq-1 and every "
         "path snapshotted after seq with the content of its earliest snapshot "
@@ -814,8 +824,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "RESTORE-002",
         _M,
         _T,
-        Suite.SESSION,
-        Level.SESSION,
+        RuleSuite.SESSION,
+        ConformanceLevel.SESSION,
         "The target is validated",
         "A restore of an unknown session or to a seq that is not a user prompt "
         "raises RestoreError (unknown_session, not_a_checkpoint) and changes "
@@ -825,8 +835,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "RESTORE-003",
         _M,
         _T,
-        Suite.SESSION,
-        Level.SESSION,
+        RuleSuite.SESSION,
+        ConformanceLevel.SESSION,
         "Everything is preflighted before anything is touched",
         "An unfinished tool call before the target, a missing workspace, an unsafe "
         "path, a truncated or undecodable snapshot, and a file changed out-of-band "
@@ -838,8 +848,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "RESTORE-004",
         _M,
         _T,
-        Suite.SESSION,
-        Level.SESSION,
+        RuleSuite.SESSION,
+        ConformanceLevel.SESSION,
         "files=False and conversation=False do what they say",
         "With files=False no file is touched; with conversation=False the log is "
         "not truncated; the result reports exactly what was restored.",
@@ -848,8 +858,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "RESTORE-005",
         _M,
         _T,
-        Suite.SESSION,
-        Level.SESSION,
+        RuleSuite.SESSION,
+        ConformanceLevel.SESSION,
         "A failed or cancelled restore puts everything back",
         "A write that fails mid-restore (disk full, permission denied), a truncate "
         "conflict and a cancellation leave every file and the log as they were "
@@ -860,8 +870,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "RESTORE-006",
         _M,
         _D,
-        Suite.SESSION,
-        Level.SESSION,
+        RuleSuite.SESSION,
+        ConformanceLevel.SESSION,
         "A killed restore is rolled back or forward on the next open",
         "A restore killed at any point (SIGKILL, or a power loss for a file "
         "system the kit can simulate) leaves, once recovered (recover, which "
@@ -872,8 +882,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "RESTORE-007",
         _M,
         _T,
-        Suite.SESSION,
-        Level.SESSION,
+        RuleSuite.SESSION,
+        ConformanceLevel.SESSION,
         "Restore reports its progress",
         "restore reports start first, one progress per file put back with "
         "completed/total, and done (or error, for a refusal or failure) last.",
@@ -883,8 +893,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "COMPACT-001",
         _M,
         None,
-        Suite.SESSION,
-        Level.SESSION,
+        RuleSuite.SESSION,
+        ConformanceLevel.SESSION,
         "Compaction appends one summary through the last clean boundary",
         "A compaction that reduces appends exactly one Summary whose through_seq "
         "is the last seq with no tool call open and no folded message holding "
@@ -895,8 +905,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "COMPACT-002",
         _M,
         None,
-        Suite.SESSION,
-        Level.SESSION,
+        RuleSuite.SESSION,
+        ConformanceLevel.SESSION,
         "Compaction reports honest progress",
         "compact yields start first, then progress through the stages in order "
         "(measurement, archiving, normalization, summarization, projection, "
@@ -907,8 +917,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "COMPACT-003",
         _M,
         None,
-        Suite.SESSION,
-        Level.SESSION,
+        RuleSuite.SESSION,
+        ConformanceLevel.SESSION,
         "Nothing to summarise is a no-op",
         "When the messages a summary through the boundary would replace are none "
         "or only summaries, or when the summary would not make the conversation "
@@ -920,8 +930,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "COMPACT-004",
         _M,
         None,
-        Suite.SESSION,
-        Level.SESSION,
+        RuleSuite.SESSION,
+        ConformanceLevel.SESSION,
         "Cancellation leaves the log unchanged",
         "A compaction cancelled at any stage before its summary is acknowledged "
         "ends with cancelled and leaves the log as it was.",
@@ -930,8 +940,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "COMPACT-005",
         _M,
         None,
-        Suite.SESSION,
-        Level.SESSION,
+        RuleSuite.SESSION,
+        ConformanceLevel.SESSION,
         "A concurrent writer is never lost",
         "When the log moves on during a compaction, the summary is not written: "
         "compact ends with error and the other writer's events stay.",
@@ -941,8 +951,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "INTEG-001",
         _M,
         None,
-        Suite.STORAGE,
-        Level.BASE,
+        RuleSuite.STORAGE,
+        ConformanceLevel.BASE,
         "A healthy store reports ok",
         "check_integrity on a store written only through the contract reports ok "
         "and changes nothing.",
@@ -951,8 +961,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "INTEG-002",
         _M,
         None,
-        Suite.STORAGE,
-        Level.STORE_HOOKS,
+        RuleSuite.STORAGE,
+        ConformanceLevel.STORE_HOOKS,
         "Damage is reported, not hidden",
         "check_integrity on a damaged store reports ok=False with a detail naming "
         "what is wrong; reads of damaged data raise CorruptStoreError rather than "
@@ -963,8 +973,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "SCHEMA-001",
         _M,
         None,
-        Suite.STORAGE,
-        Level.STORE_HOOKS,
+        RuleSuite.STORAGE,
+        ConformanceLevel.STORE_HOOKS,
         "Newer stores are refused untouched",
         "Opening a store written by a newer, incompatible format raises "
         "SchemaVersionError and leaves every byte of it unchanged.",
@@ -974,8 +984,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "CODEC-001",
         _M,
         _C,
-        Suite.STORAGE,
-        Level.CODEC,
+        RuleSuite.STORAGE,
+        ConformanceLevel.CODEC,
         "Payloads pass through the codec",
         "With a codec configured, every event round-trips through encode and decode "
         "and reopening with the same codec reads it back.",
@@ -984,8 +994,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "CODEC-002",
         _M,
         _C,
-        Suite.STORAGE,
-        Level.CODEC,
+        RuleSuite.STORAGE,
+        ConformanceLevel.CODEC,
         "Encode failure writes nothing",
         "When the codec fails to encode any event of a batch, append raises "
         "CodecError, nothing of the batch is written and the head is unchanged.",
@@ -994,8 +1004,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "CODEC-003",
         _M,
         _C,
-        Suite.STORAGE,
-        Level.CODEC,
+        RuleSuite.STORAGE,
+        ConformanceLevel.CODEC,
         "Decode failure is raised, never repaired",
         "When the codec fails to decode a stored payload, read raises CodecError; no "
         "event is skipped, repaired or rewritten, and the store's bytes are "
@@ -1005,8 +1015,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "CODEC-004",
         _M,
         _C,
-        Suite.STORAGE,
-        Level.CODEC,
+        RuleSuite.STORAGE,
+        ConformanceLevel.CODEC,
         "No plaintext fallback",
         "A payload the configured codec cannot decode is never returned as if it "
         "were plaintext or decoded some other way.",
@@ -1015,8 +1025,8 @@ RULES: Final[tuple[Rule, ...]] = (
         "CODEC-005",
         _M,
         _C,
-        Suite.STORAGE,
-        Level.CODEC,
+        RuleSuite.STORAGE,
+        ConformanceLevel.CODEC,
         "No plaintext at rest",
         "With a codec configured, no event payload appears in plaintext in any file "
         "under the store's path.",

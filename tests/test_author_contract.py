@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from checkpointspec.spec import RULES, Suite
+from checkpointspec.spec import RULES, RuleSuite
 
 REPO = Path(__file__).resolve().parents[1]
 GUIDE = (REPO / "docs" / "backend-authors.md").read_text(encoding="utf-8")
@@ -25,7 +25,7 @@ def _table() -> str:
 
 def test_every_storage_rule_is_in_the_contract_table() -> None:
     linked = {rule_id for rule_id, _ in _LINK.findall(_table())}
-    storage = {r.id for r in RULES if r.suite is Suite.STORAGE}
+    storage = {r.id for r in RULES if r.suite is RuleSuite.STORAGE}
     assert sorted(storage - linked) == []
     assert sorted(linked - storage) == []
 

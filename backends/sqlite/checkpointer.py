@@ -328,7 +328,7 @@ class SqliteCheckpointer:
             await self._connection(operation)
         return await self._writes.submit(write)
 
-    def _run_round(self, writes: list[Write]) -> Awaitable[list[worker.Outcome]]:
+    def _run_round(self, writes: list[Write]) -> Awaitable[list[worker.WriteOutcome]]:
         """One round: ``writes`` in one transaction on the worker thread (one hop)."""
         db = self._db
         assert db is not None  # opened by `_write`; close waits for the rounds to end

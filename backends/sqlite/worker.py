@@ -38,10 +38,10 @@ __all__ = [
     "FAULT_POINTS",
     "Append",
     "Delete",
-    "Outcome",
     "Row",
     "Truncate",
     "Write",
+    "WriteOutcome",
     "call",
     "connect",
     "list_sessions",
@@ -83,7 +83,7 @@ FAULT_POINTS: Final = (
 """The fault points `SqliteCheckpointer` reports (see its ``fault_points``)."""
 
 _T = TypeVar("_T")
-Outcome: TypeAlias = "int | Exception | None"
+WriteOutcome: TypeAlias = "int | Exception | None"
 """What one write request ends with: its result, or the error to raise."""
 
 
@@ -289,7 +289,7 @@ def run_round(
     where: str,
     hook: FaultHook | None,
     holder: Holder,
-) -> list[Outcome]:
+) -> list[WriteOutcome]:
     """Run every write in one transaction and commit once; one outcome per write.
 
     Runs on the worker thread. Requests see each other's effects in order, so of
@@ -298,7 +298,7 @@ def run_round(
     is just that request's outcome. An SQLite error inside a request rolls the
     whole transaction back; that request fails and the rest run again.
     """
-    outcomes: list[Outcome] = [None] * len(writes)
+    outcomes: list[WriteOutcome] = [None] * len(writes)
     remaining = list(range(len(writes)))
     while remaining:
         started = time.monotonic()

@@ -48,7 +48,7 @@ from ...spec import (
     StoreHooks,
     UnsupportedOperationError,
 )
-from ..registry import BackendLoadError, open_backend, resolve_backend
+from ..registry import BackendLoadError, BackendTarget, open_backend
 from .messages import (
     PROTOCOL_VERSION,
     AcquireMaintenance,
@@ -145,9 +145,11 @@ def error_body(error: Exception) -> ErrorBody:
     return ErrorBody(type(error).__name__, message)
 
 
-def _load(name: str) -> BackendFactory:
+def _load(name: str) -> BackendTarget:
     try:
-        return resolve_backend(name).load()
+        target = BackendTarget.named(name)
+        target.factory()
+        return target
     except BackendLoadError as exc:  # one line on stderr: the kit quotes it as the reason
         raise SystemExit(f"serve: {exc}") from exc
 
@@ -173,12 +175,14 @@ class Server:
 
     def __init__(
         self,
-        factory: BackendFactory,
+        target: BackendTarget,
         requests: BinaryIO,
         replies: BinaryIO,
         reusable: bool = True,
     ) -> None:
-        self.factory = factory
+        self.target = target
+        """The backend served; its options are added to each ``hello``'s."""
+        self.factory: BackendFactory = target.factory()
         self.reusable = reusable
         self.requests = requests
         self.replies = replies
@@ -232,8 +236,7 @@ class Server:
             await cp.close()
         self.closed = None
         self.reporting = False  # a new handle starts with fault reports off
-        ctx = BackendContext(path=Path(request.path), options=dict(request.options))
-        self.cp = await self.open(ctx)
+        self.cp = await self.open(self.target.context(Path(request.path), options=request.options))
         if isinstance(self.cp, FaultInjectable):
             self.cp.set_fault_hook(self.hook)
         capabilities = sorted(c.value for c in self.cp.capabilities if c != Capability.CODEC)
@@ -255,8 +258,7 @@ class Server:
         # store: a handle on a scratch store of our own gives us the methods without
         # opening the store the hook must change.
         with tempfile.TemporaryDirectory(prefix="checkpointspec-serve-") as scratch:
-            ctx = BackendContext(path=Path(scratch), options=dict(request.options))
-            cp = await self.open(ctx)
+            cp = await self.open(self.target.context(Path(scratch), options=request.options))
             await cp.close()
         if not isinstance(cp, StoreHooks):
             raise UnsupportedOperationError(type(request).__name__, "store_hooks")

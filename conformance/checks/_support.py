@@ -176,9 +176,9 @@ async def opened_workers(
 
     A backend that refuses a worker's ``hello`` fails ``rule_id``.
     """
-    async with started_workers(h.backend.target, count, reply_timeout) as workers:
+    async with started_workers(h.target, count, reply_timeout) as workers:
         for n, worker in enumerate(workers):
-            reply = await worker.call(hello(str(h.path), h.options))
+            reply = await worker.call(hello(str(h.path), h.target.options))
             if not isinstance(reply, Opened):
                 raise RuleViolation(rule_id, f"worker {n} could not open the store: {reply}")
         yield workers

@@ -261,7 +261,7 @@ async def _run_traced(
     every server process, recording into ``trace_file``; the replies the worker sent."""
     options = {**h.options, **server.options}
     with tempfile.TemporaryFile() as stderr:
-        worker = await WorkerClient.start(h.backend.target, stderr, _PATIENCE)
+        worker = await WorkerClient.start(h.target, stderr, _PATIENCE)
         pids = [worker.process.pid, *server.processes()]
         tracer = await asyncio.create_subprocess_exec(
             *attach_argv(trace_file, pids),

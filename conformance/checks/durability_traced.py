@@ -101,7 +101,7 @@ async def _traced_run(
     trace_file = store.parent / f"{store.name}.strace"
     with tempfile.TemporaryFile() as stderr:
         worker = await WorkerClient.start(
-            h.backend.target, stderr, _REPLY_TIMEOUT, tracer_argv(trace_file), _TRACED_ENV
+            h.target, stderr, _REPLY_TIMEOUT, tracer_argv(trace_file), _TRACED_ENV
         )
         try:
             transcript = await drive_traced_worker(worker, store, h.options, calls, rule_id)

@@ -17,7 +17,7 @@
   read left it out: whatever it left with the server (a ``COMMIT`` sent with
   the write) must not be applied once it is dead.
 - `compaction_killed_after_every_system_call`: the session layer's ``compact``
-  runs in a child process (`checkpointspec.conformance.engines.crash.killed_restore`),
+  runs in a child process (`checkpointspec.conformance.engines.crash.killed_layer_run`),
   held right after one of its store calls (for a server backend, its sends to the
   server: a round trip) and killed there; the log holds the
   summary wholly or not at all, and another compaction of the session runs at
@@ -46,13 +46,13 @@ from ..engines.crash.holds import (
     holds,
     needs_holding,
     opened_worker,
-    opened_workers,
+    opened_workers_on,
     prepared,
     read_while_held,
     spread,
     until_waiting,
 )
-from ..engines.crash.killed_restore import KillOrder, run_held_restore
+from ..engines.crash.killed_layer_run import KillOrder, run_held_restore
 from ..engines.crash.stopper import (
     StopperError,
     SyscallStopper,
@@ -68,7 +68,7 @@ from ..engines.crash.verdicts import (
     verdict_on,
 )
 from ..engines.machines.commanded import WORKERS, CommandedEnv, CommandedMachine, worker_pool
-from ..engines.processes.client import UNSENT, Ok, WorkerClient, WorkerReply, marker_prompts
+from ..engines.processes.client import UNSENT, Succeeded, WorkerClient, WorkerReply, marker_prompts
 from ..engines.run.harness import CheckSkipped, Harness, read_all
 from ..engines.search.stateful import run_machine
 from .base import check
@@ -89,7 +89,7 @@ _SESSION: Final = "compacted"
 )
 def commanded_workers(h: Harness) -> None:
     """KILL-001: processes paused inside writes and killed there leave whole writes and free locks."""
-    with worker_pool(h.backend.target, h.options, WORKERS) as pool:
+    with worker_pool(h.target, WORKERS) as pool:
         env = CommandedEnv(pool, h.capabilities, h.new_store)
         # No shrinking: every shrink attempt replays processes being killed and
         # restarted, which took minutes; a failing run of at most commanded_steps
@@ -200,7 +200,7 @@ async def killed_while_waiting_for_another_writer(h: Harness) -> None:
         store = await prepared(h, calls, 1, "KILL-001")
         tried += 1
         async with (
-            opened_workers(h, store, "KILL-001", 4) as (first, second, reader, later),
+            opened_workers_on(h, store, "KILL-001", 4) as (first, second, reader, later),
             held_write(first, store, calls[1], n, "KILL-001", sends) as write,
         ):
             if write.reached.call is None:
@@ -250,7 +250,7 @@ async def _killed_once_waiting(worker: WorkerClient, store: Path, sends: bool) -
 async def _acknowledged(reply: asyncio.Future[WorkerReply], what: str) -> None:
     """Wait for ``reply`` (bounded by the worker's deadline); a refusal fails KILL-001."""
     done = await reply
-    if not isinstance(done, Ok):
+    if not isinstance(done, Succeeded):
         raise RuleViolation(
             "KILL-001",
             f"{what} failed after a writer waiting for the same session was killed: {done}",
@@ -321,8 +321,7 @@ async def compaction_killed_after_every_system_call(h: Harness) -> None:
         else:
             store = copy_store(h, before)
         order = KillOrder(
-            h.backend.target,
-            h.options,
+            h.target,
             str(store),
             str(store),
             h.session_target,

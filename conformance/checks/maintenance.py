@@ -30,7 +30,7 @@ from ..engines.contract.violations import RuleViolation, expect
 from ..engines.processes.client import (
     UNSENT,
     Failed,
-    Ok,
+    Succeeded,
     WorkerClient,
     WorkerHung,
     marker_prompts,
@@ -284,7 +284,7 @@ def _append(marker: str) -> Append:
 
 async def _worker_call(
     worker: WorkerClient, request: AcquireMaintenance | ReleaseMaintenance | Append, what: str
-) -> Ok | Failed:
+) -> Succeeded | Failed:
     """One request's final reply; anything else fails MAINT-004 (the kit's worker answers
     these), and so does no reply in time: a write to a held session is refused, not
     made to wait, and nothing else here waits."""
@@ -292,7 +292,7 @@ async def _worker_call(
         reply = await worker.call(request)
     except WorkerHung as hung:
         raise RuleViolation("MAINT-004", f"the worker did not answer {what}: {hung}") from None
-    if not isinstance(reply, Ok | Failed):
+    if not isinstance(reply, Succeeded | Failed):
         raise RuleViolation("MAINT-004", f"the worker answered {what} with {reply}")
     return reply
 
@@ -306,7 +306,7 @@ async def dead_holder_frees_the_lock(h: Harness) -> None:
         # The worker acknowledges only once it holds the lock: no race with the parent.
         reply = await _worker_call(holder, AcquireMaintenance(UNSENT, "s"), "acquire_maintenance")
         expect(
-            isinstance(reply, Ok),
+            isinstance(reply, Succeeded),
             "MAINT-004",
             f"a worker process could not acquire a free session: {reply}",
         )
@@ -327,7 +327,7 @@ async def dead_holder_frees_the_lock(h: Harness) -> None:
         # The holder process writes, and a third process is refused.
         reply = await _worker_call(holder, _append("holder 6"), "the holder's append")
         expect(
-            isinstance(reply, Ok) and reply.value == 6,
+            isinstance(reply, Succeeded) and reply.value == 6,
             "MAINT-004",
             f"the holding process's append answered {reply}; expected head 6",
         )
@@ -362,14 +362,14 @@ async def dead_holder_frees_the_lock(h: Harness) -> None:
         await cp.release_maintenance("s")
         reply = await _worker_call(writer, _append("after release"), "an append")
         expect(
-            isinstance(reply, Ok),
+            isinstance(reply, Succeeded),
             "MAINT-004",
             f"an append from another process after the release answered {reply}",
         )
         reply = await _worker_call(writer, AcquireMaintenance(UNSENT, "s"), "acquire_maintenance")
-        expect(isinstance(reply, Ok), "MAINT-004", f"a later acquire answered {reply}")
+        expect(isinstance(reply, Succeeded), "MAINT-004", f"a later acquire answered {reply}")
         reply = await _worker_call(writer, ReleaseMaintenance(UNSENT, "s"), "release_maintenance")
-        expect(isinstance(reply, Ok), "MAINT-004", f"a release answered {reply}")
+        expect(isinstance(reply, Succeeded), "MAINT-004", f"a release answered {reply}")
     log = await read_all(cp, "s")
     expect(
         [s.seq for s in log] == list(range(1, 9)),

@@ -32,7 +32,7 @@ from ..engines.history import Raised, check_history, describe
 from ..engines.processes.client import (
     UNSENT,
     Acked,
-    Ok,
+    Succeeded,
     WorkerClient,
     WorkerExited,
     WorkerHung,
@@ -96,9 +96,8 @@ async def free_running_history(h: Harness) -> None:
     profile = h.profile
     seconds = _stress_seconds(h)
     plan = StressPlan(
-        backend=h.backend.target,
+        target=h.target,
         path=str(h.path),
-        options=h.options,
         processes=profile.stress_processes,
         operations=profile.stress_operations,
         seconds=seconds,
@@ -172,13 +171,13 @@ async def free_running_history(h: Harness) -> None:
 
 
 async def _acked(n: int, worker: WorkerClient) -> list[Acked]:
-    """Worker ``n``'s acknowledgements, up to its final reply, which must be `Ok`."""
+    """Worker ``n``'s acknowledgements, up to its final reply, which must be `Succeeded`."""
     acks: list[Acked] = []
     try:
         async for reply in worker.replies():
             if isinstance(reply, Acked):
                 acks.append(reply)
-            elif not isinstance(reply, Ok):
+            elif not isinstance(reply, Succeeded):
                 raise RuleViolation("MP-001", f"worker {n} failed: {reply}")
     except (WorkerExited, WorkerHung) as lost:
         raise RuleViolation("MP-001", f"worker {n} failed: {lost}") from None

@@ -22,12 +22,12 @@ from ..engines.crash.holds import (
     hold_store,
     holds,
     needs_holding,
-    opened_workers,
+    opened_workers_on,
     read_while_held,
 )
 from ..engines.crash.verdicts import Call, Expected, plan_workload
 from ..engines.processes.client import (
-    Ok,
+    Succeeded,
     WorkerClient,
     WorkerExited,
     WorkerReply,
@@ -285,7 +285,7 @@ async def read_while_a_writer_is_held(h: Harness) -> None:
         want = {earlier.logs.get(call.session, ()), call.after.logs.get(call.session, ())}
         store = await hold_store(h, hold, calls, "READ-003")
         async with (
-            opened_workers(h, store, "READ-003", 2) as (reader, writer),
+            opened_workers_on(h, store, "READ-003", 2) as (reader, writer),
             held_write(writer, store, call, n, "READ-003", hold.sends) as write,
         ):
             reached = write.reached
@@ -294,7 +294,7 @@ async def read_while_a_writer_is_held(h: Harness) -> None:
             seen = await read_while_held(reader, call.session, "READ-003")
             await write.stopper.resume()
             done = await _finished(writer, write.reply, call, n)
-        if not isinstance(done, Ok):
+        if not isinstance(done, Succeeded):
             raise RuleViolation(
                 "READ-003",
                 f"{call.label}, held right after its system call #{n} and let go, did not "

@@ -10,7 +10,7 @@ nothing left to do.
 - ``killed_restore_recovers``: a clean run in a child process lists the fault
   points a restore reaches (its own, the backend's `FaultInjectable` points and
   the workspace file system's); then for each k a fresh session is built and a
-  child SIGKILLs itself at the k-th (`checkpointspec.conformance.engines.crash.killed_restore`).
+  child SIGKILLs itself at the k-th (`checkpointspec.conformance.engines.crash.killed_layer_run`).
   The quick profile samples a few k, the others try them all.
 - ``restore_killed_after_every_system_call``: the same, without fault points: a
   child restores while `checkpointspec.conformance.engines.crash.stopper` holds it
@@ -36,7 +36,7 @@ from typing import Final
 from ...spec import RESERVED_DIR, Capability, FileSystemPorted, SessionLayer, encode_event
 from ..engines.contract.violations import RuleViolation, expect
 from ..engines.crash.disk import SimulatedDisk
-from ..engines.crash.killed_restore import (
+from ..engines.crash.killed_layer_run import (
     KillOrder,
     SessionState,
     TrialSession,
@@ -124,8 +124,7 @@ def _order(
 ) -> KillOrder:
     """A full restore (files and conversation) of ``trial`` in a child process."""
     return KillOrder(
-        h.backend.target,
-        h.options,
+        h.target,
         str(store),
         str(workspace),
         layer,

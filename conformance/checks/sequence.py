@@ -102,11 +102,10 @@ def run_model_based(h: Harness, codec: type[Codec] | None) -> None:
     # Its bad batches (ARG-003) never reach a backend behind the stdio client.
     h.judged_on_the_kit_side(*MODEL_OBSERVED)
     env = MachineEnv(
-        backend=h.backend,
+        target=h.target,
         capabilities=h.capabilities,
         root=h.root,
         codec_factory=codec,
-        options=h.options,
         warnings=h.warnings,
     )
     run_machine(

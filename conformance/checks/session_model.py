@@ -53,11 +53,10 @@ def run_session_machine(
 ) -> None:
     """Run `SessionMachine` on ``layer`` over the harness's backend, under its seed and profile."""
     env = SessionMachineEnv(
-        backend=h.backend,
+        target=h.target,
         capabilities=h.capabilities,
         root=h.root,
         layer=layer,
-        options=h.options,
         restores=restores,
     )
     run_machine(

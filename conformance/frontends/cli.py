@@ -50,7 +50,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import NoReturn, get_args
+from typing import NoReturn, TypeAlias, get_args
 
 from rich.console import Console
 from rich.markup import escape
@@ -64,28 +64,18 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from ...backends.registry import BackendLoadError, parse_options
-from ...backends.stdio.bridges import (
-    LITE_AGENT_DECLARABLE,
-    TRUNCATE_WITHOUT_EXPECTED_HEAD,
-    LiteAgentBridgeError,
-    describe_lite_agent,
-    lite_agent_command,
-)
+from ...backends.registry import BackendLoadError
+from ...backends.stdio.bridges import LiteAgentBridgeError, describe_lite_agent
 from ...reference import cli as operator
 from ...spec import RULES
 from ..checks.base import Check
 from ..engines.run.kit_run import KitRun, OutputName, ReportOutputs
-from ..engines.run.profiles import DEFAULT_PROFILE, PROFILES
-from ..engines.search.budget import budget_option, format_seconds
-from ..engines.search.replay import ReproduceError, Reproduction, parse_reproduction
 from ..engines.target.session_layer import DEFAULT_SESSION_LAYER
 from ..running.compare import compare_reports, render_comparison
 from ..running.failures import panel_body
 from ..running.levels import describe_levels, level_of_rule
 from ..running.merge import MergeError, load_report, merge_reports
-from ..running.plan import RunSettingError, check_outputs, parse_shard, plan_run
-from ..running.registry import DEFAULT_SUITE, SUITES, UnknownRuleError, check_rule_id
+from ..running.plan import RunSettingError, check_outputs, plan_run
 from ..running.report import (
     EXIT_FAILED,
     EXIT_KIT_ERROR,
@@ -99,6 +89,7 @@ from ..running.report import (
 from ..running.runner import RunListener, run_kit
 from .badge import badge_for, render_badge
 from .explain import explain_rule
+from .settings import add_cli_arguments, declared_names, rule_id_option, run_arguments
 from .summary import render_summary
 
 __all__ = ["main"]
@@ -124,52 +115,12 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def _rule_id(text: str) -> str:
-    try:
-        return check_rule_id(text)
-    except UnknownRuleError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _expected_failure(text: str) -> tuple[str, str]:
-    """``RULE=REASON`` or ``RULE`` as (rule, reason), the rule checked like ``--only``'s."""
-    rule, _, reason = text.partition("=")
-    return _rule_id(rule.strip()), reason.strip()
-
-
-def _workers(text: str) -> int | None:
-    if text == "auto":
-        return None
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of processes") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"{n} processes: use 1 or more")
-    return n
-
-
 _OUTPUT_FLAGS = (
     ("report", "FILE.json", "JSON report"),
     ("junit", "FILE.xml", "JUnit XML report"),
     ("badge", "FILE.svg", "SVG status badge"),
     ("summary", "FILE.md", "Markdown summary"),
 )
-
-
-def _shard(text: str) -> tuple[int, int]:
-    try:
-        return parse_shard(text)
-    except RunSettingError as exc:
-        raise argparse.ArgumentTypeError(str(exc).removeprefix("--shard ")) from None
-
-
-def _reproduction(text: str) -> Reproduction:
-    """A reproduce blob as a failure's replay command gives it, checked before the run."""
-    try:
-        return parse_reproduction(text)
-    except ReproduceError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -180,138 +131,26 @@ def _parser() -> argparse.ArgumentParser:
         ),
     )
     commands = parser.add_subparsers(dest="command", required=True)
+    _add_run(commands)
+    _add_merge(commands)
+    _add_compare(commands)
+    commands.add_parser("rules", help="print the rule catalog")
+    _add_explain(commands)
+    operator.add_commands(commands)  # sessions, checkpoints, restore, compact
+    return parser
+
+
+_Commands: TypeAlias = "argparse._SubParsersAction[_Parser]"
+"""What ``add_subparsers`` returns: a subcommand is added to it."""
+
+
+def _add_run(commands: _Commands) -> None:
+    """``run``: every setting of the table (`settings`) the CLI offers."""
     run = commands.add_parser("run", help="run the kit against a backend")
-    run.add_argument(
-        "backend",
-        nargs="?",
-        help="memory, file, sqlite, or module:function returning a Checkpointer "
-        "(or --process instead)",
-    )
-    run.add_argument(
-        "--process",
-        metavar="COMMAND",
-        help="a backend in another process speaking the stdio protocol, one process per "
-        "handle, e.g. --process 'node my-backend.js' (docs/stdio-protocol.md)",
-    )
-    run.add_argument(
-        "--lite-agent",
-        metavar="MODULE#FACTORY",
-        help="a checkpointer for the lite-agent SDK's Checkpointer interface, served by the "
-        "bridge shipped with the kit, e.g. --lite-agent ./dist/store.js#createStore "
-        "(docs/lite-agent.md; needs node)",
-    )
-    run.add_argument(
-        "--declare",
-        action="append",
-        default=[],
-        metavar="NAME[,NAME]",
-        help="with --lite-agent: what the bridge cannot see on the object, from "
-        + ", ".join(LITE_AGENT_DECLARABLE)
-        + " (repeatable)",
-    )
-    run.add_argument(
-        "--validate-protocol",
-        action="store_true",
-        help="with --process: check every message, both ways, against the protocol's JSON "
-        "Schema and name the first that breaks it",
-    )
-    run.add_argument(
-        "--profile",
-        choices=sorted(PROFILES),
-        default=DEFAULT_PROFILE,
-        help="how hard to try (default: default)",
-    )
-    run.add_argument(
-        "--budget",
-        type=budget_option,
-        metavar="TIME",
-        help="wall-clock time the run may take, e.g. 90s, 2m or 1h, or none (default: the "
-        "profile's: "
-        + ", ".join(
-            f"{name} {format_seconds(p.budget_seconds) if p.budget_seconds else 'none'}"
-            for name, p in PROFILES.items()
-        )
-        + "); shared out among the checks, each stopping at its slice's end or its "
-        "profile's counts, whichever comes first",
-    )
-    run.add_argument(
-        "--suite",
-        choices=list(SUITES),
-        default=DEFAULT_SUITE,
-        help="storage: the checkpointer; session: the session layer on it; all: both "
-        f"(default: {DEFAULT_SUITE})",
-    )
-    run.add_argument(
-        "--session-layer",
-        default=DEFAULT_SESSION_LAYER,
-        metavar="MODULE",
-        help="the session layer the session suite checks: a module (or MODULE:OBJECT) "
-        f"exposing the names of {DEFAULT_SESSION_LAYER} (default: {DEFAULT_SESSION_LAYER})",
-    )
-    run.add_argument(
-        "--seed", type=int, help="seed for every random choice; printed with each failure"
-    )
-    run.add_argument(
-        "--reproduce",
-        type=_reproduction,
-        metavar="BLOB",
-        help="replay exactly this failing example of the one --only check (from a "
-        "failure's replay command): no search, no shrinking",
-    )
-    run.add_argument(
-        "-n",
-        "--workers",
-        type=_workers,
-        default=None,
-        help="run this many checks at once, each in a process of its own (1+), or auto "
-        "(the default: one per core, at most 4)",
-    )
-    run.add_argument(
-        "--only",
-        action="append",
-        default=[],
-        metavar="CHECK_OR_RULE",
-        help="run only checks whose name starts with this or that verify this rule (repeatable)",
-    )
-    run.add_argument(
-        "--xfail",
-        action="append",
-        default=[],
-        type=_expected_failure,
-        metavar="RULE[=REASON]",
-        help="a rule expected to fail, and why; it is an error if it passes (repeatable)",
-    )
-    run.add_argument(
-        "--option",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="backend option passed in BackendContext.options (repeatable)",
-    )
-    run.add_argument("--report", metavar="FILE.json", help="write the machine-readable report")
-    run.add_argument("--junit", metavar="FILE.xml", help="write a JUnit XML report")
-    run.add_argument("--badge", metavar="FILE.svg", help="write an SVG status badge")
-    run.add_argument(
-        "--summary",
-        metavar="FILE.md",
-        help="write a Markdown summary (e.g. to $GITHUB_STEP_SUMMARY)",
-    )
-    run.add_argument(
-        "--shard",
-        type=_shard,
-        metavar="K/N",
-        help="run the K-th of N deterministic slices of the selected checks (a CI matrix "
-        "job); `checkpointspec merge` makes the shards' reports one",
-    )
-    run.add_argument(
-        "-q", "--quiet", action="store_true", help="no progress bar, and no progress lines"
-    )
-    run.add_argument(
-        "-v",
-        "--verbose",
-        action="store_true",
-        help="print each failure's full traceback, the kit's own frames included",
-    )
+    add_cli_arguments(run)
+
+
+def _add_merge(commands: _Commands) -> None:
     merge = commands.add_parser(
         "merge", help="make the reports of one run's shards (--shard) one report"
     )
@@ -320,19 +159,22 @@ def _parser() -> argparse.ArgumentParser:
     )
     for flag, meta, what in _OUTPUT_FLAGS:
         merge.add_argument(f"--{flag}", metavar=meta, help=f"write the merged {what}")
+
+
+def _add_compare(commands: _Commands) -> None:
     compare = commands.add_parser(
         "compare",
         help="what changed between two reports: exit 1 when a rule newly fails",
     )
     compare.add_argument("old", metavar="OLD.json", help="the report to compare against")
     compare.add_argument("new", metavar="NEW.json", help="the newer report")
-    commands.add_parser("rules", help="print the rule catalog")
+
+
+def _add_explain(commands: _Commands) -> None:
     explain = commands.add_parser(
         "explain", help="print one rule: its text, capability, level and checks"
     )
-    explain.add_argument("rule", type=_rule_id, help="a rule id, e.g. APPEND-002")
-    operator.add_commands(commands)  # sessions, checkpoints, restore, compact
-    return parser
+    explain.add_argument("rule", type=rule_id_option, help="a rule id, e.g. APPEND-002")
 
 
 def _rules_table(report: KitReport) -> Table:
@@ -509,50 +351,9 @@ def _write(path: Path, data: bytes) -> str | None:
     return None
 
 
-def _declared(args: argparse.Namespace) -> list[str]:
-    """``--declare``'s names, commas and repeats alike."""
-    return [name for text in args.declare for name in text.split(",") if name]
-
-
-def _lite_agent_process(args: argparse.Namespace) -> str | None:
-    """The ``--process`` command ``--lite-agent`` stands for (None without it)."""
-    if args.lite_agent is None:
-        if args.declare:
-            raise BackendLoadError("--declare tells the --lite-agent bridge what it cannot see")
-        return None
-    try:
-        return lite_agent_command(args.lite_agent, _declared(args))
-    except LiteAgentBridgeError as exc:
-        raise BackendLoadError(str(exc)) from None
-
-
 def _planned_run(args: argparse.Namespace) -> KitRun:
     """The run the command line asks for, every setting checked (`plan_run`)."""
-    process = _lite_agent_process(args) or args.process
-    if args.validate_protocol and process is None:
-        raise BackendLoadError("--validate-protocol checks a --process backend's messages")
-    xfail: dict[str, str] = {}
-    if TRUNCATE_WITHOUT_EXPECTED_HEAD in _declared(args):
-        xfail["TRUNC-003"] = "declared truncate_without_expected_head"
-    for rule_id, reason in args.xfail:
-        xfail[rule_id] = "; ".join(r for r in (xfail.get(rule_id, ""), reason) if r)
-    return plan_run(
-        args.backend,
-        process=process,
-        validate_protocol=args.validate_protocol,
-        profile=args.profile,
-        seed=args.seed,
-        workers=args.workers,
-        only=args.only,
-        expected_failures=xfail,
-        options=parse_options(args.option),
-        suite=args.suite,
-        session_layer=args.session_layer,
-        reproduction=args.reproduce,
-        outputs=_outputs(args),
-        shard=args.shard,
-        budget=args.budget,
-    )
+    return plan_run(**run_arguments(vars(args), "cli"))
 
 
 def _backend_named(args: argparse.Namespace) -> str:
@@ -573,7 +374,9 @@ def _lite_agent_header(args: argparse.Namespace, console: Console) -> None:
     if args.lite_agent is None:
         return
     try:
-        found = describe_lite_agent(args.lite_agent, _declared(args), parse_options(args.option))
+        found = describe_lite_agent(
+            args.lite_agent, declared_names(args.declare), dict(args.option)
+        )
     except LiteAgentBridgeError as exc:
         raise BackendLoadError(str(exc)) from None
     console.print(escape(found.header()), highlight=False, soft_wrap=True)
@@ -637,7 +440,7 @@ def _roots_line(report: KitReport) -> str:
 
 
 def _outputs(args: argparse.Namespace) -> ReportOutputs:
-    """The output files ``run`` and ``merge`` were asked to write."""
+    """The output files ``merge`` was asked to write."""
     return ReportOutputs(
         report=args.report, junit=args.junit, badge=args.badge, summary=args.summary
     )

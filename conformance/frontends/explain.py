@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import textwrap
 
-from ...spec import CAPABILITY_REASONS, RULES_BY_ID, Suite
+from ...spec import CAPABILITY_REASONS, RULES_BY_ID, RuleSuite
 from ..running.registry import SUITES, check_rule_id
 
 __all__ = ["explain_rule"]
@@ -44,7 +44,7 @@ def explain_rule(rule_id: str) -> str:
         f"needs:  {needs}",
         f"level:  {rule.level.value if rule.level else 'none (a SHOULD rule decides no verdict)'}",
         f"suite:  {rule.suite.value}"
-        + ("" if rule.suite is Suite.STORAGE else f" (--suite {rule.suite.value})"),
+        + ("" if rule.suite is RuleSuite.STORAGE else f" (--suite {rule.suite.value})"),
         f"since:  {rule.since}",
         f"checks: {len(checks)}",
         *(f"  {c.name}  {c.summary.removeprefix(f'{c.rule_id}: ')}" for c in checks),

@@ -10,6 +10,10 @@ shows the panel the CLI prints: the check and the rule it broke, the finding, th
 failing steps and a replay command; the full traceback, the kit's frames
 included, only with ``-vv``.
 
+Its options are the CLI's ``run`` settings that a pytest session has use for,
+``--checkpointer-`` before each, declared from the one table both front ends
+share (`checkpointspec.conformance.frontends.settings`), with the same help.
+
 The backend is loaded and probed once when pytest starts: a module that does not
 import, a factory that raises or returns something that is not a Checkpointer,
 an unknown ``--checkpointer-only`` selection or ``--checkpointer-xfail`` rule,
@@ -60,32 +64,27 @@ from typing import Any
 import msgspec
 import pytest
 
-from ...backends.registry import BackendLoadError, parse_options
+from ...backends.registry import BackendLoadError
 from ..checks.base import Check
-from ..engines.run.kit_run import KitRun, ReportOutputs
-from ..engines.run.profiles import DEFAULT_PROFILE, PROFILES
-from ..engines.search.budget import budget_option
-from ..engines.search.replay import ReproduceError, Reproduction, parse_reproduction
+from ..engines.run.kit_run import KitRun
+from ..engines.search.replay import ReproduceError
 from ..engines.target.session_layer import DEFAULT_SESSION_LAYER
 from ..running.compare import compare_reports, render_comparison
 from ..running.failures import panel, panel_body
 from ..running.merge import MergeError, load_report
-from ..running.plan import (
-    ReproduceNeedsOneCheck,
-    RunSettingError,
-    Setting,
-    plan_run,
-    selected_checks,
-)
-from ..running.registry import (
-    DEFAULT_SUITE,
-    SUITES,
-    UnknownRuleError,
-    check_rule_id,
-)
+from ..running.plan import ReproduceNeedsOneCheck, RunSettingError, plan_run, selected_checks
+from ..running.registry import DEFAULT_SUITE
 from ..running.report import CheckResult
 from ..running.runner import report_of, run_check
 from ..running.slices import BudgetPlan
+from .settings import (
+    Setting,
+    SettingValueError,
+    add_plugin_options,
+    flag,
+    run_arguments,
+    settings_of,
+)
 from .summary import render_summary
 
 __all__ = ["CheckItem", "KitCollector"]
@@ -99,90 +98,7 @@ _MORE = "pytest -vv"
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("checkpointspec", "checkpointer conformance kit")
-    group.addoption(
-        "--checkpointer",
-        metavar="BACKEND",
-        help="run the kit against BACKEND (memory, file, sqlite or module:function)",
-    )
-    group.addoption(
-        "--checkpointer-process",
-        metavar="COMMAND",
-        help="run the kit against a backend in another process speaking the stdio "
-        "protocol, e.g. 'node my-backend.js' (instead of --checkpointer)",
-    )
-    group.addoption(
-        "--checkpointer-validate-protocol",
-        action="store_true",
-        help="with --checkpointer-process: check every message against the protocol's schema",
-    )
-    group.addoption(
-        "--checkpointer-profile",
-        choices=sorted(PROFILES),
-        default=DEFAULT_PROFILE,
-        help=f"kit profile (default: {DEFAULT_PROFILE}; quick for a CI gate)",
-    )
-    group.addoption(
-        "--checkpointer-budget",
-        type=budget_option,
-        metavar="TIME",
-        help="wall-clock time the kit's checks may take, e.g. 90s or 2m, or none "
-        "(default: the profile's)",
-    )
-    group.addoption(
-        "--checkpointer-seed", type=int, default=None, help="seed for the kit's random choices"
-    )
-    group.addoption(
-        "--checkpointer-only",
-        action="append",
-        default=[],
-        metavar="CHECK_OR_RULE",
-        help="run only these checks or rules",
-    )
-    group.addoption(
-        "--checkpointer-suite",
-        choices=list(SUITES),
-        default=DEFAULT_SUITE,
-        help=f"storage, session or all (default: {DEFAULT_SUITE})",
-    )
-    group.addoption(
-        "--checkpointer-session-layer",
-        default=DEFAULT_SESSION_LAYER,
-        metavar="MODULE",
-        help=f"session layer the session suite checks (default: {DEFAULT_SESSION_LAYER})",
-    )
-    group.addoption(
-        "--checkpointer-option",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="backend option (repeatable)",
-    )
-    group.addoption(
-        "--checkpointer-xfail",
-        action="append",
-        default=[],
-        metavar="RULE=REASON",
-        help="a rule expected to fail, and why: its checks are xfail(strict=True), "
-        "so a pass fails the run (repeatable)",
-    )
-    group.addoption(
-        "--checkpointer-summary",
-        metavar="FILE.md",
-        help="write a Markdown summary of the kit's checks (e.g. to $GITHUB_STEP_SUMMARY)",
-    )
-    group.addoption(
-        "--checkpointer-compare",
-        metavar="OLD.json",
-        help="compare the kit's checks with a stored report (checkpointspec run --report): "
-        "a rule newly failing fails the session, and what changed is printed",
-    )
-    group.addoption(
-        "--checkpointer-reproduce",
-        default=None,
-        metavar="BLOB",
-        help="replay exactly this failing example of the one --checkpointer-only check "
-        "(from a failure's replay command): no search, no shrinking",
-    )
+    add_plugin_options(group.addoption)
 
 
 class CheckFailed(Exception):
@@ -325,104 +241,58 @@ class CheckItem(pytest.Item):
         return self.path, None, f"{self.kit_check.name}: {self.kit_check.summary}"
 
 
-def _options(pairs: list[str]) -> dict[str, str]:
+def _value(config: pytest.Config, setting: Setting) -> Any:
+    """``setting``'s value on the command line, read (`Setting.read`): text the setting
+    cannot use is a one-line `pytest.UsageError` naming the option."""
+    assert setting.plugin is not None
     try:
-        return parse_options(pairs)
-    except BackendLoadError as exc:
-        raise pytest.UsageError(f"--checkpointer-option: {exc}") from exc
+        return setting.read(config.getoption(setting.plugin))
+    except SettingValueError as exc:
+        raise pytest.UsageError(f"{setting.plugin}: {exc}") from None
 
 
 def _requested(config: pytest.Config) -> bool:
-    """Whether --checkpointer or --checkpointer-process asks for a run (one of them)."""
+    """Whether the command line asks for a run: --checkpointer or --checkpointer-process
+    (one of them), or --checkpointer-validate-protocol, which only a run takes."""
     name = config.getoption("checkpointer")
     process = config.getoption("checkpointer_process")
     if name and process:
         raise pytest.UsageError("give --checkpointer or --checkpointer-process, not both")
-    if config.getoption("checkpointer_validate_protocol") and not process:
-        raise pytest.UsageError(
-            "--checkpointer-validate-protocol checks a --checkpointer-process backend's messages"
-        )
-    return bool(name or process)
+    return bool(name or process or config.getoption("checkpointer_validate_protocol"))
 
 
-def _expected_failures(pairs: list[str]) -> dict[str, str]:
-    """``RULE=REASON`` entries as {rule: reason}; a bare ``RULE`` gets a stock reason.
-    Raises a one-line `pytest.UsageError` naming an id the catalog lacks."""
-    xfail: dict[str, str] = {}
-    for pair in pairs:
-        text, _, reason = pair.partition("=")
-        try:
-            rule_id = check_rule_id(text.strip())
-        except UnknownRuleError as exc:
-            raise pytest.UsageError(f"--checkpointer-xfail: {exc}") from None
-        reason = reason.strip() or "listed with --checkpointer-xfail"
-        previous = xfail.get(rule_id)
-        xfail[rule_id] = f"{previous}; {reason}" if previous else reason
-    return xfail
-
-
-def _reproduction(text: str | None) -> Reproduction | None:
-    """``--checkpointer-reproduce``, checked: a one-line `pytest.UsageError` for a blob
-    the kit cannot replay."""
-    if text is None:
-        return None
-    try:
-        return parse_reproduction(text)
-    except ReproduceError as exc:
-        raise pytest.UsageError(f"--checkpointer-reproduce: {exc}") from None
-
-
-def _seed(config: pytest.Config) -> int | None:
+def _seed(config: pytest.Config, given: int | None) -> int | None:
     """--checkpointer-seed, or on a pytest-xdist worker the controller's (None: draw one)."""
-    seed: int | None = config.getoption("checkpointer_seed")
+    seed = given
     workerinput = getattr(config, "workerinput", None)  # set on a pytest-xdist worker
     if seed is None and workerinput is not None:
         seed = workerinput.get(_WORKER_SEED)
     return seed
 
 
-_FLAGS: dict[Setting, str] = {
-    "backend": "--checkpointer",
-    "suite": "--checkpointer-suite",
-    "only": "--checkpointer-only",
-    "session_layer": "--checkpointer-session-layer",
-    "reproduce": "--checkpointer-reproduce",
-    "summary": "--checkpointer-summary",
-}
-"""The flag that gives each setting `plan_run` may refuse."""
-
-
 def _planned_run(config: pytest.Config) -> KitRun:
     """The run the command line asks for (`plan_run`); a setting it refuses is a
-    one-line `pytest.UsageError` naming the flag."""
-    option = config.getoption
-    process = option("checkpointer_process")
+    one-line `pytest.UsageError` naming the option."""
+    values = {s.name: _value(config, s) for s in settings_of("pytest")}
+    values["backend"] = values["backend"] or None  # an empty --checkpointer= names none
+    values["process"] = values["process"] or None
+    values["seed"] = _seed(config, values["seed"])
     try:
-        return plan_run(
-            option("checkpointer") or None,
-            process=process or None,
-            validate_protocol=option("checkpointer_validate_protocol"),
-            profile=option("checkpointer_profile"),
-            seed=_seed(config),
-            only=option("checkpointer_only"),
-            expected_failures=_expected_failures(option("checkpointer_xfail")),
-            options=_options(option("checkpointer_option")),
-            suite=option("checkpointer_suite"),
-            session_layer=option("checkpointer_session_layer"),
-            reproduction=_reproduction(option("checkpointer_reproduce")),
-            outputs=ReportOutputs(summary=option("checkpointer_summary")),
-            budget=option("checkpointer_budget"),
-        )
+        arguments = run_arguments(values, "pytest", unexplained="listed with --checkpointer-xfail")
+    except BackendLoadError as exc:  # settings that do not go together
+        raise pytest.UsageError(str(exc)) from None
+    try:
+        return plan_run(**arguments)
     except ReproduceNeedsOneCheck as exc:
         raise pytest.UsageError(
             f"--checkpointer-reproduce replays one check, and {exc.selected} are selected: "
             "name it with --checkpointer-only, as the failure's replay command does"
         ) from None
     except RunSettingError as exc:
-        flag = _FLAGS[exc.setting]
-        if exc.setting == "backend" and process:
-            flag = "--checkpointer-process"
-        raise pytest.UsageError(f"{flag}: {exc}") from exc
+        option = flag(exc.setting, "pytest")
+        if exc.setting == "backend" and values["process"]:
+            option = flag("process", "pytest")
+        raise pytest.UsageError(f"{option}: {exc}") from exc
 
 
 def pytest_configure(config: pytest.Config) -> None:

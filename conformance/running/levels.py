@@ -3,8 +3,8 @@
 A backend that declares fewer capabilities is not a worse backend, so one
 pass/fail verdict undersells it; the levels say what it was shown to do. Which
 level a rule counts towards is a fact of the catalog (``Rule.level``, a
-`checkpointspec.spec.Level`); `LEVELS` is a query over it, so each MUST rule
-lies in exactly one level:
+`checkpointspec.spec.ConformanceLevel`); `LEVELS` is a query over it, so each
+MUST rule lies in exactly one level:
 
 - ``base``: every storage MUST rule that needs no capability and no opt-in;
 - one level per capability (``delete``, ``list``, ``truncate``, ``generation``,
@@ -49,15 +49,14 @@ from typing import Final
 
 import msgspec
 
-from ...spec import LEVEL_MEANINGS, RULES, Capability
-from ...spec import Level as CatalogLevel
+from ...spec import LEVEL_MEANINGS, RULES, Capability, ConformanceLevel
 from .registry import ALL_CHECKS, SESSION_CHECKS
 from .report import LevelResult, LevelStatus, RuleResult
 
 __all__ = [
     "LEVELS",
     "LEVELS_BY_NAME",
-    "Level",
+    "LevelDefinition",
     "attained",
     "describe_levels",
     "judge_levels",
@@ -65,7 +64,7 @@ __all__ = [
 ]
 
 
-class Level(msgspec.Struct, frozen=True):
+class LevelDefinition(msgspec.Struct, frozen=True):
     """One conformance level: its name, the capability its rules need (None for
     ``base``, ``store_hooks`` and ``session``), what attaining it shows, and its
     rules in catalog order."""
@@ -76,30 +75,32 @@ class Level(msgspec.Struct, frozen=True):
     rules: tuple[str, ...]
 
 
-LEVELS: Final[tuple[Level, ...]] = tuple(
-    Level(
+LEVELS: Final[tuple[LevelDefinition, ...]] = tuple(
+    LevelDefinition(
         level.value,
         level.capability,
         LEVEL_MEANINGS[level],
         tuple(r.id for r in RULES if r.level is level),
     )
-    for level in CatalogLevel
+    for level in ConformanceLevel
 )
 """Every level of the catalog, in the order reports list them."""
 
-LEVELS_BY_NAME: Final[dict[str, Level]] = {level.name: level for level in LEVELS}
+LEVELS_BY_NAME: Final[dict[str, LevelDefinition]] = {level.name: level for level in LEVELS}
 
-_LEVEL_OF_RULE: Final[dict[str, Level]] = {
+_LEVEL_OF_RULE: Final[dict[str, LevelDefinition]] = {
     rule_id: level for level in LEVELS for rule_id in level.rules
 }
 
 
-def level_of_rule(rule_id: str) -> Level | None:
+def level_of_rule(rule_id: str) -> LevelDefinition | None:
     """The level ``rule_id`` belongs to; None for a SHOULD rule (or an unknown id)."""
     return _LEVEL_OF_RULE.get(rule_id)
 
 
-def _judge(level: Level, verdicts: dict[str, RuleResult], declared: frozenset[str]) -> LevelResult:
+def _judge(
+    level: LevelDefinition, verdicts: dict[str, RuleResult], declared: frozenset[str]
+) -> LevelResult:
     def result(status: LevelStatus, reason: str = "") -> LevelResult:
         capability = level.capability.value if level.capability else None
         return LevelResult(level.name, capability, status, level.rules, reason)

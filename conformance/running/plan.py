@@ -28,19 +28,19 @@ import msgspec
 from ...backends.registry import (
     BackendLoadError,
     BackendRef,
+    BackendTarget,
     FactoryFailedError,
     process_backend,
     resolve_backend,
 )
 from ...spec import (
     CAPABILITY_REASONS,
-    BackendContext,
     Capability,
     RefusesBeforeTheBackend,
     StoreHooks,
 )
 from ..checks.base import Check
-from ..engines.run.kit_run import BackendProbe, KitRun, OutputName, ReportOutputs, Suite
+from ..engines.run.kit_run import BackendProbe, KitRun, OutputName, ReportOutputs, SuiteSelection
 from ..engines.run.profiles import DEFAULT_PROFILE, PROFILES, Profile
 from ..engines.search.replay import Reproduction
 from ..engines.target.provenance import open_checkpointer
@@ -89,17 +89,15 @@ class ReproduceNeedsOneCheck(RunSettingError):
         self.selected = selected
 
 
-def probe_backend(backend: BackendRef, options: Mapping[str, str] | None = None) -> BackendProbe:
-    """Open and close one handle on a scratch store. Raises `BackendLoadError` if that
-    fails: the module does not import, the factory raises, or what it returns is not a
-    Checkpointer (the message names the members it lacks)."""
-    factory = backend.load()
+def probe_backend(target: BackendTarget) -> BackendProbe:
+    """Open and close one handle of ``target`` on a scratch store. Raises `BackendLoadError`
+    if that fails: the module does not import, the factory raises, or what it returns is
+    not a Checkpointer (the message names the members it lacks)."""
+    factory = target.factory()
     scratch = Path(tempfile.mkdtemp(prefix="checkpointspec-probe-"))
 
     async def probe() -> BackendProbe:
-        cp = await open_checkpointer(
-            factory, BackendContext(path=scratch, options=dict(options or {}))
-        )
+        cp = await open_checkpointer(factory, target.context(scratch))
         try:
             capabilities = frozenset(Capability(c) for c in cp.capabilities)
             refused = (
@@ -114,7 +112,7 @@ def probe_backend(backend: BackendRef, options: Mapping[str, str] | None = None)
     except BackendLoadError:  # NotACheckpointerError among them
         raise
     except Exception as exc:
-        raise FactoryFailedError(backend.target, exc) from exc
+        raise FactoryFailedError(target.ref.target, exc) from exc
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -172,7 +170,7 @@ def plan_run(
     only: Iterable[str] = (),
     expected_failures: Iterable[str] | Mapping[str, str] = (),
     options: Mapping[str, str] | None = None,
-    suite: Suite = DEFAULT_SUITE,
+    suite: SuiteSelection = DEFAULT_SUITE,
     session_layer: str = DEFAULT_SESSION_LAYER,
     reproduction: Reproduction | None = None,
     outputs: ReportOutputs | None = None,
@@ -210,7 +208,7 @@ def plan_run(
     backend, process_options = _backend(backend_name, process, validate_protocol)
     user_options = dict(options or {})
     try:
-        probe = probe_backend(backend, user_options | process_options)
+        probe = probe_backend(BackendTarget(backend, user_options | process_options))
     except BackendLoadError as exc:
         raise RunSettingError("backend", str(exc)) from exc
     chosen = PROFILES[profile] if isinstance(profile, str) else profile

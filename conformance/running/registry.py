@@ -17,8 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Final, get_args
 
-from ...spec import RULES, RULES_BY_ID
-from ...spec import Suite as RuleSuite
+from ...spec import RULES, RULES_BY_ID, RuleSuite
 from ..checks import (
     Check,
     appending,
@@ -54,7 +53,7 @@ from ..checks import (
     snapshots,
     truncation,
 )
-from ..engines.run.kit_run import Suite
+from ..engines.run.kit_run import SuiteSelection
 
 __all__ = [
     "ALL_CHECKS",
@@ -63,7 +62,7 @@ __all__ = [
     "SESSION_AREAS",
     "SESSION_CHECKS",
     "SUITES",
-    "Suite",
+    "SuiteSelection",
     "UnknownCheckError",
     "UnknownRuleError",
     "check_rule_id",
@@ -113,16 +112,16 @@ SESSION_CHECKS: tuple[Check, ...] = (
 )
 """The session suite: the session layer (``--session-layer``) on the checkpointer."""
 
-DEFAULT_SUITE: Final[Suite] = "storage"
+DEFAULT_SUITE: Final[SuiteSelection] = "storage"
 """The suite of a run that names none: the CLI, the pytest plugin and `run_kit` alike."""
 
-SUITES: dict[Suite, tuple[Check, ...]] = {
+SUITES: dict[SuiteSelection, tuple[Check, ...]] = {
     "storage": ALL_CHECKS,
     "session": SESSION_CHECKS,
     "all": ALL_CHECKS + SESSION_CHECKS,
 }
 """The checks of each suite."""
-assert set(SUITES) == set(get_args(Suite))
+assert set(SUITES) == set(get_args(SuiteSelection))
 
 SESSION_AREAS: frozenset[str] = frozenset(
     r.id.split("-")[0] for r in RULES if r.suite is RuleSuite.SESSION
@@ -140,7 +139,7 @@ def is_session_check(check: Check) -> bool:
     return check.name in _SESSION_NAMES
 
 
-def suite_of_rule(rule_id: str) -> Suite:
+def suite_of_rule(rule_id: str) -> SuiteSelection:
     """The suite that checks the catalog's rule ``rule_id`` (its ``Rule.suite``).
 
     Raises `UnknownRuleError` (one line, naming the id) for an id the catalog lacks.
@@ -150,7 +149,7 @@ def suite_of_rule(rule_id: str) -> Suite:
     )
 
 
-def rules_of_suite(suite: Suite) -> frozenset[str]:
+def rules_of_suite(suite: SuiteSelection) -> frozenset[str]:
     """The ids of the catalog's rules a run of ``suite`` reports on."""
     return frozenset(r.id for r in RULES if suite in ("all", r.suite))
 
@@ -175,7 +174,10 @@ def check_rule_id(text: str) -> str:
 
 
 def select_checks(
-    only: Iterable[str] = (), checks: Iterable[Check] = ALL_CHECKS, *, suite: Suite | None = None
+    only: Iterable[str] = (),
+    checks: Iterable[Check] = ALL_CHECKS,
+    *,
+    suite: SuiteSelection | None = None,
 ) -> list[Check]:
     """The checks whose name or one of whose rules starts with an entry of ``only``.
 

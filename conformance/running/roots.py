@@ -36,7 +36,7 @@ import msgspec
 
 from ...spec import RULES, RULES_BY_ID, Capability
 from ..checks.base import Check
-from ..engines.run.kit_run import KitRun, Suite
+from ..engines.run.kit_run import KitRun, SuiteSelection
 from .registry import CHECKS_BY_NAME, SUITES, rules_of_suite
 from .report import CheckResult, Finding, RuleResult, summarise_rules
 
@@ -256,7 +256,7 @@ class Verdict(NamedTuple):
 def judge(
     results: Sequence[CheckResult],
     derived: Mapping[tuple[str, str], Derivation],
-    suite: Suite,
+    suite: SuiteSelection,
     capabilities: Sequence[str],
     expected_failures: Mapping[str, str],
 ) -> Verdict:

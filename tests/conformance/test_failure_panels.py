@@ -14,7 +14,7 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from checkpointspec.backends.registry import BackendRef
+from checkpointspec.backends.registry import BackendTarget
 from checkpointspec.conformance.checks.base import Check, check
 from checkpointspec.conformance.engines.contract.violations import RuleViolation
 from checkpointspec.conformance.engines.run.harness import Harness
@@ -111,8 +111,8 @@ def _cli(
         # The memory backend as if it declared MULTI_PROCESS, so that KILL-001 is judged.
         probed = plan.probe_backend
 
-        def probe(backend: BackendRef, options: dict[str, str] | None = None) -> BackendProbe:
-            found = probed(backend, options)
+        def probe(target: BackendTarget) -> BackendProbe:
+            found = probed(target)
             return BackendProbe(found.capabilities | {Capability.MULTI_PROCESS}, found.has_hooks)
 
         monkeypatch.setattr(plan, "probe_backend", probe)

@@ -8,10 +8,11 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from checkpointspec.backends.registry import BackendTarget
 from checkpointspec.backends.stdio.messages import Append
 from checkpointspec.conformance.engines.processes.client import (
-    Ok,
     Opened,
+    Succeeded,
     WorkerClient,
     WorkerExited,
     hello,
@@ -28,7 +29,7 @@ from helpers import run
 
 async def _started(backend: str, stderr: object) -> WorkerClient:
     assert hasattr(stderr, "fileno")
-    return await WorkerClient.start(backend, stderr)  # type: ignore[arg-type]
+    return await WorkerClient.start(BackendTarget.named(backend), stderr)  # type: ignore[arg-type]
 
 
 def test_a_worker_is_forked_and_answers_as_any_worker(tmp_path: Path) -> None:
@@ -44,7 +45,7 @@ def test_a_worker_is_forked_and_answers_as_any_worker(tmp_path: Path) -> None:
 
     opened, appended, status = run(scenario())
     assert isinstance(opened, Opened)
-    assert appended == Ok(2)
+    assert appended == Succeeded(2)
     assert status == 0
 
 
@@ -115,12 +116,13 @@ def _parent_of(pid: int) -> int:
 
 
 def test_a_process_keeps_a_few_fork_servers_ending_the_least_recently_used() -> None:
+    # A fork server per module:function imported: five different ones.
     backends = [
         "memory",
         "file",
         "sqlite",
-        "checkpointspec.backends.memory:make",
-        "checkpointspec.backends.file:make",
+        "checkpointspec.backends.stdio:make",
+        "checkpointspec.backends.file.checkpointer:make",
     ]
     assert len(backends) > MOST_FORK_SERVERS
 

@@ -17,7 +17,7 @@ from checkpointspec.conformance.engines.history import (
     Conflicted,
     HistoryVerdict,
     Operation,
-    Outcome,
+    OperationOutcome,
     Raised,
     Returned,
     Unknown,
@@ -46,7 +46,7 @@ class History:
         process: int,
         kind: str,
         times: tuple[int, int | None],
-        outcome: Outcome,
+        outcome: OperationOutcome,
         **args: object,
     ) -> Operation:
         index = self._next[process]
@@ -74,7 +74,7 @@ class History:
         conflict: int | None = None,
         session: str = "s",
     ) -> Operation:
-        outcome: Outcome
+        outcome: OperationOutcome
         if conflict is not None:
             assert expected is not None
             outcome = Conflicted(expected, conflict)
@@ -469,7 +469,7 @@ def model_histories(
         dies = draw(st.integers(0, 9)) == 0
         applies = not dies or draw(st.booleans())
         args: dict[str, object] = {}
-        outcome: Outcome
+        outcome: OperationOutcome
         try:
             if kind == "append":
                 batch = tuple(f"m{next(markers)}" for _ in range(draw(st.integers(0, 3))))

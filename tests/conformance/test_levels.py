@@ -14,8 +14,14 @@ from checkpointspec.conformance.running.plan import plan_run
 from checkpointspec.conformance.running.registry import ALL_CHECKS, suite_of_rule
 from checkpointspec.conformance.running.report import CheckResult, LevelResult
 from checkpointspec.conformance.running.runner import run_kit
-from checkpointspec.spec import LEVEL_MEANINGS, RULES, RULES_BY_ID, Capability, Strength
-from checkpointspec.spec import Level as CatalogLevel
+from checkpointspec.spec import (
+    LEVEL_MEANINGS,
+    RULES,
+    RULES_BY_ID,
+    Capability,
+    ConformanceLevel,
+    Strength,
+)
 from kit_outputs import ALL_CAPABILITIES, errored, every_rule_passed, failed, report_of
 
 NAMES = (
@@ -75,7 +81,7 @@ def test_a_storage_level_holds_the_rules_of_its_capability() -> None:
 def test_the_levels_are_the_catalogs() -> None:
     for level in LEVELS:
         assert level.rules == tuple(r.id for r in RULES if r.level == level.name), level.name
-        assert level.meaning == LEVEL_MEANINGS[CatalogLevel(level.name)]
+        assert level.meaning == LEVEL_MEANINGS[ConformanceLevel(level.name)]
 
 
 def test_the_store_hooks_level_is_what_the_kit_checks_only_through_store_hooks() -> None:

@@ -85,12 +85,13 @@ def test_stdio_passes_what_needs_processes_kills_and_several_handles(tmp_path: P
 def test_a_killed_workers_child_is_dead_before_the_kit_looks(tmp_path: Path) -> None:
     import asyncio
 
+    from checkpointspec.backends.registry import BackendTarget
     from checkpointspec.conformance.engines.processes.client import Opened, WorkerClient, hello
 
     async def body() -> None:
         with (tmp_path / "stderr").open("w+b") as stderr:
             worker = await WorkerClient.start(
-                "checkpointspec.backends.stdio:make", stderr, reply_timeout=30
+                BackendTarget.named("checkpointspec.backends.stdio:make"), stderr, reply_timeout=30
             )
             opened = await worker.call(hello(str(tmp_path), {"process": served("file")}))
             assert isinstance(opened, Opened), stderr.read()

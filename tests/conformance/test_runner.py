@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from checkpointspec.backends.memory import MemoryCheckpointer, MemoryStore, store_for
-from checkpointspec.backends.registry import BackendRef, resolve_backend
+from checkpointspec.backends.registry import BackendRef, BackendTarget, resolve_backend
 from checkpointspec.conformance.checks.base import Check, check
 from checkpointspec.conformance.engines.contract.violations import RuleViolation
 from checkpointspec.conformance.engines.run.harness import Harness
@@ -115,7 +115,7 @@ def run(kit_check: Check, tmp_path: Path, backend: BackendRef | None = None) -> 
     backend = backend or resolve_backend("memory")
     run = KitRun(
         backend=backend,
-        probe=probe_backend(backend),
+        probe=probe_backend(BackendTarget(backend)),
         profile=PROFILES["quick"],
         seed=1,
         suite="storage",

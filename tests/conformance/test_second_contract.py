@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 import pytest
+from checkpointspec.backends.registry import BackendTarget
 from checkpointspec.conformance.engines.contract.contract import Call, Contract, Raised, Returned
 from checkpointspec.conformance.engines.contract.violations import RuleViolation
 from checkpointspec.conformance.engines.crash.contract_kills import killed_at_each_call
@@ -46,6 +47,13 @@ from kv_register import (
 )
 
 HERE = Path(__file__).resolve().parent
+
+
+def _register(kind: str) -> BackendTarget:
+    """The test register as a backend target: ``kind`` names its store class."""
+    return BackendTarget.named("kv_register:make", {"kind": kind})
+
+
 QUICK = settings(
     max_examples=40,
     deadline=None,
@@ -128,10 +136,9 @@ def _processes_finding(kind: str, root: Path) -> RuleViolation | None:
         history = asyncio.run(
             run_programs_in_processes(
                 "kv_register:REGISTER",
-                "kv_register:make",
+                _register(kind),
                 path,
                 drawn,
-                options={"kind": kind},
                 env=env,
             )
         )
@@ -155,10 +162,9 @@ def test_a_worker_that_cannot_open_its_store_says_why(tmp_path: Path) -> None:
         asyncio.run(
             run_programs_in_processes(
                 "kv_register:REGISTER",
-                "kv_register:make",
+                _register("NoSuchKind"),
                 tmp_path,
                 [[Call("get", ("a",))]],
-                options={"kind": "NoSuchKind"},
                 env=env,
             )
         )
@@ -179,10 +185,9 @@ def test_a_writer_killed_at_every_call_leaves_a_correct_register_whole(tmp_path:
     covered = asyncio.run(
         killed_at_each_call(
             "kv_register:REGISTER",
-            "kv_register:make",
+            _register("FileRegister"),
             tmp_path,
             _KILLED_PROGRAM,
-            options={"kind": "FileRegister"},
             env=env,
         )
     )
@@ -197,10 +202,9 @@ def test_a_writer_killed_mid_rewrite_is_caught_by_the_contracts_own_reads(tmp_pa
         asyncio.run(
             killed_at_each_call(
                 "kv_register:REGISTER",
-                "kv_register:make",
+                _register("RewritesInPlace"),
                 tmp_path,
                 _KILLED_PROGRAM,
-                options={"kind": "RewritesInPlace"},
                 env=env,
             )
         )
@@ -213,12 +217,11 @@ def _power_losses(kind: str, root: Path) -> PowerLosses:
     return asyncio.run(
         power_loss_states(
             "kv_register:REGISTER",
-            "kv_register:make",
+            _register(kind),
             root,
             _KILLED_PROGRAM,
             budget=60,
             seed=1,
-            options={"kind": kind},
             env={**os.environ, "PYTHONPATH": str(HERE)},
         )
     )
@@ -245,10 +248,9 @@ def test_a_kill_does_not_see_what_only_a_power_loss_loses(tmp_path: Path) -> Non
     covered = asyncio.run(
         killed_at_each_call(
             "kv_register:REGISTER",
-            "kv_register:make",
+            _register("RenamesUnsynced"),
             tmp_path,
             _KILLED_PROGRAM,
-            options={"kind": "RenamesUnsynced"},
             env=env,
         )
     )

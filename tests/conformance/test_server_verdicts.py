@@ -11,12 +11,12 @@ from __future__ import annotations
 import asyncio
 
 from checkpointspec.backends.memory import MemoryCheckpointer
-from checkpointspec.conformance.engines.history import Operation, Outcome, Raised, Returned
+from checkpointspec.conformance.engines.history import Operation, OperationOutcome, Raised, Returned
 from checkpointspec.conformance.engines.network.recorded import judge
 from checkpointspec.spec import UserPrompt
 
 
-def _append(index: int, markers: tuple[str, ...], outcome: Outcome) -> Operation:
+def _append(index: int, markers: tuple[str, ...], outcome: OperationOutcome) -> Operation:
     return Operation(
         process=0,
         index=index,

@@ -22,7 +22,7 @@ import checkpointspec.reference
 import msgspec
 import pytest
 import session_standin
-from checkpointspec.backends.registry import BackendRef, resolve_backend
+from checkpointspec.backends.registry import BackendRef, BackendTarget, resolve_backend
 from checkpointspec.conformance.checks.session_model import (
     CHECKS,
     run_session_machine,
@@ -60,7 +60,11 @@ def harness(
 ) -> Harness:
     ref = resolve_backend(backend) if isinstance(backend, str) else backend
     run = KitRun(
-        backend=ref, probe=probe_backend(ref), profile=PROFILES[profile], seed=seed, suite="session"
+        backend=ref,
+        probe=probe_backend(BackendTarget(ref)),
+        profile=PROFILES[profile],
+        seed=seed,
+        suite="session",
     )
     return Harness(run, root)
 

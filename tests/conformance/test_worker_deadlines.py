@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 
 import pytest
+from checkpointspec.backends.registry import BackendTarget
 from checkpointspec.conformance.engines.contract.violations import RuleViolation
 from checkpointspec.conformance.engines.crash.holds import NEVER, held_write
 from checkpointspec.conformance.engines.crash.stopper import stopper_unavailable
@@ -44,7 +45,7 @@ def test_a_silent_worker_names_the_request_it_left_unanswered_and_its_last_words
     async def body() -> tuple[WorkerHung, int]:
         with (tmp_path / "stderr").open("w+b") as stderr:
             worker = await WorkerClient.start(
-                "blocking_backend:make",
+                BackendTarget.named("blocking_backend:make"),
                 stderr,
                 reply_timeout=2,
                 env={"PYTHONPATH": pythonpath},
@@ -92,7 +93,10 @@ def test_a_writer_that_exits_mid_write_without_being_killed_fails_the_rule(
     async def body() -> RuleViolation:
         with (tmp_path / "stderr").open("w+b") as stderr:
             worker = await WorkerClient.start(
-                "exiting_backend:make", stderr, reply_timeout=60, env={"PYTHONPATH": pythonpath}
+                BackendTarget.named("exiting_backend:make"),
+                stderr,
+                reply_timeout=60,
+                env={"PYTHONPATH": pythonpath},
             )
             try:
                 assert isinstance(await worker.call(hello(str(store))), Opened)

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from checkpointspec.backends.registry import BackendTarget
 from checkpointspec.backends.stdio.messages import Append
 from checkpointspec.conformance.engines.contract.violations import RuleViolation
 from checkpointspec.conformance.engines.processes.client import (
@@ -63,13 +64,17 @@ def _append_in_a_worker(tmp_path: Path, factory: str, forked: bool) -> BaseExcep
             if forked:
                 sys.path.insert(0, str(tmp_path))  # the fork server's import path
                 try:
-                    worker = await WorkerClient.start(f"failing_backend:{factory}", stderr)
+                    worker = await WorkerClient.start(
+                        BackendTarget.named(f"failing_backend:{factory}"), stderr
+                    )
                 finally:
                     sys.path.remove(str(tmp_path))
                 assert isinstance(worker.process, ForkedWorker)
             else:
                 worker = await WorkerClient.start(
-                    f"failing_backend:{factory}", stderr, env={"PYTHONPATH": pythonpath}
+                    BackendTarget.named(f"failing_backend:{factory}"),
+                    stderr,
+                    env={"PYTHONPATH": pythonpath},
                 )
             try:
                 assert isinstance(await worker.call(hello(str(tmp_path / "store"))), Opened)

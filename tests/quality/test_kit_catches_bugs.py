@@ -24,8 +24,9 @@ from pathlib import Path
 import msgspec
 import pytest
 from cases import MEMORY_CASES, SEED, Case
+from checkpointspec.backends.registry import BackendTarget
 from checkpointspec.backends.stdio.messages import Reply
-from checkpointspec.conformance.engines.processes.client import hello, worker_argv, worker_env
+from checkpointspec.conformance.engines.processes.client import hello, worker_argv
 from checkpointspec.conformance.engines.processes.messages import AppendBatches, KitReply
 from checkpointspec.conformance.running.plan import plan_run
 from checkpointspec.conformance.running.report import KitReport
@@ -214,15 +215,16 @@ def test_kit_rejects_in_spawned_check_processes() -> None:
 
 
 def test_worker_processes_import_broken_backends(tmp_path: Path) -> None:
-    # Every multi-process check starts `checkpointspec.conformance.engines.processes.worker` with worker_env().
+    # Every multi-process check starts `checkpointspec.conformance.engines.processes.worker` so.
+    target = BackendTarget.named(_target("InclusiveSinceSeq"))
     requests = [
         msgspec.structs.replace(hello(str(tmp_path)), id=1),
         AppendBatches(2, "s", "w", batches=2, size=3),
     ]
     done = subprocess.run(
-        worker_argv(_target("InclusiveSinceSeq")),
+        worker_argv(target),
         input=b"".join(msgspec.json.encode(request) + b"\n" for request in requests),
-        env=worker_env(),
+        env=target.env(),
         capture_output=True,
         timeout=120,
     )
@@ -247,7 +249,7 @@ def test_replay_command_reproduces_the_failure() -> None:
         *argv[1:],
         "--quiet",
     ]
-    env = {**worker_env(), "COLUMNS": "400"}
+    env = {**BackendTarget.named(_target("InclusiveSinceSeq")).env(), "COLUMNS": "400"}
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 1, done.stdout + done.stderr
     assert check.detail.splitlines()[0] in done.stdout, done.stdout

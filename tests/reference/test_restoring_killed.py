@@ -14,7 +14,7 @@ from checkpointspec.backends.registry import resolve_backend
 from checkpointspec.conformance.checks import restoring_killed
 from checkpointspec.conformance.checks.base import Check
 from checkpointspec.conformance.engines.contract.violations import RuleViolation
-from checkpointspec.conformance.engines.crash.killed_restore import load_layer
+from checkpointspec.conformance.engines.crash.killed_layer_run import load_layer
 from checkpointspec.conformance.engines.run.harness import Harness
 from checkpointspec.conformance.engines.run.kit_run import BackendProbe, KitRun
 from checkpointspec.conformance.engines.run.profiles import PROFILES

@@ -20,10 +20,10 @@ from checkpointspec.spec import (
     RULES,
     RULES_BY_ID,
     Capability,
-    Level,
+    ConformanceLevel,
     Rule,
+    RuleSuite,
     Strength,
-    Suite,
     rule,
 )
 from checkpointspec.spec.specdoc import render_spec
@@ -70,42 +70,42 @@ def test_every_rule_has_a_strength_and_a_real_capability_or_none(r: Rule) -> Non
 
 @pytest.mark.parametrize("r", RULES, ids=lambda r: r.id)
 def test_every_rule_has_a_suite_and_a_level_that_fit_it(r: Rule) -> None:
-    assert isinstance(r.suite, Suite)
+    assert isinstance(r.suite, RuleSuite)
     if r.strength is Strength.SHOULD:
         assert r.level is None, f"{r.id}: a SHOULD rule decides no verdict, so has no level"
         return
-    assert isinstance(r.level, Level)
-    if r.suite is Suite.SESSION:
-        assert r.level is Level.SESSION, r.id
-    elif r.level not in (Level.STORE_HOOKS, Level.CONNECTION_LOSS):
+    assert isinstance(r.level, ConformanceLevel)
+    if r.suite is RuleSuite.SESSION:
+        assert r.level is ConformanceLevel.SESSION, r.id
+    elif r.level not in (ConformanceLevel.STORE_HOOKS, ConformanceLevel.CONNECTION_LOSS):
         # A storage rule counts towards the level of the capability it needs, or base,
         # unless it is checked only through an opt-in (StoreHooks, ServerRouted).
         assert r.level.capability is r.capability, r.id
-        assert r.level is not Level.SESSION, r.id
+        assert r.level is not ConformanceLevel.SESSION, r.id
 
 
 def test_a_rule_cannot_be_made_with_a_level_that_contradicts_its_strength() -> None:
     with pytest.raises(ValueError, match="NEW-001"):
-        Rule("NEW-001", Strength.SHOULD, None, Suite.STORAGE, Level.BASE, "t", "s.")
+        Rule("NEW-001", Strength.SHOULD, None, RuleSuite.STORAGE, ConformanceLevel.BASE, "t", "s.")
     with pytest.raises(ValueError, match="NEW-002"):
-        Rule("NEW-002", Strength.MUST, None, Suite.STORAGE, None, "t", "s.")
+        Rule("NEW-002", Strength.MUST, None, RuleSuite.STORAGE, None, "t", "s.")
     with pytest.raises(ValueError, match="NEW-003"):
-        Rule("NEW-003", Strength.MUST, None, Suite.SESSION, Level.BASE, "t", "s.")
+        Rule("NEW-003", Strength.MUST, None, RuleSuite.SESSION, ConformanceLevel.BASE, "t", "s.")
 
 
 def test_every_rule_of_an_area_is_in_the_same_suite() -> None:
     # SPEC.md names the suite in each area's heading.
-    suites: dict[str, set[Suite]] = {}
+    suites: dict[str, set[RuleSuite]] = {}
     for r in RULES:
         suites.setdefault(r.id.split("-")[0], set()).add(r.suite)
     assert {area: s for area, s in suites.items() if len(s) > 1} == {}
 
 
 def test_every_level_has_a_meaning_and_a_must_rule() -> None:
-    assert list(LEVEL_MEANINGS) == list(Level)
+    assert list(LEVEL_MEANINGS) == list(ConformanceLevel)
     assert all(meaning.strip() for meaning in LEVEL_MEANINGS.values())
-    assert {r.level for r in RULES if r.level is not None} == set(Level)
-    assert {level.capability for level in Level} - {None} == set(Capability)
+    assert {r.level for r in RULES if r.level is not None} == set(ConformanceLevel)
+    assert {level.capability for level in ConformanceLevel} - {None} == set(Capability)
 
 
 def test_every_capability_is_needed_by_some_rule() -> None:

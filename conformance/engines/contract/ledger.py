@@ -19,7 +19,7 @@ sits at the right seq, or whether it should be gone by now for reasons of time
 or the history checker's.
 
 A refused append's events carry the rule that keeps them out of every log
-(`refusal_rule`): APPEND-002 for a conflict (GEN-002 for a generation
+(`append_refusal_rule`): APPEND-002 for a conflict (GEN-002 for a generation
 conflict), ARG-002 for an invalid argument other than the batch, APPEND-003 for
 any other error (a batch is stored whole or not at all). Nothing here does I/O.
 """
@@ -38,8 +38,8 @@ __all__ = [
     "Fate",
     "Intrusion",
     "Ledger",
+    "append_refusal_rule",
     "markers_text",
-    "refusal_rule",
     "removal_rule",
 ]
 
@@ -87,7 +87,7 @@ def markers_text(markers: Sequence[str], limit: int = 6) -> str:
     return f"{', '.join(markers[: limit - 2])}, …, {markers[-1]} ({len(markers)} events)"
 
 
-def refusal_rule(error: BaseException) -> str:
+def append_refusal_rule(error: BaseException) -> str:
     """The rule that keeps the events of an append that raised ``error`` out of every log."""
     if isinstance(error, CheckpointConflictError):
         return "GEN-002" if error.kind == "generation" else "APPEND-002"
@@ -143,8 +143,8 @@ class Ledger(Generic[W]):
         rule_id: str | None = None,
     ) -> None:
         """Record the events of an append that raised ``error``: none of them may be
-        stored, by `refusal_rule` unless ``rule_id`` names the rule."""
-        rule_id = rule_id or refusal_rule(error)
+        stored, by `append_refusal_rule` unless ``rule_id`` names the rule."""
+        rule_id = rule_id or append_refusal_rule(error)
         self._enter(session_id, markers, writer, "refused", rule_id, type(error).__name__)
 
     def _enter(

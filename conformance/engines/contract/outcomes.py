@@ -41,9 +41,9 @@ from .violations import RuleViolation, expect
 
 __all__ = [
     "EVENT_KINDS",
+    "CallOutcome",
     "Err",
     "Ok",
-    "Outcome",
     "check_list_order",
     "check_ts",
     "compare_log",
@@ -73,7 +73,7 @@ class Err(msgspec.Struct, frozen=True):
     error: BaseException
 
 
-Outcome = Ok[T] | Err
+CallOutcome = Ok[T] | Err
 
 
 def run_model(call: Callable[[], T]) -> Ok[T] | Err:

@@ -28,6 +28,7 @@ from typing import TypeVar
 
 import msgspec
 
+from ....backends.registry import BackendTarget
 from ..contract.contract import Call
 from ..contract.violations import RuleViolation
 from ..history.linearizable import Diverged, Undecided, check_linearizable
@@ -53,11 +54,10 @@ class KilledAt(msgspec.Struct, frozen=True):
 
 async def killed_at_each_call(
     contract_ref: str,
-    backend: str,
+    target: BackendTarget,
     root: Path,
     program: Sequence[Call],
     *,
-    options: Mapping[str, str] | None = None,
     env: Mapping[str, str] | None = None,
     points: Iterable[int] | None = None,
 ) -> KilledAt:
@@ -69,15 +69,12 @@ async def killed_at_each_call(
     if contract.readback is None:
         raise ValueError(f"contract {contract.name!r} has no readback: kills cannot be judged")
     reads = contract.readback(program)
-    options = dict(options or {})
 
-    async def held_at(target: int) -> tuple[Path, ContractWorker, SyscallStopper]:
-        """A worker on a fresh store, traced to be held after its ``target``-th call."""
+    async def held_at(point: int) -> tuple[Path, ContractWorker, SyscallStopper]:
+        """A worker on a fresh store, traced to be held after its ``point``-th call."""
         path = Path(tempfile.mkdtemp(prefix="killed-", dir=root))
-        worker = await ContractWorker.start(
-            0, contract_ref, backend, path, options=options, env=env
-        )
-        stopper = await SyscallStopper.start(worker.pid, [path], target)
+        worker = await ContractWorker.start(0, contract_ref, target, path, env=env)
+        stopper = await SyscallStopper.start(worker.pid, [path], point)
         await worker.send(program)
         return path, worker, stopper
 
@@ -86,27 +83,27 @@ async def killed_at_each_call(
     counted = len(await stopper.finish())
     await worker.kill()
     killed: list[int] = []
-    for target in points if points is not None else range(1, counted + 1):
-        if not 1 <= target <= counted:
+    for point in points if points is not None else range(1, counted + 1):
+        if not 1 <= point <= counted:
             continue
-        path, worker, stopper = await held_at(target)
+        path, worker, stopper = await held_at(point)
         outcome = await stopper.outcome
         await stopper.kill()
         history = await worker.records()
         await worker.kill()
         if not outcome.startswith("stopped "):
             continue  # the run took another path and ended first: nothing held
-        killed.append(target)
-        history += await read_back(contract, backend, path, options, reads, process=1)
+        killed.append(point)
+        history += await read_back(contract, target, path, reads, process=1)
         verdict = check_linearizable(contract, history)
         if isinstance(verdict, Diverged):
-            where = outcome.split(" ", 2)[2] if outcome.count(" ") >= 2 else f"call {target}"
+            where = outcome.split(" ", 2)[2] if outcome.count(" ") >= 2 else f"call {point}"
             raise RuleViolation(
                 verdict.rule_id,
                 f"after the writer was killed right after its store-changing system call "
-                f"{target} of {counted} ({where}): {verdict.message()}",
+                f"{point} of {counted} ({where}): {verdict.message()}",
                 catalog=contract.rules_by_id,
             )
         if isinstance(verdict, Undecided):
-            raise RuntimeError(f"the history after kill {target} was not decided")
+            raise RuntimeError(f"the history after kill {point} was not decided")
     return KilledAt(counted, tuple(killed))

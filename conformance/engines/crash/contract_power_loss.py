@@ -27,6 +27,7 @@ from typing import TypeVar
 
 import msgspec
 
+from ....backends.registry import BackendTarget
 from ..contract.contract import Call
 from ..contract.violations import RuleViolation
 from ..history.linearizable import Diverged, Recorded, Undecided, check_linearizable
@@ -81,13 +82,12 @@ def _before_the_loss(
 
 async def power_loss_states(
     contract_ref: str,
-    backend: str,
+    target: BackendTarget,
     root: Path,
     program: Sequence[Call],
     *,
     budget: int,
     seed: int,
-    options: Mapping[str, str] | None = None,
     env: Mapping[str, str] | None = None,
 ) -> PowerLosses:
     """Judge up to ``budget`` crash states of a traced run of ``program`` (see the
@@ -97,14 +97,13 @@ async def power_loss_states(
     if contract.readback is None:
         raise ValueError(f"contract {contract.name!r} has no readback: crashes cannot be judged")
     reads = contract.readback(program)
-    options = dict(options or {})
     store = Path(tempfile.mkdtemp(prefix="traced-", dir=root))
     # The store once opened and closed is the durable image the run starts from.
-    await contract.close(await open_contract_store(contract, backend, store, options))
+    await contract.close(await open_contract_store(contract, target, store))
     base = SimulatedDisk.load(store).image()
     trace_file = root / f"{store.name}.strace"
     worker = await ContractWorker.start(
-        0, contract_ref, backend, store, options=options, env=env, prefix=tracer_argv(trace_file)
+        0, contract_ref, target, store, env=env, prefix=tracer_argv(trace_file)
     )
     try:
         await worker.send(program)
@@ -133,7 +132,7 @@ async def power_loss_states(
         crashed.mkdir()
         state.materialise(crashed)
         history = _before_the_loss(records, program, replies, spec.point)
-        history += await read_back(contract, backend, crashed, options, reads, process=1)
+        history += await read_back(contract, target, crashed, reads, process=1)
         verdict = check_linearizable(contract, history)
         if isinstance(verdict, Diverged):
             raise RuleViolation(

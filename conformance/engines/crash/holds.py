@@ -55,8 +55,8 @@ from ..contract.violations import RuleViolation
 from ..processes.client import (
     UNSENT,
     Failed,
-    Ok,
     Opened,
+    Succeeded,
     WorkerClient,
     WorkerExited,
     WorkerHung,
@@ -96,7 +96,7 @@ __all__ = [
     "holds",
     "needs_holding",
     "opened_worker",
-    "opened_workers",
+    "opened_workers_on",
     "prepared",
     "read_while_held",
     "spread",
@@ -142,9 +142,9 @@ async def opened_worker(h: Harness, store: Path, rule_id: str) -> AsyncIterator[
     """A worker process with a handle open on ``store``, killed when the block ends; a
     backend that refuses the worker's ``hello`` fails ``rule_id``."""
     with tempfile.TemporaryFile() as stderr:
-        worker = await WorkerClient.start(h.backend.target, stderr, REPLY_TIMEOUT)
+        worker = await WorkerClient.start(h.target, stderr, REPLY_TIMEOUT)
         try:
-            opened = await worker.call(hello(str(store), h.options))
+            opened = await worker.call(hello(str(store), h.target.options))
             if not isinstance(opened, Opened):
                 raise RuleViolation(rule_id, f"a worker could not open the store: {opened}")
             yield worker
@@ -154,7 +154,7 @@ async def opened_worker(h: Harness, store: Path, rule_id: str) -> AsyncIterator[
 
 
 @contextlib.asynccontextmanager
-async def opened_workers(
+async def opened_workers_on(
     h: Harness, store: Path, rule_id: str, count: int
 ) -> AsyncIterator[list[WorkerClient]]:
     """``count`` workers of `opened_worker`, started at once (a worker's start is mostly
@@ -470,7 +470,7 @@ async def read_while_held(
         raise RuleViolation(
             rule_id, f"a read while a writer was held raised {reply.error}: {reply.message}"
         )
-    assert isinstance(reply, Ok)
+    assert isinstance(reply, Succeeded)
     assert isinstance(reply.value, list)
     return [(int(seq), str(text)) for seq, text in reply.value]
 

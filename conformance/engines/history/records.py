@@ -20,7 +20,7 @@ __all__ = [
     "Conflicted",
     "OpKind",
     "Operation",
-    "Outcome",
+    "OperationOutcome",
     "Raised",
     "Returned",
     "Unknown",
@@ -64,7 +64,7 @@ class Unknown(msgspec.Struct, frozen=True, tag="unknown", tag_field="status"):
     """No response: the process was killed while the call was in flight."""
 
 
-Outcome: TypeAlias = Returned | Conflicted | Raised | Unknown
+OperationOutcome: TypeAlias = Returned | Conflicted | Raised | Unknown
 
 
 class Operation(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -84,7 +84,7 @@ class Operation(msgspec.Struct, frozen=True, omit_defaults=True):
     session: str
     invoked: int
     completed: int | None
-    outcome: Outcome
+    outcome: OperationOutcome
     markers: tuple[str, ...] = ()
     expected_head: int | None = None
     since_seq: int = 0

@@ -33,6 +33,7 @@ from hypothesis import note
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from ....backends.registry import BackendTarget
 from ....backends.stdio.messages import (
     Append,
     Close,
@@ -48,9 +49,9 @@ from ..contract.violations import RuleViolation, expect
 from ..processes.client import (
     UNSENT,
     Failed,
-    Ok,
     Opened,
     Paused,
+    Succeeded,
     WorkerClient,
     WorkerExited,
     WorkerHung,
@@ -82,14 +83,12 @@ class WorkerPool:
 
     def __init__(
         self,
-        backend: str,
-        options: dict[str, str],
+        target: BackendTarget,
         loop: asyncio.AbstractEventLoop,
         stderr: list[IO[bytes]],
         reply_timeout: float,
     ) -> None:
-        self.backend = backend
-        self.options = options
+        self.target = target
         self.loop = loop
         self.stderr = stderr
         self.reply_timeout = reply_timeout
@@ -110,9 +109,9 @@ class WorkerPool:
     def open(self, k: int, path: Path) -> WorkerReply:
         """Open worker ``k``'s handle on ``path``, starting the worker first if need be."""
         if not self.alive(k):
-            start = WorkerClient.start(self.backend, self.stderr[k], self.reply_timeout)
+            start = WorkerClient.start(self.target, self.stderr[k], self.reply_timeout)
             self.workers[k] = self._run(start)
-        return self.call(k, hello(str(path), self.options))
+        return self.call(k, hello(str(path), self.target.options))
 
     def call(self, k: int, request: Request | KitRequest) -> WorkerReply:
         return self._run(self._worker(k).call(request))
@@ -131,9 +130,9 @@ class WorkerPool:
 
 @contextlib.contextmanager
 def worker_pool(
-    backend: str, options: dict[str, str], size: int, reply_timeout: float = 30.0
+    target: BackendTarget, size: int, reply_timeout: float = 30.0
 ) -> Iterator[WorkerPool]:
-    """``size`` places for workers of ``backend``; on leaving, every worker is ended."""
+    """``size`` places for workers of ``target``; on leaving, every worker is ended."""
     loop = asyncio.new_event_loop()
     try:
         with contextlib.ExitStack() as files:
@@ -142,7 +141,7 @@ def worker_pool(
             for _ in range(size):
                 file = files.enter_context(tempfile.TemporaryFile())
                 stderr.append(file)
-            pool = WorkerPool(backend, options, loop, stderr, reply_timeout)
+            pool = WorkerPool(target, loop, stderr, reply_timeout)
             try:
                 yield pool
             finally:
@@ -270,14 +269,14 @@ class CommandedMachine(RuleBasedStateMachine):
     def check_write(self, k: int, command: Write, reply: WorkerReply, expected: int | None) -> None:
         if isinstance(command, Delete):
             expect(
-                isinstance(reply, Ok),
+                isinstance(reply, Succeeded),
                 "MP-001",
                 f"worker {k}: delete({command.session_id!r}) gave {reply}; expected it to succeed",
             )
             return
         call = f"worker {k}: {_kind(command)}({command.session_id!r}, expected_head={command.expected_head})"
         if expected is None:
-            if isinstance(reply, Ok):
+            if isinstance(reply, Succeeded):
                 self.blame_unchecked_head(k, command, call)
             expect(
                 isinstance(reply, Failed) and reply.error == "CheckpointConflictError",
@@ -286,7 +285,7 @@ class CommandedMachine(RuleBasedStateMachine):
             )
         else:
             expect(
-                isinstance(reply, Ok) and reply.value == expected,
+                isinstance(reply, Succeeded) and reply.value == expected,
                 "MP-001",
                 f"{call} gave {reply}; expected head {expected}",
             )
@@ -297,7 +296,7 @@ class CommandedMachine(RuleBasedStateMachine):
         compares expected_head at all. No other process is needed to show that, so the rule
         broken is the write's own (APPEND-002, TRUNC-003), not MP-001."""
         head = self.call(k, Head(UNSENT, command.session_id))
-        if not isinstance(head, Ok) or not isinstance(head.value, int):
+        if not isinstance(head, Succeeded) or not isinstance(head.value, int):
             return  # MP-001 names the stale write; this worker cannot say more
         if isinstance(command, Append):
             markers = [f"m{next(self.markers)}"]
@@ -309,11 +308,11 @@ class CommandedMachine(RuleBasedStateMachine):
             probe = Truncate(UNSENT, command.session_id, head.value, NEVER_A_HEAD)
             rule_id = "TRUNC-003"
         alone = self.call(k, probe)
-        if isinstance(alone, Ok):
+        if isinstance(alone, Succeeded):
             raise RuleViolation(
                 rule_id,
                 f"a {_kind(command)} with a stale expected_head succeeds: after {call} gave "
-                f"Ok, {_kind(probe)}({command.session_id!r}, expected_head={NEVER_A_HEAD}) "
+                f"Succeeded, {_kind(probe)}({command.session_id!r}, expected_head={NEVER_A_HEAD}) "
                 f"on worker {k} alone also gave {alone}; expected CheckpointConflictError",
             )
 
@@ -523,6 +522,6 @@ def _kind(command: Write) -> WriteKind:
 
 def _pairs(reply: WorkerReply) -> Pairs | WorkerReply:
     """A read's (seq, marker) pairs; the reply itself when the read failed (shown in messages)."""
-    if isinstance(reply, Ok) and isinstance(reply.value, list):
+    if isinstance(reply, Succeeded) and isinstance(reply.value, list):
         return [(seq, marker) for seq, marker in reply.value]
     return reply

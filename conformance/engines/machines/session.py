@@ -78,7 +78,7 @@ from .session_runtime import (
     compare_events,
     compare_files,
     describe,
-    refusal_rule,
+    restore_refusal_rule,
     walk_workspace,
 )
 
@@ -397,7 +397,7 @@ class SessionMachine(SessionMachineBase):
         )
         note(f"{call} -> {describe(outcome)}")
         if refusal is not None:
-            rule_id = refusal_rule(refusal.reason_code)
+            rule_id = restore_refusal_rule(refusal.reason_code)
             self.blame = Blame(rule_id, rule_id)
             got = outcome.error if isinstance(outcome, Err) else None
             expect(

@@ -27,11 +27,10 @@ import msgspec
 from hypothesis import note
 from hypothesis.stateful import RuleBasedStateMachine
 
-from ....backends.registry import BackendRef
+from ....backends.registry import BackendTarget
 from ....spec import (
     FOLD_RULE_OF_ORIGIN,
     STAGES,
-    BackendContext,
     Capability,
     Checkpointer,
     CompactionProgress,
@@ -71,7 +70,7 @@ __all__ = [
     "compare_files",
     "describe",
     "not_smaller",
-    "refusal_rule",
+    "restore_refusal_rule",
     "short",
     "sync_call",
     "walk_workspace",
@@ -103,11 +102,10 @@ class SessionMachineEnv(msgspec.Struct):
     backend without TRUNCATE, whose machines then leave restores out.
     """
 
-    backend: BackendRef
+    target: BackendTarget
     capabilities: frozenset[Capability]
     root: Path
     layer: SessionLayer
-    options: dict[str, str] = msgspec.field(default_factory=dict)
     restores: bool = True
 
 
@@ -126,7 +124,7 @@ class SessionMachineBase(Diverging, RuleBasedStateMachine):
         self.env = env
         self.layer = env.layer
         self.loop = asyncio.new_event_loop()
-        self.factory = env.backend.load()
+        self.factory = env.target.factory()
         self.home = Path(tempfile.mkdtemp(prefix="session-", dir=env.root))
         self.store = self.home / "store"
         self.root = self.home / "workspace"
@@ -159,8 +157,7 @@ class SessionMachineBase(Diverging, RuleBasedStateMachine):
         return outcome.value
 
     async def open_checkpointer(self) -> Checkpointer:
-        ctx = BackendContext(path=self.store, options=self.env.options)
-        return await open_checkpointer(self.factory, ctx)
+        return await open_checkpointer(self.factory, self.env.target.context(self.store))
 
     async def open_workspace(self) -> SessionWorkspace:
         return await self.layer.Workspace.open(
@@ -546,7 +543,7 @@ def not_smaller(report: CompactionProgress) -> bool:
     return before is not None and after is not None and after >= before
 
 
-def refusal_rule(reason: RestoreReason) -> str:
+def restore_refusal_rule(reason: RestoreReason) -> str:
     if reason in (RestoreReason.UNKNOWN_SESSION, RestoreReason.NOT_A_CHECKPOINT):
         return "RESTORE-002"
     return "RESTORE-003"

@@ -24,9 +24,8 @@ import msgspec
 from hypothesis import note
 from hypothesis.stateful import RuleBasedStateMachine
 
-from ....backends.registry import BackendRef
+from ....backends.registry import BackendTarget
 from ....spec import (
-    BackendContext,
     Capability,
     Checkpointer,
     Codec,
@@ -68,14 +67,14 @@ CURRENT = "current"
 class MachineEnv(msgspec.Struct):
     """What every machine of one run is given: the backend and where to put stores.
 
+    ``codec_factory`` makes each machine's codec (its handles' own, over ``target``'s);
     ``warnings`` collects SHOULD-rule findings (LIST-003) for the report.
     """
 
-    backend: BackendRef
+    target: BackendTarget
     capabilities: frozenset[Capability]
     root: Path
     codec_factory: Callable[[], Codec | None] | None = None
-    options: dict[str, str] = msgspec.field(default_factory=dict)
     warnings: list[str] = msgspec.field(default_factory=list)
 
 
@@ -86,7 +85,7 @@ class MachineBase(Diverging, RuleBasedStateMachine):
         super().__init__()
         self.env = env
         self.loop = asyncio.new_event_loop()
-        self.factory = env.backend.load()
+        self.factory = env.target.factory()
         self.path = Path(tempfile.mkdtemp(prefix="machine-", dir=env.root))
         self.codec = env.codec_factory() if env.codec_factory else None
         self.model = SpecModel(env.capabilities)
@@ -103,7 +102,7 @@ class MachineBase(Diverging, RuleBasedStateMachine):
 
     def open_handle_pair(self) -> None:
         """One more handle on the store, and its counterpart on the model."""
-        ctx = BackendContext(path=self.path, codec=self.codec, options=self.env.options)
+        ctx = self.env.target.context(self.path, codec=self.codec)
         self.handles.append(self.run(open_checkpointer(self.factory, ctx)))
         self.model_handles.append(self.model.handle())
 

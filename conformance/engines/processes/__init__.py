@@ -4,7 +4,8 @@
 |---|---|
 | `client` | `WorkerClient`, the one way the kit drives a worker: the stdio protocol's client wire (`checkpointspec.backends.stdio.wire`), with the kit's own requests |
 | `messages` | the kit's own requests (`PauseAt`, `AppendBatches`, `Stress`) and their interim replies: the kit's extension of the stdio protocol |
-| `worker` | the worker process (``python -m checkpointspec.conformance.engines.processes.worker``): the stdio server plus the kit's own requests |
+| `worker` | the worker process (``BackendTarget.argv(WORKER_PROGRAM)``): the stdio server plus the kit's own requests |
+| `forkserver` | workers forked from a process that has imported the backend already |
 | `groups` | each worker is a process group, killed whole |
 | `stress` | free-running workers that record a history for the history checker |
 | `contract_programs` | concurrent programs of any `Contract`'s calls on handles of this process, judged by `history.linearizable` |

@@ -23,7 +23,7 @@ The checks build requests with the id `UNSENT`; `send` numbers them. What a
 request comes to is a `WorkerReply`, decoded from its reply lines:
 
 - `Opened` (``fault_points``): the handle is open (``hello``'s result);
-- `Ok` (``value``): a result — the new head, the head, or for a read its
+- `Succeeded` (``value``): a result — the new head, the head, or for a read its
   (seq, text) pairs, gathered from its ``events`` chunks;
 - `Failed`: a contract error (its type name and message, and for a conflict
   its ``expected`` and ``actual``);
@@ -63,19 +63,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import sys
 import tempfile
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import IO, Final
 
 import msgspec
 
+from ....backends.registry import BackendTarget
 from ....backends.stdio.messages import PROTOCOL_VERSION, Hello, HelloResult, Request
 from ....backends.stdio.wire import Conversation, Lines, StdioProtocolError
 from ....spec import SessionEvent, UserPrompt
 from ..contract.violations import RuleViolation
 from ..target.provenance import blame_backend
-from .forkserver import ForkedWorker, spawn_forked
+from .forkserver import WORKER_PROGRAM, ForkedWorker, spawn_forked
 from .groups import kill_group, wait_group_gone
 from .messages import Acked, KitReply, KitRequest
 
@@ -87,10 +87,10 @@ __all__ = [
     "Acked",
     "BackendFailedInWorker",
     "Failed",
-    "Ok",
     "Opened",
     "Paused",
     "Progress",
+    "Succeeded",
     "WorkerClient",
     "WorkerExited",
     "WorkerHung",
@@ -100,7 +100,6 @@ __all__ = [
     "started_workers",
     "violation_line",
     "worker_argv",
-    "worker_env",
 ]
 
 UNSENT: Final = 0
@@ -163,7 +162,7 @@ class Opened(msgspec.Struct, frozen=True):
     fault_points: tuple[str, ...] = ()
 
 
-class Ok(msgspec.Struct, frozen=True):
+class Succeeded(msgspec.Struct, frozen=True):
     """The call returned: the new head (append, truncate), the head, or read's (seq, text) pairs."""
 
     value: int | list[tuple[int, str]] | None = None
@@ -190,14 +189,14 @@ class Progress(msgspec.Struct, frozen=True):
     calls: int
 
 
-WorkerReply = Opened | Ok | Failed | Paused | Acked | Progress
+WorkerReply = Opened | Succeeded | Failed | Paused | Acked | Progress
 
 _REPLY_LIMIT: Final = 1 << 24
 """The longest reply line a worker may send: a read's reply is one line."""
 _CHUNK: Final = 1 << 16
 """Bytes read from a worker's stdout at a time."""
 
-_FINAL = (Opened, Ok, Failed)
+_FINAL = (Opened, Succeeded, Failed)
 
 _decode_hello = msgspec.json.Decoder(HelloResult).decode
 _decode_int = msgspec.json.Decoder(int).decode
@@ -234,24 +233,18 @@ class _Conversation(Conversation[KitReply]):
         if self.op == "hello":
             return Opened(tuple(_decode_hello(reply.result).fault_points))
         if self.op == "read":
-            return Ok(self.read)
+            return Succeeded(self.read)
         if self.op in ("append", "truncate", "head"):
-            return Ok(_decode_int(reply.result))
-        return Ok()
+            return Succeeded(_decode_int(reply.result))
+        return Succeeded()
 
 
 # -- the parent's end -----------------------------------------------------------------------
 
 
-def worker_argv(backend: str) -> list[str]:
-    """The argv that starts one worker for ``backend`` (``module:function`` or a name)."""
-    return [sys.executable, "-m", "checkpointspec.conformance.engines.processes.worker", backend]
-
-
-def worker_env() -> dict[str, str]:
-    """The environment for workers: this interpreter's import path, so ``module:function``
-    resolves in the worker as it does here."""
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+def worker_argv(target: BackendTarget) -> list[str]:
+    """The argv that starts one worker for ``target``; run it in ``target.env()``."""
+    return target.argv(WORKER_PROGRAM)
 
 
 class WorkerHung(Exception):
@@ -318,15 +311,15 @@ class WorkerClient:
     @classmethod
     async def start(
         cls,
-        backend: str,
+        target: BackendTarget,
         stderr: IO[bytes],
         reply_timeout: float = 30.0,
         prefix: Sequence[str] = (),
         env: Mapping[str, str] | None = None,
     ) -> WorkerClient:
-        """Start a worker for ``backend``, its stderr going to ``stderr`` (a file the caller
-        closes); send it `hello` before anything else. It is forked from the run's fork
-        server for ``backend`` (`checkpointspec.conformance.engines.processes.forkserver`),
+        """Start a worker for ``target``, its stderr going to ``stderr`` (a file the caller
+        closes); send it `hello` (with ``target.options``) before anything else. It is forked
+        from the run's fork server for ``target`` (`checkpointspec.conformance.engines.processes.forkserver`),
         which has imported the backend already, unless it runs under a ``prefix`` or
         with an ``env`` of its own.
 
@@ -334,17 +327,16 @@ class WorkerClient:
         adds to its environment.
         """
         if not prefix and not env:
-            argv = worker_argv(backend)
-            forked = await spawn_forked(backend, argv, stderr, worker_env(), _REPLY_LIMIT)
+            forked = await spawn_forked(target, stderr, _REPLY_LIMIT)
             if forked is not None:
                 return cls(forked, stderr, reply_timeout)
         process = await asyncio.create_subprocess_exec(
             *prefix,
-            *worker_argv(backend),
+            *worker_argv(target),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=stderr,
-            env={**worker_env(), **(env or {})},
+            env={**target.env(), **(env or {})},
             limit=_REPLY_LIMIT,
             start_new_session=True,  # its own process group: a kill takes its children too
         )
@@ -475,15 +467,15 @@ class WorkerClient:
 
 @contextlib.asynccontextmanager
 async def started_workers(
-    backend: str, count: int, reply_timeout: float = 30.0
+    target: BackendTarget, count: int, reply_timeout: float = 30.0
 ) -> AsyncIterator[list[WorkerClient]]:
-    """``count`` workers for ``backend``, started together; those still running at the end are killed."""
+    """``count`` workers for ``target``, started together; those still running at the end are killed."""
     workers: list[WorkerClient] = []
     with contextlib.ExitStack() as files:
         try:
             for _ in range(count):
                 stderr = files.enter_context(tempfile.TemporaryFile())
-                workers.append(await WorkerClient.start(backend, stderr, reply_timeout))
+                workers.append(await WorkerClient.start(target, stderr, reply_timeout))
             yield workers
         finally:
             for worker in workers:

@@ -1,9 +1,9 @@
 """Programs of any contract's calls, each in a worker process of its own.
 
 A worker, ``python -m checkpointspec.conformance.engines.processes.contract_worker
-CONTRACT BACKEND PATH [--option K=V ...]``, imports the contract (``module:attribute``)
-and the backend's factory, opens the store in ``PATH`` (the factory's object adapted
-by the contract) and says ``ready`` on stdout. It then reads its program, one JSON
+BACKEND CONTRACT PATH [--option K=V ...]`` (`BackendTarget.argv`), imports the
+backend's factory and the contract (``module:attribute``), opens the store in
+``PATH`` (the factory's object adapted by the contract) and says ``ready`` on stdout. It then reads its program, one JSON
 line, makes the calls one after another and writes one `Recorded` line per call,
 unbuffered, with the times read just before and after it from the clock all
 processes share (``CLOCK_MONOTONIC``); so a worker that dies loses at most the call
@@ -27,8 +27,7 @@ from typing import TypeVar, cast
 
 import msgspec
 
-from ....backends.registry import import_object, load_factory
-from ....spec import BackendContext
+from ....backends.registry import BackendTarget, import_object
 from ..contract.contract import Call, Contract
 from ..history.linearizable import Recorded
 from .contract_programs import record_calls
@@ -70,11 +69,11 @@ def load_contract(reference: str) -> Contract[object, Hashable]:
 
 
 async def open_contract_store(
-    contract: Contract[Store, State], backend: str, path: Path, options: Mapping[str, str]
+    contract: Contract[Store, State], target: BackendTarget, path: Path
 ) -> Store:
-    """The store in ``path``, opened in this process through ``backend``'s factory
+    """The store in ``path``, opened in this process through ``target``'s factory
     (sync or async) and adapted by ``contract``."""
-    made = load_factory(backend)(BackendContext(path=path, options=dict(options)))
+    made: object = target.factory()(target.context(path))
     return await contract.store_of(await made if asyncio.iscoroutine(made) else made)
 
 
@@ -98,19 +97,18 @@ class ContractWorker:
         cls,
         number: int,
         contract: str,
-        backend: str,
+        target: BackendTarget,
         path: Path,
         *,
-        options: Mapping[str, str] | None = None,
         env: Mapping[str, str] | None = None,
         deadline: float = 60.0,
         prefix: Sequence[str] = (),
     ) -> ContractWorker:
         """Start worker ``number`` on the store in ``path`` (under the command
-        ``prefix``, a tracer's, when given); `WorkerGaveNoAnswer` if it is not open
-        within ``deadline`` seconds."""
-        command = [*prefix, sys.executable, "-m", __name__, contract, backend, str(path)]
-        for key, value in (options or {}).items():
+        ``prefix``, a tracer's, when given; in ``env``, else the target's);
+        `WorkerGaveNoAnswer` if it is not open within ``deadline`` seconds."""
+        command = [*prefix, *target.argv(__name__), contract, str(path)]
+        for key, value in target.options.items():
             command += ["--option", f"{key}={value}"]
         process = await asyncio.create_subprocess_exec(
             *command,
@@ -118,7 +116,7 @@ class ContractWorker:
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             start_new_session=True,
-            env=dict(env) if env is not None else None,
+            env=dict(env) if env is not None else target.env(),
         )
         worker = cls(number, process)
         assert process.stdout is not None
@@ -174,11 +172,10 @@ class ContractWorker:
 
 async def run_programs_in_processes(
     contract: str,
-    backend: str,
+    target: BackendTarget,
     path: Path,
     programs: Sequence[Sequence[Call]],
     *,
-    options: Mapping[str, str] | None = None,
     env: Mapping[str, str] | None = None,
     deadline: float = 60.0,
 ) -> list[Recorded]:
@@ -190,7 +187,7 @@ async def run_programs_in_processes(
         for number, _ in enumerate(programs):
             workers.append(
                 await ContractWorker.start(
-                    number, contract, backend, path, options=options, env=env, deadline=deadline
+                    number, contract, target, path, env=env, deadline=deadline
                 )
             )
         for worker, program in zip(workers, programs, strict=True):
@@ -202,9 +199,9 @@ async def run_programs_in_processes(
             await worker.kill()
 
 
-async def _serve(contract_ref: str, backend: str, path: str, options: dict[str, str]) -> None:
+async def _serve(target: BackendTarget, contract_ref: str, path: str) -> None:
     contract = load_contract(contract_ref)
-    store = await open_contract_store(contract, backend, Path(path), options)
+    store = await open_contract_store(contract, target, Path(path))
     out = sys.stdout.buffer
     out.write(READY)
     out.flush()
@@ -222,15 +219,14 @@ async def _serve(contract_ref: str, backend: str, path: str, options: dict[str, 
 
 async def read_back(
     contract: Contract[Store, State],
-    backend: str,
+    target: BackendTarget,
     path: Path,
-    options: Mapping[str, str],
     reads: Sequence[Call],
     process: int,
 ) -> list[Recorded]:
     """Open the store in ``path`` in this process and make ``reads`` (recorded as the
     calls of ``process``): what the crash checks see of what a crash left."""
-    store = await open_contract_store(contract, backend, path, options)
+    store = await open_contract_store(contract, target, path)
     try:
         return await record_calls(contract, store, reads, process)
     finally:
@@ -238,12 +234,12 @@ async def read_back(
 
 
 def _main(argv: list[str]) -> None:
-    contract, backend, path, *rest = argv
+    backend, contract, path, *rest = argv
     flags, pairs = rest[::2], rest[1::2]
     options = dict(
         pair.split("=", 1) for flag, pair in zip(flags, pairs, strict=True) if flag == "--option"
     )
-    asyncio.run(_serve(contract, backend, path, options))
+    asyncio.run(_serve(BackendTarget.named(backend, options), contract, path))
 
 
 if __name__ == "__main__":

@@ -41,6 +41,8 @@ import tempfile
 import threading
 from typing import IO, Final
 
+from ....backends.registry import BackendTarget
+
 __all__ = [
     "FORK_SERVER_FLAG",
     "FORK_SERVER_SETTING",
@@ -48,9 +50,13 @@ __all__ = [
     "PID",
     "READY",
     "STATUS",
+    "WORKER_PROGRAM",
     "ForkedWorker",
     "spawn_forked",
 ]
+
+WORKER_PROGRAM: Final = "checkpointspec.conformance.engines.processes.worker"
+"""The worker program's module: ``BackendTarget.argv(WORKER_PROGRAM)`` starts a worker."""
 
 FORK_SERVER_SETTING: Final = "CHECKPOINTSPEC_FORK_SERVER"
 """Set it to ``0`` to start every worker as its own program."""
@@ -164,7 +170,8 @@ class _ForkServer:
 
 
 _servers: dict[tuple[int, str], _ForkServer | None] = {}
-"""This process's fork servers by (pid, backend), the most recently used last."""
+"""This process's fork servers by (pid, the ``module:function`` they import), the most
+recently used last."""
 _servers_lock = threading.Lock()
 
 MOST_FORK_SERVERS: Final = 4
@@ -173,15 +180,15 @@ another (a test session, the pytest plugin) ends the least recently used, whose
 workers have long ended, rather than keep an interpreter per backend it ever used."""
 
 
-def _server_for(backend: str, argv: list[str], env: dict[str, str]) -> _ForkServer | None:
-    """This process's fork server for ``backend``, started on first use; None if it cannot serve."""
-    key = (os.getpid(), backend)  # a pool process of the runner starts its own
+def _server_for(target: BackendTarget) -> _ForkServer | None:
+    """This process's fork server for ``target``, started on first use; None if it cannot serve."""
+    key = (os.getpid(), target.ref.target)  # a pool process of the runner starts its own
     ended: list[_ForkServer] = []
     with _servers_lock:
         if key in _servers:
             _servers[key] = _servers.pop(key)  # the most recently used goes last
         else:
-            server: _ForkServer | None = _ForkServer(argv, env)
+            server: _ForkServer | None = _ForkServer(target.argv(WORKER_PROGRAM), target.env())
             if server is not None and not server.ready:
                 server = None
             _servers[key] = server
@@ -204,15 +211,13 @@ def _close_servers() -> None:
         _servers.clear()
 
 
-async def spawn_forked(
-    backend: str, argv: list[str], stderr: IO[bytes], env: dict[str, str], limit: int
-) -> ForkedWorker | None:
-    """A worker for ``backend`` forked from the run's fork server, or None where a
+async def spawn_forked(target: BackendTarget, stderr: IO[bytes], limit: int) -> ForkedWorker | None:
+    """A worker for ``target`` forked from the run's fork server, or None where a
     fork server cannot serve (see the module's docstring); ``limit`` is its stdout
     reader's line limit."""
     if os.environ.get(FORK_SERVER_SETTING, "1") == "0" or not hasattr(os, "pidfd_open"):
         return None
-    server = _server_for(backend, argv, env)
+    server = _server_for(target)
     if server is None:
         return None
     child_stdin, our_stdin = os.pipe()
@@ -222,7 +227,7 @@ async def spawn_forked(
         pid = server.fork(child_stdin, child_stdout, stderr.fileno(), server_status)
     except OSError:  # the fork server died (ConnectionError is one): start afresh from now on
         with _servers_lock:
-            _servers[(os.getpid(), backend)] = None
+            _servers[(os.getpid(), target.ref.target)] = None
         server.close()
         for fd in (our_stdin, our_stdout, our_status):
             os.close(fd)

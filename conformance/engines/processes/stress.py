@@ -52,12 +52,13 @@ from typing import IO
 
 import msgspec
 
+from ....backends.registry import BackendTarget
 from ....spec import CheckpointConflictError, Checkpointer, UserPrompt
 from ..history import (
     Conflicted,
     Operation,
+    OperationOutcome,
     OpKind,
-    Outcome,
     Raised,
     Returned,
     Unknown,
@@ -85,11 +86,10 @@ __all__ = [
 
 
 class StressPlan(msgspec.Struct, frozen=True):
-    """What the workers do. ``backend`` is a ``module:function`` every worker imports."""
+    """What the workers do. ``target`` is the backend every worker opens, with its options."""
 
-    backend: str
+    target: BackendTarget
     path: str
-    options: dict[str, str] = {}
     processes: int = 4
     operations: int = 1000
     """Calls across all workers (conflict retries count)."""
@@ -141,7 +141,7 @@ class _Begin(msgspec.Struct, frozen=True, tag="begin", tag_field="t", omit_defau
 class _End(msgspec.Struct, frozen=True, tag="end", tag_field="t"):
     index: int
     completed: int
-    outcome: Outcome
+    outcome: OperationOutcome
 
 
 _encode = msgspec.json.Encoder().encode
@@ -228,12 +228,12 @@ async def run_stress(plan: StressPlan, workdir: Path, kills: int = 0) -> StressR
         if status != 0:
             failures.append(f"worker {number} exited with status {status}: {worker.stderr_tail()}")
 
-    async with started_workers(plan.backend, plan.processes, patience) as workers:
+    async with started_workers(plan.target, plan.processes, patience) as workers:
         # A start barrier, so that the workers really overlap: every handle is
         # open before any worker is told to start.
         for number, worker in enumerate(workers):
             try:
-                opened = await worker.call(hello(plan.path, plan.options))
+                opened = await worker.call(hello(plan.path, plan.target.options))
             except WorkerHung:
                 raise StressHung([number], {}, patience) from None
             except WorkerExited as exited:
@@ -302,13 +302,13 @@ class _Caller:
         expected_head: int | None = None,
         since_seq: int = 0,
         to_seq: int = 0,
-    ) -> Outcome:
+    ) -> OperationOutcome:
         index = self.index
         self.index += 1
         invoked = time.monotonic_ns()
         begin = _Begin(index, kind, session, invoked, markers, expected_head, since_seq, to_seq)
         self.record.write(_encode(begin) + b"\n")
-        outcome: Outcome
+        outcome: OperationOutcome
         try:
             outcome = await run()
         except CheckpointConflictError as conflict:
@@ -320,7 +320,7 @@ class _Caller:
         self.record.write(_encode(_End(index, completed, outcome)) + b"\n")
         return outcome
 
-    async def append(self, session: str, size: int, expected: int | None) -> Outcome:
+    async def append(self, session: str, size: int, expected: int | None) -> OperationOutcome:
         markers = tuple(f"p{self.number}.{self.index}.{n}" for n in range(size))
 
         async def run() -> Returned:

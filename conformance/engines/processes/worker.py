@@ -36,13 +36,12 @@ from typing import IO, NoReturn
 
 import msgspec
 
-from ....backends.registry import resolve_backend
+from ....backends.registry import BackendTarget
 from ....backends.stdio.client import without_spares
 from ....backends.stdio.messages import Hello, Request
 from ....backends.stdio.serve import Server, error_body, reply_stream
 from ....spec import (
     BackendContext,
-    BackendFactory,
     CheckpointConflictError,
     Checkpointer,
     CheckpointError,
@@ -122,14 +121,18 @@ def _history_file(path: str) -> IO[bytes]:
     return Path(path).open("wb", buffering=0)
 
 
-def _main(backend: str) -> None:
-    _serve_worker(resolve_backend(backend).load())
+def _target(backend: str) -> BackendTarget:
+    """The backend its command line names (`BackendTarget.argv`), its factory loaded;
+    the options come with each ``hello``."""
+    target = BackendTarget.named(backend)
+    target.factory()
+    return target
 
 
-def _serve_worker(factory: BackendFactory) -> None:
+def _serve_worker(target: BackendTarget) -> None:
     without_spares()  # a worker opens one handle: a child started ahead would be wasted
     try:
-        asyncio.run(_KitServer(factory, sys.stdin.buffer, reply_stream()).run())
+        asyncio.run(_KitServer(target, sys.stdin.buffer, reply_stream()).run())
     except RuleViolation as violation:
         # An answer of the backend broke a rule: the parent raises it (BROKE_A_RULE).
         traceback.print_exc()
@@ -142,10 +145,10 @@ def _serve_worker(factory: BackendFactory) -> None:
         sys.exit(BACKEND_FAILED)
 
 
-def serve_forked(factory: BackendFactory, stdin: int, stdout: int, stderr: int) -> NoReturn:
+def serve_forked(target: BackendTarget, stdin: int, stdout: int, stderr: int) -> NoReturn:
     """Be a worker in a process just forked by the fork server
     (`checkpointspec.conformance.engines.processes.forkserver`): a session of its own,
-    the kit's pipes and file as stdin, stdout and stderr, ``factory`` already loaded;
+    the kit's pipes and file as stdin, stdout and stderr, ``target``'s factory already loaded;
     ends the process with the status a worker started afresh would end with."""
     os.setsid()
     for given, standard in ((stdin, 0), (stdout, 1), (stderr, 2)):
@@ -153,7 +156,7 @@ def serve_forked(factory: BackendFactory, stdin: int, stdout: int, stderr: int) 
         os.close(given)
     status = 1
     try:
-        _serve_worker(factory)
+        _serve_worker(target)
         status = 0
     except SystemExit as exit_:
         status = exit_.code if isinstance(exit_.code, int) else int(exit_.code is not None)
@@ -172,7 +175,7 @@ def serve_forks(backend: str, fd: int) -> None:
     (`serve_forked` in the child) until end of file, reporting each one's pid and,
     once reaped, its exit status."""
     sock = socket.socket(fileno=fd)
-    factory = resolve_backend(backend).load()
+    target = _target(backend)
     sock.sendall(READY)
     statuses: dict[int, int] = {}  # a child's pid -> the write end of its status pipe
     running: dict[int, int] = {}  # a pidfd -> its child's pid
@@ -203,7 +206,7 @@ def serve_forks(backend: str, fd: int) -> None:
             for kept in [*statuses.values(), *running, *ended, fds[3]]:
                 os.close(kept)
             signal.signal(signal.SIGINT, signal.default_int_handler)
-            serve_forked(factory, fds[0], fds[1], fds[2])  # never returns
+            serve_forked(target, fds[0], fds[1], fds[2])  # never returns
         for passed in fds[:3]:
             os.close(passed)
         statuses[pid] = fds[3]
@@ -225,4 +228,4 @@ if __name__ == "__main__":
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the kit ends it, by end of file
         serve_forks(sys.argv[1], int(sys.argv[sys.argv.index(FORK_SERVER_FLAG) + 1]))
     else:
-        _main(sys.argv[1])
+        _serve_worker(_target(sys.argv[1]))

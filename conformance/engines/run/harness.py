@@ -2,7 +2,9 @@
 
 A harness is made of the run (`checkpointspec.conformance.engines.run.kit_run.KitRun`,
 handed down whole) and the check's own directory; what the check reads of the
-run (backend, capabilities, profile, seed, options) it reads through it.
+run (backend, capabilities, profile, seed, options) it reads through it. The
+backend under test is `Harness.target`, a `BackendTarget` taken from the run
+once: the check hands it whole to worker processes, machines and children.
 
 Each check runs against its own empty directory. `Harness.open` makes a handle
 through the backend's factory (the same path reopens the same store) and keeps
@@ -23,7 +25,7 @@ import itertools
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 
-from ....backends.registry import BackendRef
+from ....backends.registry import BackendTarget
 from ....spec import (
     BackendContext,
     BackendFactory,
@@ -58,7 +60,10 @@ class Harness:
         """The run this check belongs to, as the front end built it."""
         self.root = root
         """The check's own directory: every store it makes is under it."""
-        self.factory: BackendFactory = run.backend.load()
+        self.target: BackendTarget = run.target
+        """The backend under test, with the run's options: what every handle, worker
+        process, machine and child of this check opens."""
+        self.factory: BackendFactory = self.target.factory()
         self.replay = Replay(run.reproduction) if run.reproduction is not None else None
         """With ``--reproduce``: the recorded example the check's Hypothesis run replays
         instead of searching (`checkpointspec.conformance.engines.search.replay`)."""
@@ -85,11 +90,6 @@ class Harness:
         self.path = self.new_store()
 
     @property
-    def backend(self) -> BackendRef:
-        """The backend under test (worker processes import its ``target``)."""
-        return self.run.backend
-
-    @property
     def capabilities(self) -> frozenset[Capability]:
         """What the backend declares."""
         return self.run.probe.capabilities
@@ -106,7 +106,7 @@ class Harness:
     @property
     def options(self) -> dict[str, str]:
         """What the factory gets in `BackendContext.options` (also in worker processes)."""
-        return self.run.backend_options
+        return self.target.options
 
     @property
     def session_target(self) -> str:
@@ -144,9 +144,7 @@ class Harness:
     ) -> BackendContext:
         """The BackendContext for ``path`` (default: this check's store); ``options`` are
         added to the run's (a launched server's address, `ServerControl.options`)."""
-        return BackendContext(
-            path=path or self.path, codec=codec, options={**self.options, **(options or {})}
-        )
+        return self.target.context(path or self.path, codec=codec, options=options)
 
     async def open(
         self,

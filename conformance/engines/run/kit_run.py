@@ -5,9 +5,9 @@ Everything a run was asked to do and what the kit learnt before the first check
 lives in one frozen `KitRun`. The front ends build it once
 (`checkpointspec.conformance.running.plan.plan_run`); the runner, every check's
 `Harness` and the worker processes receive it whole and read it, never rebuild
-or amend it. What follows from it is derived here, in one place: the options a
-factory gets (`KitRun.backend_options`) and the command that replays one check
-(`KitRun.replay_command`).
+or amend it. What follows from it is derived here, in one place: the backend
+under test with the options its factory gets (`KitRun.target`) and the command
+that replays one check (`KitRun.replay_command`).
 
 This module knows no check and no runner: it sits with the harness, below both.
 """
@@ -19,16 +19,16 @@ from typing import Literal, TypeAlias
 
 import msgspec
 
-from ....backends.registry import BackendRef
+from ....backends.registry import BackendRef, BackendTarget
 from ....spec import Capability
 from ..search.budget import format_seconds
 from ..search.replay import Reproduction
 from ..target.session_layer import DEFAULT_SESSION_LAYER
 from .profiles import Profile
 
-__all__ = ["BackendProbe", "KitRun", "OutputName", "ReportOutputs", "Suite"]
+__all__ = ["BackendProbe", "KitRun", "OutputName", "ReportOutputs", "SuiteSelection"]
 
-Suite: TypeAlias = Literal["storage", "session", "all"]
+SuiteSelection: TypeAlias = Literal["storage", "session", "all"]
 """What a run checks: the checkpointer (``storage``), the session layer on it
 (``session``), or both (``all``); `checkpointspec.conformance.running.registry`
 holds each suite's checks."""
@@ -89,7 +89,7 @@ class KitRun(msgspec.Struct, frozen=True, kw_only=True):
     """The budgets: how many examples, states, rounds and processes each check spends."""
     seed: int
     """The seed of every random choice of every check."""
-    suite: Suite
+    suite: SuiteSelection
     only: tuple[str, ...] = ()
     """``--only``: check-name prefixes or rule ids narrowing the suite (empty: all of it)."""
     session_layer: str = DEFAULT_SESSION_LAYER
@@ -120,10 +120,12 @@ class KitRun(msgspec.Struct, frozen=True, kw_only=True):
     kit's re-check of whether one finding follows from another sets it."""
 
     @property
-    def backend_options(self) -> dict[str, str]:
-        """What the factory gets in `BackendContext.options`: the user's options, and a
-        ``--process`` backend's own, which win (its command is not the user's to change)."""
-        return self.options | self.process_options
+    def target(self) -> BackendTarget:
+        """The backend under test as every check opens it: `backend`, with the options its
+        factory gets in `BackendContext.options` (the user's, and a ``--process``
+        backend's own, which win: its command is not the user's to change). Each
+        `Harness` takes it once and hands it on whole."""
+        return BackendTarget(self.backend, self.options | self.process_options)
 
     def replay_command(self, check: str, *, session_check: bool) -> str:
         """The command that reruns the check named ``check`` as this run ran it: the same

@@ -1,5 +1,8 @@
 """The backend under test, as the engines open it.
 
+The backend itself, with its options, is a `checkpointspec.backends.registry.BackendTarget`
+(the stdio server needs it too, so it lives below the kit); these modules add the kit's view.
+
 | module | what |
 |---|---|
 | `provenance` | opening handles (`open_checkpointer`, through `checkpointspec.backends.registry`) that note which exceptions the backend raised |

@@ -1,6 +1,6 @@
 """A restore (or a compaction) in its own process, SIGKILLed at the k-th fault point it reaches (RESTORE-006).
 
-Run as ``python -m checkpointspec.conformance.engines.crash.killed_restore ORDER`` where
+Run as ``python -m checkpointspec.conformance.engines.crash.killed_layer_run ORDER`` where
 ORDER is a `KillOrder` as JSON; `run_restore_process` starts it and waits. The
 child opens the backend through its factory, loads the session layer by module
 name, and runs ``restore`` with one counting hook installed everywhere a fault
@@ -41,11 +41,10 @@ from typing import Final, cast
 import msgspec
 
 from ....backends.fsport import HookedFileSystem, OsFileSystem
-from ....backends.registry import import_object, load_factory
+from ....backends.registry import BackendTarget, import_object
 from ....spec import (
     RESERVED_DIR,
     AssistantMessage,
-    BackendContext,
     Checkpointer,
     FaultInjectable,
     SessionEvent,
@@ -58,7 +57,6 @@ from ....spec import (
 )
 from ....spec.restoration import apply_plan, plan_restore
 from ..contract.outcomes import read_all
-from ..processes.client import worker_env
 from ..processes.groups import kill_group, wait_group_gone
 from ..target.provenance import open_checkpointer
 from ..target.session_layer import load_session_layer
@@ -83,8 +81,8 @@ __all__ = [
 class KillOrder(msgspec.Struct, frozen=True):
     """What the child does: which store, workspace and restore, and where to die (0: nowhere)."""
 
-    backend: str
-    options: dict[str, str]
+    target: BackendTarget
+    """The backend the child opens, with its options; it goes to the child whole."""
     store: str
     workspace: str
     session_layer: str
@@ -149,9 +147,8 @@ def load_layer(target: str) -> SessionLayer:
 
 
 async def _child(order: KillOrder) -> KillReport:
-    factory = load_factory(order.backend)
-    ctx = BackendContext(path=Path(order.store), options=dict(order.options))
-    cp = await open_checkpointer(factory, ctx)
+    target = order.target
+    cp = await open_checkpointer(target.factory(), target.context(Path(order.store)))
     layer = load_layer(order.session_layer)
     counter = _Counter(order.kill_at)
     fs = HookedFileSystem(OsFileSystem())
@@ -227,7 +224,7 @@ async def run_restore_process(order: KillOrder) -> KillRun:
         msgspec.json.encode(order).decode(),
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
-        env=worker_env(),
+        env=order.target.env(),
         start_new_session=True,  # its own process group, killed as one
     )
     try:
@@ -269,7 +266,7 @@ async def run_held_restore(
         stdin=asyncio.subprocess.PIPE,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.DEVNULL,
-        env=worker_env(),
+        env=order.target.env(),
         start_new_session=True,
     )
     stopper: SyscallStopper | None = None
