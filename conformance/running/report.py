@@ -150,12 +150,14 @@ class Finding(msgspec.Struct, frozen=True):
 class CheckResult(msgspec.Struct, frozen=True):
     """The outcome of one check.
 
-    ``violated_rule`` is the rule a failure proves broken (a check may verify
-    several); ``detail`` is the failure message and, for model-based checks, the
-    minimal failing sequence of steps, or for a kit error its traceback, and for a
-    pass what the check covered where it says (how many crash states it checked);
-    ``reason`` says why a check was skipped, not checked or errored; ``replay``
-    is a command that reruns it.
+    A failed check's ``findings`` are what it found, as values; its headline is the
+    first of them: ``violated_rule``, ``detail`` (that finding's panel: the message
+    and, for model-based checks, the minimal failing sequence of steps), ``replay``
+    and ``reproduce`` are that finding's, set from it
+    (`checkpointspec.conformance.running.findings.with_findings`). For a kit error
+    ``detail`` is its own panel, and for a pass what the check covered where it says
+    (how many crash states it checked); ``reason`` says why a check was skipped, not
+    checked or errored; ``replay`` is a command that reruns it.
     """
 
     name: str
