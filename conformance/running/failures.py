@@ -1,9 +1,12 @@
 """The text of a failure panel: the rule and the finding first, then what helps act on it.
 
-A check that ends in an exception is reported through `CheckResult.detail` (the
-panel: the CLI prints it, the JSON report carries it, the pytest plugin shows it)
-and `CheckResult.traceback` (the full Python traceback, the kit's own frames
-included; the CLI prints it only with ``--verbose``, the plugin with ``-vv``).
+A check that ends in an exception is reported through its findings, each a
+`Finding` value whose ``detail`` is its panel rendered from it (`finding_panel`);
+`CheckResult.detail` is the first finding's (the CLI prints it, the JSON report
+carries it, the pytest plugin shows it), and `CheckResult.traceback` the full
+Python traceback, the kit's own frames included (the CLI prints it only with
+``--verbose``, the plugin with ``-vv``). The panel is written from the value and
+never read back: what a finding says is in its fields.
 
 Hypothesis runs the kit's property checks and state machines. Its settings there
 (`checkpointspec.conformance.engines.search.replay`) already turn off some of what it
@@ -32,6 +35,7 @@ from .report import CheckResult, Finding
 __all__ = [
     "FLAKY_REPLAY",
     "backend_frames",
+    "finding_panel",
     "full_traceback",
     "hypothesis_lines",
     "panel",
@@ -152,6 +156,20 @@ def raised_at(exc: BaseException) -> str:
 def full_traceback(exc: BaseException) -> str:
     """The whole traceback of ``exc`` (groups, causes and notes included)."""
     return "".join(traceback.format_exception(exc))
+
+
+def finding_panel(finding: Finding) -> str:
+    """The panel of one finding: a violation's rule and message, or who raised what from
+    which operation; then where the backend (or the layer) raised it, if its frames are
+    known; then the failing steps."""
+    if finding.raised_by is None:
+        lines = [f"[{finding.rule}] {finding.message}"]
+    else:
+        lines = [finding.message]
+        if finding.frames:
+            lines.append(f"where the {finding.raised_by} raised it:\n{finding.frames}")
+    lines.extend(finding.steps)
+    return "\n".join(lines)
 
 
 def panel_title(result: CheckResult) -> str:

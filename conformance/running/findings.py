@@ -1,51 +1,123 @@
-"""A check's findings as the report shows them: every violation it found, each once.
+"""A check's findings: each made once from its evidence, and carried as a value to the report.
 
-The runner judges how a check ended (`checkpointspec.conformance.running.runner`);
-this module adds what the check found on the way: the violations it recorded and
-explored past (`Harness.findings`, see `checkpointspec.conformance.engines.search.exploration`),
-each with its own failure panel and replay command, and the rules the same evidence
-breaks as well (`RuleViolation.also`), each shown following from the violation's rule.
+`findings_from` is the one place a `Finding` is made, from the evidence a check
+met: a `RuleViolation` (its rule, its message, and the failing call, what the
+contract expected and what came back, as far as it knows them), or an exception
+the backend or the session layer raised, as provenance noted it
+(`checkpointspec.conformance.engines.target.provenance.RaisedBy`): it fails the
+check's own rule, or the rule of a declared operation that refused. The steps
+Hypothesis shrank, the replay command and the reproduce blob go with it, and its
+failure panel is rendered from it (`failures.finding_panel`), never parsed back.
+
+The runner makes the findings of the exception a check ended on
+(`checkpointspec.conformance.running.runner`); `with_findings` adds those the check
+recorded and explored past (`Harness.findings`, see
+`checkpointspec.conformance.engines.search.exploration`), each with its own panel and
+replay, and the rules the same evidence breaks as well (`RuleViolation.also`), each
+shown following from the violation's rule. The check's result leads with its first
+finding: its ``violated_rule``, ``detail``, ``replay`` and ``reproduce`` are that one's.
 """
 
 from __future__ import annotations
 
 import msgspec
 
+from ...spec import Capability, UnsupportedOperationError
 from ..checks.base import Check
 from ..engines.contract.violations import RuleViolation
 from ..engines.run.harness import Harness
 from ..engines.run.kit_run import KitRun
-from ..engines.search.exploration import Found, violation_in
-from ..engines.search.replay import reproduction_of
-from .failures import full_traceback, hypothesis_lines
+from ..engines.search.replay import Reproduction, reproduction_of
+from ..engines.target.provenance import raised_by
+from .failures import backend_frames, finding_panel, full_traceback, hypothesis_lines
 from .registry import is_session_check
 from .report import CheckResult, Finding
 
-__all__ = ["with_findings"]
+__all__ = ["findings_from", "with_findings"]
+
+_REFUSAL_BREAKS: dict[Capability, str] = {
+    Capability.DELETE: "DELETE-001",
+    Capability.LIST: "LIST-001",
+    Capability.TRUNCATE: "TRUNC-001",
+    Capability.GENERATION: "GEN-001",
+}
+"""The rule an operation breaks by refusing (UnsupportedOperationError) although its
+capability is declared: that, not the rule of whichever check called it, is broken."""
 
 
-def _finding_of(found: Found, check: Check, run: KitRun) -> list[Finding]:
-    """A violation the check recorded and explored past, as the report shows it (with
-    the rules the same evidence breaks as well, `_same_evidence`)."""
-    violation, raised = found.violation, found.raised
-    replay = run.replay_command(check.name, session_check=is_session_check(check))
-    blob = reproduction_of(raised)
-    finding = Finding(
-        rule=violation.rule_id,
-        check=check.name,
-        summary=violation.message.splitlines()[0] if violation.message else "",
-        detail="\n".join([str(violation), *hypothesis_lines(raised, violation)]),
-        replay=f"{replay} --reproduce {blob}" if blob is not None else replay,
-        reproduce=str(blob) if blob is not None else None,
-    )
-    return [finding, *_same_evidence(finding, violation)]
+def _blamed_rule(check: Check, raised: BaseException) -> str:
+    if isinstance(raised, UnsupportedOperationError):
+        try:
+            return _REFUSAL_BREAKS.get(Capability(raised.capability), check.rule_id)
+        except ValueError:
+            pass
+    return check.rule_id
 
 
-def _same_evidence(finding: Finding, violation: RuleViolation | None) -> list[Finding]:
-    """The findings of the rules ``violation`` names in ``also``: the same evidence breaks
-    them, so each follows from ``finding``'s rule, and shares its detail and replay."""
-    if violation is None or violation.rule_id != finding.rule:
-        return []
+def findings_from(
+    check: Check,
+    evidence: BaseException,
+    raised: BaseException,
+    replay: str,
+    reproduction: Reproduction | None,
+) -> tuple[Finding, ...]:
+    """What ``evidence`` found in ``check``: its finding, then one per rule the same
+    evidence breaks as well (`RuleViolation.also`).
+
+    ``evidence`` is a `RuleViolation`, or an exception the backend or the session layer
+    raised (noted by provenance; raises `ValueError` for one neither raised: that is the
+    kit's own error, no finding). ``raised`` is the exception the check's run raised
+    around it (Hypothesis' failure, whose notes hold the shrunk steps); ``replay`` the
+    command that reruns the check, and ``reproduction`` the failing example it replays
+    exactly (``--reproduce``), if Hypothesis found it.
+    """
+    steps = tuple(hypothesis_lines(raised, evidence))
+    rerun = f"{replay} --reproduce {reproduction}" if reproduction is not None else replay
+    blob = str(reproduction) if reproduction is not None else None
+    if isinstance(evidence, RuleViolation):
+        made = Finding(
+            rule=evidence.rule_id,
+            check=check.name,
+            summary=_first_line(evidence.message),
+            replay=rerun,
+            reproduce=blob,
+            message=evidence.message,
+            call=evidence.call,
+            expected=evidence.expected,
+            got=evidence.got,
+            steps=steps,
+        )
+    else:
+        noted = raised_by(evidence)
+        if noted is None:
+            raise ValueError(f"neither the backend nor the session layer raised {evidence!r}")
+        name = type(evidence).__name__
+        message = f"the {noted.raiser} raised {name} from {noted.operation}: {evidence}"
+        made = Finding(
+            rule=_blamed_rule(check, evidence),
+            check=check.name,
+            summary=_first_line(message),
+            replay=rerun,
+            reproduce=blob,
+            message=message,
+            raised_by=noted.raiser,
+            call=noted.operation,
+            got=f"{name}: {evidence}",
+            steps=steps,
+            frames=backend_frames(evidence),
+        )
+    finding = msgspec.structs.replace(made, detail=finding_panel(made))
+    also = evidence.also if isinstance(evidence, RuleViolation) else ()
+    return (finding, *_same_evidence(finding, also))
+
+
+def _first_line(message: str) -> str:
+    return (message.splitlines() or [""])[0]
+
+
+def _same_evidence(finding: Finding, also: tuple[str, ...]) -> list[Finding]:
+    """The findings of the rules in ``also``: the same evidence breaks them, so each
+    follows from ``finding``'s rule, and shares its panel and replay."""
     return [
         msgspec.structs.replace(
             finding,
@@ -53,21 +125,17 @@ def _same_evidence(finding: Finding, violation: RuleViolation | None) -> list[Fi
             follows_from=finding.rule,
             root_evidence=f"the same evidence breaks it: {finding.summary}",
         )
-        for rule in violation.also
+        for rule in also
     ]
 
 
 def with_findings(
-    result: CheckResult,
-    check: Check,
-    run: KitRun,
-    harness: Harness | None,
-    raised: BaseException | None = None,
+    result: CheckResult, check: Check, run: KitRun, harness: Harness | None
 ) -> CheckResult:
     """``result`` with every finding of the check: those it recorded and explored past
-    (`Harness.findings`), then the one it ended on (``raised``), if it failed. A check
-    that recorded any is ``failed``, whatever its last round did: the evidence stands."""
-    violation = violation_in(raised) if raised is not None else None
+    (`Harness.findings`), then those of the exception it ended on (``result.findings``,
+    made by the runner), the first per rule; its headline is the first. A check that
+    recorded any is ``failed``, whatever its last round did: the evidence stands."""
     explored = harness.explored if harness is not None else None
     if explored is not None:
         result = msgspec.structs.replace(
@@ -75,26 +143,18 @@ def with_findings(
             rounds=explored.rounds,
             explored=explored.complete and result.status in ("passed", "failed"),
         )
-    recorded = [g for f in harness.findings for g in _finding_of(f, check, run)] if harness else []
-    ended_finding = (
-        [
-            Finding(
-                rule=result.violated_rule,
-                check=check.name,
-                summary=result.detail.splitlines()[0].removeprefix(f"[{result.violated_rule}] ")
-                if result.detail
-                else "",
-                detail=result.detail,
-                replay=result.replay,
-                reproduce=result.reproduce,
+    recorded: list[Finding] = []
+    if harness is not None and harness.findings:
+        replay = run.replay_command(check.name, session_check=is_session_check(check))
+        recorded = [
+            finding
+            for found in harness.findings
+            for finding in findings_from(
+                check, found.violation, found.raised, replay, reproduction_of(found.raised)
             )
         ]
-        if result.status == "failed" and result.violated_rule is not None
-        else []
-    )
-    ended = ended_finding + [g for f in ended_finding for g in _same_evidence(f, violation)]
     first_per_rule: dict[str, Finding] = {}
-    for finding in recorded + ended:
+    for finding in recorded + list(result.findings):
         first_per_rule.setdefault(finding.rule, finding)
     findings = tuple(first_per_rule.values())
     if not findings:

@@ -48,6 +48,7 @@ from typing import Literal
 import msgspec
 
 from ...spec import RULES, Rule, Strength
+from ..engines.target.provenance import Raiser
 
 __all__ = [
     "EXIT_FAILED",
@@ -114,10 +115,17 @@ class Finding(msgspec.Struct, frozen=True):
     """One defect a check found: a rule it saw violated, with its own evidence and replay.
 
     A check keeps exploring after a finding (`checkpointspec.conformance.engines.search.exploration`),
-    so it may report several, one per rule. ``summary`` says what is wrong in one
-    sentence; ``detail`` is the failure panel (the message, the shrunk steps, the
-    backend's frames). ``follows_from`` is the root rule whose defect explains this
-    finding, decided by re-checking (``root_evidence`` says how); None for a root.
+    so it may report several, one per rule. Made from the evidence in one place
+    (`checkpointspec.conformance.running.findings.findings_from`): a `RuleViolation`,
+    or an exception the backend or the session layer raised (``raised_by``).
+    ``message`` says what is wrong, ``summary`` is its first line; ``call``,
+    ``expected`` and ``got`` are the failing call, what the contract allows and what
+    came back, as far as the evidence knows them ("" where not). ``steps`` are the
+    shrunk failing steps (Hypothesis' report, translated) and ``frames`` the backend's
+    own frames of an exception it raised. ``detail`` is the failure panel rendered
+    from those (`checkpointspec.conformance.running.failures.finding_panel`).
+    ``follows_from`` is the root rule whose defect explains this finding, decided by
+    re-checking (``root_evidence`` says how); None for a root.
     """
 
     rule: str
@@ -128,17 +136,28 @@ class Finding(msgspec.Struct, frozen=True):
     reproduce: str | None = None
     follows_from: str | None = None
     root_evidence: str = ""
+    message: str = ""
+    raised_by: Raiser | None = None
+    """Who raised the exception this finding is: ``backend`` or ``session layer``;
+    None for a rule violation the kit saw."""
+    call: str = ""
+    expected: str = ""
+    got: str = ""
+    steps: tuple[str, ...] = ()
+    frames: str = ""
 
 
 class CheckResult(msgspec.Struct, frozen=True):
     """The outcome of one check.
 
-    ``violated_rule`` is the rule a failure proves broken (a check may verify
-    several); ``detail`` is the failure message and, for model-based checks, the
-    minimal failing sequence of steps, or for a kit error its traceback, and for a
-    pass what the check covered where it says (how many crash states it checked);
-    ``reason`` says why a check was skipped, not checked or errored; ``replay``
-    is a command that reruns it.
+    A failed check's ``findings`` are what it found, as values; its headline is the
+    first of them: ``violated_rule``, ``detail`` (that finding's panel: the message
+    and, for model-based checks, the minimal failing sequence of steps), ``replay``
+    and ``reproduce`` are that finding's, set from it
+    (`checkpointspec.conformance.running.findings.with_findings`). For a kit error
+    ``detail`` is its own panel, and for a pass what the check covered where it says
+    (how many crash states it checked); ``reason`` says why a check was skipped, not
+    checked or errored; ``replay`` is a command that reruns it.
     """
 
     name: str
@@ -466,11 +485,8 @@ def to_junit(report: KitReport) -> bytes:
             time=f"{result.duration:.3f}",
         )
         if result.status == "failed":
-            failure = ET.SubElement(
-                case,
-                "failure",
-                message=f"[{result.violated_rule}] {result.detail.splitlines()[0] if result.detail else ''}",
-            )
+            headline = result.findings[0].summary if result.findings else ""
+            failure = ET.SubElement(case, "failure", message=f"[{result.violated_rule}] {headline}")
             failure.text = f"{result.detail}\n\nreplay: {result.replay}"
         elif result.status == "error":
             error = ET.SubElement(case, "error", message=f"kit error: {result.reason}")

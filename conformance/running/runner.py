@@ -16,7 +16,9 @@ backend may fail a rule:
 - it raises `RuleViolation`: ``failed``, blaming the violation's rule;
 - an exception the backend raised escapes it (every handle the kit opens notes
   those, see `checkpointspec.conformance.engines.target.provenance`): ``failed``,
-  blaming the check's own rule, with the backend's traceback. Two exceptions:
+  blaming the check's own rule, with the backend's traceback. Either is made a
+  `Finding` value by `checkpointspec.conformance.running.findings.findings_from`,
+  which the report carries whole. Two exceptions:
   an `UnsupportedOperationError` for a capability the backend does not declare
   proves nothing about the check's rule: ``not_checked``, with the reason; one
   for a capability it does declare breaks that operation's own rule (a declared
@@ -75,9 +77,9 @@ from ..engines.search.replay import (
     Reproduction,
     reproduction_of,
 )
-from ..engines.target.provenance import backend_operation
-from .failures import backend_frames, full_traceback, hypothesis_lines, raised_at
-from .findings import with_findings
+from ..engines.target.provenance import raised_by
+from .failures import full_traceback, hypothesis_lines, raised_at
+from .findings import findings_from, with_findings
 from .levels import judge_levels
 from .plan import selected_checks, skip_reason
 from .registry import CHECKS_BY_NAME, is_session_check
@@ -106,12 +108,11 @@ REPLAY_PASSED = (
 
 
 def _with_reproduction(
-    result: CheckResult, check: Check, exc: BaseException, replayed: Reproduction | None
+    result: CheckResult, check: Check, found: Reproduction | None
 ) -> CheckResult:
-    """A failed or errored ``result`` with its reproduce blob (the one Hypothesis
-    recorded, or the one replayed) in the report and the replay command, and the
-    check's `Check.replay_note` when the replay cannot be exact."""
-    found = reproduction_of(exc) or replayed
+    """An errored or not checked ``result`` with the reproduce blob ``found`` (the one
+    Hypothesis recorded, or the one replayed) in the report and the replay command,
+    and the check's `Check.replay_note` when the replay cannot be exact."""
     if found is None:
         return msgspec.structs.replace(result, replay_note=check.replay_note)
     return msgspec.structs.replace(
@@ -162,9 +163,11 @@ def run_check(
         )
     except Exception as exc:
         replay = run.replay_command(check.name, session_check=is_session_check(check))
-        judged = _judge(check, exc, run.probe, time.perf_counter() - started, replay)
-        ended = _with_reproduction(judged, check, exc, _replayed(harness_made))
-        return _with_slice(with_findings(ended, check, run, harness_made, exc), harness_made)
+        found = reproduction_of(exc) or _replayed(harness_made)
+        judged = _judge(check, exc, run.probe, time.perf_counter() - started, replay, found)
+        # A failure's blob and replay are its findings'; a kit error keeps them itself.
+        ended = judged if judged.findings else _with_reproduction(judged, check, found)
+        return _with_slice(with_findings(ended, check, run, harness_made), harness_made)
     finally:
         if workdir is not None:
             _drop_external_stores(harness_made, workdir)
@@ -231,53 +234,38 @@ def _refused_undeclared(
         return False
 
 
-_REFUSAL_BREAKS: dict[Capability, str] = {
-    Capability.DELETE: "DELETE-001",
-    Capability.LIST: "LIST-001",
-    Capability.TRUNCATE: "TRUNC-001",
-    Capability.GENERATION: "GEN-001",
-}
-"""The rule an operation breaks by refusing (UnsupportedOperationError) although its
-capability is declared: that, not the rule of whichever check called it, is broken."""
-
-
-def _blamed_rule(check: Check, raised: BaseException) -> str:
-    if isinstance(raised, UnsupportedOperationError):
-        try:
-            return _REFUSAL_BREAKS.get(Capability(raised.capability), check.rule_id)
-        except ValueError:
-            pass
-    return check.rule_id
-
-
 def _judge(
-    check: Check, exc: Exception, probe: BackendProbe, duration: float, replay: str
+    check: Check,
+    exc: Exception,
+    probe: BackendProbe,
+    duration: float,
+    replay: str,
+    found: Reproduction | None,
 ) -> CheckResult:
-    """The result of a check that raised ``exc``.
+    """The result of a check that raised ``exc``; ``replay`` reruns the check, and
+    ``found`` is the failing example Hypothesis recorded (or the one replayed), if any.
 
-    ``detail`` is the failure panel (`checkpointspec.conformance.running.failures`): the
-    finding first, then Hypothesis' report translated (a failure that did not
-    reproduce on replay, the failing steps), then for an exception the backend
-    raised its own frames; ``traceback`` holds the full traceback, the kit's frames
-    included, shown on request only (``--verbose``).
+    A failure holds the findings of the evidence (`findings_from`: the violation, or
+    what the backend raised), each with its failure panel
+    (`checkpointspec.conformance.running.failures`); `with_findings` makes the first
+    the result's headline. A kit error's ``detail`` is its panel. ``traceback``
+    holds the full traceback, the kit's frames included, shown on request only
+    (``--verbose``).
     """
     leaves = _leaves(exc)
     full = full_traceback(exc)
     violation = next((e for e in leaves if isinstance(e, RuleViolation)), None)
     if violation is not None:
-        detail = "\n".join([str(violation), *hypothesis_lines(exc, violation)])
         return CheckResult(
             check.name,
             check.rules,
             "failed",
             duration,
-            violated_rule=violation.rule_id,
-            detail=detail,
-            replay=replay,
+            findings=findings_from(check, violation, exc, replay, found),
             traceback=full,
         )
-    if any(backend_operation(e) is None for e in leaves):
-        kit_error = next(e for e in leaves if backend_operation(e) is None)
+    if any(raised_by(e) is None for e in leaves):
+        kit_error = next(e for e in leaves if raised_by(e) is None)
         where = raised_at(kit_error)
         return CheckResult(
             check.name,
@@ -308,24 +296,12 @@ def _judge(
             reason=f"the backend refuses {refusal.operation} (UnsupportedOperationError), "
             "which this check needs",
         )
-    raised = evidence[0]
-    operation = backend_operation(raised) or ""
-    # The session layer's functions note their exceptions as "session layer NAME".
-    who = "the session layer" if operation.startswith("session layer ") else "the backend"
-    operation = operation.removeprefix("session layer ")
-    lines = [f"{who} raised {type(raised).__name__} from {operation}: {raised}"]
-    frames = backend_frames(raised)
-    if frames:
-        lines.append(f"where {who} raised it:\n{frames}")
-    lines.extend(hypothesis_lines(exc, raised))
     return CheckResult(
         check.name,
         check.rules,
         "failed",
         duration,
-        violated_rule=_blamed_rule(check, raised),
-        detail="\n".join(lines),
-        replay=replay,
+        findings=findings_from(check, evidence[0], exc, replay, found),
         traceback=full,
     )
 

@@ -22,9 +22,14 @@ from checkpointspec.conformance.engines.run.kit_run import BackendProbe
 from checkpointspec.conformance.engines.search.stateful import run_machine
 from checkpointspec.conformance.frontends.cli import main
 from checkpointspec.conformance.running import plan
-from checkpointspec.conformance.running.failures import FLAKY_REPLAY, hypothesis_lines, panel
+from checkpointspec.conformance.running.failures import (
+    FLAKY_REPLAY,
+    finding_panel,
+    hypothesis_lines,
+    panel,
+)
 from checkpointspec.conformance.running.plan import plan_run
-from checkpointspec.conformance.running.report import CheckResult
+from checkpointspec.conformance.running.report import CheckResult, Finding
 from checkpointspec.conformance.running.runner import run_check
 from checkpointspec.spec import Capability
 from hypothesis import strategies as st
@@ -235,6 +240,30 @@ def test_a_broken_backend_gets_a_panel_without_hypothesis_advice(
     assert "Explanation" not in text
     assert "Traceback" not in text
     assert f"replay: checkpointspec run {backend} --only SEQ-001::model_based" in text
+
+
+def test_a_finding_s_panel_is_rendered_from_its_fields() -> None:
+    violation = Finding(
+        "KILL-001",
+        "KILL-001::x",
+        FINDING,
+        message=FINDING,
+        steps=("failing steps:", "  write(n=3)"),
+    )
+    assert finding_panel(violation) == f"[KILL-001] {FINDING}\nfailing steps:\n  write(n=3)"
+    raised = Finding(
+        "HEAD-001",
+        "HEAD-001::x",
+        "the session layer raised KeyError from fold: 's'",
+        message="the session layer raised KeyError from fold: 's'",
+        raised_by="session layer",
+        frames='  File "layer.py", line 3, in fold',
+    )
+    assert finding_panel(raised).splitlines() == [
+        "the session layer raised KeyError from fold: 's'",
+        "where the session layer raised it:",
+        '  File "layer.py", line 3, in fold',
+    ]
 
 
 def test_verbose_is_in_the_help(capsys: pytest.CaptureFixture[str]) -> None:

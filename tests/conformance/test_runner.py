@@ -7,9 +7,11 @@ directly, against the memory backend or a small variant of it defined here
 
 from __future__ import annotations
 
+import pickle
 import sqlite3
 import sys
 import types
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -20,12 +22,17 @@ from checkpointspec.conformance.engines.contract.violations import RuleViolation
 from checkpointspec.conformance.engines.run.harness import Harness
 from checkpointspec.conformance.engines.run.kit_run import KitRun, ReportOutputs
 from checkpointspec.conformance.engines.run.profiles import PROFILES
+from checkpointspec.conformance.engines.target.provenance import (
+    RaisedBy,
+    blame_session_layer,
+    raised_by,
+)
 from checkpointspec.conformance.running import plan
 from checkpointspec.conformance.running.failures import FLAKY_REPLAY
 from checkpointspec.conformance.running.plan import RunSettingError, plan_run, probe_backend
 from checkpointspec.conformance.running.registry import CHECKS_BY_NAME
-from checkpointspec.conformance.running.report import CheckResult
-from checkpointspec.conformance.running.runner import run_check
+from checkpointspec.conformance.running.report import CheckResult, summarise_rules, to_junit
+from checkpointspec.conformance.running.runner import report_of, run_check
 from checkpointspec.spec import (
     BackendContext,
     Capability,
@@ -176,6 +183,18 @@ async def finds_a_violation(h: Harness) -> None:
 
 
 @check("HEAD-001")
+async def finds_a_violation_that_reads_like_another(h: Harness) -> None:
+    """HEAD-001: a violation whose message names another rule and runs over lines."""
+    raise RuleViolation(
+        "SEQ-003",
+        "[SEQ-002] append('s', 1 event) returned 7; expected 1\nthe log holds 1 event",
+        call="append('s', 1 event)",
+        expected="1",
+        got="returned 7",
+    )
+
+
+@check("HEAD-001")
 def flaky_violation(h: Harness) -> None:
     """HEAD-001: a violation Hypothesis could not reproduce, wrapped in its group."""
     raise FlakyFailure("Inconsistent results", [RuleViolation("SEQ-001", "seqs 1, 3")])
@@ -240,6 +259,61 @@ def test_a_rule_violation_fails_the_rule_it_names(tmp_path: Path) -> None:
     result = run(finds_a_violation, tmp_path)
     assert (result.status, result.violated_rule) == ("failed", "SEQ-003")
     assert result.replay.endswith("--only HEAD-001::finds_a_violation --profile quick --seed 1")
+
+
+def test_a_finding_is_the_violation_s_value_not_its_text(tmp_path: Path) -> None:
+    result = run(finds_a_violation_that_reads_like_another, tmp_path)
+    (finding,) = result.findings
+    assert (result.violated_rule, finding.rule) == ("SEQ-003", "SEQ-003")
+    assert finding.summary == "[SEQ-002] append('s', 1 event) returned 7; expected 1"
+    assert finding.message.endswith("expected 1\nthe log holds 1 event")
+    assert (finding.call, finding.expected, finding.got) == (
+        "append('s', 1 event)",
+        "1",
+        "returned 7",
+    )
+    assert finding.raised_by is None
+    assert result.detail == finding.detail == f"[SEQ-003] {finding.message}"
+    verdicts = {r.id: r.status for r in summarise_rules([result], ())}
+    assert verdicts["SEQ-003"] == "failed"
+    assert verdicts["SEQ-002"] != "failed"  # named in the message only
+
+
+def test_the_junit_failure_message_is_the_finding_s_rule_and_summary(tmp_path: Path) -> None:
+    kit_run = plan_run("memory", profile="quick", seed=1)
+    result = run_check(finds_a_violation, kit_run, tmp_path)
+    report = report_of(kit_run, [finds_a_violation], {result.name: result}, 0.0)
+    failure = ET.fromstring(to_junit(report)).find(".//failure")
+    assert failure is not None
+    assert failure.get("message") == "[SEQ-003] append returned 7; expected 1"
+
+
+def test_a_violation_and_who_raised_an_error_cross_a_process_whole() -> None:
+    violation = RuleViolation("SEQ-003", "append returned 7", call="append", got="7")
+    again = pickle.loads(pickle.dumps(violation))
+    assert (again.rule_id, again.message, again.call, again.expected, again.got) == (
+        "SEQ-003",
+        "append returned 7",
+        "append",
+        "",
+        "7",
+    )
+    error = KeyError("s")
+    blame_session_layer(error, "Workspace.open")
+    assert raised_by(pickle.loads(pickle.dumps(error))) == RaisedBy(
+        "session layer", "Workspace.open"
+    )
+
+
+def test_a_finding_of_what_the_backend_raised_says_who_and_from_which_call(
+    tmp_path: Path,
+) -> None:
+    result = run(reads_head, tmp_path, ours("make_head_hits_the_disk"))
+    (finding,) = result.findings
+    assert (finding.rule, finding.raised_by, finding.call) == ("READ-002", "backend", "head")
+    assert finding.got == "OperationalError: disk I/O error"
+    assert 'raise sqlite3.OperationalError("disk I/O error")' in finding.frames
+    assert result.detail == finding.detail
 
 
 def test_a_violation_inside_an_exception_group_still_names_its_rule(tmp_path: Path) -> None:

@@ -244,6 +244,7 @@ def test_an_exception_the_layer_raises_fails_the_rule(fake_layer: str, tmp_path:
     assert result.status == "failed", result
     assert result.violated_rule == "FOLD-001"
     assert "the session layer raised ZeroDivisionError from fold" in result.detail
+    assert (result.findings[0].raised_by, result.findings[0].call) == ("session layer", "fold")
     assert f"--suite session --session-layer {target} --only FOLD-001::" in result.replay
 
 

@@ -43,6 +43,9 @@ def _wrong_type(operation: str, value: object, due: str) -> RuleViolation:
     return RuleViolation(
         ANSWER_RULE[operation],
         f"{operation} returned {type(value).__name__} {value!r:.200} where {due} is due",
+        call=operation,
+        expected=due,
+        got=f"{type(value).__name__} {value!r:.200}",
     )
 
 
@@ -65,4 +68,7 @@ def check_read_item(value: object) -> None:
         raise RuleViolation(
             ANSWER_RULE["read"],
             f"read yielded {type(value).__name__} {value!r:.200} where a StoredEvent is due",
+            call="read",
+            expected="a StoredEvent",
+            got=f"{type(value).__name__} {value!r:.200}",
         )

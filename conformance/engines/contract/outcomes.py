@@ -148,19 +148,26 @@ def compare_outcomes(operation: str, actual: object, expected: object, call: str
         rule_id = rule_for_expected_error(operation, want)
         if not isinstance(actual, Err) or not isinstance(actual.error, type(want)):
             raise RuleViolation(
-                rule_id, f"{call} {_describe(actual)}; expected {type(want).__name__}: {want}"
+                rule_id,
+                f"{call} {_describe(actual)}; expected {type(want).__name__}: {want}",
+                call=call,
+                expected=f"raises {type(want).__name__}: {want}",
+                got=_describe(actual),
             )
         if isinstance(want, CheckpointConflictError):
             got = actual.error
             assert isinstance(got, CheckpointConflictError)
             facts = (got.session_id, got.expected, got.actual, got.kind)
             wanted = (want.session_id, want.expected, want.actual, want.kind)
-            expect(
-                facts == wanted,
-                rule_id,
-                f"{call} raised a conflict with (session_id, expected, actual, kind) = "
-                f"{facts}; expected {wanted}",
-            )
+            if facts != wanted:
+                raise RuleViolation(
+                    rule_id,
+                    f"{call} raised a conflict with (session_id, expected, actual, kind) = "
+                    f"{facts}; expected {wanted}",
+                    call=call,
+                    expected=f"a conflict with (session_id, expected, actual, kind) = {wanted}",
+                    got=f"a conflict with (session_id, expected, actual, kind) = {facts}",
+                )
         return
     if isinstance(actual, Err):
         got_error = actual.error
@@ -170,7 +177,13 @@ def compare_outcomes(operation: str, actual: object, expected: object, call: str
             rule_id = "CLOSE-002"
         else:
             rule_id = PRIMARY_RULE[operation]
-        raise RuleViolation(rule_id, f"{call} {_describe(actual)}; expected success")
+        raise RuleViolation(
+            rule_id,
+            f"{call} {_describe(actual)}; expected success",
+            call=call,
+            expected="success",
+            got=_describe(actual),
+        )
 
 
 # -- unique, recognisable events ------------------------------------------------
@@ -276,7 +289,13 @@ def compare_log(
         rule_id = (
             "SEQ-001" if not contiguous or (got and want and got[0] != want[0]) else "READ-001"
         )
-        raise RuleViolation(rule_id, f"{call} yielded seqs {got}; expected {want}")
+        raise RuleViolation(
+            rule_id,
+            f"{call} yielded seqs {got}; expected {want}",
+            call=call,
+            expected=f"seqs {want}",
+            got=f"seqs {got}",
+        )
     for stored, model in zip(actual, expected, strict=True):
         expect(
             stored.parent_seq == model.parent_seq,

@@ -20,6 +20,11 @@ class RuleViolation(AssertionError):
     ``catalog`` is the rule table of the contract broken: the checkpointer
     contract's unless a check of another contract says which
     (`checkpointspec.conformance.engines.contract.contract.Contract.rules_by_id`).
+
+    Where the raiser knows them, ``call`` is the failing call as the kit made it
+    (``append('s1', [...], expected_head=2)``), ``expected`` what the contract (or the
+    model) allows there and ``got`` what came back; each is "" when not known. The
+    message says them too: these carry them as values into the report's finding.
     """
 
     def __init__(
@@ -29,6 +34,9 @@ class RuleViolation(AssertionError):
         also: tuple[str, ...] = (),
         *,
         catalog: Mapping[str, object] = RULES_BY_ID,
+        call: str = "",
+        expected: str = "",
+        got: str = "",
     ) -> None:
         for rule in (rule_id, *also):
             if rule not in catalog:
@@ -37,13 +45,21 @@ class RuleViolation(AssertionError):
         self.rule_id = rule_id
         self.message = message
         self.also = tuple(r for r in also if r != rule_id)
+        self.call = call
+        self.expected = expected
+        self.got = got
 
     def __reduce__(
         self,
-    ) -> tuple[Callable[..., RuleViolation], tuple[type[RuleViolation], str, str, tuple[str, ...]]]:
+    ) -> tuple[
+        Callable[..., RuleViolation],
+        tuple[type[RuleViolation], str, str, tuple[str, ...]],
+        dict[str, str],
+    ]:
         # Checked once, where it was made: unpickled in another process, whose
         # contract may not be the checkpointer's, it is taken as it comes.
-        return (_unpickled, (type(self), self.rule_id, self.message, self.also))
+        facts = {"call": self.call, "expected": self.expected, "got": self.got}
+        return (_unpickled, (type(self), self.rule_id, self.message, self.also), facts)
 
 
 def _unpickled(
@@ -52,6 +68,7 @@ def _unpickled(
     violation = cls.__new__(cls)
     AssertionError.__init__(violation, f"[{rule_id}] {message}")
     violation.rule_id, violation.message, violation.also = rule_id, message, also
+    violation.call = violation.expected = violation.got = ""
     return violation
 
 

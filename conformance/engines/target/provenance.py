@@ -3,9 +3,11 @@
 A verdict must never be the kit's own bug in disguise. `open_checkpointer` hands
 out every backend handle wrapped in a `BackendHandle`, which forwards each call
 to the backend's object unchanged and, when an exception escapes that call,
-notes on it the operation that raised it (`backend_operation`). The runner reads
-the note: an exception the backend raised is evidence about the backend, and
-anything else that escapes a check is an error of the kit itself.
+notes on it who raised it and from which operation, a `RaisedBy` value
+(`raised_by`). The session layer's functions are noted the same way, as the
+layer's (`checkpointspec.conformance.engines.target.session_layer`). The runner
+reads the note: an exception the backend or the layer raised is evidence about
+them, and anything else that escapes a check is an error of the kit itself.
 
 Only the note is added. Arguments, values, exceptions and their types pass
 through as they are, so a check that expects an error still catches it; an
@@ -25,7 +27,7 @@ import contextlib
 import functools
 import inspect
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
-from typing import TypeVar, cast
+from typing import Literal, NamedTuple, TypeVar, cast
 
 from ....backends.registry import open_backend
 from ....spec import (
@@ -39,24 +41,64 @@ from ....spec import (
 )
 from ..contract.answers import check_answer, check_read_item
 
-__all__ = ["BackendHandle", "backend_operation", "blame_backend", "open_checkpointer"]
+__all__ = [
+    "BackendHandle",
+    "RaisedBy",
+    "Raiser",
+    "backend_operation",
+    "blame_backend",
+    "blame_session_layer",
+    "open_checkpointer",
+    "raised_by",
+]
 
 T = TypeVar("T")
 
-_NOTE = "_checkpointspec_raised_by_backend"
+Raiser = Literal["backend", "session layer"]
+"""Who raised an exception the kit noted: the backend, or the session layer on it."""
+
+
+class RaisedBy(NamedTuple):
+    """Who raised a noted exception (``raiser``) and from which ``operation``
+    (``append``, ``Workspace.open``, ``append in a worker process`` ...)."""
+
+    raiser: Raiser
+    operation: str
+
+
+_NOTE = "_checkpointspec_raised_by"
+
+
+def _note(error: BaseException, raised: RaisedBy) -> None:
+    """Note ``raised`` on ``error`` (the first note stays)."""
+    if raised_by(error) is None:
+        with contextlib.suppress(AttributeError, TypeError):
+            setattr(error, _NOTE, raised)
 
 
 def blame_backend(error: BaseException, operation: str) -> None:
     """Note on ``error`` that the backend raised it from ``operation`` (the first note stays)."""
-    if backend_operation(error) is None:
-        with contextlib.suppress(AttributeError, TypeError):
-            setattr(error, _NOTE, operation)
+    _note(error, RaisedBy("backend", operation))
+
+
+def blame_session_layer(error: BaseException, operation: str) -> None:
+    """Note on ``error`` that the session layer raised it from ``operation`` (the first
+    note stays)."""
+    _note(error, RaisedBy("session layer", operation))
+
+
+def raised_by(error: BaseException) -> RaisedBy | None:
+    """Who raised ``error`` and from which operation; None if neither the backend nor the
+    session layer did (the kit raised it)."""
+    noted = getattr(error, _NOTE, None)
+    return noted if isinstance(noted, RaisedBy) else None
 
 
 def backend_operation(error: BaseException) -> str | None:
-    """The backend operation that raised ``error``, or None if the backend did not raise it."""
-    operation = getattr(error, _NOTE, None)
-    return operation if isinstance(operation, str) else None
+    """The operation of the backend (or of the session layer on it) that raised ``error``,
+    or None if neither raised it."""
+    noted = raised_by(error)
+    return noted.operation if noted is not None else None
 
 
 class _BackendIterator(AsyncIterator[T]):

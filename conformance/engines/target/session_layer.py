@@ -49,7 +49,7 @@ from ....spec import (
     SummarizerFactory,
     WorkspaceFactory,
 )
-from .provenance import blame_backend
+from .provenance import blame_session_layer
 
 __all__ = [
     "DEFAULT_SESSION_LAYER",
@@ -149,10 +149,6 @@ def _members(source: object) -> dict[str, object]:
 # -- noting what the layer raised --------------------------------------------------------
 
 
-def _operation(name: str) -> str:
-    return f"session layer {name}"
-
-
 class _NotedIterator(AsyncIterator[T]):
     """An async iterator (compact's progress stream) whose exceptions are noted."""
 
@@ -169,7 +165,7 @@ class _NotedIterator(AsyncIterator[T]):
         except StopAsyncIteration:
             raise
         except Exception as exc:
-            blame_backend(exc, self._operation)
+            blame_session_layer(exc, self._operation)
             raise
 
     async def aclose(self) -> None:
@@ -178,7 +174,7 @@ class _NotedIterator(AsyncIterator[T]):
             try:
                 await close()
             except Exception as exc:
-                blame_backend(exc, self._operation)
+                blame_session_layer(exc, self._operation)
                 raise
 
 
@@ -186,20 +182,20 @@ async def _settle(awaitable: Awaitable[T], operation: str) -> T:
     try:
         return await awaitable
     except Exception as exc:
-        blame_backend(exc, operation)
+        blame_session_layer(exc, operation)
         raise
 
 
-def _noted(function: Callable[..., object], name: str) -> Callable[..., object]:
-    """``function`` with every exception escaping it (or what it returns) noted."""
-    operation = _operation(name)
+def _noted(function: Callable[..., object], operation: str) -> Callable[..., object]:
+    """``function`` with every exception escaping it (or what it returns) noted as the
+    layer's, raised from ``operation``."""
 
     @functools.wraps(function)
     def call(*args: object, **kwargs: object) -> object:
         try:
             result = function(*args, **kwargs)
         except Exception as exc:
-            blame_backend(exc, operation)
+            blame_session_layer(exc, operation)
             raise
         if inspect.isawaitable(result):
             return _settle(result, operation)
@@ -221,7 +217,7 @@ class _NotedContext(AbstractAsyncContextManager[None]):
         try:
             await self._inner.__aenter__()
         except Exception as exc:
-            blame_backend(exc, _operation("maintenance"))
+            blame_session_layer(exc, "maintenance")
             raise
 
     async def __aexit__(
@@ -234,19 +230,19 @@ class _NotedContext(AbstractAsyncContextManager[None]):
             return await self._inner.__aexit__(exc_type, exc, tb)
         except Exception as raised:
             if raised is not exc:
-                blame_backend(raised, _operation("maintenance"))
+                blame_session_layer(raised, "maintenance")
             raise
 
 
 def _noted_maintenance(function: Callable[..., object]) -> Callable[..., object]:
-    operation = _operation("maintenance")
+    operation = "maintenance"
 
     @functools.wraps(function)
     def call(*args: object, **kwargs: object) -> object:
         try:
             inner = function(*args, **kwargs)
         except Exception as exc:
-            blame_backend(exc, operation)
+            blame_session_layer(exc, operation)
             raise
         if not isinstance(inner, AbstractAsyncContextManager):
             # A layer's maintenance that is no async context manager is the layer's bug;
@@ -254,7 +250,7 @@ def _noted_maintenance(function: Callable[..., object]) -> Callable[..., object]
             error = TypeError(
                 f"maintenance returned {type(inner).__name__}, not an async context manager"
             )
-            blame_backend(error, operation)
+            blame_session_layer(error, operation)
             raise error
         return _NotedContext(cast(AbstractAsyncContextManager[None], inner))
 
