@@ -8,7 +8,10 @@ Python checkpointer over stdio, which is how the protocol is tested against the
 reference backends, and it is the server inside the kit's own worker processes
 (which add requests of the kit's own, which neither `messages` nor the schema knows).
 `wire` is the client's end of the wire (framing, request ids, reply matching,
-error replies), the one both `StdioCheckpointer` and the kit's worker client use.
+error replies), the one both `StdioCheckpointer` and the kit's worker client use;
+`child` is their one way with the child process at its other end (a deadline on
+every reply line, an exit told from a hang by end of file, the tail of its stderr
+file, and how it is ended).
 """
 
 from .client import (

@@ -23,14 +23,13 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import collections
 import contextlib
 import os
 import select
 import shlex
 import subprocess
+import tempfile
 import threading
-import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Final, TypeVar
@@ -51,6 +50,7 @@ from ...spec import (
     encode_event,
 )
 from ...spec.validation import check_events, check_seq, check_session_id
+from .child import ReplyLines, end_process, stderr_tail
 from .messages import (
     CAPABILITIES,
     PROTOCOL_VERSION,
@@ -78,7 +78,7 @@ from .messages import (
     Truncate,
 )
 from .validation import MessageValidator
-from .wire import Conversation, Lines, StdioBackendError, StdioProtocolError, quote, to_exception
+from .wire import Conversation, StdioBackendError, StdioProtocolError, quote, to_exception
 
 __all__ = [
     "KIT_SIDE_RULES",
@@ -109,6 +109,9 @@ KIT_SIDE_RULES: Final[dict[str, str]] = {
 """Rules this client judges on its own side for every backend behind it, with why."""
 
 _STDERR_LINES: Final = 20
+"""The lines of a child's stderr an error quotes, from its end."""
+_STDERR_CHARS: Final = 1 << 16
+"""The most of a child's stderr read for those lines."""
 _T = TypeVar("_T")
 
 
@@ -123,40 +126,34 @@ _NEEDS: Final[dict[str, Capability]] = {
 
 
 class _Child:
-    """The child process and the framing of its lines, with a deadline on every read."""
+    """The child process: its reply lines (`ReplyLines`, a deadline on every one, read
+    here waiting in ``select``) and its stderr, kept in a file."""
 
     def __init__(self, argv: list[str], cwd: str | None, timeout: float) -> None:
+        # A file, not a pipe: a child that logs a lot never blocks on a full pipe
+        # while the kit waits for its reply, and its end is there to quote.
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed by end()
         try:
             self.process = subprocess.Popen(
                 argv,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
+                stderr=self._stderr,
                 cwd=cwd,
                 bufsize=0,
             )
         except OSError as exc:
+            self._stderr.close()
             raise StdioProtocolError(f"cannot start {shlex.join(argv)}: {exc}") from exc
         self.argv = argv
         self.timeout = timeout
+        self._replies = ReplyLines()
         self.closed_for: object | None = None
         """While parked after a ``close``: the token of the handle it closed, the one
         handle whose calls after close it answers (`_Pool.reclaim`)."""
-        self._lines = Lines()
-        self._stderr: collections.deque[str] = collections.deque(maxlen=_STDERR_LINES)
-        # Drained on a thread of its own: a child that logs a lot must never block on
-        # a full stderr pipe while the kit waits for its reply.
-        self._drainer = threading.Thread(target=self._drain_stderr, daemon=True)
-        self._drainer.start()
-
-    def _drain_stderr(self) -> None:
-        stream = self.process.stderr
-        assert stream is not None
-        for raw in iter(stream.readline, b""):
-            self._stderr.append(raw.decode(errors="replace").rstrip("\n"))
 
     def stderr_tail(self) -> str:
-        lines = list(self._stderr)
+        lines = stderr_tail(self._stderr, _STDERR_CHARS).splitlines()[-_STDERR_LINES:]
         return "\n".join(lines) if lines else "(nothing on stderr)"
 
     def write(self, line: bytes) -> None:
@@ -170,30 +167,24 @@ class _Child:
     def read_line(self) -> bytes:
         stdout = self.process.stdout
         assert stdout is not None
-        deadline = time.monotonic() + self.timeout
-        while (line := self._lines.next()) is None:
-            remaining = deadline - time.monotonic()
+        self._replies.ask(self.timeout)
+        while (line := self._replies.line()) is None:
+            remaining = self._replies.remaining()
             if remaining <= 0:
                 raise StdioProtocolError(
                     f"no reply within {self.timeout:.0f} s; the child's stderr ends:\n"
                     + self.stderr_tail()
                 )
             ready, _, _ = select.select([stdout], [], [], remaining)
-            if not ready:
-                continue
-            chunk = os.read(stdout.fileno(), 1 << 16)
-            if not chunk:
+            if ready and not self._replies.took(os.read(stdout.fileno(), 1 << 16)):
                 raise self.exited()
-            self._lines.feed(chunk)
         return line
 
     def exited(self) -> StdioProtocolError:
         """The error for a child gone mid-conversation, with the end of its stderr: wait
-        for it to exit and for its stderr to be read to the end, which is where a
-        crashing program says why."""
+        for it to exit, which is when all it had to say of why is in its stderr file."""
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(timeout=self.timeout)
-        self._drainer.join(timeout=self.timeout)
         return StdioProtocolError(
             f"the child {shlex.join(self.argv)} exited (status {self.process.returncode}) "
             f"before answering; its stderr ends:\n{self.stderr_tail()}"
@@ -201,19 +192,10 @@ class _Child:
 
     def end(self) -> None:
         """Close stdin and wait for the child to exit; kill it if it does not."""
-        stdin = self.process.stdin
-        assert stdin is not None
-        with contextlib.suppress(OSError):
-            stdin.close()
-        try:
-            self.process.wait(timeout=self.timeout)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            # Bounded too: a killed child held by a tracer is reaped once the tracer ends.
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.process.wait(timeout=self.timeout)
+        end_process(self.process, self.timeout)
         assert self.process.stdout is not None
         self.process.stdout.close()
+        self._stderr.close()
 
 
 _Key = tuple[tuple[str, ...], str | None]

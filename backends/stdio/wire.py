@@ -14,7 +14,7 @@ this module; what each adds is what it does with a reply:
 
 No I/O happens here: each client reads its pipe its own way (a thread waiting in
 ``select``, an event loop), with a deadline on every reply line, and feeds what it
-read to `Lines`.
+read to `Lines` (through `checkpointspec.backends.stdio.child.ReplyLines`).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 | module | what |
 |---|---|
-| `client` | `WorkerClient`, the one way the kit drives a worker: the stdio protocol's client wire (`checkpointspec.backends.stdio.wire`), with the kit's own requests |
+| `client` | `WorkerClient`, the one way the kit drives a worker: the stdio protocol's client wire (`checkpointspec.backends.stdio.wire`) and its reading of a child (`checkpointspec.backends.stdio.child`), with the kit's own requests |
 | `messages` | the kit's own requests (`PauseAt`, `AppendBatches`, `Stress`) and their interim replies: the kit's extension of the stdio protocol |
 | `worker` | the worker process (``BackendTarget.argv(WORKER_PROGRAM)``): the stdio server plus the kit's own requests |
 | `forkserver` | workers forked from a process that has imported the backend already |

@@ -8,7 +8,10 @@ checkpointspec.conformance.engines.processes.worker BACKEND``, see
 way: the stdio protocol (`checkpointspec.backends.stdio.messages`,
 docs/stdio-protocol.md), one request per line on its stdin, reply lines on its
 stdout, through the protocol's one client wire (`checkpointspec.backends.stdio.wire`:
-framing, ids, reply matching). A worker is that protocol's server: ``hello`` opens
+framing, ids, reply matching) and its one reading of a child
+(`checkpointspec.backends.stdio.child`: a deadline on every reply line, end of
+file as the child's exit, the tail of its stderr file), as `StdioCheckpointer`
+reads its own child; this client awaits where that one waits in ``select``. A worker is that protocol's server: ``hello`` opens
 a handle of its own through the backend's factory, and the contract's requests
 are answered as any stdio backend answers them. On top, the kit's own requests
 (`checkpointspec.conformance.engines.processes.messages`):
@@ -62,7 +65,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import tempfile
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import IO, Final
@@ -70,8 +72,9 @@ from typing import IO, Final
 import msgspec
 
 from ....backends.registry import BackendTarget
+from ....backends.stdio.child import ReplyLines, stderr_tail
 from ....backends.stdio.messages import PROTOCOL_VERSION, Hello, HelloResult, Request
-from ....backends.stdio.wire import Conversation, Lines, StdioProtocolError
+from ....backends.stdio.wire import Conversation, StdioProtocolError
 from ....spec import SessionEvent, UserPrompt
 from ..contract.violations import RuleViolation
 from ..target.provenance import blame_backend
@@ -303,7 +306,7 @@ class WorkerClient:
         """Seconds to wait for any one reply before `WorkerHung`."""
         self._stderr = stderr
         self._conversation = _Conversation()
-        self._lines = Lines()
+        self._replies = ReplyLines()
         self.transcript: bytearray | None = None
         """Set it to a bytearray to keep every reply line received, as received
         (a tracer finds the reply pipe in its trace by these bytes)."""
@@ -369,24 +372,20 @@ class WorkerClient:
         """The next reply line, within ``reply_timeout`` of asking for it."""
         stdout = self.process.stdout
         assert stdout is not None
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.reply_timeout
-        while (line := self._lines.next()) is None:
+        self._replies.ask(self.reply_timeout)
+        while (line := self._replies.line()) is None:
             try:
-                chunk = await asyncio.wait_for(
-                    stdout.read(_CHUNK), max(0.0, deadline - loop.time())
-                )
+                chunk = await asyncio.wait_for(stdout.read(_CHUNK), self._replies.remaining())
             except TimeoutError:
                 raise WorkerHung.silent(
                     self.process.pid, self.reply_timeout, self._conversation.op, self.stderr_tail()
                 ) from None
-            if not chunk:
+            if not self._replies.took(chunk):
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.process.wait(), self.reply_timeout)
                 status, stderr = self.process.returncode, self.stderr_tail()
                 evidence = _exit_evidence(status, stderr, self._conversation.op)
                 raise evidence or WorkerExited(status, stderr)
-            self._lines.feed(chunk)
         return line
 
     async def call(self, request: Request | KitRequest) -> WorkerReply:
@@ -432,9 +431,9 @@ class WorkerClient:
             rest = await asyncio.wait_for(stdout.read(), self.reply_timeout)
         except TimeoutError:
             raise WorkerHung("a process the killed worker started keeps its stdout open") from None
-        self._lines.feed(rest)
+        self._replies.took(rest)
         replies = []
-        while (line := self._lines.next()) is not None:
+        while (line := self._replies.line()) is not None:
             with contextlib.suppress(StdioProtocolError):
                 reply = self._conversation.came_to(line)
                 if reply is not None:
@@ -445,7 +444,9 @@ class WorkerClient:
         """End the worker: at EOF on its stdin it closes its handle and exits.
 
         Returns its exit status (non-zero if closing its handle failed; see
-        `stderr_tail`); a worker that does not exit within ``reply_timeout`` is killed.
+        `stderr_tail`); a worker that does not exit within ``reply_timeout`` is killed,
+        its whole group (`kill`). The same steps as `end_process` ends a stdio
+        backend's child with, awaited.
         """
         if self.running:
             assert self.process.stdin is not None
@@ -458,11 +459,7 @@ class WorkerClient:
 
     def stderr_tail(self, limit: int = 800) -> str:
         """The last ``limit`` characters the worker wrote to stderr."""
-        # pread leaves the file offset alone: the worker writes at that offset.
-        fd = self._stderr.fileno()
-        size = os.fstat(fd).st_size
-        start = max(0, size - 4 * limit)
-        return os.pread(fd, size - start, start).decode(errors="replace")[-limit:]
+        return stderr_tail(self._stderr, limit)
 
 
 @contextlib.asynccontextmanager

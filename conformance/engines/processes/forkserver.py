@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import contextlib
 import os
 import socket
 import struct
@@ -42,6 +41,7 @@ import threading
 from typing import IO, Final
 
 from ....backends.registry import BackendTarget
+from ....backends.stdio.child import end_process
 
 __all__ = [
     "FORK_SERVER_FLAG",
@@ -161,11 +161,7 @@ class _ForkServer:
 
     def close(self) -> None:
         self.socket.close()  # the fork server ends at end of file
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.process.wait(5)
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
+        end_process(self.process, 5)
         self._stderr.close()
 
 
