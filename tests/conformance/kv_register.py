@@ -81,7 +81,7 @@ def step(state: State, call: Call) -> tuple[State, Answer]:
     return tuple(sorted(held.items())), Returned(previous)
 
 
-def judge(call: Call, expected: Answer, actual: Answer | None) -> str:
+def judge(state: State, call: Call, expected: Answer, actual: Answer | None) -> str:
     """The rule an answer that differs from the model's breaks: each operation's own."""
     return {"get": "KV-001", "put": "KV-002", "delete": "KV-003"}[call.operation]
 

@@ -10,8 +10,9 @@ store of it and nothing about how they do it:
   along several orders and remember the ones it has seen;
 - its **operations** (`Operation`): a name, a Hypothesis strategy for the call's
   arguments, and how to make the call on an open store;
-- how an **observation maps to a rule** (``judge``): given a call, the answer the
-  model gives and the answer the store gave, the rule the difference breaks;
+- how an **observation maps to a rule** (``judge``): given the model's state, a
+  call, the answer the model gives and the answer the store gave, the rule the
+  difference breaks;
 - how an exception the store raised is named (``error_name``): a contract error
   is an answer like a value; anything else is not an answer the contract allows.
 
@@ -40,6 +41,7 @@ __all__ = [
     "Raised",
     "Returned",
     "answer_text",
+    "plain",
 ]
 
 Store = TypeVar("Store")
@@ -72,7 +74,8 @@ class Call(msgspec.Struct, frozen=True):
 
 
 class Returned(msgspec.Struct, frozen=True, tag="returned"):
-    """The call returned ``value`` (made plain data by the operation)."""
+    """The call returned ``value``: plain data, as JSON has it (a tuple is a list), so
+    that an answer compares the same made here, in another process or by the model."""
 
     value: object = None
 
@@ -84,6 +87,11 @@ class Raised(msgspec.Struct, frozen=True, tag="raised"):
 
 
 Answer: TypeAlias = Returned | Raised
+
+
+def plain(value: object) -> object:
+    """``value`` as JSON has it (tuples become lists): how every answer is compared."""
+    return msgspec.json.decode(msgspec.json.encode(value))
 
 
 def answer_text(answer: Answer | None) -> str:
@@ -127,9 +135,10 @@ class Contract(Generic[Store, State]):
     initial: Callable[[], State]
     step: Callable[[State, Call], tuple[State, Answer]]
     operations: tuple[Operation[Store], ...]
-    judge: Callable[[Call, Answer, Answer | None], str]
-    """The rule broken when ``call`` answered the second answer (None: it gave no
-    answer the contract allows) where the model gives the first."""
+    judge: Callable[[State, Call, Answer, Answer | None], str]
+    """The rule broken when ``call``, made on a store in the model's ``state``,
+    answered the second answer (None: no answer the contract allows) where the
+    model gives the first."""
     error_name: Callable[[BaseException], str | None]
     """The contract's name of an error the store raised; None for any other exception."""
     close: Callable[[Store], Awaitable[None]]
@@ -173,7 +182,8 @@ class Contract(Generic[Store, State]):
         """The store's answer to ``call``: a value, a contract error, or the exception
         that is neither (returned, never raised, so the caller can judge it)."""
         try:
-            return Returned(await self.operation(call.operation).call(store, call.arguments))
+            value = await self.operation(call.operation).call(store, call.arguments)
+            return Returned(plain(value))
         except Exception as exc:  # the store's exception is evidence, judged by the caller
             name = self.error_name(exc)
             return Raised(name) if name is not None else exc

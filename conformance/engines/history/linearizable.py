@@ -172,7 +172,7 @@ class _Search(Generic[Store, State]):
         recorded = self.calls[first]
         _, expected = self.contract.step(state, recorded.call)
         return Diverged(
-            rule_id=self.contract.judge(recorded.call, expected, recorded.answer),
+            rule_id=self.contract.judge(state, recorded.call, expected, recorded.answer),
             call=recorded.call,
             expected=expected,
             recorded=recorded,

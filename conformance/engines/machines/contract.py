@@ -62,7 +62,7 @@ class ContractMachineBase(Diverging, RuleBasedStateMachine, Generic[Store, State
         seen = answer_text(actual) if actual is not None else f"raised {type(got).__name__}: {got}"
         note(f"{call} {seen}")
         if actual != expected:
-            rule_id = self.contract.judge(call, expected, actual)
+            rule_id = self.contract.judge(self.state, call, expected, actual)
             raise RuleViolation(
                 rule_id,
                 f"{call} {seen}; the contract's model {answer_text(expected)}",
