@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
+from checkpointspec.conformance.engines.contract.violations import RuleWarning
 from checkpointspec.conformance.frontends.badge import (
     GREEN,
     GREY,
@@ -135,6 +136,21 @@ def test_skips_warnings_and_xfails_are_listed_with_the_reason() -> None:
     assert "| DUR-001 | MUST | skipped | the backend does not declare durable |  |" in lines
     # most urgent first: xfailed rows come before skipped ones
     assert text.index("| CODEC-002 ") < text.index("| DUR-001 ")
+
+
+def test_a_warning_row_is_rendered_from_the_warning() -> None:
+    warning = RuleWarning("LIST-003", "'b' was modified after 'a' but has an earlier mtime")
+    listing = CheckResult(
+        "LIST-003::check",
+        ("LIST-003",),
+        "passed",
+        0.1,
+        warnings=(warning.text,),
+        warned=(warning,),
+    )
+    text = render_summary(report_of(_replacing("LIST-003", listing)))
+    row = next(line for line in text.splitlines() if line.startswith("| LIST-003 "))
+    assert row == f"| LIST-003 | SHOULD | warning | {warning.text} |  |"
 
 
 def test_a_pass_that_attains_no_level_says_passed() -> None:
