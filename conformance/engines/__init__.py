@@ -5,7 +5,7 @@ table (`tests/test_layering.py` holds the order):
 
 | folder | engine |
 |---|---|
-| `contract/` | the contract as the engines observe it: a contract as a value (`Contract`), rule violations, answers checked for their type, a backend's outcome beside the model's, the ledger of every event appended |
+| `contract/` | the contract as the engines observe it: a contract as a value (`Contract`), rule violations and SHOULD-rule warnings, answers checked for their type, a backend's outcome beside the model's, the ledger of every event appended |
 | `target/` | the backend under test: opening handles that note what the backend raised (`provenance`), the session layer under test, codecs that seal, fail or corrupt on purpose |
 | `search/` | running a Hypothesis search: settings and exact replay (`replay`), the time budget's slices (`budget`), exploration rounds (`exploration`), the drivers the checks call (`driver`, `properties`, `stateful`) |
 | `run/` | the run as one value (`KitRun`), the profiles, and what a check gets (`Harness`) |

@@ -72,7 +72,7 @@ from ..checks.base import Check
 from ..engines.run.kit_run import KitRun, OutputName, ReportOutputs
 from ..engines.target.session_layer import DEFAULT_SESSION_LAYER
 from ..running.compare import compare_reports, render_comparison
-from ..running.failures import panel_body
+from ..running.failures import panel_body, rule_headline
 from ..running.levels import describe_levels, level_of_rule
 from ..running.merge import MergeError, load_report, merge_reports
 from ..running.plan import RunSettingError, check_outputs, plan_run
@@ -196,7 +196,7 @@ def _rules_table(report: KitReport) -> Table:
         if r.follows_from is not None:
             note += f"\nfollows from {r.follows_from}: fix that first"
         if r.first_failure:
-            note += f"\n{r.first_failure.splitlines()[0]}"
+            note += f"\n{rule_headline(report, r)}"
         table.add_row(r.id, r.strength.value, f"[{_STYLE[r.status]}]{r.status}[/]", escape(note))
     return table
 

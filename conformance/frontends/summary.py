@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Final
 
+from ..running.failures import rule_headline
 from ..running.levels import attained
 from ..running.report import (
     EXIT_FAILED,
@@ -62,20 +63,18 @@ def _replay(rule: RuleResult, report: KitReport) -> str:
     if finding is not None:
         return finding.replay
     for check in report.checks:
-        # A report built without findings (by hand, or an older kit's) has the rule on its check.
-        blamed = check.status == "failed" and check.violated_rule == rule.id
         stopped = rule.status == "error" and check.status == "error" and check.name in rule.checks
-        if (blamed or stopped) and check.replay:
+        if stopped and check.replay:
             return check.replay
     return ""
 
 
-def _finding(rule: RuleResult, expected: dict[str, str]) -> str:
+def _finding(rule: RuleResult, report: KitReport) -> str:
     if rule.status in ("failed", "xfailed", "warning", "error") and rule.first_failure:
-        first = rule.first_failure.splitlines()[0]
+        first = rule_headline(report, rule)
         if rule.follows_from is not None:
             first = f"follows from {rule.follows_from}: {first}"
-        why = expected.get(rule.id, "")
+        why = report.expected_failures.get(rule.id, "")
         return f"{first} (expected: {why})" if rule.status == "xfailed" and why else first
     return rule.reason
 
@@ -127,7 +126,7 @@ def render_summary(report: KitReport) -> str:
             "| rule | strength | status | finding | replay |",
             "|---|---|---|---|---|",
             *(
-                f"| {r.id} | {r.strength.value} | {r.status} | {_cell(_finding(r, report.expected_failures))} "
+                f"| {r.id} | {r.strength.value} | {r.status} | {_cell(_finding(r, report))} "
                 f"| {_code(_replay(r, report))} |"
                 for r in listed
             ),

@@ -6,6 +6,6 @@ there), `runner` runs the run's checks and returns a `KitReport`, `report` turns
 that into tables, JSON and JUnit, `levels` says which conformance levels a
 report attains, `findings` makes a check's findings (`Finding` values) from the
 evidence it met, `roots` says which follow from another, `failures` renders a
-failed check for a person from its findings. The ways users
+failed check (and a rule's failure or warning) for a person from its values. The ways users
 start a run are in `checkpointspec.conformance.frontends`.
 """

@@ -30,18 +30,20 @@ import hypothesis
 from hypothesis.errors import Flaky
 
 from ..engines.search.replay import linked_exceptions
-from .report import CheckResult, Finding
+from .report import CheckResult, Finding, KitReport, RuleResult
 
 __all__ = [
     "FLAKY_REPLAY",
     "backend_frames",
     "finding_panel",
     "full_traceback",
+    "headline",
     "hypothesis_lines",
     "panel",
     "panel_body",
     "panel_title",
     "raised_at",
+    "rule_headline",
 ]
 
 FLAKY_REPLAY = (
@@ -170,6 +172,30 @@ def finding_panel(finding: Finding) -> str:
             lines.append(f"where the {finding.raised_by} raised it:\n{finding.frames}")
     lines.extend(finding.steps)
     return "\n".join(lines)
+
+
+def headline(finding: Finding) -> str:
+    """A finding in one line, from the value: a violation's rule and the first line of
+    its message, or who raised what from which operation."""
+    if finding.raised_by is None:
+        return f"[{finding.rule}] {finding.summary}"
+    return finding.summary
+
+
+def rule_headline(report: KitReport, rule: RuleResult) -> str:
+    """What made ``rule`` fail or warn, in one line: the `headline` of its first finding
+    (the first check's that found it, as the verdict took it), else its first warning;
+    for a rule in error, the first line of the kit error's panel; "" when none."""
+    if rule.status in ("failed", "xfailed", "warning"):
+        for check in report.checks:
+            found = [f for f in check.findings if f.rule == rule.id]
+            if check.status == "failed" and found:
+                return headline(found[0])
+        for check in report.checks:
+            for warning in check.warned:
+                if warning.rule_id == rule.id:
+                    return warning.text
+    return (rule.first_failure.splitlines() or [""])[0]
 
 
 def panel_title(result: CheckResult) -> str:

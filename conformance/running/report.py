@@ -48,6 +48,7 @@ from typing import Literal
 import msgspec
 
 from ...spec import RULES, Rule, Strength
+from ..engines.contract.violations import RuleWarning
 from ..engines.target.provenance import Raiser
 
 __all__ = [
@@ -169,7 +170,10 @@ class CheckResult(msgspec.Struct, frozen=True):
     detail: str = ""
     replay: str = ""
     warnings: tuple[str, ...] = ()
-    """SHOULD-rule findings, each starting with ``[RULE-ID]``; they do not fail the check."""
+    """``warned`` for people: each rendered as ``[RULE-ID] message``."""
+    warned: tuple[RuleWarning, ...] = ()
+    """SHOULD rules the check saw not met, as values (the rule and the message); they do
+    not fail the check, and each makes its own rule's verdict ``warning``."""
     traceback: str = ""
     """The full traceback of a failure or kit error, the kit's frames included."""
     reproduce: str | None = None
@@ -295,7 +299,7 @@ def _rule_verdict(
         return verdict("skipped", f"the backend does not declare {capability}")
     if failures:
         first = failures[0]
-        detail = next(f.detail for f in _findings_of(first) if f.rule == rule.id)
+        detail = next(f.detail for f in first.findings if f.rule == rule.id)
         if rule.id in expected_failures:
             return verdict(
                 "xfailed", _expected(f"{first.name}", expected_failures[rule.id]), detail
@@ -307,9 +311,9 @@ def _rule_verdict(
         # A check that broke off on the kit's own error may have been about to
         # find a violation: neither passed nor failed.
         return verdict("error", f"{errors[0].name}: {errors[0].reason}", errors[0].detail)
-    warned = [w for r in results for w in r.warnings if w.startswith(f"[{rule.id}]")]
+    warned = [w for r in results for w in r.warned if w.rule_id == rule.id]
     if warned:
-        return verdict("warning", "SHOULD rule not met", warned[0])
+        return verdict("warning", "SHOULD rule not met", warned[0].text)
     if completed:
         if rule.id in expected_failures:
             return verdict(
@@ -340,16 +344,8 @@ def _rule_verdict(
     )
 
 
-def _findings_of(result: CheckResult) -> tuple[Finding, ...]:
-    """A failed check's findings; a result built without them (by hand, or by an older
-    kit) has its one violated rule."""
-    if result.findings or result.violated_rule is None:
-        return result.findings
-    return (Finding(result.violated_rule, result.name, "", result.detail, result.replay),)
-
-
 def _found_rules(result: CheckResult) -> set[str]:
-    return {f.rule for f in _findings_of(result)} if result.status == "failed" else set()
+    return {f.rule for f in result.findings} if result.status == "failed" else set()
 
 
 def _partly_checked(results: list[CheckResult]) -> str:
@@ -391,10 +387,9 @@ def summarise_rules(
     for result in results:
         for rule_id in result.rules:
             by_rule[rule_id].append(result)
-        for warning in result.warnings:
-            rule_id = warning[1 : warning.index("]")]
-            if rule_id in by_rule and rule_id not in result.rules:
-                by_rule[rule_id].append(result)
+        for warning in result.warned:
+            if warning.rule_id in by_rule and warning.rule_id not in result.rules:
+                by_rule[warning.rule_id].append(result)
         for rule_id in sorted(_found_rules(result) - set(result.rules)):
             by_rule[rule_id].append(result)
     declared = frozenset(capabilities)

@@ -183,7 +183,8 @@ def run_check(
         "passed",
         time.perf_counter() - started,
         detail="; ".join([*harness.measured, *filter(None, [harness.slice.coverage()])]),
-        warnings=tuple(harness.warnings),
+        warnings=tuple(w.text for w in harness.warnings),
+        warned=tuple(harness.warnings),
         kit_checked=harness.kit_checked,
     )
     return _with_slice(with_findings(passed, check, run, harness), harness)

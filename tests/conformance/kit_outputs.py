@@ -4,15 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+import msgspec
+from checkpointspec.conformance.running.failures import finding_panel
 from checkpointspec.conformance.running.levels import judge_levels
 from checkpointspec.conformance.running.registry import rules_of_suite
 from checkpointspec.conformance.running.report import (
     REPORT_SCHEMA_VERSION,
     CheckResult,
+    Finding,
     KitReport,
     exit_status_for,
     summarise_rules,
 )
+from checkpointspec.conformance.running.roots import rooted
 from checkpointspec.spec import Capability
 
 ALL_CAPABILITIES = tuple(sorted(c.value for c in Capability))
@@ -22,15 +26,21 @@ def passed(name: str, *rules: str) -> CheckResult:
     return CheckResult(name, (name.split("::")[0], *rules), "passed", 0.1)
 
 
-def failed(name: str, rule: str, detail: str, replay: str = "") -> CheckResult:
+def failed(name: str, rule: str, message: str, replay: str = "") -> CheckResult:
+    """A check that found ``rule`` broken: its finding made as the kit makes one (``message``
+    says what was wrong), its panel rendered from it."""
+    replay = replay or f"checkpointspec run memory --only {name} --profile quick --seed 1"
+    found = Finding(rule, name, message.splitlines()[0], replay=replay, message=message)
+    finding = msgspec.structs.replace(found, detail=finding_panel(found))
     return CheckResult(
         name,
         (name.split("::")[0],),
         "failed",
         0.1,
         violated_rule=rule,
-        detail=detail,
-        replay=replay or f"checkpointspec run memory --only {name} --profile quick --seed 1",
+        detail=finding.detail,
+        replay=replay,
+        findings=(finding,),
     )
 
 
@@ -59,7 +69,8 @@ def report_of(
     backend: str = "memory",
 ) -> KitReport:
     """The report `run_kit` would make of ``checks`` on a storage run."""
-    ordered = tuple(checks)
+    checked, findings, roots, _ = rooted(tuple(checks), {})
+    ordered = tuple(checked)
     declared = tuple(sorted(capabilities))
     rules = summarise_rules(
         ordered, declared, dict(xfail or {}), rule_ids=rules_of_suite("storage")
@@ -80,4 +91,6 @@ def report_of(
         exit_status=exit_status_for(rules, ordered),
         levels=judge_levels(rules, declared),
         expected_failures=dict(xfail or {}),
+        findings=findings,
+        roots=roots,
     )

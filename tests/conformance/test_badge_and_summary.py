@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
+from checkpointspec.conformance.engines.contract.violations import RuleWarning
 from checkpointspec.conformance.frontends.badge import (
     GREEN,
     GREY,
@@ -45,12 +46,12 @@ def test_a_pass_is_green_with_the_attained_levels() -> None:
 
 
 def test_a_failure_is_red_and_counts_the_failing_rules() -> None:
-    checks = _replacing("TRUNC-003", failed("TRUNC-003::check", "TRUNC-003", "[TRUNC-003] x"))
+    checks = _replacing("TRUNC-003", failed("TRUNC-003::check", "TRUNC-003", "x"))
     assert badge_for(report_of(checks)) == Badge("checkpointspec", "failing: 1 rule", RED)
     checks = _replacing(
         "TRUNC-00",
-        failed("TRUNC-003::check", "TRUNC-003", "[TRUNC-003] x"),
-        failed("TRUNC-004::check", "TRUNC-004", "[TRUNC-004] y"),
+        failed("TRUNC-003::check", "TRUNC-003", "x"),
+        failed("TRUNC-004::check", "TRUNC-004", "y"),
     )
     assert badge_for(report_of(checks)).message == "failing: 2 rules"
 
@@ -61,7 +62,7 @@ def test_an_xpassed_rule_counts_as_failing() -> None:
 
 
 def test_an_expected_failure_is_yellow() -> None:
-    checks = _replacing("CODEC-002", failed("CODEC-002::check", "CODEC-002", "[CODEC-002] z"))
+    checks = _replacing("CODEC-002", failed("CODEC-002::check", "CODEC-002", "z"))
     badge = badge_for(report_of(checks, xfail={"CODEC-002": "issue 9"}))
     assert badge.color == YELLOW
     assert badge.message.endswith(" · 1 xfailed")
@@ -104,7 +105,7 @@ def test_a_failing_run_lists_the_rule_its_finding_and_replay() -> None:
     replay = "checkpointspec run memory --only TRUNC-003::check --profile quick --seed 1"
     checks = _replacing(
         "TRUNC-003",
-        failed("TRUNC-003::check", "TRUNC-003", "[TRUNC-003] a | b\nstate.step()", replay),
+        failed("TRUNC-003::check", "TRUNC-003", "a | b\nstate.step()", replay),
     )
     text = render_summary(report_of(checks))
     assert "❌ **FAIL**: 1 rule failing" in text
@@ -127,7 +128,7 @@ def test_a_pass_has_no_rule_table_and_counts_rules_and_checks() -> None:
 
 
 def test_skips_warnings_and_xfails_are_listed_with_the_reason() -> None:
-    checks = _replacing("CODEC-002", failed("CODEC-002::check", "CODEC-002", "[CODEC-002] z"))
+    checks = _replacing("CODEC-002", failed("CODEC-002::check", "CODEC-002", "z"))
     declared = [c for c in ALL_CAPABILITIES if c != "durable"]
     text = render_summary(report_of(checks, declared, xfail={"CODEC-002": "issue 9"}))
     lines = text.splitlines()
@@ -135,6 +136,21 @@ def test_skips_warnings_and_xfails_are_listed_with_the_reason() -> None:
     assert "| DUR-001 | MUST | skipped | the backend does not declare durable |  |" in lines
     # most urgent first: xfailed rows come before skipped ones
     assert text.index("| CODEC-002 ") < text.index("| DUR-001 ")
+
+
+def test_a_warning_row_is_rendered_from_the_warning() -> None:
+    warning = RuleWarning("LIST-003", "'b' was modified after 'a' but has an earlier mtime")
+    listing = CheckResult(
+        "LIST-003::check",
+        ("LIST-003",),
+        "passed",
+        0.1,
+        warnings=(warning.text,),
+        warned=(warning,),
+    )
+    text = render_summary(report_of(_replacing("LIST-003", listing)))
+    row = next(line for line in text.splitlines() if line.startswith("| LIST-003 "))
+    assert row == f"| LIST-003 | SHOULD | warning | {warning.text} |  |"
 
 
 def test_a_pass_that_attains_no_level_says_passed() -> None:

@@ -113,7 +113,7 @@ def test_all_passed_attains_every_storage_level_and_not_the_session_one() -> Non
 
 def test_one_failed_rule_loses_its_level_only() -> None:
     checks = [c for c in every_rule_passed() if not c.name.startswith("TRUNC-003")] + [
-        failed("TRUNC-003::check", "TRUNC-003", "[TRUNC-003] truncate ignored expected_head")
+        failed("TRUNC-003::check", "TRUNC-003", "truncate ignored expected_head")
     ]
     levels = _levels(report_of(checks).levels)
     assert levels["truncate"].status == "failed"
@@ -123,7 +123,7 @@ def test_one_failed_rule_loses_its_level_only() -> None:
 
 def test_an_xfailed_rule_keeps_its_level_from_being_attained() -> None:
     checks = [c for c in every_rule_passed() if not c.name.startswith("HEAD-001")]
-    checks.append(failed("HEAD-001::check", "HEAD-001", "[HEAD-001] head is 3; expected 2"))
+    checks.append(failed("HEAD-001::check", "HEAD-001", "head is 3; expected 2"))
     report = report_of(checks, xfail={"HEAD-001": "known, issue 7"})
     assert report.exit_status == 0
     levels = _levels(report.levels)
@@ -202,7 +202,7 @@ def test_a_rule_left_out_by_only_is_not_run() -> None:
 def test_the_line_under_the_summary_groups_levels_by_why_not() -> None:
     declared = [c for c in ALL_CAPABILITIES if c != "codec"]
     checks = [c for c in every_rule_passed() if not c.name.startswith("TRUNC-003")]
-    checks.append(failed("TRUNC-003::check", "TRUNC-003", "[TRUNC-003] bad"))
+    checks.append(failed("TRUNC-003::check", "TRUNC-003", "bad"))
     line = describe_levels(judge_levels(report_of(checks, declared).rules, declared))
     assert line == (
         "levels: attained base, delete, list, generation, durable, multi_process, maintenance,"

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from checkpointspec.conformance.engines.contract.violations import RuleWarning
 from checkpointspec.conformance.running.report import (
     EXIT_FAILED,
     EXIT_KIT_ERROR,
     EXIT_PASSED,
     CheckResult,
+    Finding,
     RuleResult,
     exit_status_for,
     summarise_rules,
@@ -17,6 +19,7 @@ DECLARED = [c.value for c in Capability]
 
 
 def result(name: str, status: str, violated: str | None = None, reason: str = "") -> CheckResult:
+    """A check's result; one that found ``violated`` broken has that finding."""
     return CheckResult(
         name,
         (name.split("::")[0], "HEAD-001"),
@@ -24,6 +27,7 @@ def result(name: str, status: str, violated: str | None = None, reason: str = ""
         0.0,
         reason=reason,
         violated_rule=violated,
+        findings=(Finding(violated, name, "the head is wrong"),) if violated else (),
     )
 
 
@@ -101,3 +105,24 @@ def test_a_rule_the_kit_checked_on_its_own_side_is_kit_checked_not_passed() -> N
     # Another check of APPEND-003 reached the backend: its pass stands.
     assert rules["APPEND-003"].status == "passed"
     assert exit_status_for(rules.values()) == EXIT_PASSED
+
+
+def test_a_warning_is_reported_under_its_own_rule_only() -> None:
+    # Its message names other rules in brackets: the warning's rule is its value's.
+    warning = RuleWarning("LIST-003", "listed out of mtime order, as [MP-001] and [SEQ-001] say")
+    racing = CheckResult(
+        "MP-001::racing_writers",
+        ("MP-001",),
+        "passed",
+        0.0,
+        warnings=(warning.text,),
+        warned=(warning,),
+    )
+    rules = verdicts(racing)
+    assert rules["LIST-003"].status == "warning"
+    assert rules["LIST-003"].first_failure == (
+        "[LIST-003] listed out of mtime order, as [MP-001] and [SEQ-001] say"
+    )
+    assert rules["LIST-003"].checks == ("MP-001::racing_writers",)
+    assert rules["MP-001"].status == "passed"
+    assert rules["SEQ-001"].status == "not_checked"

@@ -19,11 +19,14 @@ from checkpointspec.backends.stdio.messages import Append
 from checkpointspec.conformance.engines.contract.violations import RuleViolation
 from checkpointspec.conformance.engines.processes.client import (
     BACKEND_FAILED,
+    BROKE_A_RULE,
     BackendFailedInWorker,
     Opened,
     WorkerClient,
+    _exit_evidence,
     hello,
     marker_prompts,
+    violation_line,
 )
 from checkpointspec.conformance.engines.processes.forkserver import ForkedWorker
 from checkpointspec.conformance.engines.target.provenance import backend_operation
@@ -103,4 +106,28 @@ def test_an_answer_of_the_wrong_type_fails_its_rule(tmp_path: Path, forked: bool
     assert ended.rule_id == "SEQ-003"
     assert ended.message.startswith("append returned NoneType None where an int is due"), (
         ended.message
+    )
+    # The violation crosses the process boundary whole: its call, expected and got too.
+    assert (ended.call, ended.expected, ended.got) == ("append", "an int", "NoneType None")
+
+
+def test_a_workers_violation_line_carries_every_field() -> None:
+    violation = RuleViolation(
+        "APPEND-003",
+        "a batch torn by a kill",
+        ("KILL-001",),
+        call="append('s', [3 events])",
+        expected="all 3 or none",
+        got="2 of 3",
+    )
+    line = violation_line(violation)
+    arrived = _exit_evidence(BROKE_A_RULE, f"Traceback ...\n{line}\n", "append")
+    assert isinstance(arrived, RuleViolation), repr(arrived)
+    assert arrived.rule_id == "APPEND-003"
+    assert arrived.message == "a batch torn by a kill (in a worker process)"
+    assert arrived.also == ("KILL-001",)
+    assert (arrived.call, arrived.expected, arrived.got) == (
+        "append('s', [3 events])",
+        "all 3 or none",
+        "2 of 3",
     )

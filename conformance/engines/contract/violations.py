@@ -1,12 +1,14 @@
-"""How a check says which rule a backend broke."""
+"""How a check says which rule a backend broke, or which SHOULD rule it does not meet."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+import msgspec
+
 from ....spec import RULES_BY_ID
 
-__all__ = ["RuleViolation", "expect"]
+__all__ = ["RuleViolation", "RuleWarning", "expect"]
 
 
 class RuleViolation(AssertionError):
@@ -70,6 +72,23 @@ def _unpickled(
     violation.rule_id, violation.message, violation.also = rule_id, message, also
     violation.call = violation.expected = violation.got = ""
     return violation
+
+
+class RuleWarning(msgspec.Struct, frozen=True):
+    """A SHOULD rule the backend does not meet, seen without failing the check.
+
+    ``rule_id`` names the rule and ``message`` says what was seen. Made where the check
+    sees it (`Harness.warn`, a machine's listing) and carried as it is to the report
+    (`CheckResult.warned`), where it decides its own rule's verdict only.
+    """
+
+    rule_id: str
+    message: str
+
+    @property
+    def text(self) -> str:
+        """The warning for people: ``[RULE-ID] message``."""
+        return f"[{self.rule_id}] {self.message}"
 
 
 def expect(condition: bool, rule_id: str, message: str) -> None:

@@ -50,7 +50,7 @@ from ..contract.outcomes import (
     run_backend,
     run_model,
 )
-from ..contract.violations import RuleViolation, expect
+from ..contract.violations import RuleViolation, RuleWarning, expect
 from ..search.exploration import Diverging
 from ..target.provenance import open_checkpointer
 
@@ -75,7 +75,7 @@ class MachineEnv(msgspec.Struct):
     capabilities: frozenset[Capability]
     root: Path
     codec_factory: Callable[[], Codec | None] | None = None
-    warnings: list[str] = msgspec.field(default_factory=list)
+    warnings: list[RuleWarning] = msgspec.field(default_factory=list)
 
 
 class MachineBase(Diverging, RuleBasedStateMachine):
@@ -244,9 +244,10 @@ class MachineBase(Diverging, RuleBasedStateMachine):
                 (a, b) if self.model.modified_at(a) > self.model.modified_at(b) else (b, a)
             )
             if by_id[later] < by_id[earlier]:
-                line = (
-                    f"[LIST-003] {call}: {later!r} was modified after {earlier!r} but has an "
-                    f"earlier mtime ({by_id[later]} < {by_id[earlier]})"
+                warning = RuleWarning(
+                    "LIST-003",
+                    f"{call}: {later!r} was modified after {earlier!r} but has an "
+                    f"earlier mtime ({by_id[later]} < {by_id[earlier]})",
                 )
-                if line not in self.env.warnings:
-                    self.env.warnings.append(line)
+                if warning not in self.env.warnings:
+                    self.env.warnings.append(warning)

@@ -121,14 +121,40 @@ WORKER_VIOLATION: Final = "rule violation in the worker: "
 
 
 class _Violation(msgspec.Struct, frozen=True):
+    """A `RuleViolation` whole, as it crosses from a worker to the parent."""
+
     rule_id: str
     message: str
+    also: tuple[str, ...] = ()
+    call: str = ""
+    expected: str = ""
+    got: str = ""
 
 
 def violation_line(violation: RuleViolation) -> str:
-    """The stderr line a worker ends with when ``violation`` ended it."""
-    found = _Violation(violation.rule_id, violation.message)
+    """The stderr line a worker ends with when ``violation`` ended it: every field of it."""
+    found = _Violation(
+        violation.rule_id,
+        violation.message,
+        violation.also,
+        violation.call,
+        violation.expected,
+        violation.got,
+    )
     return WORKER_VIOLATION + msgspec.json.encode(found).decode()
+
+
+def _violation_of(line: str) -> RuleViolation:
+    """The `RuleViolation` a worker's `violation_line` carries, said to be the worker's."""
+    found = msgspec.json.decode(line.removeprefix(WORKER_VIOLATION), type=_Violation)
+    return RuleViolation(
+        found.rule_id,
+        f"{found.message} (in a worker process)",
+        found.also,
+        call=found.call,
+        expected=found.expected,
+        got=found.got,
+    )
 
 
 def _exit_evidence(status: int | None, stderr: str, operation: str) -> Exception | None:
@@ -137,8 +163,7 @@ def _exit_evidence(status: int | None, stderr: str, operation: str) -> Exception
     if status == BROKE_A_RULE:
         last = stderr.strip().splitlines()[-1:] or [""]
         if last[0].startswith(WORKER_VIOLATION):
-            found = msgspec.json.decode(last[0].removeprefix(WORKER_VIOLATION), type=_Violation)
-            return RuleViolation(found.rule_id, f"{found.message} (in a worker process)")
+            return _violation_of(last[0])
     if status == BACKEND_FAILED:
         exited = BackendFailedInWorker(status, stderr)
         blame_backend(exited, f"{operation or 'hello'} in a worker process")

@@ -36,7 +36,7 @@ from ....spec import (
     UserPrompt,
 )
 from ..contract.outcomes import read_all
-from ..contract.violations import RuleViolation
+from ..contract.violations import RuleViolation, RuleWarning
 from ..search.budget import Slice
 from ..search.exploration import Explored, Found
 from ..search.replay import Replay
@@ -68,7 +68,8 @@ class Harness:
         """With ``--reproduce``: the recorded example the check's Hypothesis run replays
         instead of searching (`checkpointspec.conformance.engines.search.replay`)."""
         self._session: SessionLayer | None = None
-        self.warnings: list[str] = []
+        self.warnings: list[RuleWarning] = []
+        """The SHOULD rules the check saw not met, each once (`warn`); they fail nothing."""
         self.findings: list[Found] = []
         """Violations the check recorded and explored past (`record`, `explore`); the
         runner reports each, and the one the check ended on if any."""
@@ -176,9 +177,9 @@ class Harness:
 
     def warn(self, rule_id: str, message: str) -> None:
         """Record that a SHOULD rule is not met, without failing the check."""
-        line = f"[{rule_id}] {message}"
-        if line not in self.warnings:
-            self.warnings.append(line)
+        warning = RuleWarning(rule_id, message)
+        if warning not in self.warnings:
+            self.warnings.append(warning)
 
     def record(self, violation: RuleViolation) -> None:
         """Record ``violation`` and go on checking: for a check that looks at many
