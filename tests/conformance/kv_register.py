@@ -107,11 +107,13 @@ class FileRegister:
         return fd
 
     def _load(self) -> dict[str, int]:
+        # An empty file is an empty register: only a broken writer leaves one, and
+        # the reads after it then show what that writer lost.
         try:
             text = self.file.read_bytes()
         except FileNotFoundError:
             return {}
-        loaded: dict[str, int] = json.loads(text)
+        loaded: dict[str, int] = json.loads(text) if text else {}
         return loaded
 
     def _save(self, held: dict[str, int]) -> None:
@@ -166,14 +168,6 @@ class RewritesInPlace(FileRegister):
     a writer killed between the two leaves an empty register, its earlier puts gone.
     No run without a kill shows it."""
 
-    def _load(self) -> dict[str, int]:
-        try:
-            text = self.file.read_bytes()
-        except FileNotFoundError:
-            return {}
-        loaded: dict[str, int] = json.loads(text) if text else {}
-        return loaded
-
     def _save(self, held: dict[str, int]) -> None:
         with self.file.open("wb") as out:
             out.write(json.dumps(held).encode())
@@ -193,14 +187,6 @@ class RenamesUnsynced(FileRegister):
     """Renames a new file over the old without syncing either (KV-001 after a power
     loss): the rename may reach the disk before the bytes, leaving an empty register,
     or not at all, losing an answered put. No kill shows it; the page cache survives one."""
-
-    def _load(self) -> dict[str, int]:
-        try:
-            text = self.file.read_bytes()
-        except FileNotFoundError:
-            return {}
-        loaded: dict[str, int] = json.loads(text) if text else {}
-        return loaded
 
     def _save(self, held: dict[str, int]) -> None:
         fresh = self.file.with_suffix(".tmp")
