@@ -78,7 +78,7 @@ async def _round(h: Harness, specimen: Replicated, number: int) -> tuple[list[st
             await cp.close()
         async with h.opened(store, options=options) as after:
             operations = writers.operations()
-            findings = problems + await judge(after, operations)
+            findings = problems + (await judge(after, operations)).findings
     finally:
         for cp in handles:
             await cp.close()

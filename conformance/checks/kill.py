@@ -69,7 +69,7 @@ from ..engines.crash.verdicts import (
 )
 from ..engines.machines.commanded import WORKERS, CommandedEnv, CommandedMachine, worker_pool
 from ..engines.processes.client import UNSENT, Succeeded, WorkerClient, WorkerReply, marker_prompts
-from ..engines.run.harness import CheckSkipped, Harness, read_all
+from ..engines.run.harness import CheckSkipped, Harness, NothingExercised, read_all
 from ..engines.search.stateful import run_machine
 from .base import check
 
@@ -134,6 +134,11 @@ async def killed_after_every_system_call(h: Harness) -> None:
         await _judge_killed(h, store, sessions, acked, flight, reached, calls[t])
         held += 1
     h.measure(f"killed writers right after {held} different system calls")
+    if not held:
+        raise NothingExercised(
+            "no writer was killed inside a write: every held write made fewer store "
+            "calls than counted, so no kill landed after one of them"
+        )
 
 
 async def _judge_killed(

@@ -12,7 +12,8 @@ plugin alike.
 How a check ends decides its status (`run_check`), and only evidence about the
 backend may fail a rule:
 
-- it returns: ``passed``; it raises `CheckSkipped`: ``skipped``;
+- it returns: ``passed``; it raises `CheckSkipped`: ``skipped``; it raises
+  `NothingExercised` (its fault never happened): ``not_checked``, with the reason;
 - it raises `RuleViolation`: ``failed``, blaming the violation's rule;
 - an exception the backend raised escapes it (every handle the kit opens notes
   those, see `checkpointspec.conformance.engines.target.provenance`): ``failed``,
@@ -69,7 +70,7 @@ from ...spec import (
 from ..checks.base import Check
 from ..engines.contract.violations import RuleViolation
 from ..engines.processes.groups import end_with_parent
-from ..engines.run.harness import CheckSkipped, Harness
+from ..engines.run.harness import CheckSkipped, Harness, NothingExercised
 from ..engines.run.kit_run import BackendProbe, KitRun
 from ..engines.search.replay import (
     ReplayPassed,
@@ -153,6 +154,16 @@ def run_check(
         return CheckResult(
             check.name, check.rules, "skipped", time.perf_counter() - started, reason=str(skip)
         )
+    except NothingExercised as idle:
+        unexercised = CheckResult(
+            check.name,
+            check.rules,
+            "not_checked",
+            time.perf_counter() - started,
+            reason=str(idle),
+            detail="; ".join(harness_made.measured if harness_made is not None else ()),
+        )
+        return _with_slice(with_findings(unexercised, check, run, harness_made), harness_made)
     except ReplayPassed:
         return CheckResult(
             check.name,

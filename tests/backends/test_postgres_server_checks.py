@@ -14,6 +14,7 @@ tests, the others with the slow ones.
 from __future__ import annotations
 
 import asyncio
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -21,9 +22,11 @@ from types import ModuleType
 
 import pytest
 from checkpointspec.backends.postgres.replication import PostgresPair, dsn_via, server_address
+from checkpointspec.conformance.checks import network
+from checkpointspec.conformance.engines.network.proxy import CLEAN
 from checkpointspec.conformance.running.plan import plan_run
-from checkpointspec.conformance.running.report import KitReport
-from checkpointspec.conformance.running.runner import run_kit
+from checkpointspec.conformance.running.report import KitReport, summarise_rules
+from checkpointspec.conformance.running.runner import run_check, run_kit
 from checkpointspec.spec import ServerAddress
 from psycopg.conninfo import conninfo_to_dict
 
@@ -57,6 +60,29 @@ def test_the_reference_backend_passes_the_server_checks(postgres_dsn: str, seed:
     )
     assert report.exit_status == 0, describe(report)
     assert [c.status for c in report.checks] == ["passed", "passed"], describe(report)
+
+
+def test_a_connection_opened_in_the_factory_is_cut_too(postgres_dsn: str) -> None:
+    """The proxy arms the connections already open: a client that connects once in its
+    factory and reuses that connection has it cut, and NET-001 is checked."""
+    report = _run("server_backends:ConnectsInTheFactory.make", postgres_dsn, 0, (CUT_CONNECTIONS,))
+    (check,) = report.checks
+    assert check.status == "passed", describe(report)
+    cut = re.search(r"(\d+) of (\d+) connections cut", check.detail)
+    assert cut is not None, describe(report)
+    assert int(cut[1]) > 0, describe(report)
+
+
+def test_a_proxy_that_cuts_nothing_leaves_net_001_not_checked(
+    postgres_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(network, "draw_fault", lambda _seed, _connection: CLEAN)
+    run = plan_run("postgres", profile="quick", seed=0, options={"dsn": postgres_dsn})
+    result = run_check(network.cut_connections_lose_nothing, run)
+    assert result.status == "not_checked", result
+    assert "cut none of the" in result.reason, result
+    (rule,) = summarise_rules([result], (), rule_ids=["NET-001"])
+    assert rule.status == "not_checked", rule
 
 
 def test_without_a_synchronous_standby_the_failover_check_is_skipped(postgres_dsn: str) -> None:

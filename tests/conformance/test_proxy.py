@@ -111,6 +111,23 @@ def test_faults_are_drawn_per_connection(listener: socket.socket) -> None:
     assert [fired.connection for fired in proxy.fired] == [1]
 
 
+def test_arming_cuts_a_connection_opened_before_it(listener: socket.socket) -> None:
+    """A pooled connection made before the faults began is cut like a new one, its
+    chunks counted from the arming."""
+    fault = Fault(cut="to_client", at_chunk=1)
+    with FaultProxy(_target(listener)) as proxy, _connect(proxy) as client:
+        server, _ = listener.accept()
+        with server:
+            server.sendall(b"before")
+            assert _exactly(client, 6) == b"before"
+            proxy.arm(lambda _n: fault)
+            server.sendall(b"kept")
+            assert _exactly(client, 4) == b"kept"
+            server.sendall(b"dropped")
+            assert _read_until_closed(client) == b""
+    assert [(fired.connection, fired.fault) for fired in proxy.fired] == [(0, fault)]
+
+
 def test_a_stalled_proxy_forwards_once_resumed(listener: socket.socket) -> None:
     with FaultProxy(_target(listener)) as proxy, _connect(proxy) as client:
         server, _ = listener.accept()

@@ -34,7 +34,7 @@ def _judged(stored: list[str], operations: list[Operation]) -> list[str]:
         cp = MemoryCheckpointer()
         for marker in stored:
             await cp.append("s0", [UserPrompt(marker)])
-        return await judge(cp, operations)
+        return (await judge(cp, operations)).findings
 
     return asyncio.run(go())
 

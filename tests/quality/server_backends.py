@@ -13,7 +13,8 @@ correct, its claim is not: `PostgresCheckpointer.launch_server`, the kit's serve
 crash checks) in tests/quality/test_kit_catches_server_crash_bugs.py; those the kit's
 fault proxy and failover pair show in tests/backends/test_postgres_server_checks.py,
 beside the reference backend passing the same checks. Nothing here is correct on
-purpose.
+purpose, but for ``ConnectsInTheFactory``: the reference backend whose one
+connection is opened in the factory, before the kit's fault proxy is armed.
 """
 
 from __future__ import annotations
@@ -149,6 +150,19 @@ class ResendsAfterLostCommit(Server):
             return None
 
         handle._server.find_request = never_found  # type: ignore[method-assign]
+        return handle
+
+
+class ConnectsInTheFactory:
+    """Not a bug: the reference backend with one pooled connection (``pool_size=1``),
+    opened in the factory and reused by every call, so it exists before the kit's
+    fault proxy is armed. NET-001 must cut it all the same, and pass."""
+
+    @classmethod
+    async def make(cls, ctx: BackendContext) -> PostgresCheckpointer:
+        options = {**ctx.options, "pool_size": "1"}
+        handle = await postgres_make(BackendContext(ctx.path, ctx.codec, options))
+        await handle._server.pool("open").wait()
         return handle
 
 

@@ -83,6 +83,19 @@ def test_a_crash_bug_is_caught_from_the_trace(target: str, rule_id: str, seed: i
     assert_caught(run_kit(plan_run(target, profile="quick", seed=seed, only=TRACED)), rule_id)
 
 
+def test_a_partial_batch_in_a_kill_state_fails_the_kill_rows() -> None:
+    """The DUR-002 check's own kill states show the partial batch: APPEND-003 is broken,
+    and neither DUR-002 nor KILL-001 (a killed writer left its write half-done) reads
+    passed."""
+    report = run_kit(
+        plan_run("hard_backends:EventAtATime.make", profile="quick", seed=0, only=[KILLS])
+    )
+    text = describe(report)
+    assert verdict(report, "APPEND-003").status == "failed", text
+    assert verdict(report, "DUR-002").status == "failed", text
+    assert verdict(report, "KILL-001").status in ("failed", "skipped"), text
+
+
 @pytest.mark.usefixtures("broken_backends_importable")
 def test_a_batch_written_in_pieces_is_caught_through_stdio() -> None:
     served = "hard_backends:EventAtATime.make"

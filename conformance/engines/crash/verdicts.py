@@ -26,7 +26,7 @@ from ....backends.stdio.messages import Append, Delete, Truncate
 from ....spec import Capability, CorruptStoreError, ServerControl, SpecModel, UserPrompt
 from ..contract.violations import RuleViolation
 from ..processes.client import UNSENT, marker_prompts
-from ..run.harness import Harness, read_all
+from ..run.harness import Harness, NothingExercised, read_all
 from ..search.exploration import Explored
 from .states import CrashPlan, CrashSpec, CrashState
 
@@ -456,7 +456,10 @@ async def check_state(
 
     Raises `RuleViolation` (``rule_id``, or APPEND-003 for a partial batch) when a
     call acknowledged before the crash point is not in effect, the call in flight
-    is in effect in part, or the store is damaged where nothing was torn.
+    is in effect in part, or the store is damaged where nothing was torn. The
+    evidence is this crash state, so it breaks ``rule_id`` as well, and a kill
+    state (any ``rule_id`` but DUR-003) KILL-001 too: a killed writer left its
+    write half-done.
     ``reopen`` says how the state is reopened (default: as a store directory).
     """
     crash = "crash state" if rule_id == "DUR-003" else "kill state"
@@ -478,9 +481,10 @@ async def check_state(
     verdict = _judge(seen, acked, flight, garbage, rule_id)
     if verdict is not None:
         broken, message = verdict
-        # A killed writer that leaves part of a batch left its write half-done: KILL-001
-        # as much as APPEND-003. A power loss is no killed writer: APPEND-003 alone.
-        also = ("KILL-001",) if broken == "APPEND-003" and crash == "kill state" else ()
+        # The check's own crash state shows it: its rule fails with the rule broken. A
+        # killed writer that left anything wrong left its write half-done: KILL-001 as
+        # well. A power loss is no killed writer.
+        also = (rule_id, "KILL-001") if crash == "kill state" else (rule_id,)
         raise RuleViolation(broken, message + _context(rnd, spec, state, crash), also)
 
 
@@ -524,6 +528,11 @@ async def check_rounds(
         number += 1
     if checked < budget:
         h.slice.stopped(f"checked {checked} of {budget} crash states")
+    if not checked:
+        raise NothingExercised(
+            f"no crash state was checked: {number} recorded rounds of {ops} store "
+            f"operations gave none within a budget of {budget}"
+        )
     h.explored = Explored(rounds=0, complete=True)
     return checked, number, ops
 

@@ -2,9 +2,12 @@
 
 `FaultProxy` listens on 127.0.0.1 at a free port and forwards every connection
 it accepts to a target address. What it does to each connection is a `Fault`
-the caller draws (from the run's seed) when the connection arrives: cut it at a
-byte offset of one direction (after so many whole chunks, and so many bytes of
-the next), with a FIN or a reset, and delay every chunk of both directions. Independently of those, `stall` holds every byte in both
+the caller draws (from the run's seed): cut it at a byte offset of one direction
+(after so many whole chunks, and so many bytes of the next), with a FIN or a
+reset, and delay every chunk of both directions. Every connection is tracked from
+its accept: `arm` draws a fault for each one already open (a pooled connection a
+client opened before the faults began, counted from then on) and for each one
+after. Independently of those, `stall` holds every byte in both
 directions until `resume`, and `sever` cuts every connection and refuses new
 ones, as a host that dropped off the network.
 
@@ -180,6 +183,12 @@ class FaultProxy:
         """Cut every connection with a reset and refuse new ones: the server is unreachable."""
         self._call(self._sever())
 
+    def arm(self, faults: Callable[[int], Fault]) -> None:
+        """From now on apply ``faults(n)`` to the n-th connection: to each one open now
+        (its chunks counted from here, so that a connection opened before, e.g. in a
+        client's pool, is cut like a new one) and to each one accepted later."""
+        self._call(self._arm(faults))
+
     @property
     def connections(self) -> int:
         """How many connections the proxy has accepted."""
@@ -206,6 +215,12 @@ class FaultProxy:
         else:
             self._flowing.clear()
 
+    async def _arm(self, faults: Callable[[int], Fault]) -> None:
+        self._faults = faults
+        for link in self._links:
+            link.fault = faults(link.number)
+            link.chunks = {"to_server": 0, "to_client": 0}
+
     async def _sever(self) -> None:
         self._severed = True
         if self._server is not None:
@@ -230,13 +245,14 @@ class FaultProxy:
         if self._severed:
             writer.transport.abort()
             return
-        fault = self._faults(number)
         try:
             server = await asyncio.open_connection(self.target.host, self.target.port)
         except OSError:
             writer.transport.abort()
             return
-        link = _Link(number, fault, (reader, writer), server)
+        # The fault is drawn once the link is tracked, on the proxy's loop like `arm`:
+        # a connection is either drawn here with the faults armed, or re-drawn by `arm`.
+        link = _Link(number, self._faults(number), (reader, writer), server)
         if self._severed:  # severed while this connection was being made
             link.close(reset=True)
             return
@@ -259,13 +275,13 @@ class FaultProxy:
         source: asyncio.StreamReader,
         sink: asyncio.StreamWriter,
     ) -> None:
-        fault = link.fault
         assert self._flowing is not None
         try:
             while not link.closed:
                 chunk = await source.read(_CHUNK)
                 if not chunk:
                     break
+                fault = link.fault  # `arm` may have drawn it since the last chunk
                 if fault.delay:
                     # An injected slow network, not a wait for anything.
                     await asyncio.sleep(fault.delay)

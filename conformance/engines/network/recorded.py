@@ -21,25 +21,30 @@ kit did not break, and decides:
    no event twice, no fork, every read a slice of the one chain.
 
 Every finding is reported under the rule the check verifies, its own rule
-named in the message when the history checker found it.
+named in the message when the history checker found it; with ``caused`` (the
+calls the kit's fault touched), an anomaly none of whose calls it touched is no
+evidence about that fault: `judge` hands it back as a violation of its own rule
+(`Judged.apart`), as a run without the fault would show it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Final
+
+import msgspec
 
 from ....spec import Checkpointer, CheckpointError, ConnectionLostError
 from ..contract.outcomes import read_all
 from ..contract.violations import RuleViolation
-from ..history import Operation, Raised, Returned, check_history, describe
+from ..history import Operation, Raised, Returned, Unknown, check_history, describe
 from ..processes.messages import Stress
 from ..processes.stress import load_history, run_workload
 
-__all__ = ["SESSIONS", "Writers", "judge", "violation"]
+__all__ = ["SESSIONS", "Judged", "Writers", "cut_by", "judge", "violation"]
 
 SESSIONS: Final = ("s0", "s1", "s2")
 """The sessions the writers share."""
@@ -147,10 +152,46 @@ def _contract_errors() -> frozenset[str]:
     return frozenset(names)
 
 
-async def judge(cp: Checkpointer, operations: list[Operation]) -> list[str]:
+class Judged(msgspec.Struct, frozen=True):
+    """`judge`'s verdict: the ``findings`` against the rule checked (one sentence each,
+    then its evidence; empty when nothing is wrong), and ``apart``: anomalies of the
+    history that no call the kit's fault touched takes part in, each a violation of
+    its own rule."""
+
+    findings: list[str]
+    apart: list[RuleViolation]
+
+
+def cut_by(cuts: Sequence[int]) -> Callable[[Operation], bool]:
+    """Whether an operation was touched by one of ``cuts`` (``time.monotonic_ns`` of each
+    connection cut): it ended in `ConnectionLostError` or without an outcome, or a cut
+    fell while it was in flight (a driver may send it again on a new connection)."""
+
+    def touched(op: Operation) -> bool:
+        outcome = op.outcome
+        if isinstance(outcome, Unknown) or (
+            isinstance(outcome, Raised) and outcome.error == ConnectionLostError.__name__
+        ):
+            return True
+        end = op.completed if op.completed is not None else max(cuts, default=0)
+        return any(op.invoked <= at <= end for at in cuts)
+
+    return touched
+
+
+def _every(_op: Operation) -> bool:
+    return True
+
+
+async def judge(
+    cp: Checkpointer,
+    operations: list[Operation],
+    caused: Callable[[Operation], bool] = _every,
+) -> Judged:
     """What the store behind ``cp`` (a handle the kit did not break) and ``operations``
-    show against the rule checked: one sentence per finding, then its evidence; empty
-    when nothing is wrong."""
+    show against the rule checked. An anomaly of the history is a finding when one of
+    its calls is ``caused`` by the kit's fault (by default every call is), else it is
+    handed back apart, under its own rule."""
     findings: list[str] = []
     contract = _contract_errors()
     strays = [
@@ -176,11 +217,14 @@ async def judge(cp: Checkpointer, operations: list[Operation]) -> list[str]:
         findings.append(f"check_integrity reports the store damaged: {integrity.detail}")
     findings += _lost_or_refused(operations, finals, contract)
     verdict = check_history(operations, finals)
-    findings += [
-        f"the history checker found: {anomaly.explain(verdict.origin)}"
-        for anomaly in verdict.anomalies
+    ours = [a for a in verdict.anomalies if any(caused(op) for op in a.operations)]
+    findings += [f"the history checker found: {a.explain(verdict.origin)}" for a in ours]
+    apart = [
+        RuleViolation(a.rule_id, f"the history checker found: {a.explain(verdict.origin)}")
+        for a in verdict.anomalies
+        if a not in ours
     ]
-    return findings
+    return Judged(findings, apart)
 
 
 def _message(op: Operation) -> str:

@@ -45,11 +45,17 @@ from ..target.session_layer import load_session_layer
 from .kit_run import KitRun
 from .profiles import Profile
 
-__all__ = ["CheckSkipped", "Harness", "read_all"]
+__all__ = ["CheckSkipped", "Harness", "NothingExercised", "read_all"]
 
 
 class CheckSkipped(Exception):
     """Raised by a check that finds nothing to verify on this backend; the message says why."""
+
+
+class NothingExercised(Exception):
+    """Raised by a check whose fault never happened (no connection cut, no writer held,
+    no crash state checked): it proves nothing, so it is ``not_checked``, never passed;
+    the message says what did not happen and why."""
 
 
 class Harness:
