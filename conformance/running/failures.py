@@ -13,11 +13,13 @@ Hypothesis runs the kit's property checks and state machines. Its settings there
 says to test authors: no explain phase ("these lines were always and only run
 by failing test cases"). The ``@reproduce_failure`` blob it prints is taken into
 the report (`CheckResult.reproduce`) and the replay command (``--reproduce``).
-What it says is translated here, in `hypothesis_lines`: a `FlakyFailure` (a
-failure that did not happen again when Hypothesis replayed the same steps)
-becomes one sentence about the backend, the failing steps stay, and the advice
-meant for test authors (the decorator to add, and whatever else a user's
-Hypothesis profile or version brings) is dropped.
+What it says is translated here, in `hypothesis_lines`: a `Flaky` (runs of the
+same steps went differently: a failure that did not happen again when Hypothesis
+replayed them, or a re-run that drew other steps because the backend's answers
+differed) becomes one sentence about the backend (`FLAKY_REPLAY`), followed by
+how Hypothesis saw the runs differ and what each run raised (`flaky_outcomes`);
+the failing steps stay, and the advice meant for test authors (the decorator to
+add, and whatever else a user's Hypothesis profile or version brings) is dropped.
 """
 
 from __future__ import annotations
@@ -27,15 +29,21 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import hypothesis
-from hypothesis.errors import Flaky
+from hypothesis.errors import Flaky, FlakyStrategyDefinition
 
+from ..engines.contract.violations import RuleViolation
+from ..engines.search.exploration import run_failures
 from ..engines.search.replay import linked_exceptions
 from .report import CheckResult, Finding, KitReport, RuleResult
 
 __all__ = [
+    "ANSWERED_DIFFERENTLY",
     "FLAKY_REPLAY",
+    "NOT_AGAIN",
+    "REDRAWN",
     "backend_frames",
     "finding_panel",
+    "flaky_outcomes",
     "full_traceback",
     "headline",
     "hypothesis_lines",
@@ -46,10 +54,23 @@ __all__ = [
     "rule_headline",
 ]
 
+ANSWERED_DIFFERENTLY = "the backend answered the same calls differently on a re-run"
+"""What Hypothesis' `Flaky` says about a backend: runs of the same steps went differently."""
+
 FLAKY_REPLAY = (
-    "the failure did not reproduce on replay: the backend behaved differently on the "
-    "same steps — a race or hidden state"
+    f"{ANSWERED_DIFFERENTLY} of the same steps (a race or hidden state): the runs' outcomes differ"
 )
+
+REDRAWN = (
+    "a re-run of the same steps went on to other steps: which steps could run "
+    "depended on the backend's answers"
+)
+"""What Hypothesis' `FlakyStrategyDefinition` ("inconsistent data generation") says
+of a state machine run on a backend."""
+
+NOT_AGAIN = "a re-run of the same steps did not fail this way"
+"""A finding no other run of its example raised again."""
+
 
 _HEADINGS = {
     "Failing test case: <state machine>": "failing steps:",
@@ -104,10 +125,11 @@ def hypothesis_lines(exc: BaseException, finding: BaseException | None = None) -
     """What a panel says after the finding, translated from Hypothesis' report of ``exc``.
 
     ``finding`` is the exception the panel leads with (a `RuleViolation`, or what the
-    backend raised) when it is not ``exc`` itself. The result: `FLAKY_REPLAY` if the
-    failure did not reproduce on replay, then the failing steps (the notes Hypothesis
-    attached to the finding or to the exceptions around it), each once, without
-    Hypothesis' advice to test authors.
+    backend raised) when it is not ``exc`` itself. The result: when runs of the same
+    steps went differently (a `Flaky`), `FLAKY_REPLAY`, what Hypothesis saw of the
+    runs and what each of them raised besides the finding (`flaky_outcomes`); then
+    the failing steps (the notes Hypothesis attached to the finding or to the
+    exceptions around it), each once, without Hypothesis' advice to test authors.
     """
     lines: list[str] = []
     everything = list(linked_exceptions(exc))
@@ -115,6 +137,7 @@ def hypothesis_lines(exc: BaseException, finding: BaseException | None = None) -
         everything.append(finding)
     if any(isinstance(e, Flaky) for e in everything):
         lines.append(FLAKY_REPLAY)
+        lines.extend(flaky_outcomes(exc, finding))
     # The finding's notes first: its steps are the ones that failed.
     ordered = ([finding] if finding is not None else []) + everything
     seen: set[str] = set()
@@ -126,6 +149,28 @@ def hypothesis_lines(exc: BaseException, finding: BaseException | None = None) -
             seen.add(text)
             lines.append(text)
     return lines
+
+
+def flaky_outcomes(exc: BaseException, finding: BaseException | None = None) -> list[str]:
+    """The runs of one example behind Hypothesis' `Flaky` report ``exc``, in the kit's
+    words: whether a re-run chose other steps (`FlakyStrategyDefinition`), then what
+    each run raised other than ``finding`` (`run_failures`), one line each, or that
+    no other run failed this way."""
+    lines: list[str] = []
+    if any(isinstance(e, FlakyStrategyDefinition) for e in linked_exceptions(exc)):
+        lines.append(REDRAWN)
+    others = [f for f in run_failures(exc) if f is not finding]
+    lines.extend(f"another run raised: {_one_line(failure)}" for failure in others)
+    if finding is not None and not others:
+        lines.append(NOT_AGAIN)
+    return lines
+
+
+def _one_line(failure: BaseException) -> str:
+    first = (str(failure).splitlines() or [""])[0]
+    if isinstance(failure, RuleViolation):
+        return first
+    return f"{type(failure).__name__}: {first}"
 
 
 def _in(path: str, dirs: Iterable[str]) -> bool:

@@ -24,6 +24,13 @@ backend may fail a rule:
   proves nothing about the check's rule: ``not_checked``, with the reason; one
   for a capability it does declare breaks that operation's own rule (a declared
   delete that refuses breaks DELETE-001, whichever check called it);
+- Hypothesis reports that runs of one example went differently (a `Flaky`: the
+  backend answered the same calls differently on a re-run): each rule violation
+  or exception of the backend's that those runs raised is judged as above, every
+  violation a finding of its own rule (`run_failures`, `violations_in`); a `Flaky`
+  whose runs raised nothing is ``not_checked``, with Hypothesis' account of the
+  runs as its detail. Its search could not complete, so the check's other rules
+  are not checked by it (they pass only where another check passes them);
 - any other exception is the kit's own (a bug in a check, an engine assertion,
   a worker that cannot start): ``error``, with its traceback, never a failure.
 
@@ -60,6 +67,7 @@ from pathlib import Path
 from typing import TypeGuard
 
 import msgspec
+from hypothesis.errors import Flaky
 
 from ...backends.registry import BackendLoadError
 from ...spec import (
@@ -68,10 +76,10 @@ from ...spec import (
     UnsupportedOperationError,
 )
 from ..checks.base import Check
-from ..engines.contract.violations import RuleViolation
 from ..engines.processes.groups import end_with_parent
 from ..engines.run.harness import CheckSkipped, Harness, NothingExercised
 from ..engines.run.kit_run import BackendProbe, KitRun
+from ..engines.search.exploration import run_failures, violations_in
 from ..engines.search.replay import (
     ReplayPassed,
     ReproduceError,
@@ -79,7 +87,7 @@ from ..engines.search.replay import (
     reproduction_of,
 )
 from ..engines.target.provenance import raised_by
-from .failures import full_traceback, hypothesis_lines, raised_at
+from .failures import ANSWERED_DIFFERENTLY, full_traceback, hypothesis_lines, raised_at
 from .findings import findings_from, with_findings
 from .levels import judge_levels
 from .plan import selected_checks, skip_reason
@@ -227,13 +235,6 @@ def _drop_external_stores(harness: Harness | None, workdir: Path) -> None:
         asyncio.run(specimen.drop_stores(workdir))
 
 
-def _leaves(exc: BaseException) -> list[BaseException]:
-    """``exc``, or every exception inside it if it is a group (e.g. Hypothesis' FlakyFailure)."""
-    if isinstance(exc, BaseExceptionGroup):
-        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
-    return [exc]
-
-
 def _refused_undeclared(
     error: BaseException, declared: frozenset[Capability]
 ) -> TypeGuard[UnsupportedOperationError]:
@@ -264,16 +265,32 @@ def _judge(
     holds the full traceback, the kit's frames included, shown on request only
     (``--verbose``).
     """
-    leaves = _leaves(exc)
+    leaves = run_failures(exc)
     full = full_traceback(exc)
-    violation = next((e for e in leaves if isinstance(e, RuleViolation)), None)
-    if violation is not None:
+    violations = violations_in(exc)
+    if violations:
         return CheckResult(
             check.name,
             check.rules,
             "failed",
             duration,
-            findings=findings_from(check, violation, exc, replay, found),
+            findings=tuple(
+                finding
+                for violation in violations
+                for finding in findings_from(check, violation, exc, replay, found)
+            ),
+            traceback=full,
+        )
+    if not leaves and isinstance(exc, Flaky):
+        return CheckResult(
+            check.name,
+            check.rules,
+            "not_checked",
+            duration,
+            reason=f"{ANSWERED_DIFFERENTLY}; no run of it broke a rule, so the search "
+            "stopped there",
+            detail="\n".join(hypothesis_lines(exc)),
+            replay=replay,
             traceback=full,
         )
     if any(raised_by(e) is None for e in leaves):

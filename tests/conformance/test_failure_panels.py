@@ -24,6 +24,7 @@ from checkpointspec.conformance.frontends.cli import main
 from checkpointspec.conformance.running import plan
 from checkpointspec.conformance.running.failures import (
     FLAKY_REPLAY,
+    NOT_AGAIN,
     finding_panel,
     hypothesis_lines,
     panel,
@@ -140,7 +141,7 @@ def _no_chatter(text: str) -> None:
 def test_a_flaky_failure_is_said_in_the_kits_words() -> None:
     violation = RuleViolation("KILL-001", FINDING)
     group = FlakyFailure("Inconsistent results: a test case failed on the first run", [violation])
-    assert hypothesis_lines(group, violation) == [FLAKY_REPLAY]
+    assert hypothesis_lines(group, violation) == [FLAKY_REPLAY, NOT_AGAIN]
 
 
 def test_advice_to_test_authors_is_dropped_and_the_steps_kept() -> None:

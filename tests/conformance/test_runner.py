@@ -28,7 +28,7 @@ from checkpointspec.conformance.engines.target.provenance import (
     raised_by,
 )
 from checkpointspec.conformance.running import plan
-from checkpointspec.conformance.running.failures import FLAKY_REPLAY
+from checkpointspec.conformance.running.failures import FLAKY_REPLAY, NOT_AGAIN, REDRAWN
 from checkpointspec.conformance.running.plan import RunSettingError, plan_run, probe_backend
 from checkpointspec.conformance.running.registry import CHECKS_BY_NAME
 from checkpointspec.conformance.running.report import CheckResult, summarise_rules, to_junit
@@ -39,7 +39,7 @@ from checkpointspec.spec import (
     SessionInfo,
     UnsupportedOperationError,
 )
-from hypothesis.errors import FlakyFailure
+from hypothesis.errors import FlakyFailure, FlakyStrategyDefinition
 
 # -- backends -------------------------------------------------------------------------
 
@@ -200,6 +200,35 @@ def flaky_violation(h: Harness) -> None:
     raise FlakyFailure("Inconsistent results", [RuleViolation("SEQ-001", "seqs 1, 3")])
 
 
+@check("HEAD-001")
+def flaky_with_two_answers(h: Harness) -> None:
+    """HEAD-001: the first run broke one rule, its replay another."""
+    raise FlakyFailure(
+        "Inconsistent results",
+        [
+            RuleViolation("SEQ-001", "seqs 1, 3"),
+            RuleViolation("HANDLE-001", "handle 1 sees nothing"),
+        ],
+    )
+
+
+@check("HEAD-001")
+def flaky_draws_after_a_violation(h: Harness) -> None:
+    """HEAD-001: a re-run drew other steps, and failed while drawing them."""
+    try:
+        raise RuleViolation("HANDLE-001", "handle 1 sees nothing")
+    except RuleViolation:
+        raise FlakyStrategyDefinition.with_detail(
+            "The second run stopped drawing earlier"
+        ) from None
+
+
+@check("HEAD-001")
+def flaky_draws_with_nothing_broken(h: Harness) -> None:
+    """HEAD-001: a re-run drew other steps, and no run broke a rule."""
+    raise FlakyStrategyDefinition.with_detail("The second run stopped drawing earlier")
+
+
 # -- tests ----------------------------------------------------------------------------
 
 
@@ -319,8 +348,36 @@ def test_a_finding_of_what_the_backend_raised_says_who_and_from_which_call(
 def test_a_violation_inside_an_exception_group_still_names_its_rule(tmp_path: Path) -> None:
     result = run(flaky_violation, tmp_path)
     assert (result.status, result.violated_rule) == ("failed", "SEQ-001")
-    assert result.detail.splitlines() == ["[SEQ-001] seqs 1, 3", FLAKY_REPLAY]
+    assert result.detail.splitlines() == ["[SEQ-001] seqs 1, 3", FLAKY_REPLAY, NOT_AGAIN]
     assert "FlakyFailure" in result.traceback  # Hypothesis' words, for --verbose only
+
+
+def test_each_rule_broken_in_the_runs_of_a_flaky_example_is_a_finding(tmp_path: Path) -> None:
+    result = run(flaky_with_two_answers, tmp_path)
+    assert result.status == "failed"
+    assert [f.rule for f in result.findings] == ["SEQ-001", "HANDLE-001"]
+    assert FLAKY_REPLAY in result.findings[0].steps
+    assert "another run raised: [HANDLE-001] handle 1 sees nothing" in result.findings[0].steps
+
+
+def test_a_violation_behind_inconsistent_data_generation_is_a_finding(tmp_path: Path) -> None:
+    result = run(flaky_draws_after_a_violation, tmp_path)
+    assert (result.status, result.violated_rule) == ("failed", "HANDLE-001")
+    assert REDRAWN in result.detail
+
+
+def test_a_flaky_example_that_broke_no_rule_is_not_checked_not_a_kit_error(
+    tmp_path: Path,
+) -> None:
+    result = run(flaky_draws_with_nothing_broken, tmp_path)
+    assert result.status == "not_checked"
+    assert "answered the same calls differently on a re-run" in result.reason
+    assert result.detail.splitlines()[:2] == [
+        FLAKY_REPLAY,
+        REDRAWN,
+    ]
+    (rule,) = summarise_rules([result], Capability, rule_ids=["HEAD-001"])
+    assert rule.status == "not_checked"
 
 
 class _ClaimsMultiProcess(MemoryCheckpointer):

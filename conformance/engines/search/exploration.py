@@ -21,6 +21,13 @@ Every finding of a later round was thus reached without any tolerated rule being
 broken before it in its example: it is its own departure from the model, and its
 shrunk example replays on its own (``--reproduce``), since the rules tolerated in
 its round never come into play in it.
+
+A backend that answers the same calls differently from one run to the next (a race,
+a per-handle cache, a hidden random) makes Hypothesis report that the runs of one
+example went differently (a `Flaky`) instead of a failure. That is evidence too:
+each violation its runs raised is recorded like a round's violation
+(`violations_in`), and a `Flaky` with none in it ends the exploration and
+propagates, for the runner to report (`run_failures`).
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ from typing import Concatenate, NamedTuple, ParamSpec, TypeVar, cast
 import msgspec
 from hypothesis import note, reject
 from hypothesis import stateful as hypothesis_stateful
+from hypothesis.errors import Flaky, StopTest, UnsatisfiedAssumption
 from hypothesis.strategies import SearchStrategy
 
 from ..contract.violations import RuleViolation
@@ -49,9 +57,10 @@ __all__ = [
     "is_tolerated",
     "rejecting_tolerated",
     "rule",
+    "run_failures",
     "tolerated_violation",
     "tolerating",
-    "violation_in",
+    "violations_in",
 ]
 
 P = ParamSpec("P")
@@ -88,17 +97,41 @@ class Found(msgspec.Struct, frozen=True):
     raised: BaseException
 
 
-def violation_in(exc: BaseException) -> RuleViolation | None:
-    """``exc`` if it is a violation, or the first violation in it if it is a group
-    (Hypothesis' FlakyFailure); None otherwise."""
-    if isinstance(exc, RuleViolation):
-        return exc
+def run_failures(exc: BaseException) -> list[BaseException]:
+    """What the runs behind the failure ``exc`` raised: ``exc`` itself, every exception
+    of a group, or, when Hypothesis reports that runs of the same example went
+    differently (a `Flaky`: `FlakyFailure`, `FlakyStrategyDefinition`, `FlakyReplay`),
+    what each of those runs raised as far as it tells: the members of its group, or
+    the failure it was raised while handling. A run Hypothesis stopped or rejected
+    there (`StopTest`, `UnsatisfiedAssumption`) raised nothing of the backend's, and a
+    `Flaky` with nothing else in it gives none."""
+    if isinstance(exc, Flaky):
+        if isinstance(exc, BaseExceptionGroup):
+            inner = list(exc.exceptions)
+        else:
+            handled = exc.__cause__ or exc.__context__
+            inner = [handled] if handled is not None else []
+        return [
+            failure
+            for e in inner
+            for failure in run_failures(e)
+            if not isinstance(failure, (StopTest, UnsatisfiedAssumption))
+        ]
     if isinstance(exc, BaseExceptionGroup):
-        for inner in exc.exceptions:
-            found = violation_in(inner)
-            if found is not None:
-                return found
-    return None
+        return [failure for inner in exc.exceptions for failure in run_failures(inner)]
+    return [exc]
+
+
+def violations_in(exc: BaseException) -> list[RuleViolation]:
+    """The violations ``exc`` shows (`run_failures`): the first, as the failure of one
+    run; for a `Flaky` failure, the first of each rule among its runs' failures."""
+    violations = [f for f in run_failures(exc) if isinstance(f, RuleViolation)]
+    if not isinstance(exc, Flaky):
+        return violations[:1]
+    per_rule: dict[str, RuleViolation] = {}
+    for violation in violations:
+        per_rule.setdefault(violation.rule_id, violation)
+    return list(per_rule.values())
 
 
 class Explored(NamedTuple):
@@ -123,9 +156,11 @@ def explore(
     (``tolerated``: from the first).
 
     The last round's failure, when rounds run out, is recorded like the others: the
-    check ends with every finding recorded, and returns. An exception that is not a
-    rule violation (the backend raised, the kit broke) ends the exploration and
-    propagates, the findings before it kept.
+    check ends with every finding recorded, and returns. A round whose runs went
+    differently (a `Flaky`) records every new violation they raised (`violations_in`).
+    An exception that holds no rule violation (the backend raised, the kit broke, a
+    `Flaky` whose runs broke no rule) ends the exploration and propagates, the
+    findings before it kept.
     """
     for ran in range(1, rounds + 1):
         if ran > 1 and out_of_time():
@@ -135,14 +170,15 @@ def explore(
             with tolerating(seen):
                 run_round()
         except Exception as exc:
-            violation = violation_in(exc)
-            if violation is None:
+            violations = violations_in(exc)
+            if not violations:
                 raise
-            if violation.rule_id in seen:
+            new = [v for v in violations if v.rule_id not in seen]
+            if not new:
                 # A tolerated rule broken where it cannot be excluded (a machine's teardown):
                 # the rounds cannot get past it, so what is left is unexplored.
                 return Explored(ran, complete=False)
-            found.append(Found(violation, exc))
+            found.extend(Found(violation, exc) for violation in new)
             continue
         return Explored(ran, complete=True)
     return Explored(rounds, complete=False)
