@@ -240,13 +240,16 @@ class FaultInjectable(Protocol):
 
 @runtime_checkable
 class RefusesBeforeTheBackend(Protocol):
-    """Optional, for a proxy: rules whose every checked case it refuses itself, before
-    the backend behind it is asked.
+    """Optional, for a proxy: rules whose every checked case it refuses or answers
+    itself, before the backend behind it is asked.
 
     The stdio client is such a proxy: JSON cannot carry a dict posing as an event
     or a lone surrogate, so it refuses them on the kit's side. A check of such a
     rule passes on the proxy's refusal, which says nothing about the backend; the
-    kit reports the rule ``kit_checked``, never ``passed``.
+    kit reports the rule ``kit_checked``, never ``passed``. So does a rule whose
+    only evidence is a request the process behind the client answers itself for a
+    backend without that operation (the lite-agent bridge's ``close`` for a
+    checkpointer without ``close()``: its hello's ``emulated``).
     """
 
     def refused_before_the_backend(self) -> dict[str, str]:

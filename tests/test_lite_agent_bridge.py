@@ -316,3 +316,45 @@ def test_a_closed_handle_refuses_what_the_bridge_answers_itself(tmp_path: Path) 
     )
     assert replies[1]["error"]["type"] == "UnsupportedOperationError"
     assert [r["error"]["type"] for r in replies[3:]] == ["CheckpointerClosedError"] * 2
+
+
+# -- what the bridge answers itself --------------------------------------------------------
+
+
+WITHOUT_CLOSE = (
+    "import {{ createJsonCheckpointer }} from {example};\n"
+    "// The example without close() and checkIntegrity(): the bridge answers both.\n"
+    "export function make(options) {{\n"
+    "  const {{ close, checkIntegrity, ...rest }} = createJsonCheckpointer(options);\n"
+    "  return rest;\n"
+    "}}\n"
+)
+ANSWERED = ("CLOSE-001", "CLOSE-002", "INTEG-001")
+
+
+def test_rules_only_the_bridge_answers_for_are_checked_by_the_kit(tmp_path: Path) -> None:
+    """A checkpointer without close(): the bridge names close in its hello's ``emulated``,
+    and CLOSE-001, CLOSE-002 and INTEG-001 read kit_checked, with why, never passed; the
+    example, which has both methods, passes them."""
+    module = tmp_path / "without_close.mjs"
+    example = json.dumps((EXAMPLE / "checkpointer.mjs").as_uri())
+    module.write_text(WITHOUT_CLOSE.format(example=example), encoding="utf-8")
+    store = tmp_path / "store"
+    store.mkdir()
+    hello = _converse(f"{module}#make", [_hello(store)])[0]["result"]
+    assert hello["emulated"]["close"] == (
+        "the lite-agent bridge answers close() itself: the checkpointer has none"
+    )
+    checks = tuple(f"{rule_id}::" for rule_id in ANSWERED)
+    bridged = _bridge_run(f"{module}#make", checks)
+    assert bridged.exit_status == 0, describe(bridged)
+    rules = {rule.id: rule for rule in bridged.rules}
+    for rule_id in ANSWERED:
+        assert rules[rule_id].status == "kit_checked", describe(bridged)
+    assert rules["CLOSE-001"].reason.endswith(
+        "the lite-agent bridge answers close() itself: the checkpointer has none"
+    ), describe(bridged)
+    own = _bridge_run(CORRECT, checks)
+    assert {rule.id: rule.status for rule in own.rules if rule.id in ANSWERED} == dict.fromkeys(
+        ANSWERED, "passed"
+    ), describe(own)

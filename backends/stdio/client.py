@@ -81,6 +81,7 @@ from .validation import MessageValidator
 from .wire import Conversation, StdioBackendError, StdioProtocolError, quote, to_exception
 
 __all__ = [
+    "EMULATED_RULES",
     "KIT_SIDE_RULES",
     "PROCESS_OPTION",
     "VALIDATE_OPTION",
@@ -107,6 +108,15 @@ KIT_SIDE_RULES: Final[dict[str, str]] = {
     "field) is refused by the kit's stdio client, so the backend is never asked",
 }
 """Rules this client judges on its own side for every backend behind it, with why."""
+
+EMULATED_RULES: Final[dict[str, tuple[str, ...]]] = {
+    "close": ("CLOSE-001", "CLOSE-002"),
+    "check_integrity": ("INTEG-001",),
+}
+"""The rules whose only evidence is the answer to one request: when the child answers it
+itself (its hello's ``emulated``, the backend behind it having no such operation),
+the kit judges them on the child's answer, not the backend's. CAP-001's evidence is
+every undeclared operation's refusal: it is the child's when it answers them all."""
 
 _STDERR_LINES: Final = 20
 """The lines of a child's stderr an error quotes, from its end."""
@@ -669,8 +679,17 @@ class StdioCheckpointer:
 
     def refused_before_the_backend(self) -> dict[str, str]:
         """The rules whose every case the kit checks is a value JSON cannot carry, so
-        this client refuses it and the child is never asked."""
-        return dict(KIT_SIDE_RULES)
+        this client refuses it and the child is never asked, and those whose only
+        evidence is a request the child answers itself (`EMULATED_RULES`)."""
+        rules = dict(KIT_SIDE_RULES)
+        emulated = self._hello.emulated
+        for op, rule_ids in EMULATED_RULES.items():
+            if op in emulated:
+                rules.update(dict.fromkeys(rule_ids, emulated[op]))
+        undeclared = [op for op, needed in _NEEDS.items() if needed not in self._capabilities]
+        if undeclared and all(op in emulated for op in undeclared):
+            rules["CAP-001"] = emulated[undeclared[0]]
+        return rules
 
     # -- ScratchFiles ---------------------------------------------------------------
 

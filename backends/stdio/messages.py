@@ -210,7 +210,10 @@ class HelloResult(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     (`MarkNewerSchema`, `DamageStore`), whether after ``close`` it takes another
     ``hello`` (``reusable``) instead of exiting, a name for reports, and the store
     files it maps writable but rebuilds on open (``scratch_files``: glob pattern to
-    reason, as `checkpointspec.spec.ScratchFiles` declares them)."""
+    reason, as `checkpointspec.spec.ScratchFiles` declares them), and the requests
+    it answers itself because the backend behind it has no such operation
+    (``emulated``: request ``op`` to why; a bridge's, e.g. the lite-agent bridge
+    answering ``close`` for a checkpointer without ``close()``; absent: none)."""
 
     protocol: int
     capabilities: list[str]
@@ -219,6 +222,7 @@ class HelloResult(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     reusable: bool = False
     name: str | None = None
     scratch_files: dict[str, str] = {}
+    emulated: dict[str, str] = {}
 
 
 class ReadResult(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

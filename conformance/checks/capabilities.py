@@ -17,6 +17,8 @@ __all__ = ["CHECKS"]
 @check("CAP-001")
 async def undeclared_operations_refuse_loudly(h: Harness) -> None:
     """CAP-001: delete / list_sessions / truncate / generation / acquire_maintenance without their capability raise UnsupportedOperationError."""
+    # A bridge that answers every undeclared operation itself refuses them itself.
+    h.judged_on_the_kit_side("CAP-001")
     cp = await h.open()
     await append_five(cp, h)
     before = await snapshot(cp, ["s"])

@@ -15,6 +15,8 @@ __all__ = ["CHECKS"]
 @check("CLOSE-001")
 async def closed_handles_refuse_everything(h: Harness) -> None:
     """CLOSE-001: after close every operation raises CheckpointerClosedError; close is idempotent."""
+    # A bridge that answers close itself (the backend has none) refuses these calls itself.
+    h.judged_on_the_kit_side("CLOSE-001")
     cp = await h.open()
     await cp.append("s", [h.prompt("a")])
     await cp.close()
@@ -40,6 +42,7 @@ async def closed_handles_refuse_everything(h: Harness) -> None:
 @check("CLOSE-002")
 async def closing_one_handle_spares_the_others(h: Harness) -> None:
     """CLOSE-002: closing a handle keeps acknowledged data and leaves other handles working."""
+    h.judged_on_the_kit_side("CLOSE-002")
     keep, drop = await h.open(), await h.open()
     await drop.append("s", [h.prompt("from the closed handle")])
     await drop.close()

@@ -229,6 +229,8 @@ async def killed_at_every_system_call(h: Harness) -> None:
     are sampled with the seed.
     """
 
+    h.judged_on_the_kit_side("INTEG-001")
+
     async def record(rng: random.Random, number: int) -> Round:
         return await _record(h, rng, number, "DUR-002")
 
@@ -245,6 +247,8 @@ async def power_loss_after_every_system_call(h: Harness) -> None:
     The crash states of every operation the trace holds (durable image, prefixes,
     omissions, torn writes), sampled with the seed to ``profile.traced_states``.
     """
+
+    h.judged_on_the_kit_side("INTEG-001")
 
     async def record(rng: random.Random, number: int) -> Round:
         return await _record(h, rng, number, "DUR-003")

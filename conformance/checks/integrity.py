@@ -14,6 +14,8 @@ __all__ = ["CHECKS"]
 @check("INTEG-001")
 async def healthy_store_reports_ok(h: Harness) -> None:
     """INTEG-001: check_integrity on a store written through the contract reports ok and changes nothing."""
+    # A bridge that answers check_integrity itself (the backend has none) reports ok itself.
+    h.judged_on_the_kit_side("INTEG-001")
     cp = await h.open()
     for n in range(5):
         await cp.append(f"s{n}", [h.prompt(f"{n} {i}") for i in range(n + 1)])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import time
 
-from ...spec import Capability
+from ...spec import Capability, Checkpointer
 from ..engines.contract.outcomes import check_list_order
 from ..engines.contract.violations import RuleViolation
 from ..engines.run.harness import Harness
@@ -30,20 +30,52 @@ async def list_shows_existing_sessions_once(h: Harness) -> None:
     expect(listed == existing, "LIST-001", f"listed {listed}; expected {existing}")
 
 
+TIE_ATTEMPTS = 50
+"""How many times the LIST-002 check modifies three new sessions back to back to see
+them tie; a store whose clock tells every modification apart never ties."""
+
+
 @check("LIST-002")
 async def list_is_most_recent_first(h: Harness) -> None:
-    """LIST-002: ordered by mtime descending, ties by id ascending; mtimes are epoch seconds."""
+    """LIST-002: ordered by mtime descending, ties by id ascending; mtimes are epoch seconds.
+
+    Whether two modifications tie depends on how fast they ran: a first listing is
+    judged on the mtimes that differ, then ties are made on purpose (`_ties_by_id`),
+    so that every run judges the tie rule the same way on a store that can tie."""
     cp = await h.open()
     for sid in ("x", "y", "z", "x", "w"):
         await cp.append(sid, [h.prompt(sid)])
     infos = await cp.list_sessions()
-    check_list_order(infos, "list_sessions()")
+    check_list_order(infos, "list_sessions()", ties=False)
     for info in infos:
         expect(
             isinstance(info.mtime, float | int) and 1e9 < info.mtime < time.time() + 86_400,
             "LIST-002",
             f"{info.id!r} has mtime {info.mtime!r}, not seconds since the epoch",
         )
+    await _ties_by_id(h, cp)
+
+
+async def _ties_by_id(h: Harness, cp: Checkpointer) -> None:
+    """Modify sessions ``t<k>-1``, ``t<k>-2`` and ``t<k>-0``, in that order, until the store
+    gives a pair modified in id order and a pair modified against it one mtime,
+    and judge every listing: sessions the store cannot tell apart are listed by id,
+    whichever was modified last or created first. A store that never ties (its
+    clock tells every modification apart) has no tie to judge."""
+    in_order = against_order = False
+    for attempt in range(TIE_ATTEMPTS):
+        sids = [f"t{attempt}-1", f"t{attempt}-2", f"t{attempt}-0"]
+        for sid in sids:
+            await cp.append(sid, [h.prompt(sid)])
+        infos = await cp.list_sessions()
+        check_list_order(infos, "list_sessions()")
+        mtime = {info.id: info.mtime for info in infos}
+        first, second, last = (mtime.get(sid) for sid in sids)
+        in_order = in_order or (first is not None and first == second)
+        against_order = against_order or (last is not None and last in (first, second))
+        if in_order and against_order:
+            h.measure(f"sessions tied at the store's clock resolution after {attempt + 1} tries")
+            return
 
 
 @check("LIST-003", "LIST-001")

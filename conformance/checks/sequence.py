@@ -99,7 +99,8 @@ MODEL_OBSERVED = (
 
 def run_model_based(h: Harness, codec: type[Codec] | None) -> None:
     """Run the model-based machine (`CheckpointerMachine`) against the backend."""
-    # Its bad batches (ARG-003) never reach a backend behind the stdio client.
+    # Its bad batches (ARG-003) never reach a backend behind the stdio client; a bridge
+    # answers close, check_integrity or undeclared operations itself for a backend without them.
     h.judged_on_the_kit_side(*MODEL_OBSERVED)
     env = MachineEnv(
         target=h.target,

@@ -13,8 +13,9 @@ refuses an operation it needs and does not declare; ``skipped`` that the check
 does not apply (an undeclared capability, no `StoreHooks`).
 
 A check that passed only because the kit refused every case before the
-backend was asked (the stdio client refusing what JSON cannot carry: a proxy
-declaring `checkpointspec.spec.RefusesBeforeTheBackend`) says so, per rule, in
+backend was asked (the stdio client refusing what JSON cannot carry, or a bridge
+answering a request the backend has no operation for: a proxy declaring
+`checkpointspec.spec.RefusesBeforeTheBackend`) says so, per rule, in
 ``kit_checked``; its pass is no evidence about the backend on that rule. A rule
 whose every pass is of that kind has the status ``kit_checked``, never ``passed``.
 

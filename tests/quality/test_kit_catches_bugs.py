@@ -19,6 +19,7 @@ from __future__ import annotations
 import shlex
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 import msgspec
@@ -31,6 +32,7 @@ from checkpointspec.conformance.engines.processes.messages import AppendBatches,
 from checkpointspec.conformance.running.plan import plan_run
 from checkpointspec.conformance.running.report import KitReport
 from checkpointspec.conformance.running.runner import run_kit
+from clock_backends import CLOCK_BACKENDS
 from kit_reports import MODEL_BASED, describe, failed_checks, failed_rules, verdict
 
 SLOW_SEEDS = range(100, 130)
@@ -83,6 +85,9 @@ Hypothesis' draws. (``DeleteKeepsEvents`` is attributed the same way, to
 DELETE-002, but shrinking its examples takes minutes per seed.)
 """
 ATTRIBUTION_SEEDS = range(1, 7)
+
+CLOCK_SEEDS = range(1, 11)
+"""The seeds on which a coarse clock's ties must be judged the same (`clock_backends`)."""
 
 CASES = {case.name: case for case in MEMORY_CASES}
 
@@ -253,3 +258,33 @@ def test_replay_command_reproduces_the_failure() -> None:
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 1, done.stdout + done.stderr
     assert check.detail.splitlines()[0] in done.stdout, done.stdout
+
+
+# -- ties at the clock's resolution are judged the same on every seed ------------------------
+
+
+def _assert_list_order_judged(name: str, seeds: Iterable[int], only: tuple[str, ...]) -> None:
+    """On every seed, a coarse clock whose ties are listed by id passes, and one whose
+    ties are listed otherwise fails LIST-002 (and only that rule)."""
+    violates = CLOCK_BACKENDS[name].violates
+    for seed in seeds:
+        target = f"clock_backends:{name}.make"
+        report = run_kit(plan_run(target, profile="quick", seed=seed, only=only))
+        if violates is None:
+            assert report.exit_status == 0, describe(report)
+            assert verdict(report, "LIST-002").status == "passed", describe(report)
+        else:
+            assert_rejected(report, violates)
+            assert failed_rules(report) == {violates}, describe(report)
+
+
+@pytest.mark.parametrize("name", list(CLOCK_BACKENDS))
+def test_list_order_at_the_mtime_resolution_is_judged_the_same_on_every_seed(name: str) -> None:
+    _assert_list_order_judged(name, CLOCK_SEEDS[:2], ("LIST-002::",))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(CLOCK_BACKENDS))
+def test_list_order_at_the_mtime_resolution_is_judged_the_same_on_ten_seeds(name: str) -> None:
+    # The model-based machine lists too: its verdict must not depend on how fast it ran.
+    _assert_list_order_judged(name, CLOCK_SEEDS, ("LIST-002::", MODEL_BASED))

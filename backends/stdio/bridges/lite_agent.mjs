@@ -16,6 +16,8 @@
 // SessionEvents (EVENT_TABLE below), stored events and thrown errors to replies. It
 // checks nothing itself: every argument value, conflict and closed handle is the
 // checkpointer's to refuse, so that the kit sees the checkpointer, not the bridge.
+// What it must answer because the object lacks a method (close, checkIntegrity, an
+// optional operation) it names in its hello (`emulated`, ANSWERED_WITHOUT below).
 
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -33,6 +35,31 @@ const DECLARABLE = {
   truncate_without_expected_head:
     'truncate(sessionId, toSeq) takes no expectedHead: the bridge drops it, and TRUNC-003 is expected to fail',
 };
+
+// The requests the bridge answers itself when the object lacks the method: it says so in
+// its hello (`emulated`), and the kit reports a rule whose only evidence is such an
+// answer checked by the kit, not passed. `generation` the interface never has.
+const ANSWERED_WITHOUT = {
+  close: 'close',
+  check_integrity: 'checkIntegrity',
+  list_sessions: 'list',
+  delete: 'delete',
+  truncate: 'truncate',
+  acquire_maintenance: 'acquireMaintenance',
+  release_maintenance: 'releaseMaintenance',
+};
+
+/** The hello's `emulated`: each request the bridge answers itself, with why. */
+function emulatedFor(checkpointer) {
+  const emulated = {};
+  for (const [op, method] of Object.entries(ANSWERED_WITHOUT)) {
+    if (typeof checkpointer[method] !== 'function') {
+      emulated[op] = `the lite-agent bridge answers ${method}() itself: the checkpointer has none`;
+    }
+  }
+  emulated.generation = 'the lite-agent bridge answers generation itself: the lite-agent interface has none';
+  return emulated;
+}
 
 // The options the bridge keeps for itself; every other `--option` goes to the factory.
 //   path_as=dir          -> factory({ dir: <store path> })            (the default)
@@ -113,7 +140,7 @@ function capabilitiesOf(checkpointer, declared) {
     );
   }
   const capabilities = [...found, ...declared.filter((d) => d === 'durable' || d === 'multi_process')];
-  return { found, methods, declared, capabilities };
+  return { found, methods, declared, capabilities, emulated: emulatedFor(checkpointer) };
 }
 
 // -- events: the kit's kinds as lite-agent SessionEvents ---------------------------------------
@@ -465,7 +492,8 @@ async function serve({ target, declared }) {
         if (request.protocol !== PROTOCOL) throw new Error(`protocol ${request.protocol}: this bridge speaks ${PROTOCOL}`);
         const seen = await handle.open(request.path, request.options ?? {});
         const name = `lite-agent ${target.factoryName} (${target.modulePath})`;
-        send({ id: request.id, result: { protocol: PROTOCOL, capabilities: seen.capabilities, name, reusable: true } });
+        const { capabilities, emulated } = seen;
+        send({ id: request.id, result: { protocol: PROTOCOL, capabilities, name, reusable: true, emulated } });
       } else {
         if (!handle.checkpointer) throw new Error(`the first request must be a successful hello, not ${request.op}`);
         send({ id: request.id, result: (await handle.call(request)) ?? null });

@@ -204,10 +204,11 @@ class Harness:
 
     def judged_on_the_kit_side(self, *rule_ids: str) -> None:
         """Say that this check verifies ``rule_ids`` only through cases a proxy may refuse
-        before the backend behind it is asked. Those the backend under test is such a
-        proxy for (`checkpointspec.spec.RefusesBeforeTheBackend`, e.g. the stdio client
-        for ARG-003) are then reported checked by the kit, not the backend, and their
-        pass here is not counted as the backend's."""
+        or answer before the backend behind it is asked. Those the backend under test is
+        such a proxy for (`checkpointspec.spec.RefusesBeforeTheBackend`, e.g. the stdio
+        client for ARG-003, or for CLOSE-001 when the lite-agent bridge answers close
+        itself) are then reported checked by the kit, not the backend, and their pass
+        here is not counted as the backend's."""
         refused = self.run.probe.refused_before_the_backend
         for rule_id in rule_ids:
             if rule_id in refused:
