@@ -30,6 +30,7 @@ from typing import ClassVar, Self, cast
 import msgspec
 from checkpointspec.backends.memory import MemoryCheckpointer, MemoryStore, store_for
 from checkpointspec.spec import (
+    MAX_SESSION_ID_LENGTH,
     AppendArguments,
     AssistantMessage,
     BackendContext,
@@ -692,6 +693,47 @@ class StrippedIds(_KeyedByStorageName):
     @staticmethod
     def storage_name(session_id: str) -> str:
         return session_id.strip() or session_id
+
+
+class ColonEscapedIds(_KeyedByStorageName):
+    """Bug: the storage name replaces ':', a key separator, with '_', so 'a:b' and 'a_b' share one log.
+
+    As a Redis store that keeps ids out of its ``prefix:id`` keys' separator. Kit
+    must report ID-002.
+    """
+
+    violates = "ID-002"
+
+    @staticmethod
+    def storage_name(session_id: str) -> str:
+        return session_id.replace(":", "_")
+
+
+class DotDroppedIds(_KeyedByStorageName):
+    """Bug: the storage name drops every '.', so 'a.b' and 'ab' share one log.
+
+    As a store that keeps dots out of its file names. Kit must report ID-002.
+    """
+
+    violates = "ID-002"
+
+    @staticmethod
+    def storage_name(session_id: str) -> str:
+        return session_id.replace(".", "") or session_id
+
+
+class TruncatedIds(_KeyedByStorageName):
+    """Bug: the storage name is the id's first 64 characters, so ids sharing them share one log.
+
+    As a store whose key column is ``VARCHAR(64)``. Kit must report ID-002.
+    """
+
+    violates = "ID-002"
+
+    @staticmethod
+    def storage_name(session_id: str) -> str:
+        # An id past the contract's limit keeps its length, so it is still refused.
+        return session_id[:64] if len(session_id) <= MAX_SESSION_ID_LENGTH else session_id
 
 
 class LockFileNamedById(Broken):
