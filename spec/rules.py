@@ -56,8 +56,9 @@ class ConformanceLevel(enum.StrEnum):
     through the kit's ``StoreHooks`` opt-in have theirs, so that a backend which
     cannot offer it still attains ``base``, and so do those only checked through
     the ``ServerRouted`` opt-in (``connection_loss``: a server backend's
-    connections cut by the kit's proxy); the session suite's rules are one level
-    whatever capability they need.
+    connections cut by the kit's proxy) and those only a backend served over the
+    stdio protocol can break (``stdio_protocol``); the session suite's rules are one
+    level whatever capability they need.
     """
 
     BASE = "base"
@@ -73,11 +74,12 @@ class ConformanceLevel(enum.StrEnum):
     SESSION = "session"
     REPLICATED = "replicated"
     CONNECTION_LOSS = "connection_loss"
+    STDIO_PROTOCOL = "stdio_protocol"
 
     @property
     def capability(self) -> Capability | None:
         """The capability whose storage rules this level holds; None for ``base``,
-        ``store_hooks``, ``session`` and ``connection_loss``."""
+        ``store_hooks``, ``session``, ``connection_loss`` and ``stdio_protocol``."""
         return _CAPABILITY_OF_LEVEL.get(self)
 
 
@@ -97,6 +99,10 @@ _MEANINGS_WITHOUT_CAPABILITY: Final[dict[ConformanceLevel, str]] = {
     ConformanceLevel.CONNECTION_LOSS: (
         "connections to its server cut, delayed or reset lose no acknowledged write and "
         "apply none twice (needs ServerRouted)"
+    ),
+    ConformanceLevel.STDIO_PROTOCOL: (
+        "served over the stdio protocol, it answers every request with one well-formed "
+        "reply of the request's id and nothing else (needs --process)"
     ),
 }
 
@@ -620,6 +626,20 @@ RULES: Final[tuple[Rule, ...]] = (
         "ConnectionLostError (outcome unknown); a write refused with any other contract "
         "error wrote nothing, every acknowledged write is in effect, and every write "
         "takes effect at most once, however often it was sent again.",
+    ),
+    # -- the stdio protocol (backends served over it, --process) ----------------------
+    Rule(
+        "PROTO-001",
+        _M,
+        None,
+        RuleSuite.STORAGE,
+        ConformanceLevel.STDIO_PROTOCOL,
+        "The stdio protocol is spoken exactly",
+        "A backend served over the stdio protocol answers every request with exactly "
+        "one well-formed reply carrying the request's id (a read's events replies and "
+        "a fault report before it), sends nothing unsolicited, and does not exit while "
+        "a request is in flight. A backend not served over the protocol cannot break "
+        "it: the rule does not apply to it.",
     ),
     # -- maintenance lock ------------------------------------------------------------
     Rule(

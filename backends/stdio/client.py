@@ -166,15 +166,17 @@ class _Child:
         lines = stderr_tail(self._stderr, _STDERR_CHARS).splitlines()[-_STDERR_LINES:]
         return "\n".join(lines) if lines else "(nothing on stderr)"
 
-    def write(self, line: bytes) -> None:
+    def write(self, line: bytes, request_id: int) -> None:
+        """Send ``line``, a request (or resume) of the request ``request_id``."""
         stdin = self.process.stdin
         assert stdin is not None
         try:
             stdin.write(line + b"\n")
         except (BrokenPipeError, ValueError):
-            raise self.exited() from None
+            raise self.exited(request_id) from None
 
-    def read_line(self) -> bytes:
+    def read_line(self, request_id: int) -> bytes:
+        """The next reply line, while the request ``request_id`` waits for it."""
         stdout = self.process.stdout
         assert stdout is not None
         self._replies.ask(self.timeout)
@@ -182,22 +184,25 @@ class _Child:
             remaining = self._replies.remaining()
             if remaining <= 0:
                 raise StdioProtocolError(
-                    f"no reply within {self.timeout:.0f} s; the child's stderr ends:\n"
-                    + self.stderr_tail()
+                    f"no reply within {self.timeout:.0f} s to request {request_id}; "
+                    f"the child's stderr ends:\n{self.stderr_tail()}",
+                    expected_id=request_id,
                 )
             ready, _, _ = select.select([stdout], [], [], remaining)
             if ready and not self._replies.took(os.read(stdout.fileno(), 1 << 16)):
-                raise self.exited()
+                raise self.exited(request_id)
         return line
 
-    def exited(self) -> StdioProtocolError:
-        """The error for a child gone mid-conversation, with the end of its stderr: wait
-        for it to exit, which is when all it had to say of why is in its stderr file."""
+    def exited(self, request_id: int) -> StdioProtocolError:
+        """The error for a child gone while the request ``request_id`` was in flight, with
+        the end of its stderr: wait for it to exit, which is when all it had to say of
+        why is in its stderr file."""
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(timeout=self.timeout)
         return StdioProtocolError(
             f"the child {shlex.join(self.argv)} exited (status {self.process.returncode}) "
-            f"before answering; its stderr ends:\n{self.stderr_tail()}"
+            f"before answering; its stderr ends:\n{self.stderr_tail()}",
+            expected_id=request_id,
         )
 
     def end(self) -> None:
@@ -406,9 +411,9 @@ class StdioCheckpointer:
         self._conversation.begin(request)
         if self._validator is not None:
             self._validator.check_request(line)
-        self._child.write(line)
+        self._child.write(line, request.id)
         while True:
-            raw = self._child.read_line()
+            raw = self._child.read_line(request.id)
             if self._validator is not None:
                 self._validator.check_reply(raw, op)
             reply = self._conversation.decode(raw)
@@ -419,23 +424,33 @@ class StdioCheckpointer:
                 continue
             if reply.events is not None:
                 if chunks is None:
-                    raise StdioProtocolError(f"events in the reply to {op}: {quote(raw)}")
+                    raise StdioProtocolError(
+                        f"events in the reply to {op}: {quote(raw)}",
+                        line=raw,
+                        expected_id=request.id,
+                    )
                 chunks.extend(reply.events)
                 continue
             return reply.result
 
     def _on_fault(self, point: str, request_id: int, raw: bytes) -> None:
         if not self._reporting:
-            raise StdioProtocolError(f"a fault point reported while not enabled: {quote(raw)}")
+            raise StdioProtocolError(
+                f"a fault point reported while not enabled: {quote(raw)}",
+                line=raw,
+                expected_id=request_id,
+            )
         if point not in self._hello.fault_points:
-            raise StdioProtocolError(f"undeclared fault point {point!r}: {quote(raw)}")
+            raise StdioProtocolError(
+                f"undeclared fault point {point!r}: {quote(raw)}", line=raw, expected_id=request_id
+            )
         hook = self._hook
         if hook is not None:
             hook(point)  # may block (the kit holds the operation here) or never return
         resume = self._conversation.encode(Resume(request_id))
         if self._validator is not None:
             self._validator.check_request(resume)
-        self._child.write(resume)
+        self._child.write(resume, request_id)
 
     async def _call(self, op: str, build: Callable[[int], Request], kind: type[_T]) -> _T:
         raw = await asyncio.to_thread(self._send, op, build, None)

@@ -14,6 +14,7 @@ from importlib import resources
 from typing import TYPE_CHECKING, Final
 
 from .messages import RESULT_TYPES
+from .wire import StdioProtocolError
 
 if TYPE_CHECKING:
     import jsonschema
@@ -24,8 +25,8 @@ SCHEMA_FILE: Final = "protocol.schema.json"
 """The schema's file name inside `checkpointspec.backends.stdio`."""
 
 
-class MalformedMessageError(Exception):
-    """A message does not match the protocol's JSON Schema.
+class MalformedMessageError(StdioProtocolError):
+    """A message does not match the protocol's JSON Schema: a breach of the protocol.
 
     ``direction`` is ``"request"`` (the kit's line) or ``"reply"`` (the backend's),
     ``number`` its position in that direction of this handle's conversation,
@@ -36,11 +37,11 @@ class MalformedMessageError(Exception):
         text = line.decode(errors="replace")
         shown = text if len(text) <= 400 else f"{text[:400]}... ({len(text)} characters)"
         super().__init__(
-            f"{direction} #{number} does not match the protocol schema: {problem}\n  {shown}"
+            f"{direction} #{number} does not match the protocol schema: {problem}\n  {shown}",
+            line=line,
         )
         self.direction = direction
         self.number = number
-        self.line = line
         self.problem = problem
 
 

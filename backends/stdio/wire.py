@@ -47,12 +47,23 @@ __all__ = [
 
 
 class StdioProtocolError(Exception):
-    """The child broke the protocol: a malformed line, a reply to another request, an
-    unknown capability, another protocol version, or it exited mid-conversation.
+    """The child broke the protocol: a malformed line, a reply to another request or to
+    none, an unknown capability, another protocol version, or it exited or fell silent
+    mid-conversation.
 
-    Not a contract error: the kit reports it as the backend's failure, quoting the
-    offending message (``line``) and the end of the child's stderr.
+    Not a contract error: the kit reports it as a breach of the protocol (PROTO-001),
+    never as the rule of the check that happened to be running. ``line`` is the line
+    received that breaks it (None when it is no line: an exit, a silence, a bad
+    start), ``expected_id`` the id of the request in flight (None when none was).
+    The message quotes both, and the end of the child's stderr where it tells why.
     """
+
+    def __init__(
+        self, message: str, *, line: bytes | None = None, expected_id: int | None = None
+    ) -> None:
+        super().__init__(message)
+        self.line = line
+        self.expected_id = expected_id
 
 
 class StdioBackendError(Exception):
@@ -147,11 +158,11 @@ class Conversation(Generic[_Interim]):
             reply = _decode_reply(line)
         except msgspec.DecodeError as exc:
             if self._interim is None or not isinstance(exc, msgspec.ValidationError):
-                raise StdioProtocolError(f"malformed reply: {exc}: {quote(line)}") from None
+                raise self._breach(f"malformed reply: {exc}", line) from None
             try:
                 interim = self._interim.decode(line)
             except msgspec.DecodeError:
-                raise StdioProtocolError(f"malformed reply: {exc}: {quote(line)}") from None
+                raise self._breach(f"malformed reply: {exc}", line) from None
             self._match(interim.id, line)
             return interim
         present = [
@@ -165,18 +176,31 @@ class Conversation(Generic[_Interim]):
             if value is not None
         ]
         if len(present) != 1:
-            raise StdioProtocolError(
+            raise self._breach(
                 "a reply has exactly one of result, error, events, fault; "
-                f"this one has {', '.join(present) or 'none'}: {quote(line)}"
+                f"this one has {', '.join(present) or 'none'}",
+                line,
             )
         self._match(reply.id, line)
         return reply
 
     def _match(self, reply_id: int, line: bytes) -> None:
-        if reply_id != self.id:
-            raise StdioProtocolError(
-                f"reply for id {reply_id} while request {self.id} waits: {quote(line)}"
+        if reply_id == self.id:
+            return
+        if 0 <= reply_id < self.id:
+            raise self._breach(
+                f"an unsolicited reply for id {reply_id}, a request answered already, "
+                f"while request {self.id} waits",
+                line,
             )
+        raise self._breach(
+            f"a reply for id {reply_id}, which no request has had, while request {self.id} waits",
+            line,
+        )
+
+    def _breach(self, what: str, line: bytes) -> StdioProtocolError:
+        """The error for ``line``, received while the request in flight waits."""
+        return StdioProtocolError(f"{what}: {quote(line)}", line=line, expected_id=self.id)
 
 
 def quote(raw: bytes | msgspec.Raw, limit: int = 400) -> str:
@@ -193,7 +217,9 @@ def to_exception(body: ErrorBody, raw: bytes) -> Exception:
     required, _optional = spec
     missing = [name for name in required if getattr(body, name) is None]
     if missing:
-        return StdioProtocolError(f"a {body.type} reply lacks {', '.join(missing)}: {quote(raw)}")
+        return StdioProtocolError(
+            f"a {body.type} reply lacks {', '.join(missing)}: {quote(raw)}", line=raw
+        )
     match body.type:
         case "InvalidArgumentError":
             code: ReasonCode | None = None
@@ -203,7 +229,8 @@ def to_exception(body: ErrorBody, raw: bytes) -> Exception:
                 except ValueError:
                     known = ", ".join(c.value for c in ReasonCode)
                     return StdioProtocolError(
-                        f"unknown reason_code {body.reason_code!r} (known: {known}): {quote(raw)}"
+                        f"unknown reason_code {body.reason_code!r} (known: {known}): {quote(raw)}",
+                        line=raw,
                     )
             return InvalidArgumentError(
                 cast(str, body.argument), cast(str, body.reason), code, body.rule_id

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import msgspec
 
+from ...backends.stdio.wire import StdioProtocolError, quote
 from ...spec import Capability, UnsupportedOperationError
 from ..checks.base import Check
 from ..engines.contract.violations import RuleViolation
@@ -44,8 +45,14 @@ _REFUSAL_BREAKS: dict[Capability, str] = {
 """The rule an operation breaks by refusing (UnsupportedOperationError) although its
 capability is declared: that, not the rule of whichever check called it, is broken."""
 
+_PROTOCOL_RULE = "PROTO-001"
+"""The rule a backend served over the stdio protocol breaks by breaking the protocol
+(`StdioProtocolError`), whichever check's call met the breach."""
+
 
 def _blamed_rule(check: Check, raised: BaseException) -> str:
+    if isinstance(raised, StdioProtocolError):
+        return _PROTOCOL_RULE
     if isinstance(raised, UnsupportedOperationError):
         try:
             return _REFUSAL_BREAKS.get(Capability(raised.capability), check.rule_id)
@@ -102,13 +109,28 @@ def findings_from(
             message=message,
             raised_by=noted.raiser,
             call=noted.operation,
-            got=f"{name}: {evidence}",
+            expected=_expected_reply(evidence),
+            got=_got(evidence),
             steps=steps,
             frames=backend_frames(evidence),
         )
     finding = msgspec.structs.replace(made, detail=finding_panel(made))
     also = evidence.also if isinstance(evidence, RuleViolation) else ()
     return (finding, *_same_evidence(finding, also))
+
+
+def _expected_reply(raised: BaseException) -> str:
+    """What the protocol expected where a stdio backend broke it ("" for other evidence)."""
+    if isinstance(raised, StdioProtocolError) and raised.expected_id is not None:
+        return f"one well-formed reply with id {raised.expected_id}"
+    return ""
+
+
+def _got(raised: BaseException) -> str:
+    """What came back: the line that broke the protocol, or the exception raised."""
+    if isinstance(raised, StdioProtocolError) and raised.line is not None:
+        return quote(raised.line)
+    return f"{type(raised).__name__}: {raised}"
 
 
 def _first_line(message: str) -> str:

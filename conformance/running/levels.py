@@ -19,6 +19,9 @@ MUST rule lies in exactly one level:
 - ``connection_loss``: NET-001, only checked through the `ServerRouted` opt-in
   (the kit's proxy between a backend and its server), kept out of ``base`` for
   the same reason: a backend with no server still attains ``base``.
+- ``stdio_protocol``: PROTO-001, which only a backend served over the stdio
+  protocol (``--process``) can break, kept out of ``base`` for the same reason: a
+  backend in the kit's own process, for which it is skipped, still attains ``base``.
 
 SHOULD rules are in no level: they never decide a verdict.
 

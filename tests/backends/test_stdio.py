@@ -277,6 +277,26 @@ async def test_a_bad_reply_is_a_protocol_error_quoting_it(
         await cp.head("s")
 
 
+@pytest.mark.parametrize(
+    ("line", "received"),
+    [
+        ("this line is no JSON", b"this line is no JSON"),
+        ('{"id":99,"result":0}', b'{"id":99,"result":0}'),
+        ('{"id":1,"result":0}', b'{"id":1,"result":0}'),
+        ("exit:4", None),
+    ],
+)
+@synchronous
+async def test_a_breach_carries_the_line_received_and_the_id_expected(
+    tmp_path: Path, line: str, received: bytes | None
+) -> None:
+    cp = await _start(tmp_path, HELLO, line)
+    with pytest.raises(StdioProtocolError) as breach:
+        await cp.head("s")
+    assert breach.value.line == received
+    assert breach.value.expected_id == 2  # the first request after hello
+
+
 @synchronous
 async def test_a_read_whose_count_disagrees_with_its_events_is_refused(tmp_path: Path) -> None:
     event = '{"seq":1,"session_id":"s","parent_seq":null,"ts":"2026-01-01T00:00:00Z","event":{"type":"user_prompt","text":"a"}}'

@@ -22,7 +22,7 @@ from kit_outputs import ALL_CAPABILITIES, errored, every_rule_passed, failed, re
 SVG = "{http://www.w3.org/2000/svg}"
 ALL_STORAGE_LEVELS = (
     "base+delete+list+truncate+generation+durable+multi_process+maintenance+codec+store_hooks"
-    "+replicated+connection_loss"
+    "+replicated+connection_loss+stdio_protocol"
 )
 
 
@@ -40,7 +40,7 @@ def test_a_pass_is_green_with_the_attained_levels() -> None:
     assert (
         badge.message
         == "base+delete+list+truncate+generation+multi_process+maintenance+store_hooks"
-        "+replicated+connection_loss"
+        "+replicated+connection_loss+stdio_protocol"
     )
     assert badge.color == GREEN
 

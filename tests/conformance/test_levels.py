@@ -38,6 +38,7 @@ NAMES = (
     "session",
     "replicated",
     "connection_loss",
+    "stdio_protocol",
 )
 
 
@@ -68,6 +69,9 @@ def test_a_storage_level_holds_the_rules_of_its_capability() -> None:
             continue
         if level.name == "connection_loss":  # what only ServerRouted lets the kit check
             assert level.rules == ("NET-001",)
+            continue
+        if level.name == "stdio_protocol":  # what only a backend behind --process can break
+            assert level.rules == ("PROTO-001",)
             continue
         assert level.capability == (None if level.name == "base" else Capability(level.name)), (
             level.name
@@ -206,7 +210,8 @@ def test_the_line_under_the_summary_groups_levels_by_why_not() -> None:
     line = describe_levels(judge_levels(report_of(checks, declared).rules, declared))
     assert line == (
         "levels: attained base, delete, list, generation, durable, multi_process, maintenance,"
-        " store_hooks, replicated, connection_loss · failed truncate (TRUNC-003 failed)"
+        " store_hooks, replicated, connection_loss, stdio_protocol"
+        " · failed truncate (TRUNC-003 failed)"
         " · not declared codec · not run session"
     )
 

@@ -9,18 +9,24 @@ these broken backends keep their store in process memory, so through stdio,
 where each handle is a process, a check sharing one store between handles
 would see a different bug (the reference memory backend, served the same way,
 must pass those checks, which the first test asserts).
+
+A backend that breaks the protocol itself (`stdio_breaches`: a garbage line, a reply
+under another request's id, an unsolicited reply, an exit in the middle of an
+append) is charged with PROTO-001, never with the rule of the check that met it.
 """
 
 from __future__ import annotations
 
 import shlex
 import sys
+from pathlib import Path
 
 import pytest
 from cases import HARD_CASES, MEMORY_CASES, SEED, Case
 from checkpointspec.conformance.running.plan import plan_run
 from checkpointspec.conformance.running.runner import run_kit
-from kit_reports import describe, failed_rules
+from kit_reports import describe, failed_rules, verdict
+from stdio_breaches import BREACHES
 
 pytestmark = pytest.mark.usefixtures("broken_backends_importable")
 CASES = {case.name: case for case in MEMORY_CASES + HARD_CASES}
@@ -90,3 +96,33 @@ def test_what_json_cannot_carry_is_reported_as_checked_by_the_kit_not_passed() -
         assert verdicts["ARG-003"].status == "kit_checked", describe(report)
         assert "never asked" in verdicts["ARG-003"].reason
         assert report.exit_status == 0, describe(report)
+
+
+@pytest.mark.parametrize("breach", BREACHES)
+def test_a_breach_of_the_protocol_is_its_own_finding(breach: str) -> None:
+    # A stdio backend that breaks the protocol at every append (stdio_breaches.py) fails
+    # PROTO-001, from the check of a rule that appends as from PROTO-001's own, and the
+    # appending check's own rule is not charged with it.
+    command = shlex.join(
+        [sys.executable, str(Path(__file__).with_name("stdio_breaches.py")), breach]
+    )
+    report = run_kit(
+        plan_run(
+            None,
+            process=command,
+            profile="quick",
+            seed=SEED,
+            only=("APPEND-002::stale_expected_head_conflicts", "PROTO-001::"),
+        )
+    )
+    assert failed_rules(report) == {"PROTO-001"}, describe(report)
+    assert verdict(report, "APPEND-002").status == "not_checked", describe(report)
+    for check in report.checks:
+        assert [f.rule for f in check.findings] == ["PROTO-001"], describe(report)
+
+
+def test_protocol_rule_is_skipped_with_its_reason_for_a_backend_in_the_kits_process() -> None:
+    report = run_kit(plan_run("memory", profile="quick", seed=SEED, only=("PROTO-001::",)))
+    proto = verdict(report, "PROTO-001")
+    assert proto.status == "skipped", describe(report)
+    assert "served over the stdio protocol" in proto.reason

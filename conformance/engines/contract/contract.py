@@ -32,6 +32,8 @@ from typing import Generic, Protocol, TypeAlias, TypeVar, cast
 import msgspec
 from hypothesis import strategies as st
 
+from ....backends.stdio.wire import StdioProtocolError
+
 __all__ = [
     "Answer",
     "Call",
@@ -180,10 +182,13 @@ class Contract(Generic[Store, State]):
 
     async def answer(self, store: Store, call: Call) -> Answer | BaseException:
         """The store's answer to ``call``: a value, a contract error, or the exception
-        that is neither (returned, never raised, so the caller can judge it)."""
+        that is neither (returned, never raised, so the caller can judge it). A breach
+        of the stdio protocol is no answer: it propagates, its own finding (PROTO-001)."""
         try:
             value = await self.operation(call.operation).call(store, call.arguments)
             return Returned(plain(value))
+        except StdioProtocolError:
+            raise
         except Exception as exc:  # the store's exception is evidence, judged by the caller
             name = self.error_name(exc)
             return Raised(name) if name is not None else exc

@@ -15,6 +15,7 @@ from typing import Generic, TypeVar
 
 import msgspec
 
+from ....backends.stdio.wire import StdioProtocolError
 from ....spec import (
     AssistantMessage,
     BackgroundCompletion,
@@ -88,10 +89,12 @@ async def run_backend(call: Callable[[], Awaitable[T]]) -> Ok[T] | Err:
     """The backend's outcome: a value or whatever it raised (anything but cancellation).
 
     A `RuleViolation` is the kit's verdict on an answer (`check_answer`), not an
-    outcome to compare: it propagates."""
+    outcome to compare: it propagates. So does a breach of the stdio protocol
+    (`StdioProtocolError`): no answer came back, and the breach is its own finding
+    (PROTO-001), not a wrong answer of the operation."""
     try:
         return Ok(await call())
-    except RuleViolation:
+    except (RuleViolation, StdioProtocolError):
         raise
     except Exception as exc:
         return Err(exc)
