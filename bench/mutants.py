@@ -166,7 +166,7 @@ class Judged:
     """killed, survived or error."""
     reason: str
     roots: list[str]
-    """The first seed's roots; its first is the headline."""
+    """The roots of the first seed that killed it (else the first seed's); its first is the headline."""
     stable: bool
     """Whether every seed gave the same set of roots."""
     seconds: float
@@ -409,7 +409,7 @@ def judge(mutant: Mutant, directory: Path, seeds: Sequence[int]) -> Judged:
         diff=mutant.diff,
         verdict=verdict,
         reason=reason,
-        roots=runs[0].roots,
+        roots=next((run.roots for run in runs if run.exit_status == 1), runs[0].roots),
         stable=len({frozenset(run.roots) for run in runs}) == 1,
         seconds=sum(run.seconds for run in runs),
         runs=runs,
