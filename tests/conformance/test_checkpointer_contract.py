@@ -53,7 +53,7 @@ def _finding(backend: str, root: Path) -> RuleViolation | None:
     return None
 
 
-@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+@pytest.mark.parametrize("backend", ["memory", pytest.param("sqlite", marks=pytest.mark.slow)])
 def test_the_generic_machine_passes_a_reference_backend(backend: str, tmp_path: Path) -> None:
     assert _finding(backend, tmp_path) is None
 
@@ -62,7 +62,7 @@ def test_the_generic_machine_passes_a_reference_backend(backend: str, tmp_path: 
     ("broken", "rule"),
     [
         ("IgnoresExpectedHead", "APPEND-002"),
-        ("InclusiveSinceSeq", "READ-001"),
+        pytest.param("InclusiveSinceSeq", "READ-001", marks=pytest.mark.slow),
         pytest.param("StripsText", "EVENT-001", marks=pytest.mark.slow),
     ],
 )

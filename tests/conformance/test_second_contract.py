@@ -242,6 +242,7 @@ def test_a_power_loss_finds_the_rename_nobody_synced(tmp_path: Path) -> None:
     assert "power loss after op #" in found.value.message
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(stopper_unavailable() is not None, reason=str(stopper_unavailable()))
 def test_a_kill_does_not_see_what_only_a_power_loss_loses(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(HERE)}
