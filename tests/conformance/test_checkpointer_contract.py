@@ -61,7 +61,7 @@ def test_the_generic_machine_passes_a_reference_backend(backend: str, tmp_path: 
 @pytest.mark.parametrize(
     ("broken", "rule"),
     [
-        ("IgnoresExpectedHead", "APPEND-002"),
+        pytest.param("IgnoresExpectedHead", "APPEND-002", marks=pytest.mark.slow),
         pytest.param("InclusiveSinceSeq", "READ-001", marks=pytest.mark.slow),
         pytest.param("StripsText", "EVENT-001", marks=pytest.mark.slow),
     ],

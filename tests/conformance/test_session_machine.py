@@ -108,17 +108,23 @@ def test_the_reference_layer_passes(backend: str, seed: int, tmp_path: Path) -> 
     run_session_machine(harness(backend, tmp_path, seed), REFERENCE, restores=True)
 
 
+# Two in the default run, one fold bug and one workspace bug, the rest in the slow
+# tier, where the session meta-suite (quality/session_cases.py) also runs every layer
+# through the kit.
+_SLOW_LAYER = pytest.mark.slow
+
+
 @pytest.mark.parametrize(
     "name",
     [
         "RemindersArePrompts",
-        "RemindersAreCheckpoints",
-        "FollowsSymlinks",
+        pytest.param("RemindersAreCheckpoints", marks=_SLOW_LAYER),
+        pytest.param("FollowsSymlinks", marks=_SLOW_LAYER),
         "WritesWhenRecordingFails",
-        "OverwritesOutOfBandChanges",
-        "FilesFlagIgnored",
-        "AlwaysSummarises",
-        "SummaryWithoutExpectedHead",
+        pytest.param("OverwritesOutOfBandChanges", marks=_SLOW_LAYER),
+        pytest.param("FilesFlagIgnored", marks=_SLOW_LAYER),
+        pytest.param("AlwaysSummarises", marks=_SLOW_LAYER),
+        pytest.param("SummaryWithoutExpectedHead", marks=_SLOW_LAYER),
     ],
 )
 def test_the_kits_broken_layers_are_caught(name: str, tmp_path: Path) -> None:
