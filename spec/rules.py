@@ -309,8 +309,10 @@ RULES: Final[tuple[Rule, ...]] = (
         RuleSuite.STORAGE,
         ConformanceLevel.BASE,
         "Session ids are injective",
-        "Distinct ids never share storage: writing to one never changes another "
-        "('a/b' and 'a_b', 'A' and 'a', NFC and NFD forms, 'x' and 'x ').",
+        "Distinct ids never share storage: writing to one never changes another, "
+        "whatever a store maps, escapes, folds or cuts ('a/b' and 'a_b', 'a:b' and "
+        "'a_b', 'a.b' and 'ab', 'A' and 'a', NFC and NFD forms, 'x' and 'x ', two "
+        "long ids that differ only in their last character).",
     ),
     Rule(
         "ID-003",
