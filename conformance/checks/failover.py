@@ -23,18 +23,22 @@ The method (`acknowledged_writes_survive_failover`), once per failover round
    `recorded.judge`'s: every acknowledged append is there, once, at the seqs its
    head said; seqs run 1..head; no refused write took effect; and the history
    checker explains the whole history, a write cut by the failover either way.
+   With no failover round, or no append acknowledged before the primary was
+   lost in any round, the check is ``not_checked``: nothing had to survive.
 """
 
 from __future__ import annotations
 
 import random
+import time
 from typing import Final
 
 from ...spec import Checkpointer, Replicated
 from ..engines.crash.verdicts import quiet
+from ..engines.history import Operation, Returned
 from ..engines.network.proxy import FaultProxy
 from ..engines.network.recorded import Writers, judge, violation
-from ..engines.run.harness import CheckSkipped, Harness
+from ..engines.run.harness import CheckSkipped, Harness, NothingExercised
 from .base import check
 
 __all__ = ["CHECKS"]
@@ -49,8 +53,22 @@ _STALL_WINDOW: Final = 1.0
 """Seconds the kit waits for those calls: writers of a synchronous pair make none."""
 
 
-async def _round(h: Harness, specimen: Replicated, number: int) -> tuple[list[str], str]:
-    """One failover: the findings, and what was done (for the measure)."""
+def _acknowledged_before(operations: list[Operation], lost_at: int) -> int:
+    """The appends acknowledged before ``lost_at`` (``time.monotonic_ns``): the writes
+    the failover must keep."""
+    return sum(
+        1
+        for op in operations
+        if op.kind == "append"
+        and isinstance(op.outcome, Returned)
+        and op.completed is not None
+        and op.completed < lost_at
+    )
+
+
+async def _round(h: Harness, specimen: Replicated, number: int) -> tuple[list[str], str, int]:
+    """One failover: the findings, what was done (for the measure), and how many appends
+    were acknowledged before the primary was lost."""
     rng = random.Random(f"{h.seed}:failover:{number}")
     pair = await specimen.start_failover_pair(h.new_store())
     handles: list[Checkpointer] = []
@@ -70,6 +88,7 @@ async def _round(h: Harness, specimen: Replicated, number: int) -> tuple[list[st
                 stalled_at = writers.progress
                 await writers.until(stalled_at + _STALLED_CALLS, _STALL_WINDOW)
                 during = writers.progress - stalled_at
+                lost_at = time.monotonic_ns()
                 await pair.lose_primary()
                 link.sever()
                 await pair.promote_standby()
@@ -83,11 +102,13 @@ async def _round(h: Harness, specimen: Replicated, number: int) -> tuple[list[st
         for cp in handles:
             await cp.close()
         await pair.stop()
+    acknowledged = _acknowledged_before(operations, lost_at)
     done = (
-        f"primary lost after {stalled_at} calls, {during} of them made while the standby "
-        f"received nothing; {len(operations)} calls in all"
+        f"primary lost after {stalled_at} calls ({acknowledged} appends acknowledged), "
+        f"{during} of them made while the standby received nothing; "
+        f"{len(operations)} calls in all"
     )
-    return findings, done
+    return findings, done, acknowledged
 
 
 @check(
@@ -105,8 +126,10 @@ async def acknowledged_writes_survive_failover(h: Harness) -> None:
             "not implement Replicated (start_failover_pair(directory), see "
             "checkpointspec.spec.server)"
         )
+    acknowledged = 0
     for number in range(h.profile.failovers):
-        findings, done = await _round(h, specimen, number)
+        findings, done, before = await _round(h, specimen, number)
+        acknowledged += before
         if findings:
             raise violation(
                 "DUR-004",
@@ -115,6 +138,15 @@ async def acknowledged_writes_survive_failover(h: Harness) -> None:
                 f"round {number}: {done}",
             )
         h.measure(f"round {number}: {done}")
+    if not h.profile.failovers:
+        raise NothingExercised(
+            "no failover happened: the profile runs no failover round (failovers=0)"
+        )
+    if not acknowledged:
+        raise NothingExercised(
+            f"no append was acknowledged before the primary was lost in any of the "
+            f"{h.profile.failovers} failover rounds, so no acknowledged write had to survive"
+        )
 
 
 CHECKS = (acknowledged_writes_survive_failover,)

@@ -228,6 +228,12 @@ async def killed_while_waiting_for_another_writer(h: Harness) -> None:
         f"held a writer right after {tried} different system calls; after {waited} of them "
         "a second writer waited for it and was killed"
     )
+    if not waited:
+        raise NothingExercised(
+            f"no writer was held while waiting for another: of {tried} first writers held, "
+            "none held anything a second writer of its session waited for, so no writer "
+            "was killed waiting"
+        )
 
 
 async def _killed_once_waiting(worker: WorkerClient, store: Path, sends: bool) -> str | None:

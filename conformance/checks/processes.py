@@ -24,6 +24,7 @@ store only the workers wrote, nothing else has a cause outside the backend.
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections import Counter
 
 from ...spec import Capability, errors
@@ -38,8 +39,8 @@ from ..engines.processes.client import (
     WorkerHung,
 )
 from ..engines.processes.messages import AppendBatches
-from ..engines.processes.stress import StressHung, StressPlan, run_stress
-from ..engines.run.harness import Harness, read_all
+from ..engines.processes.stress import StressHung, StressPlan, overlapping_calls, run_stress
+from ..engines.run.harness import Harness, NothingExercised, read_all
 from ._support import check_whole_batches, opened_workers
 from .base import check
 
@@ -119,6 +120,12 @@ async def free_running_history(h: Harness) -> None:
                 else ""
             ),
         ) from None
+    completed = sum(1 for op in run.operations if op.completed is not None)
+    overlapping = overlapping_calls(run.operations)
+    h.measure(
+        f"{len(run.operations)} calls of {plan.processes} processes, {completed} completed, "
+        f"{overlapping} begun while another process's call was in flight"
+    )
     expect(not run.failures, "MP-001", "a stress worker failed: " + "; ".join(run.failures))
     # Contention may make a call wait too long (StoreBusyError); on a store only
     # the workers wrote, any other error is one the backend made for itself.
@@ -168,6 +175,16 @@ async def free_running_history(h: Harness) -> None:
         )
     for line in verdict.undecided:
         h.warn("MP-001", f"history not decided: {line}")
+    if not completed:
+        raise NothingExercised(
+            f"no call completed: the {plan.processes} stress processes made "
+            f"{len(run.operations)} calls and none returned, so no history was explained"
+        )
+    if not overlapping:
+        raise NothingExercised(
+            f"no two processes' calls overlapped in time: the {completed} calls that "
+            "completed ran one at a time, so nothing was raced"
+        )
 
 
 async def _acked(n: int, worker: WorkerClient) -> list[Acked]:
@@ -204,6 +221,12 @@ async def processes_share_one_log(h: Harness) -> None:
             )
         streams = await asyncio.gather(*(_acked(n, w) for n, w in enumerate(clients)))
     acks = {f"w{n}": stream for n, stream in enumerate(streams)}
+    in_head_order = [w for _, w in sorted((a.head, w) for w, r in acks.items() for a in r)]
+    turns = sum(1 for a, b in itertools.pairwise(in_head_order) if a != b)
+    h.measure(
+        f"{len(in_head_order)} batches acknowledged to {workers} processes, the writer "
+        f"changing {turns} times along the log"
+    )
     for writer, records in acks.items():
         for ack in records:
             assert ack.expected_head is not None  # the workers pass expected heads
@@ -240,6 +263,15 @@ async def processes_share_one_log(h: Harness) -> None:
     check_whole_batches(
         log, [[f"{t}:{b}:{i}" for i in range(size)] for t in acks for b in range(count)], "MP-001"
     )
+    if not in_head_order:
+        raise NothingExercised(
+            f"no append completed: none of the {workers} processes had a batch acknowledged"
+        )
+    if turns == len(set(in_head_order)) - 1:
+        raise NothingExercised(
+            f"no two processes' appends overlapped in time: the {len(in_head_order)} "
+            "acknowledged batches lie in the log one process after another"
+        )
 
 
 CHECKS = (

@@ -32,7 +32,7 @@ from ..engines.processes.client import (
     WorkerExited,
     WorkerReply,
 )
-from ..engines.run.harness import Harness, read_all
+from ..engines.run.harness import Harness, NothingExercised, read_all
 from ..engines.target.provenance import open_checkpointer
 from ._support import expect
 from .base import check
@@ -316,6 +316,11 @@ async def read_while_a_writer_is_held(h: Harness) -> None:
         f"read while writers were held right after {held} different system calls "
         f"({waited} reads waited for the writer)"
     )
+    if not held:
+        raise NothingExercised(
+            "no read happened while a writer was held inside a write: every held write "
+            "made fewer store calls than counted, so no writer was held"
+        )
 
 
 async def _finished(

@@ -45,8 +45,9 @@ from __future__ import annotations
 
 import asyncio
 import random
+import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import IO
 
@@ -80,6 +81,7 @@ __all__ = [
     "StressPlan",
     "StressRun",
     "load_history",
+    "overlapping_calls",
     "run_stress",
     "run_workload",
 ]
@@ -183,6 +185,21 @@ def load_history(path: Path, process: int) -> list[Operation]:
             )
         )
     return operations
+
+
+def overlapping_calls(operations: Sequence[Operation]) -> int:
+    """How many calls began while a call of another worker was in flight (one with no
+    outcome counts as in flight to the end): none means the workers never ran at once."""
+    in_flight_until: dict[int, int] = {}  # worker -> the latest end of its calls begun so far
+    overlapping = 0
+    for op in sorted(operations, key=lambda op: op.invoked):
+        if any(
+            worker != op.process and until > op.invoked for worker, until in in_flight_until.items()
+        ):
+            overlapping += 1
+        end = op.completed if op.completed is not None else sys.maxsize
+        in_flight_until[op.process] = max(in_flight_until.get(op.process, end), end)
+    return overlapping
 
 
 # -- the parent -----------------------------------------------------------------------------
