@@ -3,7 +3,9 @@
 An exception outside the contract that the backend raised ends the worker with
 status 3 and reaches the parent noted as the backend's (a failed check, as in
 the kit's own process); an answer of a type the contract does not allow ends it
-with status 4 and the parent raises the rule it broke.
+with status 4 and the parent raises the rule it broke; a breach of the stdio
+protocol met in a backend itself served over it ends it with status 5 and the
+parent raises that breach, noted as the backend's (PROTO-001).
 """
 
 from __future__ import annotations
@@ -16,14 +18,17 @@ from pathlib import Path
 import pytest
 from checkpointspec.backends.registry import BackendTarget
 from checkpointspec.backends.stdio.messages import Append
+from checkpointspec.backends.stdio.wire import StdioProtocolError
 from checkpointspec.conformance.engines.contract.violations import RuleViolation
 from checkpointspec.conformance.engines.processes.client import (
     BACKEND_FAILED,
     BROKE_A_RULE,
+    BROKE_THE_PROTOCOL,
     BackendFailedInWorker,
     Opened,
     WorkerClient,
     _exit_evidence,
+    breach_line,
     hello,
     marker_prompts,
     violation_line,
@@ -131,3 +136,14 @@ def test_a_workers_violation_line_carries_every_field() -> None:
         "all 3 or none",
         "2 of 3",
     )
+
+
+def test_a_workers_breach_line_carries_every_field() -> None:
+    line = b'{"id":7,"result":2}'
+    breach = StdioProtocolError("a reply to another request", line=line, expected_id=6)
+    ended = breach_line(breach, "append")
+    arrived = _exit_evidence(BROKE_THE_PROTOCOL, f"Traceback ...\n{ended}\n", "append")
+    assert isinstance(arrived, StdioProtocolError), repr(arrived)
+    assert str(arrived) == "a reply to another request"
+    assert (arrived.line, arrived.expected_id) == (line, 6)
+    assert backend_operation(arrived) == "append in a worker process"

@@ -1,7 +1,8 @@
-"""The reference memory backend served over stdio by a server that breaks the protocol
-at every append, each in one way, for the kit's PROTO-001 cases.
+"""A reference backend (memory unless named) served over stdio by a server that breaks
+the protocol at every append, each in one way, for the kit's PROTO-001 cases.
 
-``python stdio_breaches.py BREACH``, where ``BREACH`` is one of `BREACHES`:
+``python stdio_breaches.py BREACH [BACKEND]``, where ``BREACH`` is one of `BREACHES`
+(``BACKEND`` as the kit names it: ``sqlite`` for a store that worker processes share):
 
 - ``garbage``: a line that is no JSON comes before the append's reply;
 - ``other-id``: the append's reply comes first under the id of the next request;
@@ -27,10 +28,11 @@ BREACHES: Final = ("garbage", "other-id", "unsolicited", "exit")
 
 
 class BreachingServer(Server):
-    """A `Server` that breaks the protocol in the way ``breach`` names at every append."""
+    """A `Server` of ``backend`` that breaks the protocol in the way ``breach`` names at
+    every append."""
 
-    def __init__(self, breach: str) -> None:
-        super().__init__(BackendTarget.named("memory"), sys.stdin.buffer, reply_stream())
+    def __init__(self, breach: str, backend: str = "memory") -> None:
+        super().__init__(BackendTarget.named(backend), sys.stdin.buffer, reply_stream())
         self.breach = breach
         self.extra: int | None = None
         """The id of the append whose reply is followed by an unsolicited one."""
@@ -59,6 +61,6 @@ class BreachingServer(Server):
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] not in [[b] for b in BREACHES]:
-        raise SystemExit(f"usage: python stdio_breaches.py {{{','.join(BREACHES)}}}")
-    asyncio.run(BreachingServer(sys.argv[1]).run())
+    if sys.argv[1:2] not in [[b] for b in BREACHES] or len(sys.argv) > 3:
+        raise SystemExit(f"usage: python stdio_breaches.py {{{','.join(BREACHES)}}} [BACKEND]")
+    asyncio.run(BreachingServer(*sys.argv[1:]).run())

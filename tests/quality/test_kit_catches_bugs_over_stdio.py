@@ -12,7 +12,8 @@ must pass those checks, which the first test asserts).
 
 A backend that breaks the protocol itself (`stdio_breaches`: a garbage line, a reply
 under another request's id, an unsolicited reply, an exit in the middle of an
-append) is charged with PROTO-001, never with the rule of the check that met it.
+append) is charged with PROTO-001, never with the rule of the check that met it, also when a
+worker process of the kit or a recorded history met it.
 """
 
 from __future__ import annotations
@@ -48,6 +49,13 @@ seq, an empty session id, a call after close."""
 FILE_BASED = ("CachedHead", "UpgradesFormatOnOpen", "LockOutlivesHolder")
 """Broken file backends (`hard_backends`): their store is on disk, so every check applies
 through stdio, the store hooks (SCHEMA-001) and killed holders (MAINT-004) included."""
+
+
+def _breaching(breach: str, backend: str = "memory") -> str:
+    """The command of the `stdio_breaches` server of ``backend`` that breaks the protocol
+    with ``breach``."""
+    script = str(Path(__file__).with_name("stdio_breaches.py"))
+    return shlex.join([sys.executable, script, breach, backend])
 
 
 def _served(target: str) -> str:
@@ -103,13 +111,10 @@ def test_a_breach_of_the_protocol_is_its_own_finding(breach: str) -> None:
     # A stdio backend that breaks the protocol at every append (stdio_breaches.py) fails
     # PROTO-001, from the check of a rule that appends as from PROTO-001's own, and the
     # appending check's own rule is not charged with it.
-    command = shlex.join(
-        [sys.executable, str(Path(__file__).with_name("stdio_breaches.py")), breach]
-    )
     report = run_kit(
         plan_run(
             None,
-            process=command,
+            process=_breaching(breach),
             profile="quick",
             seed=SEED,
             only=("APPEND-002::stale_expected_head_conflicts", "PROTO-001::"),
@@ -119,6 +124,34 @@ def test_a_breach_of_the_protocol_is_its_own_finding(breach: str) -> None:
     assert verdict(report, "APPEND-002").status == "not_checked", describe(report)
     for check in report.checks:
         assert [f.rule for f in check.findings] == ["PROTO-001"], describe(report)
+
+
+@pytest.mark.parametrize(
+    "breach",
+    [pytest.param(b, marks=[] if b == "garbage" else [pytest.mark.slow]) for b in BREACHES],
+)
+def test_a_breach_met_in_a_worker_process_or_a_recorded_history_is_its_own_finding(
+    breach: str,
+) -> None:
+    # The multi-process checks serve the backend inside the kit's worker processes, whose
+    # own stdio client meets the breach, and the stress history records every call's
+    # outcome: the breach still fails PROTO-001 alone, never MP-001 or KILL-001.
+    report = run_kit(
+        plan_run(
+            None,
+            process=_breaching(breach, "sqlite"),
+            profile="quick",
+            seed=SEED,
+            only=("MP-001::", "KILL-001::"),
+        )
+    )
+    assert failed_rules(report) == {"PROTO-001"}, describe(report)
+    for name in ("MP-001::processes_share_one_log", "MP-001::free_running_history"):
+        check = next(c for c in report.checks if c.name == name)
+        assert check.status == "failed", describe(report)
+    for check in report.checks:
+        assert {f.rule for f in check.findings} <= {"PROTO-001"}, describe(report)
+        assert check.status != "error", describe(report)
 
 
 def test_protocol_rule_is_skipped_with_its_reason_for_a_backend_in_the_kits_process() -> None:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Final, NamedTuple, TypeAlias
 
 from ....backends.stdio.messages import Append, Delete, Truncate
+from ....backends.stdio.wire import StdioProtocolError
 from ....spec import Capability, CorruptStoreError, ServerControl, SpecModel, UserPrompt
 from ..contract.violations import RuleViolation
 from ..processes.client import UNSENT, marker_prompts
@@ -470,6 +471,8 @@ async def check_state(
             seen = await _reopened_as_store(h, state, rnd.sessions)
         else:
             seen = await reopen(state, rnd.sessions)
+    except StdioProtocolError:
+        raise  # no answer came back: the breach is its own finding (PROTO-001)
     except Exception as exc:
         raise RuleViolation(
             rule_id,

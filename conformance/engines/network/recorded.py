@@ -10,7 +10,9 @@ they got; `judge` reads what the store holds afterwards, through a handle the
 kit did not break, and decides:
 
 1. every call ended in success, a contract error (`CheckpointError`) or
-   `ConnectionLostError`; anything else (a driver's exception) is a finding;
+   `ConnectionLostError`; anything else (a driver's exception) is a finding,
+   but a breach of the stdio protocol (`StdioProtocolError`) ends the writers and
+   is raised, its own finding (PROTO-001);
 2. the final log of every session has seqs 1..head, and ``check_integrity``
    reports the store ok;
 3. every acknowledged append is in it, whole, once; a refused append (any
@@ -37,6 +39,7 @@ from typing import Final
 
 import msgspec
 
+from ....backends.stdio.wire import StdioProtocolError
 from ....spec import Checkpointer, CheckpointError, ConnectionLostError
 from ..contract.outcomes import read_all
 from ..contract.violations import RuleViolation
@@ -124,8 +127,12 @@ class Writers:
     async def finished(self, seconds: float) -> list[str]:
         """Wait for every writer to end, for at most ``seconds``; a writer still running
         then is cancelled (its last call an unknown outcome). Returns what went wrong:
-        a writer that raised, or did not end in time."""
+        a writer that raised, or did not end in time; raises the `StdioProtocolError`
+        a writer met (`run_workload` records no breach as an outcome)."""
         done, pending = await asyncio.wait(self._tasks, timeout=seconds)
+        for task in done:
+            if isinstance(breach := task.exception(), StdioProtocolError):
+                raise breach
         problems = [
             f"writer {self._tasks.index(task)} raised {task.exception()!r}"
             for task in done

@@ -56,7 +56,10 @@ stderr: the parent sees `WorkerExited`, whose message carries that traceback.
 When the backend raised it, the worker exits with `BACKEND_FAILED` and the
 `WorkerExited` is noted as the backend's (evidence, as in the kit's own
 process); when an answer of the backend broke a rule, it exits with
-`BROKE_A_RULE` and the parent raises that `RuleViolation`.
+`BROKE_A_RULE` and the parent raises that `RuleViolation`; when the backend is
+itself served over the stdio protocol (``--process``) and broke it, the worker
+exits with `BROKE_THE_PROTOCOL` and the parent raises that `StdioProtocolError`,
+noted as the backend's (PROTO-001).
 Whatever the backend prints to stdout goes to stderr, so it cannot garble the
 replies.
 """
@@ -85,7 +88,9 @@ from .messages import Acked, KitReply, KitRequest
 __all__ = [
     "BACKEND_FAILED",
     "BROKE_A_RULE",
+    "BROKE_THE_PROTOCOL",
     "UNSENT",
+    "WORKER_BREACH",
     "WORKER_VIOLATION",
     "Acked",
     "BackendFailedInWorker",
@@ -98,6 +103,7 @@ __all__ = [
     "WorkerExited",
     "WorkerHung",
     "WorkerReply",
+    "breach_line",
     "hello",
     "marker_prompts",
     "started_workers",
@@ -118,6 +124,13 @@ no int, see `checkpointspec.conformance.engines.contract.answers`); the last lin
 stderr is `WORKER_VIOLATION` and the violation as JSON."""
 
 WORKER_VIOLATION: Final = "rule violation in the worker: "
+
+BROKE_THE_PROTOCOL: Final = 5
+"""A worker's exit status when the backend, served over the stdio protocol
+(``--process``), broke that protocol; the last line of its stderr is
+`WORKER_BREACH` and the `StdioProtocolError` as JSON."""
+
+WORKER_BREACH: Final = "stdio protocol breach in the worker: "
 
 
 class _Violation(msgspec.Struct, frozen=True):
@@ -157,13 +170,41 @@ def _violation_of(line: str) -> RuleViolation:
     )
 
 
+class _Breach(msgspec.Struct, frozen=True):
+    """A `StdioProtocolError` whole, and the operation that met it, as it crosses from a
+    worker to the parent."""
+
+    message: str
+    operation: str
+    line: bytes | None = None
+    expected_id: int | None = None
+
+
+def breach_line(breach: StdioProtocolError, operation: str) -> str:
+    """The stderr line a worker ends with when ``breach``, met in the backend's
+    ``operation``, ended it: every field of it."""
+    found = _Breach(str(breach), operation, breach.line, breach.expected_id)
+    return WORKER_BREACH + msgspec.json.encode(found).decode()
+
+
+def _breach_of(line: str) -> StdioProtocolError:
+    """The `StdioProtocolError` a worker's `breach_line` carries, noted as the backend's
+    in that worker."""
+    found = msgspec.json.decode(line.removeprefix(WORKER_BREACH), type=_Breach)
+    breach = StdioProtocolError(found.message, line=found.line, expected_id=found.expected_id)
+    blame_backend(breach, f"{found.operation} in a worker process")
+    return breach
+
+
 def _exit_evidence(status: int | None, stderr: str, operation: str) -> Exception | None:
     """What a worker's exit proves against the backend: the rule one of its answers
-    broke, or the exception it raised (noted as the backend's); None for the kit's own."""
-    if status == BROKE_A_RULE:
-        last = stderr.strip().splitlines()[-1:] or [""]
-        if last[0].startswith(WORKER_VIOLATION):
-            return _violation_of(last[0])
+    broke, the breach of the stdio protocol it met, or the exception it raised (the
+    last two noted as the backend's); None for the kit's own."""
+    last = stderr.strip().splitlines()[-1:] or [""]
+    if status == BROKE_A_RULE and last[0].startswith(WORKER_VIOLATION):
+        return _violation_of(last[0])
+    if status == BROKE_THE_PROTOCOL and last[0].startswith(WORKER_BREACH):
+        return _breach_of(last[0])
     if status == BACKEND_FAILED:
         exited = BackendFailedInWorker(status, stderr)
         blame_backend(exited, f"{operation or 'hello'} in a worker process")

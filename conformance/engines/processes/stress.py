@@ -30,7 +30,9 @@ each event came from. Before each call a worker writes a ``begin`` line
 (arguments and invocation time) to its own history file and after it an
 ``end`` line (completion time and outcome); both are written straight to the
 file, without buffering, so they survive the worker being killed. A ``begin``
-without an ``end`` becomes an `Unknown` outcome. Times come from
+without an ``end`` becomes an `Unknown` outcome. A breach of the stdio protocol
+(a backend served with ``--process``) is no outcome of the call: it ends the
+workload, and the worker, and the parent raises it (PROTO-001). Times come from
 ``time.monotonic_ns``, one clock for every process on the host. After each step
 the worker replies `Progress` with the number of calls it has made.
 
@@ -54,6 +56,7 @@ from typing import IO
 import msgspec
 
 from ....backends.registry import BackendTarget
+from ....backends.stdio.wire import StdioProtocolError
 from ....spec import CheckpointConflictError, Checkpointer, UserPrompt
 from ..history import (
     Conflicted,
@@ -331,7 +334,9 @@ class _Caller:
         except CheckpointConflictError as conflict:
             outcome = Conflicted(conflict.expected, conflict.actual)
             self.known[session] = conflict.actual
-        except Exception as error:  # every error is part of the history
+        except StdioProtocolError:
+            raise  # no answer came back: the breach is its own finding (PROTO-001)
+        except Exception as error:  # every other error is part of the history
             outcome = Raised(type(error).__name__, str(error)[:300])
         completed = time.monotonic_ns()
         self.record.write(_encode(_End(index, completed, outcome)) + b"\n")

@@ -15,7 +15,9 @@ replies, the same pause at a fault point — with three differences:
   the parent reports (`WorkerExited`), and so does a failing close at the end
   (a non-zero exit status). The status says whose it was: `BACKEND_FAILED`
   for an exception the backend raised, `BROKE_A_RULE` for an answer that broke
-  a rule (named on the last stderr line), 1 for the kit's own.
+  a rule (named on the last stderr line), `BROKE_THE_PROTOCOL` for a breach of
+  the stdio protocol met in a backend itself served over it (``--process``; the
+  breach on the last stderr line), 1 for the kit's own.
 
 It loads the backend's factory at start, so a worker that cannot import the
 backend exits before its first reply.
@@ -40,6 +42,7 @@ from ....backends.registry import BackendTarget
 from ....backends.stdio.client import without_spares
 from ....backends.stdio.messages import Hello, Request
 from ....backends.stdio.serve import Server, error_body, reply_stream
+from ....backends.stdio.wire import StdioProtocolError
 from ....spec import (
     BackendContext,
     CheckpointConflictError,
@@ -49,7 +52,13 @@ from ....spec import (
 )
 from ..contract.violations import RuleViolation
 from ..target.provenance import backend_operation, open_checkpointer
-from .client import BACKEND_FAILED, BROKE_A_RULE, violation_line
+from .client import (
+    BACKEND_FAILED,
+    BROKE_A_RULE,
+    BROKE_THE_PROTOCOL,
+    breach_line,
+    violation_line,
+)
 from .forkserver import FORK_SERVER_FLAG, PID, READY, STATUS
 from .messages import Acked, AppendBatches, KitRequest, PauseAt, Stress
 from .stress import run_workload
@@ -101,7 +110,9 @@ class _KitServer(Server):
             self.pause = None
 
     def reply_error(self, request: Request | KitRequest, error: Exception) -> None:
-        if isinstance(request, Hello):  # the factory is the backend's code: report, don't die
+        # The factory is the backend's code: report, don't die; but a breach of the stdio
+        # protocol by the backend's child ends the worker, as it does anywhere else.
+        if isinstance(request, Hello) and not isinstance(error, StdioProtocolError):
             body = error_body(error)
             message = f"opening through the factory: {body.message}"
             self.send(id=request.id, error=msgspec.structs.replace(body, message=message))
@@ -139,9 +150,14 @@ def _serve_worker(target: BackendTarget) -> None:
         print(violation_line(violation), file=sys.stderr, flush=True)
         sys.exit(BROKE_A_RULE)
     except Exception as exc:
-        if backend_operation(exc) is None:
+        operation = backend_operation(exc)
+        if operation is None:
             raise  # the kit's own error: the parent reports it as one
         traceback.print_exc()
+        if isinstance(exc, StdioProtocolError):
+            # The backend's child broke the protocol: the parent raises the breach (PROTO-001).
+            print(breach_line(exc, operation), file=sys.stderr, flush=True)
+            sys.exit(BROKE_THE_PROTOCOL)
         sys.exit(BACKEND_FAILED)
 
 
