@@ -29,8 +29,8 @@ import msgspec
 
 from ....backends.registry import BackendTarget
 from ..contract.contract import Call
-from ..contract.violations import RuleViolation
-from ..history.linearizable import Diverged, Recorded, Undecided, check_linearizable
+from ..history.linearizable import Recorded
+from ..processes.contract_programs import judge_history
 from ..processes.contract_worker import (
     ContractWorker,
     load_contract,
@@ -92,7 +92,8 @@ async def power_loss_states(
 ) -> PowerLosses:
     """Judge up to ``budget`` crash states of a traced run of ``program`` (see the
     module). Raises the first `RuleViolation` found, naming the crash state in its
-    message; `TraceUnusable` when the trace cannot be judged; returns what was covered."""
+    message; `TraceUnusable` when the trace cannot be judged, `HistoryUndecided` when a
+    state's history is too tangled to decide; returns what was covered."""
     contract = load_contract(contract_ref)
     if contract.readback is None:
         raise ValueError(f"contract {contract.name!r} has no readback: crashes cannot be judged")
@@ -133,13 +134,5 @@ async def power_loss_states(
         state.materialise(crashed)
         history = _before_the_loss(records, program, replies, spec.point)
         history += await read_back(contract, target, crashed, reads, process=1)
-        verdict = check_linearizable(contract, history)
-        if isinstance(verdict, Diverged):
-            raise RuleViolation(
-                verdict.rule_id,
-                f"after a {spec} ({len(run.ops)} store operations traced): {verdict.message()}",
-                catalog=contract.rules_by_id,
-            )
-        if isinstance(verdict, Undecided):
-            raise TraceUnusable(f"the history after the {spec} was not decided")
+        judge_history(contract, history, f"a {spec} ({len(run.ops)} store operations traced)")
     return PowerLosses(len(run.ops), len(specs), possible)

@@ -111,7 +111,8 @@ class _Search(Generic[Store, State]):
     most_states: int
     visited: int = 0
     deepest: int = -1
-    stuck: tuple[int, State, tuple[int, ...]] | None = None
+    stuck: tuple[State, tuple[int, ...]] | None = None
+    """The state and order of the deepest placement (``deepest`` answered calls placed)."""
 
     def run(self) -> Verdict | None:
         known = [i for i, r in enumerate(self.calls) if r.answer is not None]
@@ -140,7 +141,7 @@ class _Search(Generic[Store, State]):
             horizon = min(ends[i] for i in range(len(self.calls)) if i not in placed)
             depth = len(placed & all_known)
             if depth > self.deepest:
-                self.deepest, self.stuck = depth, (depth, state, order)
+                self.deepest, self.stuck = depth, (state, order)
             for i in sorted(
                 (i for i in range(len(self.calls)) if i not in placed),
                 key=lambda i: self.calls[i].invoked,
@@ -156,7 +157,7 @@ class _Search(Generic[Store, State]):
 
     def _diverged(self) -> Diverged:
         assert self.stuck is not None
-        _, state, order = self.stuck
+        state, order = self.stuck
         placed = set(order)
         waiting = sorted(
             (

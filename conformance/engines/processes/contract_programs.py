@@ -94,14 +94,19 @@ async def run_programs(
     return [recorded for history in histories for recorded in history]
 
 
-def judge_history(contract: Contract[Store, State], history: Sequence[Recorded]) -> None:
+def judge_history(
+    contract: Contract[Store, State], history: Sequence[Recorded], after: str = ""
+) -> None:
     """Raise the finding of a history no order of the contract's model explains
-    (`RuleViolation`), or `HistoryUndecided`; return when one order explains it."""
+    (`RuleViolation`), or `HistoryUndecided`; return when one order explains it.
+    ``after`` says what the history followed (a kill, a power loss), for both."""
     verdict = check_linearizable(contract, history)
+    where = f"after {after}: " if after else ""
     if isinstance(verdict, Diverged):
-        raise RuleViolation(verdict.rule_id, verdict.message(), catalog=contract.rules_by_id)
+        message = f"{where}{verdict.message()}"
+        raise RuleViolation(verdict.rule_id, message, catalog=contract.rules_by_id)
     if isinstance(verdict, Undecided):
         raise HistoryUndecided(
-            f"the history of {len(history)} calls was not decided within {verdict.states} "
-            f"states (part {verdict.part})"
+            f"{where}the history of {len(history)} calls was not decided within "
+            f"{verdict.states} states (part {verdict.part})"
         )
