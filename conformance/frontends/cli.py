@@ -306,15 +306,6 @@ class _Live(RunListener):
         line = f"[{self.done}/{self.total}] {result.name} {result.status} in {result.duration:.1f}s"
         return f"{line}: {what}" if what else line
 
-    def rechecking(self, check: Check) -> None:
-        self.progress.update(self.task, description=f"rooting findings: {escape(check.name)}")
-        if self.lines is not None:
-            self.lines.print(
-                f"rooting findings: {escape(check.name)} again, another finding's defect left out",
-                highlight=False,
-                soft_wrap=True,
-            )
-
     def _describe(self) -> None:
         names = ", ".join(escape(n) for n in self.running)
         if not self.running:
@@ -427,16 +418,18 @@ def _show(report: KitReport, outputs: ReportOutputs, console: Console, *, verbos
 
 
 def _roots_line(report: KitReport) -> str:
-    """The defects to fix, at their roots: each root rule, and the rules following from it."""
-    follows: dict[str, list[str]] = {}
-    for rule in report.rules:
-        if rule.follows_from is not None:
-            follows.setdefault(rule.follows_from, []).append(rule.id)
-    parts = [
-        root + (f" (explains {', '.join(follows[root])})" if root in follows else "")
-        for root in report.roots
-    ]
-    return f"fix first: {'; '.join(parts)}"
+    """The defects to fix, at their roots: a line each, with its rule, what went wrong,
+    the checks that saw it and the rules that follow from it (its symptoms)."""
+    if not report.defects:  # a report of an older kit: roots only
+        return f"fix first: {'; '.join(report.roots)}"
+    lines = []
+    for defect in report.defects:
+        seen = f"seen by {len(defect.checks)} check{'s' if len(defect.checks) != 1 else ''}"
+        symptoms = f"; explains {', '.join(defect.symptoms)}" if defect.symptoms else ""
+        lines.append(f"{defect.rule}: {defect.shape} ({seen}{symptoms})")
+    if len(lines) == 1:
+        return f"fix first: {lines[0]}"
+    return "\n".join([f"fix first ({len(lines)} defects):", *(f"  {line}" for line in lines)])
 
 
 def _outputs(args: argparse.Namespace) -> ReportOutputs:

@@ -111,7 +111,14 @@ def render_summary(report: KitReport) -> str:
             for level in report.levels
         ),
     ]
-    if report.roots:
+    if report.defects:
+        lines += ["", "**Fix first:**", ""]
+        lines += [
+            f"- **{d.rule}**: {d.shape} (seen by {', '.join(d.checks)}"
+            + (f"; explains {', '.join(d.symptoms)})" if d.symptoms else ")")
+            for d in report.defects
+        ]
+    elif report.roots:
         lines += ["", f"**Fix first:** {', '.join(report.roots)}"]
     # The report's rules lead with the roots; a stable sort keeps them first per status.
     listed = sorted(

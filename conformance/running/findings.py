@@ -30,11 +30,12 @@ from ..engines.run.harness import Harness
 from ..engines.run.kit_run import KitRun
 from ..engines.search.replay import Reproduction, reproduction_of
 from ..engines.target.provenance import raised_by
+from ..engines.target.witness import Seen, Witness, divergence_noted
 from .failures import backend_frames, finding_panel, full_traceback, hypothesis_lines
 from .registry import is_session_check
 from .report import CheckResult, Finding
 
-__all__ = ["findings_from", "with_findings"]
+__all__ = ["findings_from", "with_findings", "witnessed_findings"]
 
 _REFUSAL_BREAKS: dict[Capability, str] = {
     Capability.DELETE: "DELETE-001",
@@ -114,9 +115,71 @@ def findings_from(
             steps=steps,
             frames=backend_frames(evidence),
         )
+    if isinstance(evidence, RuleViolation) and evidence.shape:
+        made = msgspec.structs.replace(made, shape=evidence.shape)
+    seen = divergence_noted(evidence) or divergence_noted(raised)
+    root: Finding | None = None
+    if seen is not None and seen.divergence.rule == made.rule:
+        made = _named_by(made, seen)
+    elif seen is not None:
+        # The check's own steps left the contract before its assertion did: the
+        # defect is the divergence's, and the check's rule one of its symptoms.
+        root = _named_by(
+            msgspec.structs.replace(
+                made,
+                rule=seen.divergence.rule,
+                summary=f"{seen.divergence.call} {seen.divergence.got}",
+                message=f"{seen.divergence.call} {seen.divergence.got}; the contract allows: "
+                f"{seen.divergence.expected}",
+                raised_by=None,
+                frames="",
+            ),
+            seen,
+        )
+        made = msgspec.structs.replace(
+            made,
+            follows_from=seen.divergence.rule,
+            root_evidence=f"its own steps left the contract first, at {seen.evidence()}",
+        )
     finding = msgspec.structs.replace(made, detail=finding_panel(made))
     also = evidence.also if isinstance(evidence, RuleViolation) else ()
-    return (finding, *_same_evidence(finding, also))
+    led = (msgspec.structs.replace(root, detail=finding_panel(root)),) if root else ()
+    return (*led, finding, *_same_evidence(finding, also))
+
+
+def _named_by(finding: Finding, seen: Seen) -> Finding:
+    """``finding`` with the divergence's shape, and its call, expected answer and answer
+    where the finding's evidence did not know them."""
+    d = seen.divergence
+    return msgspec.structs.replace(
+        finding,
+        shape=d.shape,
+        call=finding.call or d.call,
+        expected=finding.expected or d.expected,
+        got=finding.got or d.got,
+    )
+
+
+def witnessed_findings(check: Check, witness: Witness, replay: str) -> tuple[Finding, ...]:
+    """A finding for each divergence ``witness`` met in ``check``'s calls: the check's own
+    evidence, whether or not its assertions failed."""
+    made: list[Finding] = []
+    for seen in witness.every:
+        d = seen.divergence
+        message = f"{d.call} {d.got}; the contract allows: {d.expected}"
+        finding = Finding(
+            rule=d.rule,
+            check=check.name,
+            summary=_first_line(message),
+            replay=replay,
+            message=message,
+            call=d.call,
+            expected=d.expected,
+            got=d.got,
+            shape=d.shape,
+        )
+        made.append(msgspec.structs.replace(finding, detail=finding_panel(finding)))
+    return tuple(made)
 
 
 def _expected_reply(raised: BaseException) -> str:
@@ -156,8 +219,10 @@ def with_findings(
 ) -> CheckResult:
     """``result`` with every finding of the check: those it recorded and explored past
     (`Harness.findings`), then those of the exception it ended on (``result.findings``,
-    made by the runner), the first per rule; its headline is the first. A check that
-    recorded any is ``failed``, whatever its last round did: the evidence stands."""
+    made by the runner), then one for each divergence its witness met
+    (`witnessed_findings`), the first per rule and divergence shape; its headline is
+    the first. A check that recorded any is ``failed``, whatever its last round did:
+    the evidence stands."""
     explored = harness.explored if harness is not None else None
     if explored is not None:
         result = msgspec.structs.replace(
@@ -175,10 +240,18 @@ def with_findings(
                 check, found.violation, found.raised, replay, reproduction_of(found.raised)
             )
         ]
-    first_per_rule: dict[str, Finding] = {}
-    for finding in recorded + list(result.findings):
-        first_per_rule.setdefault(finding.rule, finding)
-    findings = tuple(first_per_rule.values())
+    witnessed: tuple[Finding, ...] = ()
+    if harness is not None:
+        replay = run.replay_command(check.name, session_check=is_session_check(check))
+        witnessed = witnessed_findings(check, harness.witness, replay)
+    # One finding per rule and divergence shape: distinct divergences of one rule are
+    # distinct defects, all kept; the same one met again is not. What the witness saw
+    # comes last: a finding of the check's own with the same divergence has its steps.
+    first_per_defect: dict[tuple[str, str, str | None], Finding] = {}
+    for finding in [*recorded, *result.findings, *witnessed]:
+        key = (finding.rule, finding.shape, finding.follows_from)
+        first_per_defect.setdefault(key, finding)
+    findings = tuple(first_per_defect.values())
     if not findings:
         return result
     first = findings[0]

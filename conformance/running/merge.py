@@ -76,8 +76,8 @@ def merge_reports(reports: Sequence[KitReport]) -> KitReport:
     ordered = sorted(
         checks, key=lambda c: suite_checks.index(c.name) if c.name in suite_checks else len(names)
     )
-    marked, findings, roots, rules = judge(
-        ordered, {}, suite, first.capabilities, first.expected_failures
+    marked, findings, roots, rules, defects = judge(
+        ordered, suite, first.capabilities, first.expected_failures
     )
     return msgspec.structs.replace(
         first,
@@ -89,5 +89,6 @@ def merge_reports(reports: Sequence[KitReport]) -> KitReport:
         levels=judge_levels(rules, first.capabilities),
         findings=findings,
         roots=roots,
+        defects=defects,
         shard=None,
     )

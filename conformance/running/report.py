@@ -60,6 +60,7 @@ __all__ = [
     "REPORT_SCHEMA_VERSION",
     "CheckResult",
     "CheckStatus",
+    "Defect",
     "Finding",
     "KitReport",
     "LevelResult",
@@ -126,8 +127,11 @@ class Finding(msgspec.Struct, frozen=True):
     shrunk failing steps (Hypothesis' report, translated) and ``frames`` the backend's
     own frames of an exception it raised. ``detail`` is the failure panel rendered
     from those (`checkpointspec.conformance.running.failures.finding_panel`).
-    ``follows_from`` is the root rule whose defect explains this finding, decided by
-    re-checking (``root_evidence`` says how); None for a root.
+    ``follows_from`` is the root rule whose defect explains this finding: its own
+    steps diverged first at a call that breaks it, or the same evidence breaks both
+    (``root_evidence`` says which); None for a root. ``shape`` names the divergence
+    without the example's values (`checkpointspec.spec.divergences`): findings with
+    the same rule and shape are one defect.
     """
 
     rule: str
@@ -147,6 +151,21 @@ class Finding(msgspec.Struct, frozen=True):
     got: str = ""
     steps: tuple[str, ...] = ()
     frames: str = ""
+    shape: str = ""
+
+
+class Defect(msgspec.Struct, frozen=True):
+    """One defect of a run: a root ``rule`` and the ``shape`` of its divergence, the
+    ``checks`` that found it, and the ``symptoms``: the other rules that follow from
+    it. ``call``, ``expected`` and ``got`` are where one check saw it first."""
+
+    rule: str
+    shape: str
+    checks: tuple[str, ...]
+    symptoms: tuple[str, ...] = ()
+    call: str = ""
+    expected: str = ""
+    got: str = ""
 
 
 class CheckResult(msgspec.Struct, frozen=True):
@@ -270,6 +289,9 @@ class KitReport(msgspec.Struct, frozen=True):
     expected_failures: dict[str, str]
     findings: tuple[Finding, ...] = ()
     roots: tuple[str, ...] = ()
+    defects: tuple[Defect, ...] = ()
+    """One per root rule and divergence shape, the one explaining most first
+    (`checkpointspec.conformance.running.roots.defects_of`): the run's to-do list."""
     shard: str | None = None
     """``K/N`` for a run of one shard (``--shard``); None for a whole run or a merged one."""
     budget: float | None = None

@@ -61,7 +61,6 @@ import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from functools import partial
 from multiprocessing import get_context
 from pathlib import Path
 from typing import TypeGuard
@@ -87,6 +86,7 @@ from ..engines.search.replay import (
     reproduction_of,
 )
 from ..engines.target.provenance import raised_by
+from ..engines.target.witness import note_divergence
 from .failures import ANSWERED_DIFFERENTLY, full_traceback, hypothesis_lines, raised_at
 from .findings import findings_from, with_findings
 from .levels import judge_levels
@@ -98,7 +98,7 @@ from .report import (
     KitReport,
     exit_status_for,
 )
-from .roots import Derivation, derive_roots, judge
+from .roots import judge
 from .slices import BudgetPlan
 
 __all__ = [
@@ -181,6 +181,8 @@ def run_check(
             reason=REPLAY_PASSED,
         )
     except Exception as exc:
+        if harness_made is not None:
+            note_divergence(exc, harness_made.witness.first)
         replay = run.replay_command(check.name, session_check=is_session_check(check))
         found = reproduction_of(exc) or _replayed(harness_made)
         judged = _judge(check, exc, run.probe, time.perf_counter() - started, replay, found)
@@ -374,10 +376,6 @@ class RunListener:
     def finished(self, result: CheckResult) -> None:
         """A check ended, skipped ones included."""
 
-    def rechecking(self, check: Check) -> None:
-        """After the checks: ``check`` runs again with another finding's defect left out,
-        to tell whether its own finding follows from that one (`derive_roots`)."""
-
 
 def run_kit(run: KitRun, listener: RunListener | None = None) -> KitReport:
     """Run the checks of ``run`` (`checkpointspec.conformance.running.plan.plan_run`
@@ -401,30 +399,11 @@ def run_kit(run: KitRun, listener: RunListener | None = None) -> KitReport:
         for result in _results(run, checks, root, told, slices):
             results[result.name] = result
             told.finished(result)
-        derived = (
-            derive_roots(
-                run,
-                list(results.values()),
-                partial(_recheck, root=root, told=told, slices=slices),
-                seconds=time.perf_counter() - started,
-            )
-            if run.reproduction is None
-            else {}
-        )
     except ReproduceError as exc:
         raise BackendLoadError(f"--reproduce: {exc}") from None
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    return report_of(run, checks, results, time.perf_counter() - started, derived)
-
-
-def _recheck(
-    check: Check, variant: KitRun, *, root: Path, told: RunListener, slices: BudgetPlan
-) -> CheckResult:
-    """One re-check of rooting (`derive_roots`): ``check`` on a variant of the run, with
-    the slice it had the first time."""
-    told.rechecking(check)
-    return run_check(check, variant, root, slices.slice_for(check))
+    return report_of(run, checks, results, time.perf_counter() - started)
 
 
 def _results(
@@ -474,16 +453,13 @@ def report_of(
     checks: Sequence[Check],
     results: Mapping[str, CheckResult],
     duration: float,
-    derived: Mapping[tuple[str, str], Derivation] | None = None,
 ) -> KitReport:
     """The report of ``run`` over its selected ``checks``, from the ``results`` of those
-    that ran (pytest may deselect some: the run is then narrowed, as by ``--only``),
-    with the findings that follow from another rule's (``derived``, from `derive_roots`)
-    marked so. The CLI's report and the pytest plugin's summary are both this."""
+    that ran (pytest may deselect some: the run is then narrowed, as by ``--only``).
+    The CLI's report and the pytest plugin's summary are both this."""
     declared = tuple(sorted(c.value for c in run.probe.capabilities))
-    ran, findings, roots, rules = judge(
+    ran, findings, roots, rules, defects = judge(
         [results[c.name] for c in checks if c.name in results],
-        derived or {},
         run.suite,
         declared,
         run.expected_failures,
@@ -507,6 +483,7 @@ def report_of(
         expected_failures=dict(run.expected_failures),
         findings=findings,
         roots=roots,
+        defects=defects,
         shard=f"{run.shard[0]}/{run.shard[1]}" if run.shard is not None else None,
         budget=run.budget,
     )

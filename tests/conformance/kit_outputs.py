@@ -69,8 +69,8 @@ def report_of(
     backend: str = "memory",
 ) -> KitReport:
     """The report `run_kit` would make of ``checks`` on a storage run."""
-    checked, findings, roots, _ = rooted(tuple(checks), {})
-    ordered = tuple(checked)
+    findings, roots, _, defects = rooted(tuple(checks), dict(xfail or {}))
+    ordered = tuple(checks)
     declared = tuple(sorted(capabilities))
     rules = summarise_rules(
         ordered, declared, dict(xfail or {}), rule_ids=rules_of_suite("storage")
@@ -93,4 +93,5 @@ def report_of(
         expected_failures=dict(xfail or {}),
         findings=findings,
         roots=roots,
+        defects=defects,
     )

@@ -7,9 +7,7 @@ from collections.abc import Callable
 
 import msgspec
 import pytest
-from checkpointspec.conformance.checks.base import Check
 from checkpointspec.conformance.engines.contract.violations import RuleViolation
-from checkpointspec.conformance.engines.run.kit_run import KitRun
 from checkpointspec.conformance.engines.search.exploration import (
     Diverging,
     Explored,
@@ -20,12 +18,14 @@ from checkpointspec.conformance.engines.search.exploration import (
     tolerating,
 )
 from checkpointspec.conformance.engines.search.replay import REPORTING_PHASES, kit_settings
+from checkpointspec.conformance.engines.target.witness import Seen, note_divergence
+from checkpointspec.conformance.running.findings import findings_from
 from checkpointspec.conformance.running.plan import plan_run
 from checkpointspec.conformance.running.registry import CHECKS_BY_NAME
 from checkpointspec.conformance.running.report import CheckResult, Finding
-from checkpointspec.conformance.running.roots import Derivation, derive_roots, rooted
+from checkpointspec.conformance.running.roots import defects_of
 from checkpointspec.conformance.running.runner import report_of
-from checkpointspec.spec import Capability
+from checkpointspec.spec.divergences import Divergence
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
@@ -148,115 +148,121 @@ def _passed(check: str) -> CheckResult:
     return CheckResult(check, CHECKS_BY_NAME[check].rules, "passed", 1.0)
 
 
-@pytest.fixture
-def run() -> KitRun:
-    return plan_run("memory", profile="quick", seed=1)
-
-
-def test_a_finding_gone_when_its_root_operation_is_left_out_follows_from_it(run: KitRun) -> None:
-    results = [_failed(TRUNCATE_CHECK, "TRUNC-003"), _failed(STRESS_CHECK, "APPEND-002")]
-
-    def recheck(check: Check, variant: KitRun) -> CheckResult:
-        name = check.name
-        if name == STRESS_CHECK and Capability.TRUNCATE not in variant.probe.capabilities:
-            return _passed(name)
-        return next(r for r in results if r.name == name)
-
-    derived = derive_roots(run, results, recheck)
-    assert set(derived) == {(STRESS_CHECK, "APPEND-002")}
-    assert derived[(STRESS_CHECK, "APPEND-002")].root == "TRUNC-003"
-    assert "TRUNCATE left out" in derived[(STRESS_CHECK, "APPEND-002")].evidence
-    marked, findings, roots, follows = rooted(results, derived)
-    assert roots == ("TRUNC-003",)
-    assert follows == {"APPEND-002": "TRUNC-003"}
-    assert [f.rule for f in findings] == ["TRUNC-003", "APPEND-002"]
-    assert marked[1].findings[0].follows_from == "TRUNC-003"
-
-
-def test_a_finding_still_there_when_the_other_is_left_out_is_a_root(run: KitRun) -> None:
-    results = [_failed(TRUNCATE_CHECK, "TRUNC-003"), _failed(STRESS_CHECK, "APPEND-002")]
-    derived = derive_roots(
-        run, results, lambda check, _: next(r for r in results if r.name == check.name)
+def _following(check: str, rule: str, root: str) -> CheckResult:
+    """A failed check whose finding of ``rule`` follows from ``root``'s divergence."""
+    finding = Finding(
+        rule, check, f"{rule} is broken", follows_from=root, root_evidence="its own steps"
     )
-    assert derived == {}
-    assert rooted(results, derived)[2] == ("APPEND-002", "TRUNC-003")
+    rooted_finding = Finding(root, check, f"{root} is broken", shape=f"{root} shape")
+    return CheckResult(
+        check,
+        CHECKS_BY_NAME[check].rules,
+        "failed",
+        1.0,
+        violated_rule=root,
+        findings=(rooted_finding, finding),
+    )
 
 
-def test_findings_of_one_check_are_not_rechecked_by_tolerance(run: KitRun) -> None:
-    results = [_failed("SEQ-001::model_based", "ARG-001", "SEQ-003", rounds=3)]
-
-    def recheck(check: Check, variant: KitRun) -> CheckResult:
-        raise AssertionError("no re-check is needed")
-
-    assert derive_roots(run, results, recheck) == {}
+def _diverged(rule: str, shape: str) -> Seen:
+    return Seen(Divergence(rule, shape, "read('s', 3)", "seqs [4]", "seqs [3, 4]"), 7)
 
 
-def test_a_finding_of_one_check_follows_from_another_when_its_operation_is_left_out(
-    run: KitRun,
-) -> None:
-    results = [_failed("SEQ-001::model_based", "DELETE-001", "ARG-001", rounds=2)]
-
-    def recheck(check: Check, variant: KitRun) -> CheckResult:
-        assert variant.tolerated == frozenset()
-        if Capability.DELETE in variant.probe.capabilities:
-            return results[0]  # the control: the check run again unchanged
-        return _passed(check.name)
-
-    derived = derive_roots(run, results, recheck)
-    assert {key: d.root for key, d in derived.items()} == {
-        ("SEQ-001::model_based", "ARG-001"): "DELETE-001"
-    }
-
-
-def test_a_finding_the_check_does_not_find_again_unchanged_stays_a_root(run: KitRun) -> None:
-    """A finding that depends on timing (a tie within one millisecond) is gone from any
-    re-check; gone from the unchanged re-check too, it follows from nothing."""
-    results = [_failed("SEQ-001::model_based", "DELETE-001", "ARG-001", rounds=2)]
-    rechecked: list[frozenset[Capability]] = []
-
-    def recheck(check: Check, variant: KitRun) -> CheckResult:
-        rechecked.append(variant.probe.capabilities)
-        return _passed(check.name)
-
-    assert derive_roots(run, results, recheck) == {}
-    # The variant without DELETE, then the control with it.
-    assert [Capability.DELETE in c for c in rechecked] == [False, True]
+def test_a_finding_whose_own_steps_diverged_first_follows_from_the_divergence() -> None:
+    check = CHECKS_BY_NAME[STRESS_CHECK]
+    violation = RuleViolation("APPEND-002", "a stale expected head was accepted")
+    note_divergence(
+        violation, _diverged("READ-001", "read yielded an event at or before since_seq")
+    )
+    root, symptom = findings_from(check, violation, violation, "replay", None)
+    assert (root.rule, root.follows_from, root.shape) == (
+        "READ-001",
+        None,
+        "read yielded an event at or before since_seq",
+    )
+    assert (root.call, root.expected, root.got) == ("read('s', 3)", "seqs [4]", "seqs [3, 4]")
+    assert (symptom.rule, symptom.follows_from) == ("APPEND-002", "READ-001")
+    assert "call 7, read('s', 3)" in symptom.root_evidence
 
 
-def test_two_rules_that_explain_each_other_both_stay_roots(run: KitRun) -> None:
-    first, second = "HEAD-001::head_is_the_last_seq", "SEQ-003::append_returns_the_new_head"
-    results = [_failed(first, "HEAD-001", rounds=1), _failed(second, "SEQ-003", rounds=1)]
-    derived = derive_roots(run, results, lambda check, _: _passed(check.name))
-    assert derived == {}
+def test_a_finding_named_by_its_own_divergence_takes_its_shape() -> None:
+    check = CHECKS_BY_NAME["READ-001::since_seq_is_exclusive"]
+    violation = RuleViolation("READ-001", "read(since_seq=3) yielded seqs [3, 4]")
+    note_divergence(
+        violation, _diverged("READ-001", "read yielded an event at or before since_seq")
+    )
+    (finding,) = findings_from(check, violation, violation, "replay", None)
+    assert finding.follows_from is None
+    assert finding.shape == "read yielded an event at or before since_seq"
+
+
+def test_a_finding_without_a_divergence_before_it_is_a_root() -> None:
+    check = CHECKS_BY_NAME[STRESS_CHECK]
+    violation = RuleViolation("APPEND-002", "a stale expected head was accepted")
+    (finding,) = findings_from(check, violation, violation, "replay", None)
+    assert (finding.rule, finding.follows_from) == ("APPEND-002", None)
+
+
+def test_findings_of_one_rule_and_shape_in_several_checks_are_one_defect() -> None:
+    shape = "read yielded an event at or before since_seq"
+    seen_twice = [
+        Finding("READ-001", "READ-001::since_seq_is_exclusive", "x", shape=shape),
+        Finding("READ-001", "SEQ-001::model_based", "y", shape=shape),
+        Finding("SEQ-001", "SEQ-001::model_based", "z", follows_from="READ-001"),
+    ]
+    (defect,) = defects_of(seen_twice)
+    assert defect.rule == "READ-001"
+    assert defect.checks == ("READ-001::since_seq_is_exclusive", "SEQ-001::model_based")
+    assert defect.symptoms == ("SEQ-001",)
+
+
+def test_two_shapes_of_one_rule_are_two_defects() -> None:
+    two = [
+        Finding("READ-001", "a", "x", shape="read yielded an event at or before since_seq"),
+        Finding("READ-001", "b", "y", shape="read yielded seqs out of order"),
+    ]
+    assert len(defects_of(two)) == 2
+
+
+def test_an_expected_failure_is_no_defect() -> None:
+    known = [Finding("TRUNC-003", TRUNCATE_CHECK, "x", shape="truncate did not raise")]
+    assert defects_of(known, {"TRUNC-003": "declared"}) == ()
 
 
 def test_a_rule_that_follows_from_an_expected_failure_fails_nothing() -> None:
     """A known defect (``--xfail``, or a lite-agent truncate declared without an
     expected head) seen again under another rule is one verdict: the run passes."""
-    results = [_failed(TRUNCATE_CHECK, "TRUNC-003"), _failed(STRESS_CHECK, "APPEND-002")]
+    results = [
+        _failed(TRUNCATE_CHECK, "TRUNC-003"),
+        _following(STRESS_CHECK, "APPEND-002", "TRUNC-003"),
+    ]
     checks = [CHECKS_BY_NAME[TRUNCATE_CHECK], CHECKS_BY_NAME[STRESS_CHECK]]
-    derived = {(STRESS_CHECK, "APPEND-002"): Derivation("TRUNC-003", "with TRUNCATE left out")}
     by_name = {r.name: r for r in results}
     known = plan_run("memory", profile="quick", seed=1, expected_failures={"TRUNC-003": "known"})
-    report = report_of(known, checks, by_name, 1.0, derived)
+    report = report_of(known, checks, by_name, 1.0)
     assert report.exit_status == 0
-    assert [(r.id, r.status, r.follows_from) for r in report.rules[:2]] == [
-        ("TRUNC-003", "xfailed", None),
-        ("APPEND-002", "failed", "TRUNC-003"),
-    ]
-    # Not derived, the same failure is a failure of the run.
-    assert report_of(known, checks, by_name, 1.0, {}).exit_status == 1
+    assert report.roots == ()
+    assert report.defects == ()
+    verdicts = {r.id: (r.status, r.follows_from) for r in report.rules}
+    assert verdicts["TRUNC-003"] == ("xfailed", None)
+    assert verdicts["APPEND-002"] == ("failed", "TRUNC-003")
+    # Not following from it, the same failure is a failure of the run.
+    unexplained = {**by_name, STRESS_CHECK: _failed(STRESS_CHECK, "APPEND-002")}
+    assert report_of(known, checks, unexplained, 1.0).exit_status == 1
 
 
 def test_a_report_marks_derived_rules_and_leads_with_roots() -> None:
-    results = [_failed(TRUNCATE_CHECK, "TRUNC-003"), _failed(STRESS_CHECK, "APPEND-002")]
+    results = [
+        _failed(TRUNCATE_CHECK, "TRUNC-003"),
+        _following(STRESS_CHECK, "APPEND-002", "TRUNC-003"),
+    ]
     base = plan_run("memory", profile="quick", seed=1)
     checks = [CHECKS_BY_NAME[TRUNCATE_CHECK], CHECKS_BY_NAME[STRESS_CHECK]]
-    derived = {(STRESS_CHECK, "APPEND-002"): Derivation("TRUNC-003", "with TRUNCATE left out")}
-    report = report_of(base, checks, {r.name: r for r in results}, 1.0, derived)
+    report = report_of(base, checks, {r.name: r for r in results}, 1.0)
     assert report.roots == ("TRUNC-003",)
     assert [r.id for r in report.rules[:2]] == ["TRUNC-003", "APPEND-002"]
     assert report.rules[1].follows_from == "TRUNC-003"
     assert report.rules[1].status == "failed"
     encoded = msgspec.json.decode(msgspec.json.encode(report))
-    assert encoded["findings"][1]["follows_from"] == "TRUNC-003"
+    assert [f["follows_from"] for f in encoded["findings"]][-1] == "TRUNC-003"
+    assert [d["rule"] for d in encoded["defects"]] == ["TRUNC-003", "TRUNC-003"]

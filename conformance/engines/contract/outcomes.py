@@ -19,12 +19,9 @@ from ....backends.stdio.wire import StdioProtocolError
 from ....spec import (
     AssistantMessage,
     BackgroundCompletion,
-    CheckpointConflictError,
     Checkpointer,
-    CheckpointerClosedError,
     CheckpointError,
     FileSnapshot,
-    InvalidArgumentError,
     ModelEvent,
     RepairMessage,
     RuntimeReminder,
@@ -34,9 +31,9 @@ from ....spec import (
     Summary,
     ToolResult,
     ToolStarted,
-    UnsupportedOperationError,
     UserPrompt,
 )
+from ....spec.divergences import ANSWER_RULE, of_error, of_read, rule_requiring
 from .ledger import Ledger
 from .violations import RuleViolation, expect
 
@@ -100,40 +97,13 @@ async def run_backend(call: Callable[[], Awaitable[T]]) -> Ok[T] | Err:
         return Err(exc)
 
 
-PRIMARY_RULE = {
-    "append": "SEQ-003",
-    "read": "READ-001",
-    "head": "HEAD-001",
-    "list_sessions": "LIST-001",
-    "delete": "DELETE-001",
-    "truncate": "TRUNC-001",
-    "generation": "GEN-001",
-    "check_integrity": "INTEG-001",
-    "close": "CLOSE-001",
-}
-
-ARGUMENT_RULE = {"session_id": "ARG-001", "events": "ARG-003"}
-"""The rule of an `InvalidArgumentError` without a ``rule_id``, by argument; seqs are ARG-002."""
+PRIMARY_RULE = ANSWER_RULE
+"""The rule that defines what each operation returns (`checkpointspec.spec.divergences`)."""
 
 
 def rule_for_expected_error(operation: str, error: BaseException) -> str:
     """The rule that requires ``error`` from ``operation``."""
-    if isinstance(error, CheckpointerClosedError):
-        return "CLOSE-001"
-    if isinstance(error, UnsupportedOperationError):
-        return "CAP-001"
-    if isinstance(error, CheckpointConflictError):
-        if error.kind == "generation":
-            return "GEN-002"
-        return "TRUNC-003" if operation == "truncate" else "APPEND-002"
-    if isinstance(error, InvalidArgumentError):
-        # The model's refusals name their rule (spec.validation, spec.events); the
-        # message is never read. An error built without one falls back to the rule
-        # of its argument.
-        if error.rule_id is not None:
-            return error.rule_id
-        return ARGUMENT_RULE.get(error.argument, "ARG-002")
-    return PRIMARY_RULE[operation]
+    return rule_requiring(operation, error)
 
 
 def _describe(outcome: object) -> str:
@@ -145,47 +115,14 @@ def _describe(outcome: object) -> str:
 
 
 def compare_outcomes(operation: str, actual: object, expected: object, call: str) -> None:
-    """Errors must match in type and facts; values are compared by the caller."""
-    if isinstance(expected, Err):
-        want = expected.error
-        rule_id = rule_for_expected_error(operation, want)
-        if not isinstance(actual, Err) or not isinstance(actual.error, type(want)):
-            raise RuleViolation(
-                rule_id,
-                f"{call} {_describe(actual)}; expected {type(want).__name__}: {want}",
-                call=call,
-                expected=f"raises {type(want).__name__}: {want}",
-                got=_describe(actual),
-            )
-        if isinstance(want, CheckpointConflictError):
-            got = actual.error
-            assert isinstance(got, CheckpointConflictError)
-            facts = (got.session_id, got.expected, got.actual, got.kind)
-            wanted = (want.session_id, want.expected, want.actual, want.kind)
-            if facts != wanted:
-                raise RuleViolation(
-                    rule_id,
-                    f"{call} raised a conflict with (session_id, expected, actual, kind) = "
-                    f"{facts}; expected {wanted}",
-                    call=call,
-                    expected=f"a conflict with (session_id, expected, actual, kind) = {wanted}",
-                    got=f"a conflict with (session_id, expected, actual, kind) = {facts}",
-                )
-        return
-    if isinstance(actual, Err):
-        got_error = actual.error
-        if isinstance(got_error, CheckpointConflictError):
-            rule_id = "TRUNC-003" if operation == "truncate" else "APPEND-002"
-        elif isinstance(got_error, CheckpointerClosedError):
-            rule_id = "CLOSE-002"
-        else:
-            rule_id = PRIMARY_RULE[operation]
-        raise RuleViolation(
-            rule_id,
-            f"{call} {_describe(actual)}; expected success",
-            call=call,
-            expected="success",
-            got=_describe(actual),
+    """Errors must match in type and facts (values are compared by the caller): a
+    difference is the divergence the table names (`checkpointspec.spec.divergences.of_error`)."""
+    want = expected.error if isinstance(expected, Err) else None
+    got = actual.error if isinstance(actual, Err) else None
+    divergence = of_error(operation, want, got)
+    if divergence is not None:
+        raise RuleViolation.of(
+            divergence.at(call), f"{call} {divergence.got}; expected {divergence.expected}"
         )
 
 
@@ -269,52 +206,27 @@ def compare_log(
     session_id: str,
     call: str,
     ledger: Ledger[W] | None = None,
+    since_seq: int = 0,
 ) -> None:
-    """A read's events must be the model's, field for field.
+    """A read's events must be the model's, field for field: the first difference is
+    the divergence the table names (`checkpointspec.spec.divergences.of_read`).
 
     ``ledger`` holds every event the run ever tried to append; it turns an event
     the model does not expect into the rule its presence proves broken.
     """
-    wanted_markers = {marker_of(e.event) for e in expected}
+
+    def intruder(stored: StoredEvent) -> str | None:
+        if ledger is None:
+            return None
+        found = ledger.intrusion(marker_of(stored.event), session_id)
+        return found.rule_id if found is not None else None
+
+    divergence = of_read(since_seq, actual, expected, intruder=intruder)
+    if divergence is not None:
+        raise RuleViolation.of(
+            divergence.at(call), f"{call} yielded {divergence.got}; expected {divergence.expected}"
+        )
     for stored in actual:
-        if not isinstance(stored, StoredEvent):
-            raise RuleViolation("EVENT-001", f"{call} yielded {stored!r}, not a StoredEvent")
-        marker = marker_of(stored.event)
-        if ledger is None or marker in wanted_markers:
-            continue
-        found = ledger.intrusion(marker, session_id)
-        if found is not None:
-            raise RuleViolation(found.rule_id, f"{call} yielded event {marker!r}, {found.reason}")
-    got = [s.seq for s in actual]
-    want = [e.seq for e in expected]
-    if got != want:
-        contiguous = all(b == a + 1 for a, b in itertools.pairwise(got))
-        rule_id = (
-            "SEQ-001" if not contiguous or (got and want and got[0] != want[0]) else "READ-001"
-        )
-        raise RuleViolation(
-            rule_id,
-            f"{call} yielded seqs {got}; expected {want}",
-            call=call,
-            expected=f"seqs {want}",
-            got=f"seqs {got}",
-        )
-    for stored, model in zip(actual, expected, strict=True):
-        expect(
-            stored.parent_seq == model.parent_seq,
-            "SEQ-002",
-            f"{call}: seq {stored.seq} has parent_seq {stored.parent_seq!r}; expected {model.parent_seq!r}",
-        )
-        expect(
-            stored.session_id == model.session_id,
-            "SEQ-004",
-            f"{call}: seq {stored.seq} carries session_id {stored.session_id!r}; expected {model.session_id!r}",
-        )
-        expect(
-            type(stored.event) is type(model.event) and stored.event == model.event,
-            "EVENT-001",
-            f"{call}: seq {stored.seq} is {stored.event!r}; appended {model.event!r}",
-        )
         check_ts(stored, call)
 
 

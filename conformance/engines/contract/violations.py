@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping
 import msgspec
 
 from ....spec import RULES_BY_ID
+from ....spec.divergences import Divergence
 
 __all__ = ["RuleViolation", "RuleWarning", "expect"]
 
@@ -27,6 +28,8 @@ class RuleViolation(AssertionError):
     (``append('s1', [...], expected_head=2)``), ``expected`` what the contract (or the
     model) allows there and ``got`` what came back; each is "" when not known. The
     message says them too: these carry them as values into the report's finding.
+    ``shape`` names the divergence without the example's values, where the raiser
+    judged it by the table of divergences (`checkpointspec.spec.divergences`).
     """
 
     def __init__(
@@ -39,6 +42,7 @@ class RuleViolation(AssertionError):
         call: str = "",
         expected: str = "",
         got: str = "",
+        shape: str = "",
     ) -> None:
         for rule in (rule_id, *also):
             if rule not in catalog:
@@ -50,6 +54,19 @@ class RuleViolation(AssertionError):
         self.call = call
         self.expected = expected
         self.got = got
+        self.shape = shape
+
+    @classmethod
+    def of(cls, divergence: Divergence, message: str) -> RuleViolation:
+        """The violation of ``divergence``'s rule, as its table named it, with its facts."""
+        return cls(
+            divergence.rule,
+            message,
+            call=divergence.call,
+            expected=divergence.expected,
+            got=divergence.got,
+            shape=divergence.shape,
+        )
 
     def __reduce__(
         self,
@@ -60,7 +77,7 @@ class RuleViolation(AssertionError):
     ]:
         # Checked once, where it was made: unpickled in another process, whose
         # contract may not be the checkpointer's, it is taken as it comes.
-        facts = {"call": self.call, "expected": self.expected, "got": self.got}
+        facts = {"call": self.call, "expected": self.expected, "got": self.got, "shape": self.shape}
         return (_unpickled, (type(self), self.rule_id, self.message, self.also), facts)
 
 
@@ -70,7 +87,7 @@ def _unpickled(
     violation = cls.__new__(cls)
     AssertionError.__init__(violation, f"[{rule_id}] {message}")
     violation.rule_id, violation.message, violation.also = rule_id, message, also
-    violation.call = violation.expected = violation.got = ""
+    violation.call = violation.expected = violation.got = violation.shape = ""
     return violation
 
 

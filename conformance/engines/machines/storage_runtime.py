@@ -204,7 +204,7 @@ class MachineBase(Diverging, RuleBasedStateMachine):
         that appended it."""
         session_id, since = read
         try:
-            compare_log(got, expected, session_id, call, self.ledger)
+            compare_log(got, expected, session_id, call, self.ledger, since)
         except RuleViolation:
             seen = {marker_of(s.event) for s in got if isinstance(s, StoredEvent)}
             want = [marker_of(e.event) for e in expected]

@@ -42,6 +42,7 @@ from ..search.exploration import Explored, Found
 from ..search.replay import Replay
 from ..target.provenance import open_checkpointer
 from ..target.session_layer import load_session_layer
+from ..target.witness import Witness, note_divergence
 from .kit_run import KitRun
 from .profiles import Profile
 
@@ -66,10 +67,11 @@ class Harness:
         """The run this check belongs to, as the front end built it."""
         self.root = root
         """The check's own directory: every store it makes is under it."""
-        self.target: BackendTarget = run.target
-        """The backend under test, with the run's options: what every handle, worker
-        process, machine and child of this check opens."""
-        self.factory: BackendFactory = self.target.factory()
+        self._target: BackendTarget = run.target
+        self._factory: BackendFactory = self._target.factory()
+        self.witness = Witness(run.probe.capabilities)
+        """Judges every call made through the handles `open` returns against the model,
+        and keeps the first that diverges (`checkpointspec.conformance.engines.target.witness`)."""
         self.replay = Replay(run.reproduction) if run.reproduction is not None else None
         """With ``--reproduce``: the recorded example the check's Hypothesis run replays
         instead of searching (`checkpointspec.conformance.engines.search.replay`)."""
@@ -97,6 +99,25 @@ class Harness:
         self.path = self.new_store()
 
     @property
+    def target(self) -> BackendTarget:
+        """The backend under test, with the run's options: what every handle, worker
+        process, machine and child of this check opens. What a check hands it to
+        writes where the witness cannot see, so from then on it judges nothing."""
+        self.witness.lose_all("the check handed the backend to a worker, machine or child")
+        return self._target
+
+    @property
+    def factory(self) -> BackendFactory:
+        """The backend's factory, for a check that opens a handle itself (the witness then
+        judges nothing more, as for `target`)."""
+        self.witness.lose_all("the check opened a handle around the harness")
+        return self._factory
+
+    def begin_example(self) -> None:
+        """A Hypothesis example starts: the witness's first divergence is its own."""
+        self.witness.begin_example()
+
+    @property
     def capabilities(self) -> frozenset[Capability]:
         """What the backend declares."""
         return self.run.probe.capabilities
@@ -113,7 +134,7 @@ class Harness:
     @property
     def options(self) -> dict[str, str]:
         """What the factory gets in `BackendContext.options` (also in worker processes)."""
-        return self.target.options
+        return self._target.options
 
     @property
     def session_target(self) -> str:
@@ -150,8 +171,19 @@ class Harness:
         options: Mapping[str, str] | None = None,
     ) -> BackendContext:
         """The BackendContext for ``path`` (default: this check's store); ``options`` are
-        added to the run's (a launched server's address, `ServerControl.options`)."""
-        return self.target.context(path or self.path, codec=codec, options=options)
+        added to the run's (a launched server's address, `ServerControl.options`). A
+        context handed out lets a check open a handle the witness does not see: from
+        then on it judges nothing."""
+        self.witness.lose_all("the check took a BackendContext to open a handle itself")
+        return self._context(path, codec, options)
+
+    def _context(
+        self,
+        path: Path | None = None,
+        codec: Codec | None = None,
+        options: Mapping[str, str] | None = None,
+    ) -> BackendContext:
+        return self._target.context(path or self.path, codec=codec, options=options)
 
     async def open(
         self,
@@ -161,7 +193,14 @@ class Harness:
     ) -> Checkpointer:
         """Open one more handle on the store at ``path`` (default: this check's store),
         with ``options`` added to the run's."""
-        cp = await open_checkpointer(self.factory, self.context(path, codec, options))
+        where = path or self.path
+        cp = await open_checkpointer(
+            self._factory,
+            self._context(path, codec, options),
+            self.witness,
+            own_codec=codec is not None or bool(options),
+            fresh=not where.exists() or not any(where.iterdir()),
+        )
         self._handles.append(cp)
         if self.specimen is None:
             self.specimen = cp
@@ -190,8 +229,11 @@ class Harness:
     def record(self, violation: RuleViolation) -> None:
         """Record ``violation`` and go on checking: for a check that looks at many
         independent cases (crash states, held writers) and reports every rule they
-        break, each once, rather than stopping at the first."""
-        if all(f.violation.rule_id != violation.rule_id for f in self.findings):
+        break, each once (a rule's distinct divergence shapes each once), rather than
+        stopping at the first."""
+        key = (violation.rule_id, violation.shape)
+        if all((f.violation.rule_id, f.violation.shape) != key for f in self.findings):
+            note_divergence(violation, self.witness.first)
             self.findings.append(Found(violation, violation))
 
     def found(self, rule_id: str) -> bool:

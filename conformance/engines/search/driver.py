@@ -20,6 +20,7 @@ from typing import ParamSpec, Protocol, TypeVar
 from hypothesis.control import current_build_context
 from hypothesis.errors import UnsatisfiedAssumption
 
+from ..target.witness import Witness, note_divergence
 from .budget import Slice, example_failed
 from .exploration import Explored, Found, explore, tolerated_violation
 from .replay import Replay, Reproduction
@@ -79,6 +80,9 @@ class SearchHost(Protocol):
     @property
     def findings(self) -> list[Found]: ...
 
+    @property
+    def witness(self) -> Witness: ...
+
     explored: Explored | None
 
 
@@ -125,11 +129,13 @@ def within_slice(h: SearchHost) -> Callable[[Callable[P, R]], Callable[P, R]]:
                 final_replay=current_build_context().is_final
             ):
                 raise SliceSpent
+            h.witness.begin_example()
             try:
                 return example(*args, **kwargs)
             except UnsatisfiedAssumption:
                 raise
             except Exception as exc:
+                note_divergence(exc, h.witness.first)
                 if tolerated_violation(exc) is None:
                     example_failed()
                 raise

@@ -36,10 +36,12 @@ from ....spec import (
     Capability,
     Checkpointer,
     IntegrityReport,
+    ModelHandle,
     SessionInfo,
     StoredEvent,
 )
 from ..contract.answers import check_answer, check_read_item
+from .witness import Pending, Witness
 
 __all__ = [
     "BackendHandle",
@@ -101,13 +103,44 @@ def backend_operation(error: BaseException) -> str | None:
     return noted.operation if noted is not None else None
 
 
-class _BackendIterator(AsyncIterator[T]):
-    """The iterator a backend's ``read`` returned, with its exceptions noted."""
+class _Watched:
+    """A handle's place in its check's `Witness`: the store it is open on, and its model."""
 
-    def __init__(self, source: AsyncIterable[T], operation: str) -> None:
+    __slots__ = ("handle", "store", "witness")
+
+    def __init__(self, witness: Witness, store: str, handle: ModelHandle) -> None:
+        self.witness = witness
+        self.store = store
+        self.handle = handle
+
+    def begin(
+        self, operation: str, args: tuple[object, ...], kwargs: dict[str, object]
+    ) -> Pending | None:
+        return self.witness.begin(self.store, self.handle, operation, args, kwargs)
+
+
+class _BackendIterator(AsyncIterator[T]):
+    """The iterator a backend's ``read`` returned, with its exceptions noted, and what it
+    yielded told to the check's witness when it ends."""
+
+    def __init__(
+        self,
+        source: AsyncIterable[T],
+        operation: str,
+        witness: Witness | None = None,
+        pending: Pending | None = None,
+    ) -> None:
         self._source = source
         self._iterator: AsyncIterator[T] | None = None
         self._operation = operation
+        self._witness = witness
+        self._pending = pending
+        self._yielded: list[T] = []
+
+    def _end(self, outcome: Literal["returned", "raised", "abandoned"], value: object) -> None:
+        if self._witness is not None and self._pending is not None:
+            pending, self._pending = self._pending, None
+            self._witness.end(pending, outcome, value)
 
     def __aiter__(self) -> _BackendIterator[T]:
         return self
@@ -118,15 +151,23 @@ class _BackendIterator(AsyncIterator[T]):
                 self._iterator = aiter(self._source)
             item = await anext(self._iterator)
         except StopAsyncIteration:
+            self._end("returned", self._yielded)
             raise
         except Exception as exc:
+            self._end("raised", exc)
             blame_backend(exc, self._operation)
             raise
+        except BaseException:
+            self._end("abandoned", None)
+            raise
+        if self._pending is not None:
+            self._yielded.append(item)
         if self._operation == "read":
             check_read_item(item)
         return item
 
     async def aclose(self) -> None:
+        self._end("abandoned", None)
         close = getattr(self._iterator or self._source, "aclose", None)
         if close is not None:
             try:
@@ -142,6 +183,7 @@ class BackendHandle:
 
     def __init__(self, target: Checkpointer) -> None:
         self._target = target
+        self._watched: _Watched | None = None
 
     @staticmethod
     def wrap(handle: Checkpointer) -> Checkpointer:
@@ -150,6 +192,14 @@ class BackendHandle:
             return handle
         wrapper: Checkpointer = _handle_class(type(handle))(handle)
         return wrapper
+
+    def watch(
+        self, witness: Witness, store: str, *, own_codec: bool = False, fresh: bool = True
+    ) -> None:
+        """Tell ``witness`` of every call through this handle, open on ``store`` (its path;
+        ``fresh``: empty when the check first opened it)."""
+        opened = witness.opened(store, own_codec=own_codec, fresh=fresh)
+        self._watched = _Watched(witness, store, opened)
 
     @property
     def backend_object(self) -> Checkpointer:
@@ -160,26 +210,49 @@ class BackendHandle:
     def capabilities(self) -> frozenset[Capability]:
         return self._target.capabilities
 
+    def _end(
+        self,
+        pending: Pending | None,
+        outcome: Literal["returned", "raised", "abandoned"],
+        value: object = None,
+    ) -> None:
+        if pending is not None and self._watched is not None:
+            self._watched.witness.end(pending, outcome, value)
+
     def _call(self, operation: str, args: tuple[object, ...], kwargs: dict[str, object]) -> object:
+        pending = self._watched.begin(operation, args, kwargs) if self._watched else None
         try:
             method: Callable[..., object] = getattr(self._target, operation)
             result = method(*args, **kwargs)
         except Exception as exc:
+            self._end(pending, "raised", exc)
             blame_backend(exc, operation)
             raise
+        except BaseException:
+            self._end(pending, "abandoned")
+            raise
         if inspect.isawaitable(result):
-            return self._settle(operation, result)
+            return self._settle(operation, result, pending)
         if isinstance(result, AsyncIterator):
-            return _BackendIterator(result, operation)
+            witness = self._watched.witness if self._watched else None
+            return _BackendIterator(result, operation, witness, pending)
+        self._end(pending, "abandoned" if operation == "read" else "returned", result)
         check_answer(operation, result)
         return self._handle_or(result)
 
-    async def _settle(self, operation: str, awaitable: Awaitable[object]) -> object:
+    async def _settle(
+        self, operation: str, awaitable: Awaitable[object], pending: Pending | None
+    ) -> object:
         try:
             result = await awaitable
         except Exception as exc:
+            self._end(pending, "raised", exc)
             blame_backend(exc, operation)
             raise
+        except BaseException:
+            self._end(pending, "abandoned")
+            raise
+        self._end(pending, "returned", result)
         check_answer(operation, result)
         return self._handle_or(result)
 
@@ -274,10 +347,20 @@ def _handle_class(backend_class: type) -> type[BackendHandle]:
     return type(f"BackendHandle[{backend_class.__qualname__}]", (BackendHandle,), namespace)
 
 
-async def open_checkpointer(factory: BackendFactory, ctx: BackendContext) -> Checkpointer:
+async def open_checkpointer(
+    factory: BackendFactory,
+    ctx: BackendContext,
+    witness: Witness | None = None,
+    *,
+    own_codec: bool = False,
+    fresh: bool = True,
+) -> Checkpointer:
     """Open a handle through the factory (`open_backend`) and return it as a
     `BackendHandle`, which notes every exception the backend raises; so does this
-    function for the factory's own.
+    function for the factory's own. With a ``witness``, every call through the handle
+    is judged against the model of the store at ``ctx.path`` (``own_codec``: the
+    handle has a codec of the check's own, which the model does not know; ``fresh``:
+    the store was empty before this handle opened it).
 
     Raises `NotACheckpointerError` (noted as the factory's) when the factory's
     result lacks a member of the `Checkpointer` protocol, naming them.
@@ -287,4 +370,7 @@ async def open_checkpointer(factory: BackendFactory, ctx: BackendContext) -> Che
     except Exception as exc:
         blame_backend(exc, "factory")
         raise
-    return BackendHandle.wrap(opened)
+    handle = BackendHandle.wrap(opened)
+    if witness is not None and isinstance(handle, BackendHandle):
+        handle.watch(witness, str(ctx.path), own_codec=own_codec, fresh=fresh)
+    return handle

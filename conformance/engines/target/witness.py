@@ -1,0 +1,407 @@
+"""Every call a check makes, judged against the model as it happens: the first divergence.
+
+A check asserts what its rule is about. The calls it makes on the way answer
+many other questions, and the first call whose answer no legal behaviour of the
+contract allows is where the defect showed first, whatever the check goes on to
+assert. The `Witness` of a check's harness sees every call made through the
+handles the harness opened (`BackendHandle` reports each to it), applies the same
+call to a model of that store (`checkpointspec.spec.model`), and names the
+first call that differs by the one table of divergences
+(`checkpointspec.spec.divergences`). A finding whose own steps hold an earlier
+divergence than its check's assertion follows from that divergence; one whose
+divergence is its own is named by it, so the same defect gets the same name in
+every check.
+
+The witness judges only what it can know. It loses track of a store, and judges
+none of its later calls, as soon as:
+
+- two calls on it overlap (a read left unfinished counts as still running): the
+  model cannot say in which order they took effect;
+- it held files before the check first opened it (a crash state, a copy);
+- anything but the contract's operations is called on a handle (store hooks,
+  fault injection, maintenance locks, a handle on a simulated disk): the model does
+  not know their effects, and a hook may act on any store, so the witness then
+  judges no store at all;
+- its last handle closes and the backend does not declare DURABLE;
+- a handle is opened on it with a codec of the check's own (a codec that fails
+  on purpose);
+- the check hands the backend to anything it does not watch (`lose_all`: a
+  worker process, a machine, a handle opened around the harness).
+
+After its first divergence a store is not judged again either: the model no
+longer describes it. The witness never raises; checks go on exactly as before.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import threading
+from collections.abc import Sequence
+from typing import Literal
+
+import msgspec
+
+from ....spec import (
+    Capability,
+    CheckpointError,
+    ModelEvent,
+    ModelHandle,
+    SpecModel,
+    StoredEvent,
+    UserPrompt,
+)
+from ....spec.divergences import (
+    Divergence,
+    of_answer,
+    of_error,
+    of_listing,
+    of_read,
+)
+from ..contract.ledger import append_refusal_rule, removal_rule
+
+__all__ = [
+    "CONTRACT_OPERATIONS",
+    "Pending",
+    "Seen",
+    "Witness",
+    "call_text",
+    "divergence_noted",
+    "note_divergence",
+]
+
+CONTRACT_OPERATIONS = frozenset(
+    {"append", "read", "head", "list_sessions", "delete", "truncate", "generation", "close"}
+)
+"""The operations the model answers; any other call makes the witness lose track."""
+
+HARMLESS_OPERATIONS = frozenset({"check_integrity"})
+"""Operations that change nothing (INTEG-001) and that the model does not answer: not
+judged, and no reason to lose track."""
+
+
+class Seen(msgspec.Struct, frozen=True):
+    """A divergence as a check met it: the ``number``-th call the check made."""
+
+    divergence: Divergence
+    number: int
+
+    def evidence(self) -> str:
+        """The divergence as a sentence, for a finding it explains."""
+        d = self.divergence
+        return f"call {self.number}, {d.call}, {d.got}; the contract allows: {d.expected}"
+
+
+_NOTE = "_checkpointspec_divergence"
+
+
+def note_divergence(error: BaseException, seen: Seen | None) -> None:
+    """Note on ``error`` the first divergence of the steps that raised it (the first note
+    stays: an exception re-raised further out keeps the divergence of its own steps)."""
+    if seen is not None and divergence_noted(error) is None:
+        with contextlib.suppress(AttributeError, TypeError):
+            setattr(error, _NOTE, seen)
+
+
+def divergence_noted(error: BaseException) -> Seen | None:
+    """The first divergence noted on ``error`` (`note_divergence`), if any."""
+    noted = getattr(error, _NOTE, None)
+    return noted if isinstance(noted, Seen) else None
+
+
+class _Store:
+    """What the witness knows of one store: its model, and whether it still knows."""
+
+    def __init__(self, capabilities: frozenset[Capability]) -> None:
+        self.model = SpecModel(capabilities)
+        self.running = 0
+        self.handles = 0
+        self.lost = ""
+        """Why the witness no longer judges this store ("" while it does)."""
+        self.made: dict[str, tuple[str, str]] = {}
+        """For a session the model does not hold: the rule and shape of the call that
+        must not have created it (an empty append, a read, a delete, a truncate)."""
+        self.removed: dict[tuple[str, str], str] = {}
+        """An event's (session, text) the model no longer holds, and the rule its return
+        would break (DELETE-002 after a delete, TRUNC-001 after a truncate)."""
+        self.refused: dict[str, str] = {}
+        """A refused append's event texts, and the rule that keeps them out of every log."""
+
+
+class Pending:
+    """One call under way through a witnessed handle (`Witness.begin`)."""
+
+    __slots__ = ("arguments", "handle", "operation", "store")
+
+    def __init__(
+        self, store: _Store, handle: ModelHandle, operation: str, arguments: inspect.BoundArguments
+    ) -> None:
+        self.store = store
+        self.handle = handle
+        self.operation = operation
+        self.arguments = arguments
+
+
+_Outcome = Literal["returned", "raised", "abandoned"]
+
+
+class Witness:
+    """The model of every store a check's handles are open on, judging each call.
+
+    ``capabilities`` are the backend's; ``durable`` whether a store outlives its
+    last handle. `first` is the first divergence since `begin_example`.
+    """
+
+    def __init__(self, capabilities: frozenset[Capability]) -> None:
+        self._capabilities = capabilities
+        self._stores: dict[str, _Store] = {}
+        self._lock = threading.Lock()
+        self._calls = 0
+        self._lost_all = ""
+        self.first: Seen | None = None
+        """The first divergence of the current example (of the check, outside Hypothesis)."""
+        self.every: list[Seen] = []
+        """Every divergence met, one per store at most, in order."""
+
+    @property
+    def lost_all(self) -> str:
+        """Why the witness judges nothing any more ("" while it judges)."""
+        return self._lost_all
+
+    def begin_example(self) -> None:
+        """A new Hypothesis example starts: its steps are its own."""
+        self.first = None
+
+    def lose_all(self, why: str) -> None:
+        """Judge nothing from now on: the check handed the backend to something unwatched."""
+        with self._lock:
+            if not self._lost_all:
+                self._lost_all = why
+
+    def lose(self, store: str, why: str) -> None:
+        """Judge nothing more of ``store``."""
+        with self._lock:
+            known = self._stores.get(store)
+            if known is not None and not known.lost:
+                known.lost = why
+
+    def opened(self, store: str, *, own_codec: bool, fresh: bool = True) -> ModelHandle:
+        """A handle was opened on ``store``: its model's counterpart. ``fresh`` says
+        whether the store was empty when the check first opened it; one that was not
+        (a crash state, a copy) holds what the witness did not see written."""
+        with self._lock:
+            known = self._stores.get(store)
+            if known is None:
+                known = self._stores[store] = _Store(self._capabilities)
+                if not fresh:
+                    known.lost = "it held data before the check first opened it"
+            known.handles += 1
+            if own_codec and not known.lost:
+                known.lost = "a handle was opened with a codec of the check's own"
+            return known.model.handle()
+
+    def begin(
+        self,
+        store: str,
+        handle: ModelHandle,
+        operation: str,
+        args: tuple[object, ...],
+        kwargs: dict[str, object],
+    ) -> Pending | None:
+        """A call starts through a handle on ``store``: what to `end` it with, or None
+        when it is not judged (the store is not followed, or the call is no contract
+        operation, which loses track of the store)."""
+        with self._lock:
+            self._calls += 1
+            if operation in HARMLESS_OPERATIONS:
+                return None
+            if operation not in CONTRACT_OPERATIONS:
+                # A store hook or a fault may act on any store (its path is an argument),
+                # and a handle it returns writes unseen.
+                self._lost_all = self._lost_all or (
+                    f"{operation} was called, whose effect the model does not know"
+                )
+                return None
+            known = self._stores.get(store)
+            if known is None or known.lost or self._lost_all:
+                return None
+            known.running += 1
+            if known.running > 1:
+                known.lost = "two calls on it overlapped"
+                return Pending(known, handle, operation, _unbound())
+            try:
+                bound = inspect.signature(getattr(ModelHandle, operation)).bind(
+                    None, *args, **kwargs
+                )
+            except TypeError:
+                known.lost = f"{operation} was called with arguments the model does not take"
+                return Pending(known, handle, operation, _unbound())
+            return Pending(known, handle, operation, bound)
+
+    def end(self, pending: Pending | None, outcome: _Outcome, value: object = None) -> None:
+        """The call ``pending`` ended: it ``returned`` ``value`` (a read: the events it
+        yielded), ``raised`` ``value``, or was ``abandoned`` (a read not iterated to its
+        end). Judged against the model unless the store was lost meanwhile."""
+        if pending is None:
+            return
+        with self._lock:
+            store = pending.store
+            store.running -= 1
+            if pending.operation == "close":
+                store.handles -= 1
+            if store.lost or self._lost_all or outcome == "abandoned":
+                if outcome == "abandoned" and not store.lost:
+                    store.lost = "a read was left unfinished"
+                return
+            number = self._calls
+            seen = self._judge(store, pending, outcome, value)
+            if seen is not None:
+                store.lost = "it diverged from the model"
+                first = Seen(seen, number)
+                self.every.append(first)
+                if self.first is None:
+                    self.first = first
+            elif (
+                pending.operation == "close"
+                and store.handles == 0
+                and Capability.DURABLE not in self._capabilities
+            ):
+                store.lost = "its last handle closed and the backend does not declare DURABLE"
+
+    def _judge(
+        self, store: _Store, pending: Pending, outcome: _Outcome, value: object
+    ) -> Divergence | None:
+        operation, bound = pending.operation, pending.arguments
+        args = bound.args[1:]
+        kwargs = bound.kwargs
+        before = {sid: list(store.model.log(sid)) for sid in _sessions_named(args)}
+        try:
+            answer: object = getattr(pending.handle, operation)(*args, **kwargs)
+            refusal: BaseException | None = None
+        except CheckpointError as refused:
+            answer, refusal = None, refused
+        except Exception:  # the model cannot take these arguments: not judged
+            store.lost = f"the model could not answer {operation}"
+            return None
+        call = call_text(operation, args, kwargs)
+        got_error = value if outcome == "raised" and isinstance(value, BaseException) else None
+        divergence = of_error(operation, refusal, got_error)
+        if divergence is None and refusal is None and got_error is None:
+            divergence = self._of_value(store, operation, args, answer, value)
+        self._remember(store, operation, args, refusal, before)
+        return divergence.at(call) if divergence is not None else None
+
+    def _of_value(
+        self,
+        store: _Store,
+        operation: str,
+        args: Sequence[object],
+        answer: object,
+        value: object,
+    ) -> Divergence | None:
+        if operation == "read":
+            assert isinstance(answer, list)
+            since = args[1] if len(args) > 1 else 0
+            sid = str(args[0])
+            return of_read(
+                since if isinstance(since, int) else 0,
+                value if isinstance(value, list) else [],
+                answer,
+                intruder=lambda event: _intruder(store, sid, event),
+            )
+        if operation == "list_sessions":
+            assert isinstance(answer, list)
+            ids = [getattr(info, "id", info) for info in value] if isinstance(value, list) else []
+            return of_listing([str(i) for i in ids], answer, cause=store.made.get)
+        if operation in ("delete", "close"):
+            return None
+        return of_answer(operation, answer, value)
+
+    def _remember(
+        self,
+        store: _Store,
+        operation: str,
+        args: Sequence[object],
+        refusal: BaseException | None,
+        before: dict[str, list[ModelEvent]],
+    ) -> None:
+        """What this call makes of sessions the model no longer (or never) held: which
+        rule a later listing or read of them would break."""
+        if not args or not isinstance(args[0], str):
+            return
+        sid = args[0]
+        held = sid in store.model.session_ids()
+        if held:
+            store.made.pop(sid, None)
+        elif operation == "append" and refusal is None:
+            store.made[sid] = ("APPEND-001", "an empty append created a session")
+        elif operation in ("read", "head"):
+            store.made.setdefault(
+                sid, ("READ-002", f"{operation} of an unknown session created it")
+            )
+        elif operation == "truncate" and refusal is None:
+            store.made.setdefault(sid, ("TRUNC-004", "a truncate of an unknown session created it"))
+        elif operation == "delete":
+            store.made[sid] = ("DELETE-001", "a deleted session is still listed")
+        if operation == "append" and refusal is not None and len(args) > 1:
+            for text in _texts(args[1]):
+                store.refused.setdefault(text, append_refusal_rule(refusal))
+        if operation in ("delete", "truncate") and refusal is None:
+            rule = removal_rule("deleted" if operation == "delete" else "truncated")
+            kept = {_text(e) for e in store.model.log(sid)}
+            for event in before.get(sid, []):
+                removed = _text(event)
+                if removed is not None and removed not in kept:
+                    store.removed[(sid, removed)] = rule
+
+
+def _unbound() -> inspect.BoundArguments:
+    return inspect.signature(lambda: None).bind()
+
+
+def _sessions_named(args: Sequence[object]) -> list[str]:
+    return [args[0]] if args and isinstance(args[0], str) else []
+
+
+def _text(event: object) -> str | None:
+    inner = getattr(event, "event", event)
+    return inner.text if isinstance(inner, UserPrompt) else None
+
+
+def _texts(events: object) -> list[str]:
+    if not isinstance(events, list | tuple):
+        return []
+    return [t for t in map(_text, events) if t is not None]
+
+
+def _intruder(store: _Store, sid: str, event: StoredEvent) -> str | None:
+    """The rule an event of ``sid``'s read breaks by being there, if the witness knows
+    where it came from: another session's (ID-002), removed (DELETE-002, TRUNC-001),
+    or a refused append's."""
+    text = _text(event)
+    if text is None:
+        return None
+    removed = store.removed.get((sid, text))
+    if removed is not None:
+        return removed
+    if text in store.refused:
+        return store.refused[text]
+    for other in store.model.session_ids():
+        if other != sid and any(_text(e) == text for e in store.model.log(other)):
+            return "ID-002"
+    return None
+
+
+def _short(value: object, limit: int = 60) -> str:
+    if isinstance(value, list | tuple) and value and all(_text(v) is not None for v in value):
+        texts = [_text(v) for v in value]
+        shown = f"[{', '.join(repr(t) for t in texts[:3])}{', ...' if len(texts) > 3 else ''}]"
+        return shown if len(texts) <= 3 else f"{shown} ({len(texts)} prompts)"
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def call_text(operation: str, args: Sequence[object], kwargs: dict[str, object]) -> str:
+    """A call as the check made it, short: ``append('s', ['a', 'b'], expected_head=2)``."""
+    shown = [_short(a) for a in args] + [f"{k}={_short(v)}" for k, v in kwargs.items()]
+    return f"{operation}({', '.join(shown)})"

@@ -1,0 +1,317 @@
+"""Which rule a divergence breaks: one table, whichever check saw it.
+
+A *divergence* is a call whose answer no legal behaviour of the contract allows:
+the model (`checkpointspec.spec.model`) says what the call must return or raise,
+and the store did something else. The rule it breaks is a function of the
+divergence alone, decided here and nowhere else, so that the same defect gets
+the same name in the model-based machine, in a check's own steps and in a
+recorded history: a read yielding the event at ``since_seq`` is READ-001 wherever
+it is seen, a stale ``expected_head`` accepted is APPEND-002, content that
+changed on the way back is EVENT-001.
+
+Each `Divergence` carries a ``shape``: what went wrong in words that do not
+depend on the example (no seqs, ids or texts). Two findings with the same rule
+and shape are one defect, found twice; the ``call``, ``expected`` and ``got``
+say where and how it was seen this time.
+
+The order of the tests below is the order of causes: a read is judged first by
+what it must never yield (an event at or before ``since_seq``, something that is
+not an event), then by its seqs (their numbering before what is missing or
+extra), and only for the right seqs by their content, so that the first thing
+wrong names the defect and what it corrupted later does not. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+
+import msgspec
+
+from .errors import (
+    CheckpointConflictError,
+    CheckpointerClosedError,
+    InvalidArgumentError,
+    UnsupportedOperationError,
+)
+from .model import ModelEvent
+from .records import StoredEvent
+
+__all__ = [
+    "ANSWER_RULE",
+    "Divergence",
+    "of_answer",
+    "of_error",
+    "of_listing",
+    "of_read",
+    "rule_requiring",
+]
+
+
+class Divergence(msgspec.Struct, frozen=True):
+    """A call whose answer the contract does not allow, and the rule that says so.
+
+    ``shape`` names the defect without the example's values; ``call`` is the call
+    as made, ``expected`` what the contract allows there, ``got`` what came back.
+    """
+
+    rule: str
+    shape: str
+    call: str = ""
+    expected: str = ""
+    got: str = ""
+
+    def at(self, call: str) -> Divergence:
+        """The same divergence, seen at ``call``."""
+        return msgspec.structs.replace(self, call=call)
+
+
+ANSWER_RULE = {
+    "append": "SEQ-003",
+    "read": "READ-001",
+    "head": "HEAD-001",
+    "list_sessions": "LIST-001",
+    "delete": "DELETE-001",
+    "truncate": "TRUNC-001",
+    "generation": "GEN-001",
+    "check_integrity": "INTEG-001",
+    "close": "CLOSE-001",
+}
+"""The rule that defines what each operation returns when it succeeds."""
+
+_ARGUMENT_RULE = {"session_id": "ARG-001", "events": "ARG-003"}
+"""The rule requiring a refusal of an invalid argument, when the refusal names none."""
+_REFUSED_VALID = {"session_id": "ID-001", "events": "EVENT-001"}
+"""The rule broken by refusing a valid argument."""
+
+
+def rule_requiring(operation: str, error: BaseException) -> str:
+    """The rule that requires ``operation`` to raise ``error`` (the model's refusal)."""
+    if isinstance(error, CheckpointerClosedError):
+        return "CLOSE-001"
+    if isinstance(error, UnsupportedOperationError):
+        return "CAP-001"
+    if isinstance(error, CheckpointConflictError):
+        if error.kind == "generation":
+            return "GEN-002"
+        return "TRUNC-003" if operation == "truncate" else "APPEND-002"
+    if isinstance(error, InvalidArgumentError):
+        # The model's refusals name their rule (spec.validation, spec.events); an
+        # error built without one falls back to the rule of its argument.
+        if error.rule_id is not None:
+            return error.rule_id
+        return _ARGUMENT_RULE.get(error.argument, "ARG-002")
+    return ANSWER_RULE[operation]
+
+
+def _raised(error: BaseException) -> str:
+    return f"raised {type(error).__name__}: {error}"
+
+
+def _conflict_facts(error: CheckpointConflictError) -> tuple[object, ...]:
+    return (error.session_id, error.expected, error.actual, error.kind)
+
+
+def of_error(
+    operation: str, expected: BaseException | None, got: BaseException | None
+) -> Divergence | None:
+    """The divergence of a call whose outcome differs in whether or what it raised.
+
+    ``expected`` is the model's refusal (None: it succeeds), ``got`` what the store
+    raised (None: it returned). None when both raised the same error with the same
+    facts, or both returned (their values are for `of_answer`, `of_read`, `of_listing`).
+    """
+    if expected is None and got is None:
+        return None
+    if expected is not None:
+        rule = rule_requiring(operation, expected)
+        want = f"raises {type(expected).__name__}: {expected}"
+        if got is None or not isinstance(got, type(expected)):
+            came = "returned" if got is None else _raised(got)
+            shape = f"{operation} did not raise {type(expected).__name__}" + (
+                f" ({expected.kind} conflict)"
+                if isinstance(expected, CheckpointConflictError)
+                else f" for {expected.argument}"
+                if isinstance(expected, InvalidArgumentError)
+                else ""
+            )
+            return Divergence(rule, shape, expected=want, got=came)
+        if isinstance(expected, CheckpointConflictError):
+            assert isinstance(got, CheckpointConflictError)
+            if _conflict_facts(got) != _conflict_facts(expected):
+                facts = "(session_id, expected, actual, kind)"
+                return Divergence(
+                    rule,
+                    f"{operation}'s conflict carries other facts",
+                    expected=f"a conflict with {facts} = {_conflict_facts(expected)}",
+                    got=f"a conflict with {facts} = {_conflict_facts(got)}",
+                )
+        return None
+    assert got is not None
+    if isinstance(got, CheckpointConflictError):
+        rule = "TRUNC-003" if operation == "truncate" else "APPEND-002"
+        if got.kind == "generation":
+            rule = "GEN-002"
+        shape = f"{operation} refused an expectation that holds"
+    elif isinstance(got, CheckpointerClosedError):
+        rule, shape = "CLOSE-002", f"{operation} on an open handle raised CheckpointerClosedError"
+    elif isinstance(got, UnsupportedOperationError):
+        rule = ANSWER_RULE[operation]
+        shape = f"{operation} refused although its capability is declared"
+    elif isinstance(got, InvalidArgumentError):
+        # A valid id refused is ID-001 (every valid id is stored as given), a valid
+        # event refused EVENT-001 (every event round-trips); a valid seq, the
+        # operation's own rule.
+        rule = _REFUSED_VALID.get(got.argument, ANSWER_RULE[operation])
+        shape = f"{operation} refused a valid {got.argument}"
+    else:
+        rule, shape = ANSWER_RULE[operation], f"{operation} raised {type(got).__name__}"
+    return Divergence(rule, shape, expected="success", got=_raised(got))
+
+
+def of_answer(operation: str, expected: object, got: object) -> Divergence | None:
+    """The divergence of a call that returned another value than the model's: an
+    append's new head (SEQ-003), a head (HEAD-001), a truncate's bound (TRUNC-001),
+    a generation (GEN-001)."""
+    if got == expected and type(got) is type(expected):
+        return None
+    rule = ANSWER_RULE[operation]
+    shape = f"{operation} returned another value"
+    if isinstance(expected, int) and isinstance(got, int):
+        if got == 0:
+            shape = f"{operation} returned 0"
+        elif got < expected:
+            shape = f"{operation} returned less than the model"
+        else:
+            shape = f"{operation} returned more than the model"
+    return Divergence(rule, shape, expected=f"returns {expected!r}", got=f"returned {got!r}")
+
+
+Owner = Callable[[StoredEvent], str | None]
+"""Where an event the store yielded must not be comes from: the rule its presence
+breaks (another session's event: ID-002, a deleted one: DELETE-002, a truncated
+one: TRUNC-001, a refused append's: APPEND-002 ...), or None if nothing is known."""
+
+
+def _seqs(events: Sequence[StoredEvent | ModelEvent]) -> list[int]:
+    return [e.seq for e in events]
+
+
+def of_read(
+    since_seq: int,
+    got: Sequence[object],
+    expected: Sequence[ModelEvent],
+    *,
+    intruder: Owner | None = None,
+) -> Divergence | None:
+    """The first thing wrong with a read's events ``got`` against the model's
+    ``expected`` (the events with seq > ``since_seq``), or None.
+
+    In the order of causes: something that is no `StoredEvent` (EVENT-001); an
+    event at or before ``since_seq``, or seqs out of ascending order (READ-001); an
+    event that must not be there at all, by ``intruder`` (the rule it names); seqs
+    repeated, not starting at 1 or with a gap (SEQ-001); events missing or extra
+    (READ-001: a read yields exactly the log); then, seq by seq, the parent
+    (SEQ-002), the session id (SEQ-004) and the event itself (EVENT-001).
+    """
+    stored: list[StoredEvent] = []
+    for item in got:
+        if not isinstance(item, StoredEvent):
+            return Divergence(
+                "EVENT-001", "read yielded something that is not a StoredEvent", got=repr(item)
+            )
+        stored.append(item)
+    seqs, want = _seqs(stored), _seqs(expected)
+    if seqs == want:
+        return _content(stored, expected)
+    shown = f"seqs {seqs}"
+    wanted = f"seqs {want}"
+    if any(seq <= since_seq for seq in seqs) and since_seq > 0:
+        return Divergence(
+            "READ-001", "read yielded an event at or before since_seq", expected=wanted, got=shown
+        )
+    if any(b < a for a, b in itertools.pairwise(seqs)):
+        return Divergence("READ-001", "read yielded seqs out of order", expected=wanted, got=shown)
+    if intruder is not None:
+        wanted_events = {e.seq: e.event for e in expected}
+        for event in stored:
+            if wanted_events.get(event.seq) == event.event:
+                continue
+            rule = intruder(event)
+            if rule is not None:
+                return Divergence(
+                    rule,
+                    f"read yielded an event that must not be in the log ({rule})",
+                    expected=wanted,
+                    got=f"{shown}, seq {event.seq} being {event.event!r}",
+                )
+    if any(b == a for a, b in itertools.pairwise(seqs)):
+        return Divergence("SEQ-001", "read yielded a seq twice", expected=wanted, got=shown)
+    if seqs and since_seq == 0 and seqs[0] != 1:
+        return Divergence("SEQ-001", "a log's seqs do not start at 1", expected=wanted, got=shown)
+    if any(b != a + 1 for a, b in itertools.pairwise(seqs)):
+        return Divergence("SEQ-001", "a log's seqs have a gap", expected=wanted, got=shown)
+    if not seqs:
+        shape = "read yielded nothing of a log that holds events"
+    elif not want:
+        shape = "read yielded events of an empty log"
+    elif len(seqs) < len(want):
+        shape = "read yielded fewer events than the log holds"
+    else:
+        shape = "read yielded more events than the log holds"
+    return Divergence("READ-001", shape, expected=wanted, got=shown)
+
+
+def _content(stored: Sequence[StoredEvent], expected: Sequence[ModelEvent]) -> Divergence | None:
+    for event, model in zip(stored, expected, strict=True):
+        where = f"seq {event.seq}"
+        if event.parent_seq != model.parent_seq:
+            return Divergence(
+                "SEQ-002",
+                "an event's parent_seq is not seq - 1",
+                expected=f"{where} with parent_seq {model.parent_seq!r}",
+                got=f"{where} with parent_seq {event.parent_seq!r}",
+            )
+        if event.session_id != model.session_id:
+            return Divergence(
+                "SEQ-004",
+                "an event carries another session id",
+                expected=f"{where} of session {model.session_id!r}",
+                got=f"{where} of session {event.session_id!r}",
+            )
+        if type(event.event) is not type(model.event) or event.event != model.event:
+            return Divergence(
+                "EVENT-001",
+                "an event changed on the way back",
+                expected=f"{where} = {model.event!r}",
+                got=f"{where} = {event.event!r}",
+            )
+    return None
+
+
+Cause = Callable[[str], tuple[str, str] | None]
+"""Why a session the model does not hold is listed: the rule and shape of what made
+it (an empty append: APPEND-001, a read of an unknown session: READ-002, a delete:
+DELETE-001, a truncate of an unknown session: TRUNC-004), or None if nothing is known."""
+
+
+def of_listing(
+    got: Sequence[str], expected: Sequence[str], *, cause: Cause | None = None
+) -> Divergence | None:
+    """The ids listed, each once, must be the sessions the model holds (LIST-001; their
+    order is LIST-002's, judged where ties can be told from order). A session listed
+    that the model does not hold is named by what made it, by ``cause``."""
+    if sorted(got) == sorted(expected):
+        return None
+    wanted, shown = f"ids {sorted(expected)}", f"ids {sorted(got)}"
+    if len(set(got)) != len(got):
+        return Divergence("LIST-001", "list_sessions listed a session twice", "", wanted, shown)
+    for extra in sorted(set(got) - set(expected)):
+        made = cause(extra) if cause is not None else None
+        if made is not None:
+            return Divergence(made[0], made[1], expected=wanted, got=shown)
+    if set(got) - set(expected):
+        shape = "list_sessions listed a session that was never written"
+    else:
+        shape = "list_sessions left out a session that holds events"
+    return Divergence("LIST-001", shape, expected=wanted, got=shown)

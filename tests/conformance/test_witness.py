@@ -1,0 +1,132 @@
+"""The witness: every call through a check's handles judged against the model as it happens
+(engines/target/witness.py), and only what it can know."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from checkpointspec.backends import memory
+from checkpointspec.conformance.engines.target.provenance import open_checkpointer
+from checkpointspec.conformance.engines.target.witness import Witness
+from checkpointspec.spec import BackendContext, Checkpointer, UserPrompt
+
+
+class HeadOffByOne(memory.MemoryCheckpointer):
+    """head answers one less than the log's last seq once the log holds two events."""
+
+    async def head(self, session_id: str) -> int:
+        seq = await super().head(session_id)
+        return seq - 1 if seq >= 2 else seq
+
+
+def _factory(cls: type[memory.MemoryCheckpointer]):  # type: ignore[no-untyped-def]
+    def make(ctx: BackendContext) -> Checkpointer:
+        handle = memory.make(ctx)
+        handle.__class__ = cls
+        return handle
+
+    return make
+
+
+async def _open(witness: Witness, path: Path, broken: bool = False) -> Checkpointer:
+    factory = _factory(HeadOffByOne) if broken else memory.make
+    return await open_checkpointer(factory, BackendContext(path=path), witness)
+
+
+def _prompts(*texts: str) -> list[UserPrompt]:
+    return [UserPrompt(t) for t in texts]
+
+
+def test_a_correct_store_never_diverges(tmp_path: Path) -> None:
+    witness = Witness(memory.make(BackendContext(path=tmp_path / "probe")).capabilities)
+
+    async def calls() -> None:
+        cp = await _open(witness, tmp_path)
+        await cp.append("s", _prompts("a", "b"))
+        await cp.append("s", _prompts("c"), expected_head=2)
+        assert [e.seq async for e in cp.read("s", 1)] == [2, 3]
+        assert await cp.head("s") == 3
+        await cp.truncate("s", 1)
+        await cp.delete("s")
+        assert await cp.list_sessions() == []
+        await cp.close()
+
+    asyncio.run(calls())
+    assert witness.first is None
+    assert witness.every == []
+
+
+def test_the_first_call_that_diverges_is_kept_with_its_rule_and_number(tmp_path: Path) -> None:
+    witness = Witness(memory.make(BackendContext(path=tmp_path / "probe")).capabilities)
+
+    async def calls() -> None:
+        cp = await _open(witness, tmp_path, broken=True)
+        await cp.append("s", _prompts("a", "b"))
+        await cp.head("s")
+        await cp.head("s")
+
+    asyncio.run(calls())
+    assert witness.first is not None
+    assert witness.first.number == 2
+    divergence = witness.first.divergence
+    assert (divergence.rule, divergence.call) == ("HEAD-001", "head('s')")
+    assert (divergence.expected, divergence.got) == ("returns 2", "returned 1")
+    assert len(witness.every) == 1  # a store that diverged is not judged again
+
+
+def test_overlapping_calls_are_not_judged(tmp_path: Path) -> None:
+    witness = Witness(memory.make(BackendContext(path=tmp_path / "probe")).capabilities)
+
+    async def calls() -> None:
+        cp = await _open(witness, tmp_path, broken=True)
+        await cp.append("s", _prompts("a", "b"))
+        unfinished = cp.read("s")
+        await anext(unfinished)
+        await cp.head("s")  # would diverge, but a read is still running
+
+    asyncio.run(calls())
+    assert witness.every == []
+
+
+def test_a_call_the_model_does_not_know_stops_all_judging(tmp_path: Path) -> None:
+    witness = Witness(memory.make(BackendContext(path=tmp_path / "probe")).capabilities)
+    witness.lose_all("the check handed the backend to a worker")
+
+    async def calls() -> None:
+        cp = await _open(witness, tmp_path, broken=True)
+        await cp.append("s", _prompts("a", "b"))
+        await cp.head("s")
+
+    asyncio.run(calls())
+    assert witness.every == []
+    assert witness.lost_all == "the check handed the backend to a worker"
+
+
+def test_a_store_holding_data_before_it_was_opened_is_not_judged(tmp_path: Path) -> None:
+    witness = Witness(memory.make(BackendContext(path=tmp_path / "probe")).capabilities)
+
+    async def calls() -> None:
+        cp = await open_checkpointer(
+            _factory(HeadOffByOne), BackendContext(path=tmp_path), witness, fresh=False
+        )
+        await cp.append("s", _prompts("a", "b"))
+        await cp.head("s")
+
+    asyncio.run(calls())
+    assert witness.every == []
+
+
+def test_each_example_has_its_own_first_divergence(tmp_path: Path) -> None:
+    witness = Witness(memory.make(BackendContext(path=tmp_path / "probe")).capabilities)
+
+    async def calls() -> None:
+        cp = await _open(witness, tmp_path / "one", broken=True)
+        await cp.append("s", _prompts("a", "b"))
+        await cp.head("s")
+
+    asyncio.run(calls())
+    assert witness.first is not None
+    witness.begin_example()
+    assert witness.first is None
+    assert len(witness.every) == 1

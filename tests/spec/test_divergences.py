@@ -1,0 +1,154 @@
+"""The table of divergences: a divergence's rule depends on the divergence alone (spec/divergences.py)."""
+
+from __future__ import annotations
+
+import pytest
+from checkpointspec.spec import (
+    CheckpointConflictError,
+    CheckpointerClosedError,
+    InvalidArgumentError,
+    ModelEvent,
+    StoredEvent,
+    UnsupportedOperationError,
+    UserPrompt,
+)
+from checkpointspec.spec.divergences import of_answer, of_error, of_listing, of_read
+
+TS = "2026-01-01T00:00:00+00:00"
+
+
+def _model(*texts: str, sid: str = "s") -> list[ModelEvent]:
+    return [
+        ModelEvent(n, sid, n - 1 if n > 1 else None, UserPrompt(t))
+        for n, t in enumerate(texts, start=1)
+    ]
+
+
+def _stored(events: list[ModelEvent], *, renumber: int = 0) -> list[StoredEvent]:
+    return [
+        StoredEvent(
+            seq=e.seq + renumber,
+            session_id=e.session_id,
+            parent_seq=e.parent_seq,
+            ts=TS,
+            event=e.event,
+        )
+        for e in events
+    ]
+
+
+def test_a_read_yielding_the_event_at_since_seq_is_read_001() -> None:
+    log = _model("a", "b", "c", "d")
+    divergence = of_read(2, _stored(log[1:]), log[2:])
+    assert divergence is not None
+    assert (divergence.rule, divergence.shape) == (
+        "READ-001",
+        "read yielded an event at or before since_seq",
+    )
+    assert (divergence.expected, divergence.got) == ("seqs [3, 4]", "seqs [2, 3, 4]")
+
+
+def test_seqs_numbered_from_zero_are_seq_001() -> None:
+    log = _model("a", "b")
+    divergence = of_read(0, _stored(log, renumber=-1), log)
+    assert divergence is not None
+    assert (divergence.rule, divergence.shape) == ("SEQ-001", "a log's seqs do not start at 1")
+
+
+def test_content_changed_on_the_way_back_is_event_001() -> None:
+    log = _model("a ", "b")
+    stripped = _stored(_model("a", "b"))
+    divergence = of_read(0, stripped, log)
+    assert divergence is not None
+    assert (divergence.rule, divergence.shape) == ("EVENT-001", "an event changed on the way back")
+
+
+def test_an_event_that_must_not_be_there_is_named_by_its_origin() -> None:
+    log = _model("a")
+    intruding = _stored(_model("a", "x"))
+    divergence = of_read(0, intruding, log, intruder=lambda e: "ID-002")
+    assert divergence is not None
+    assert divergence.rule == "ID-002"
+
+
+def test_a_short_read_is_read_001_whatever_check_made_it() -> None:
+    log = _model("a", "b", "c")
+    divergence = of_read(0, _stored(log[:2]), log)
+    assert divergence is not None
+    assert (divergence.rule, divergence.shape) == (
+        "READ-001",
+        "read yielded fewer events than the log holds",
+    )
+
+
+def test_the_same_read_is_no_divergence() -> None:
+    log = _model("a", "b")
+    assert of_read(0, _stored(log), log) is None
+
+
+@pytest.mark.parametrize(
+    ("operation", "expected", "rule"),
+    [
+        ("append", CheckpointConflictError("s", 1, 2), "APPEND-002"),
+        ("truncate", CheckpointConflictError("s", 1, 2), "TRUNC-003"),
+        ("append", CheckpointConflictError("s", 1, 2, kind="generation"), "GEN-002"),
+        ("head", CheckpointerClosedError("head"), "CLOSE-001"),
+        ("delete", UnsupportedOperationError("delete", "delete"), "CAP-001"),
+    ],
+)
+def test_a_refusal_not_made_is_the_rule_requiring_it(
+    operation: str, expected: BaseException, rule: str
+) -> None:
+    divergence = of_error(operation, expected, None)
+    assert divergence is not None
+    assert divergence.rule == rule
+
+
+@pytest.mark.parametrize(
+    ("operation", "got", "rule"),
+    [
+        ("append", CheckpointConflictError("s", 1, 1), "APPEND-002"),
+        ("head", CheckpointerClosedError("head"), "CLOSE-002"),
+        ("delete", UnsupportedOperationError("delete", "delete"), "DELETE-001"),
+        ("append", InvalidArgumentError("session_id", "no"), "ID-001"),
+        ("append", InvalidArgumentError("events", "no"), "EVENT-001"),
+        ("read", OSError("disk"), "READ-001"),
+    ],
+)
+def test_a_refusal_of_a_valid_call_is_named_by_what_it_refused(
+    operation: str, got: BaseException, rule: str
+) -> None:
+    divergence = of_error(operation, None, got)
+    assert divergence is not None
+    assert divergence.rule == rule
+
+
+def test_a_conflict_with_other_facts_is_a_divergence() -> None:
+    divergence = of_error(
+        "append", CheckpointConflictError("s", 1, 2), CheckpointConflictError("s", 1, 3)
+    )
+    assert divergence is not None
+    assert divergence.shape == "append's conflict carries other facts"
+
+
+def test_answers_are_named_by_their_operation() -> None:
+    assert of_answer("append", 3, 3) is None
+    head = of_answer("head", 3, 2)
+    assert head is not None
+    assert (head.rule, head.shape) == ("HEAD-001", "head returned less than the model")
+    appended = of_answer("append", 3, 0)
+    assert appended is not None
+    assert (appended.rule, appended.shape) == ("SEQ-003", "append returned 0")
+
+
+def test_a_listed_session_is_named_by_what_created_it() -> None:
+    assert of_listing(["a", "b"], ["b", "a"]) is None
+    created = of_listing(["a", "e"], ["a"], cause=lambda sid: ("APPEND-001", "an empty append"))
+    assert created is not None
+    assert created.rule == "APPEND-001"
+    missing = of_listing(["a"], ["a", "b"])
+    assert missing is not None
+    assert (missing.rule, missing.shape) == (
+        "LIST-001",
+        "list_sessions left out a session that holds events",
+    )
