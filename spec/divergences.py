@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Sequence
+from typing import Literal
 
 import msgspec
 
@@ -39,7 +40,9 @@ from .records import StoredEvent
 
 __all__ = [
     "ANSWER_RULE",
+    "Context",
     "Divergence",
+    "in_context",
     "of_answer",
     "of_error",
     "of_listing",
@@ -123,6 +126,17 @@ def of_error(
     """
     if expected is None and got is None:
         return None
+    if isinstance(got, UnsupportedOperationError) and not isinstance(
+        expected, UnsupportedOperationError
+    ):
+        # A declared operation that refuses to work: whatever else the call should
+        # have done, the refusal is the cause.
+        return Divergence(
+            ANSWER_RULE[operation],
+            f"{operation} refused although its capability is declared",
+            expected="success" if expected is None else f"raises {type(expected).__name__}",
+            got=_raised(got),
+        )
     if expected is not None:
         rule = rule_requiring(operation, expected)
         want = f"raises {type(expected).__name__}: {expected}"
@@ -155,9 +169,6 @@ def of_error(
         shape = f"{operation} refused an expectation that holds"
     elif isinstance(got, CheckpointerClosedError):
         rule, shape = "CLOSE-002", f"{operation} on an open handle raised CheckpointerClosedError"
-    elif isinstance(got, UnsupportedOperationError):
-        rule = ANSWER_RULE[operation]
-        shape = f"{operation} refused although its capability is declared"
     elif isinstance(got, InvalidArgumentError):
         # A valid id refused is ID-001 (every valid id is stored as given), a valid
         # event refused EVENT-001 (every event round-trips); a valid seq, the
@@ -226,6 +237,8 @@ def of_read(
         return _content(stored, expected)
     shown = f"seqs {seqs}"
     wanted = f"seqs {want}"
+    if len(set(seqs)) != len(seqs):
+        return Divergence("SEQ-001", "a log holds a seq twice", expected=wanted, got=shown)
     if any(seq <= since_seq for seq in seqs) and since_seq > 0:
         return Divergence(
             "READ-001", "read yielded an event at or before since_seq", expected=wanted, got=shown
@@ -245,8 +258,6 @@ def of_read(
                     expected=wanted,
                     got=f"{shown}, seq {event.seq} being {event.event!r}",
                 )
-    if any(b == a for a, b in itertools.pairwise(seqs)):
-        return Divergence("SEQ-001", "read yielded a seq twice", expected=wanted, got=shown)
     if seqs and since_seq == 0 and seqs[0] != 1:
         return Divergence("SEQ-001", "a log's seqs do not start at 1", expected=wanted, got=shown)
     if any(b != a + 1 for a, b in itertools.pairwise(seqs)):
@@ -290,24 +301,37 @@ def _content(stored: Sequence[StoredEvent], expected: Sequence[ModelEvent]) -> D
 
 
 Cause = Callable[[str], tuple[str, str] | None]
-"""Why a session the model does not hold is listed: the rule and shape of what made
-it (an empty append: APPEND-001, a read of an unknown session: READ-002, a delete:
-DELETE-001, a truncate of an unknown session: TRUNC-004), or None if nothing is known."""
+"""Why a session is listed that the model does not hold, or not listed that it does:
+the rule and shape of the call that made it so (an empty append: APPEND-001, a read
+of an unknown session: READ-002, a refused append: its refusal's rule, a delete:
+LIST-001, a truncate of an unknown session: TRUNC-004, a truncate to 0: TRUNC-005),
+or None if nothing is known."""
 
 
 def of_listing(
     got: Sequence[str], expected: Sequence[str], *, cause: Cause | None = None
 ) -> Divergence | None:
     """The ids listed, each once, must be the sessions the model holds (LIST-001; their
-    order is LIST-002's, judged where ties can be told from order). A session listed
-    that the model does not hold is named by what made it, by ``cause``."""
+    order is LIST-002's, judged where ties can be told from order). As many ids listed
+    that the model does not hold as it holds ids not listed: ids not kept as given
+    (ID-001). A session listed that the model does not hold, or not listed that it
+    does, is named by what made it so, by ``cause``."""
     if sorted(got) == sorted(expected):
         return None
     wanted, shown = f"ids {sorted(expected)}", f"ids {sorted(got)}"
     if len(set(got)) != len(got):
         return Divergence("LIST-001", "list_sessions listed a session twice", "", wanted, shown)
-    for extra in sorted(set(got) - set(expected)):
-        made = cause(extra) if cause is not None else None
+    extra, missing = set(got) - set(expected), set(expected) - set(got)
+    if extra and len(extra) == len(missing):
+        return Divergence(
+            "ID-001", "list_sessions listed an id other than as given", "", wanted, shown
+        )
+    for one in sorted(extra):
+        made = cause(one) if cause is not None else None
+        if made is not None:
+            return Divergence(made[0], made[1], expected=wanted, got=shown)
+    for one in sorted(missing):
+        made = cause(one) if cause is not None else None
         if made is not None:
             return Divergence(made[0], made[1], expected=wanted, got=shown)
     if set(got) - set(expected):
@@ -315,3 +339,42 @@ def of_listing(
     else:
         shape = "list_sessions left out a session that holds events"
     return Divergence("LIST-001", shape, expected=wanted, got=shown)
+
+
+class Context(msgspec.Struct, frozen=True):
+    """What the calls before a divergence tell about its cause, where the divergence
+    alone cannot: an answer short of the model's may be a handle that does not see
+    another's writes, one beyond it a log that kept what it should not have.
+
+    ``empty_batch``: the call appended an empty batch (APPEND-001 governs all of it).
+    ``unseen_writer``: the events the answer is short of were written through another
+    handle, still ``open`` or ``closed`` since (and the store is durable).
+    ``surplus``: the rule and shape of where the answer's excess comes from (a deleted
+    log's events: DELETE-002, truncated events: TRUNC-001, another session's: ID-002).
+    """
+
+    empty_batch: bool = False
+    unseen_writer: Literal["open", "closed"] | None = None
+    surplus: tuple[str, str] | None = None
+
+
+def in_context(divergence: Divergence, context: Context) -> Divergence:
+    """``divergence`` named by its cause, where its ``context`` knows one: in this
+    order, an empty batch, a surplus from a known origin, a writer the caller's handle
+    does not see (HANDLE-001) or whose writes its close lost (DUR-001)."""
+    if context.empty_batch:
+        return msgspec.structs.replace(
+            divergence, rule="APPEND-001", shape=f"an empty append: {divergence.shape}"
+        )
+    if context.surplus is not None:
+        rule, shape = context.surplus
+        return msgspec.structs.replace(divergence, rule=rule, shape=shape)
+    if context.unseen_writer == "open":
+        return msgspec.structs.replace(
+            divergence, rule="HANDLE-001", shape="a handle does not see another handle's writes"
+        )
+    if context.unseen_writer == "closed":
+        return msgspec.structs.replace(
+            divergence, rule="DUR-001", shape="writes are lost once their handle closes"
+        )
+    return divergence

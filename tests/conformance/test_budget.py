@@ -35,6 +35,7 @@ from checkpointspec.conformance.engines.search.driver import (
     within_slice,
 )
 from checkpointspec.conformance.engines.search.replay import REPORTING_PHASES, kit_settings
+from checkpointspec.conformance.engines.target.witness import Witness
 from checkpointspec.conformance.frontends.cli import main
 from checkpointspec.conformance.running.plan import plan_run
 from checkpointspec.conformance.running.registry import CHECKS_BY_NAME
@@ -183,6 +184,7 @@ def _harness(budget: Slice, rounds: int = 4) -> SearchHost:
         explored=None,
         profile=msgspec.structs.replace(PROFILES["quick"], exploration_rounds=rounds),
         run=SimpleNamespace(tolerated=frozenset()),
+        witness=Witness(frozenset()),
     )
     return cast("SearchHost", stand_in)
 

@@ -429,11 +429,15 @@ def test_an_output_file_that_cannot_be_written_is_refused_before_the_backend_is_
 def test_a_session_missing_from_the_listing_fails_list_001_not_the_kit(tmp_path: Path) -> None:
     mtime_check = CHECKS_BY_NAME["LIST-003::mtime_follows_modification_order"]
     result = run(mtime_check, tmp_path, ours("make_hides_empty_sessions"))
-    assert (result.status, result.violated_rule) == ("failed", "LIST-001"), result.detail
-    assert result.detail.startswith(
-        "[LIST-001] 'y' (truncated to 0 after its events were appended) is not listed: a session "
+    # Named at the first divergence: the listing left out a session truncated to 0.
+    assert (result.status, result.violated_rule) == ("failed", "TRUNC-005"), result.detail
+    root, symptom = result.findings
+    assert root.shape == "a session truncated to 0 is no longer listed"
+    assert (symptom.rule, symptom.follows_from) == ("LIST-001", "TRUNC-005")
+    assert symptom.message.startswith(
+        "'y' (truncated to 0 after its events were appended) is not listed: a session "
         "appended to and not deleted stays listed"
-    ), result.detail
+    ), symptom.message
     reference = tmp_path / "reference"
     reference.mkdir()
     assert run(mtime_check, reference).status == "passed"

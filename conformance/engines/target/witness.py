@@ -49,10 +49,16 @@ from ....spec import (
     ModelHandle,
     SpecModel,
     StoredEvent,
+    UnsupportedOperationError,
     UserPrompt,
 )
+from ....spec import (
+    CheckpointConflictError as ConflictError,
+)
 from ....spec.divergences import (
+    Context,
     Divergence,
+    in_context,
     of_answer,
     of_error,
     of_listing,
@@ -126,6 +132,11 @@ class _Store:
         would break (DELETE-002 after a delete, TRUNC-001 after a truncate)."""
         self.refused: dict[str, str] = {}
         """A refused append's event texts, and the rule that keeps them out of every log."""
+        self.writers: dict[str, list[ModelHandle]] = {}
+        """The handles that appended to each session (since its delete)."""
+        self.gone: dict[str, tuple[int, str, str]] = {}
+        """For a session whose last delete or truncate removed events: how many, and the
+        rule and shape of a log that still shows that many more."""
 
 
 class Pending:
@@ -285,11 +296,87 @@ class Witness:
             return None
         call = call_text(operation, args, kwargs)
         got_error = value if outcome == "raised" and isinstance(value, BaseException) else None
+        core_refused = isinstance(got_error, UnsupportedOperationError) and operation in (
+            "append",
+            "read",
+            "head",
+            "close",
+        )
+        if got_error is not None and (core_refused or not isinstance(got_error, CheckpointError)):
+            # Not one of the contract's answers (a crash, a broken protocol, a core
+            # operation that refuses to work at all): the check names it by what
+            # raised it; the model no longer knows the store.
+            store.lost = f"{operation} raised {type(got_error).__name__}"
+            return None
         divergence = of_error(operation, refusal, got_error)
         if divergence is None and refusal is None and got_error is None:
             divergence = self._of_value(store, operation, args, answer, value)
-        self._remember(store, operation, args, refusal, before)
+        if divergence is not None:
+            context = self._context(store, pending.handle, operation, args, answer, value, refusal)
+            divergence = in_context(divergence, context)
+        self._remember(store, operation, args, refusal, before, pending.handle)
         return divergence.at(call) if divergence is not None else None
+
+    def _context(
+        self,
+        store: _Store,
+        handle: ModelHandle,
+        operation: str,
+        args: Sequence[object],
+        answer: object,
+        value: object,
+        refusal: BaseException | None,
+    ) -> Context:
+        """What the store's history says of a divergent call's cause (`in_context`)."""
+        sid = args[0] if args and isinstance(args[0], str) else None
+        if operation == "append" and len(args) > 1 and args[1] in ([], ()):
+            return Context(empty_batch=True)
+        if sid is None and operation == "list_sessions" and isinstance(answer, list):
+            listed = {str(getattr(i, "id", i)) for i in value} if isinstance(value, list) else set()
+            missing = [m for m in answer if m not in listed]
+            return Context(unseen_writer=self._unseen(store, handle, missing))
+        if sid is None:
+            return Context()
+        short = surplus = 0
+        if isinstance(refusal, ConflictError) and not isinstance(value, BaseException):
+            # A stale expectation accepted: by a handle blind to another's writes?
+            return Context(unseen_writer=self._unseen(store, handle, [sid]))
+        if isinstance(value, ConflictError) and operation in ("append", "truncate"):
+            short = max(len(store.model.log(sid)) - (value.actual or 0), 0)
+        elif isinstance(answer, int) and isinstance(value, int) and not isinstance(value, bool):
+            short, surplus = max(answer - value, 0), max(value - answer, 0)
+        elif operation == "read" and isinstance(answer, list) and isinstance(value, list):
+            short, surplus = max(len(answer) - len(value), 0), max(len(value) - len(answer), 0)
+        if short:
+            return Context(unseen_writer=self._unseen(store, handle, [sid]))
+        if surplus:
+            return Context(surplus=self._surplus(store, sid, surplus, kept=operation != "head"))
+        return Context()
+
+    def _unseen(
+        self, store: _Store, handle: ModelHandle, sessions: Sequence[str]
+    ) -> Literal["open", "closed"] | None:
+        """Whether ``sessions`` were written through a handle other than ``handle``: one
+        still open, or only closed ones (a durable store must keep their writes)."""
+        others = [w for sid in sessions for w in store.writers.get(sid, []) if w is not handle]
+        if not others:
+            return None
+        if all(w.closed for w in others):
+            return "closed" if Capability.DURABLE in self._capabilities else None
+        return "open"
+
+    @staticmethod
+    def _surplus(store: _Store, sid: str, surplus: int, *, kept: bool) -> tuple[str, str] | None:
+        """Where ``surplus`` events beyond the model's come from, if their number tells:
+        another session's log of that length, or (``kept``: the answer counts the events
+        the log holds, not a head the store remembers) as many removed events."""
+        gone = store.gone.get(sid)
+        if kept and gone is not None and gone[0] == surplus:
+            return gone[1], gone[2]
+        for other in store.model.session_ids():
+            if other != sid and len(store.model.log(other)) == surplus:
+                return ("ID-002", "another session's events share its log")
+        return None
 
     def _of_value(
         self,
@@ -324,6 +411,7 @@ class Witness:
         args: Sequence[object],
         refusal: BaseException | None,
         before: dict[str, list[ModelEvent]],
+        handle: ModelHandle,
     ) -> None:
         """What this call makes of sessions the model no longer (or never) held: which
         rule a later listing or read of them would break."""
@@ -331,9 +419,21 @@ class Witness:
             return
         sid = args[0]
         held = sid in store.model.session_ids()
-        if held:
+        removed = len(before.get(sid, [])) - len(store.model.log(sid))
+        if operation == "append" and refusal is None and held:
+            store.writers.setdefault(sid, []).append(handle)
+        if removed > 0 and refusal is None and operation == "delete":
+            store.gone[sid] = (removed, removal_rule("deleted"), "a deleted log's events remain")
+            store.writers.pop(sid, None)
+        elif removed > 0 and refusal is None:
+            store.gone[sid] = (removed, removal_rule("truncated"), "truncated events remain")
+        if operation == "truncate" and refusal is None and held and not store.model.log(sid):
+            store.made[sid] = ("TRUNC-005", "a session truncated to 0 is no longer listed")
+        elif held:
             store.made.pop(sid, None)
-        elif operation == "append" and refusal is None:
+        elif operation == "append" and refusal is not None:
+            store.made[sid] = (append_refusal_rule(refusal), "a refused append created a session")
+        elif operation == "append":
             store.made[sid] = ("APPEND-001", "an empty append created a session")
         elif operation in ("read", "head"):
             store.made.setdefault(
@@ -342,17 +442,17 @@ class Witness:
         elif operation == "truncate" and refusal is None:
             store.made.setdefault(sid, ("TRUNC-004", "a truncate of an unknown session created it"))
         elif operation == "delete":
-            store.made[sid] = ("DELETE-001", "a deleted session is still listed")
+            store.made[sid] = ("LIST-001", "list_sessions listed a deleted session")
         if operation == "append" and refusal is not None and len(args) > 1:
-            for text in _texts(args[1]):
-                store.refused.setdefault(text, append_refusal_rule(refusal))
+            for refused_text in _texts(args[1]):
+                store.refused.setdefault(refused_text, append_refusal_rule(refusal))
         if operation in ("delete", "truncate") and refusal is None:
             rule = removal_rule("deleted" if operation == "delete" else "truncated")
             kept = {_text(e) for e in store.model.log(sid)}
             for event in before.get(sid, []):
-                removed = _text(event)
-                if removed is not None and removed not in kept:
-                    store.removed[(sid, removed)] = rule
+                removed_text = _text(event)
+                if removed_text is not None and removed_text not in kept:
+                    store.removed[(sid, removed_text)] = rule
 
 
 def _unbound() -> inspect.BoundArguments:
