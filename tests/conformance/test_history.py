@@ -279,6 +279,15 @@ def test_batch_interleaved_with_another_is_torn() -> None:
     assert rules(h.check("a1 b1 a2")) == ["APPEND-003"]
 
 
+def test_a_batch_a_read_saw_partly_is_append_003() -> None:
+    h = History()
+    h.append(1, "a1 a2 a3", (0, 10), head=3)
+    read = h.read(2, 0, "a1 a2", (5, 15))  # saw the batch half stored
+    verdict = h.check("a1 a2 a3")
+    assert rules(verdict) == ["APPEND-003"]
+    assert verdict.anomalies[0].operations[0] is read
+
+
 def test_duplicated_event() -> None:
     h = History()
     h.append(1, "a1", (0, 10), head=1)

@@ -209,13 +209,16 @@ class SessionChain(Findings):
 
         ``reader`` is the read that returned ``markers``, None for the final log. A
         read may start inside a batch (its since_seq cuts it), never end inside one
-        — unless a truncate may have cut that batch.
+        — unless a truncate may have cut that batch; a batch it shows partly is
+        APPEND-003 (a batch seen partly was stored partly, `causes`), an event it
+        shows twice READ-003.
         """
         found = self.ledger.check_sequence(
             markers,
             self.name,
             where="the final log" if reader is None else "a read",
             broken_rule="APPEND-003" if reader is None else "READ-003",
+            torn_rule="APPEND-003",
             may_cut=self.may_cut,
             may_start_inside=reader is not None,
         )
