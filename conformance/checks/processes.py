@@ -167,11 +167,8 @@ async def free_running_history(h: Harness) -> None:
     verdict = check_history(run.operations, finals)
     if not verdict.ok:
         kills = f", workers {sorted(run.killed)} killed part-way" if run.killed else ""
-        raise RuleViolation(
-            verdict.anomalies[0].rule_id,
-            f"{plan.processes} processes made {len(run.operations)} calls{kills}; "
-            f"{len(verdict.anomalies)} anomalies in their history "
-            f"(times in ms from the first call):\n{verdict.report()}",
+        raise verdict.violation(
+            f"{plan.processes} processes made {len(run.operations)} calls{kills}"
         )
     for line in verdict.undecided:
         h.warn("MP-001", f"history not decided: {line}")

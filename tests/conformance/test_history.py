@@ -151,12 +151,25 @@ def test_lost_update_names_both_appends() -> None:
     first = h.append(2, "e17", (50, 60), head=5, expected=4)
     second = h.append(3, "e18", (51, 61), head=5, expected=4)
     verdict = h.check("x0 x1 x2 x3 e17")
-    assert rules(verdict) == ["APPEND-004"]
+    # Across processes a lost update is MP-001; two appends acknowledged from one
+    # expected_head break APPEND-004's statement too, and the stale one APPEND-002.
+    assert rules(verdict) == ["MP-001"]
     anomaly = verdict.anomalies[0]
+    assert anomaly.also == ("APPEND-004", "APPEND-002")
     assert "lost update" in anomaly.summary
     assert "process 2 appended e17 with expected_head 4 (ok, head 5)" in anomaly.summary
     assert "process 3 appended e18 with expected_head 4 (ok, head 5)" in anomaly.summary
-    assert anomaly.operations == (first, second)
+    # The first anomalous call first: e18, acknowledged but stored nowhere.
+    assert anomaly.operations == (second, first)
+
+
+def test_lost_update_within_one_process_is_append_004() -> None:
+    h = History()
+    h.append(1, "a1", (0, 10), head=1, expected=0)
+    h.append(2, "b1", (1, 11), head=1, expected=0)
+    verdict = check_history(h.ops, {"s": ["a1"]}, across_processes=False)
+    assert rules(verdict) == ["APPEND-004"]
+    assert verdict.anomalies[0].also == ("APPEND-002",)
 
 
 def test_forked_chain_two_appends_acknowledged_at_one_seq() -> None:
@@ -164,8 +177,92 @@ def test_forked_chain_two_appends_acknowledged_at_one_seq() -> None:
     h.append(1, "a1", (0, 10), head=1)
     h.append(2, "b1", (0, 10), head=1)
     verdict = h.check("a1")
-    assert rules(verdict) == ["APPEND-004"]
+    assert rules(verdict) == ["MP-001"]
     assert "forked" in verdict.anomalies[0].summary
+    assert verdict.anomalies[0].also == ("APPEND-004",)
+
+
+# -- anomalies named by their cause -------------------------------------------------------------
+
+
+def lost_update_then_fork_seen() -> tuple[History, Operation, Operation]:
+    """Process 2 checked head 1 before process 1's append from 1 landed, then appended
+    after it (a check outside the write lock): its head is off by process 1's batch,
+    and a read shows process 2's event at the seq both aimed for."""
+    h = History()
+    h.append(1, "a1", (0, 10), head=1)
+    mover = h.append(1, "m1 m2", (20, 40), head=3, expected=1)
+    stale = h.append(2, "s1", (22, 45), head=4, expected=1)
+    h.read(3, 1, "s1", (50, 60))  # the fork, as the store never had it
+    h.head(3, 2, (61, 70))  # a head inside m's batch
+    return h, mover, stale
+
+
+def test_a_lost_update_is_the_cause_and_what_followed_its_symptoms() -> None:
+    h, mover, stale = lost_update_then_fork_seen()
+    verdict = h.check("a1 m1 m2 s1")
+    assert rules(verdict)[0] == "MP-001", verdict.report()
+    cause = verdict.anomalies[0]
+    assert cause.operations == (stale, mover)
+    assert cause.also == ("APPEND-004", "APPEND-002")  # both from expected_head 1
+    assert "lost update" in cause.summary
+    assert "stored from head 3, not its expected_head 1" in cause.summary
+    # The reads that saw the fork are listed under it, never ahead of it.
+    assert sorted(rules(verdict)[1:]) == ["HEAD-001", "READ-003"], verdict.report()
+    assert "then, as READ-003:" in verdict.report()
+    assert "SEQ-003" not in rules(verdict)  # s's head 4 is where s is: no wrong seq
+
+
+def test_a_wrong_head_returned_because_of_a_lost_update_is_its_symptom() -> None:
+    h = History()
+    h.append(1, "a1", (0, 10), head=1)
+    h.append(1, "m1 m2", (20, 40), head=3, expected=1)
+    stale = h.append(2, "s1", (22, 45), head=2, expected=1)  # says seq 2; stored at 4
+    verdict = h.check("a1 m1 m2 s1")
+    assert rules(verdict) == ["MP-001", "SEQ-003"], verdict.report()
+    assert verdict.anomalies[1].operations[0] is stale
+
+
+def test_a_head_returned_wrong_where_the_batch_sits_rightly_is_seq_003() -> None:
+    h = History()
+    h.append(1, "a1", (0, 10), head=1, expected=0)
+    h.append(2, "b1", (20, 30), head=5, expected=1)  # stored at seq 2, as expected
+    assert rules(h.check("a1 b1")) == ["SEQ-003"]
+
+
+def test_a_stale_head_accepted_with_no_write_in_flight_is_append_002() -> None:
+    h = History()
+    h.append(1, "a1", (0, 10), head=1)
+    h.append(2, "b1", (20, 30), head=2, expected=0)
+    assert rules(h.check("a1 b1")) == ["APPEND-002"]
+
+
+def test_the_cause_does_not_depend_on_which_anomaly_was_found_first() -> None:
+    # The read showing the fork began before the stale append: by time alone it
+    # would lead; by cause, the lost update does.
+    h = History()
+    h.append(1, "a1", (0, 10), head=1)
+    h.read(3, 1, "s1", (12, 60))
+    mover = h.append(1, "m1", (20, 40), head=2, expected=1)
+    stale = h.append(2, "s1", (22, 45), head=3, expected=1)
+    verdict = h.check("a1 m1 s1")
+    assert verdict.anomalies[0].operations == (stale, mover), verdict.report()
+    assert rules(verdict)[0] == "MP-001"
+
+
+def test_the_violation_names_the_first_anomalous_call() -> None:
+    h, _, _ = lost_update_then_fork_seen()
+    violation = h.check("a1 m1 m2 s1").violation("3 processes made 5 calls")
+    assert violation.rule_id == "MP-001"
+    assert violation.also == ("APPEND-004", "APPEND-002")
+    assert violation.call == "process 2: append('s', [s1], expected_head=1)"
+    assert violation.got == "ok, head 4"
+    assert violation.expected == (
+        "CheckpointConflictError(expected 1, actual 3), the log unchanged"
+    )
+    first_line = violation.message.splitlines()[0]
+    assert first_line.startswith("session 's': lost update: process 2 appended s1")
+    assert "3 processes made 5 calls; 2 more anomalies follow it" in violation.message
 
 
 def test_torn_batch_in_the_final_log() -> None:
@@ -180,6 +277,15 @@ def test_batch_interleaved_with_another_is_torn() -> None:
     h.append(1, "a1 a2", (0, 10), head=2)
     h.append(2, "b1", (0, 10), head=3)
     assert rules(h.check("a1 b1 a2")) == ["APPEND-003"]
+
+
+def test_a_batch_a_read_saw_partly_is_append_003() -> None:
+    h = History()
+    h.append(1, "a1 a2 a3", (0, 10), head=3)
+    read = h.read(2, 0, "a1 a2", (5, 15))  # saw the batch half stored
+    verdict = h.check("a1 a2 a3")
+    assert rules(verdict) == ["APPEND-003"]
+    assert verdict.anomalies[0].operations[0] is read
 
 
 def test_duplicated_event() -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 
 from checkpointspec.backends.memory import MemoryCheckpointer
+from checkpointspec.conformance.engines.contract.violations import RuleViolation
 from checkpointspec.conformance.engines.history import Operation, OperationOutcome, Raised, Returned
 from checkpointspec.conformance.engines.network.recorded import judge
 from checkpointspec.spec import UserPrompt
@@ -76,3 +77,26 @@ def test_an_exception_outside_the_contract_is_a_finding() -> None:
         "ConnectionLostError: process 0 appended a without expected_head "
         "(raised OperationalError): the connection is lost"
     ]
+
+
+def test_anomalies_no_fault_touched_are_one_violation_of_their_cause() -> None:
+    # Two writers (tasks of one process) both acknowledged from expected_head 0, and a
+    # read that saw the one the store lost: one lost update, APPEND-004 within one
+    # process, the read listed under it, not a root of its own.
+    lost = Operation(1, 0, "append", "s0", 1, 11, Returned(1), ("b",), expected_head=0)
+    operations = [
+        Operation(0, 0, "append", "s0", 0, 10, Returned(1), ("a",), expected_head=0),
+        lost,
+        Operation(2, 0, "read", "s0", 20, 30, Returned(0, ((1, "b"),))),
+    ]
+
+    async def go() -> list[RuleViolation]:
+        cp = MemoryCheckpointer()
+        await cp.append("s0", [UserPrompt("a")])
+        return (await judge(cp, operations, lambda _op: False)).apart
+
+    apart = asyncio.run(go())
+    assert [v.rule_id for v in apart] == ["APPEND-004"], apart
+    assert apart[0].also == ("APPEND-002",)
+    assert apart[0].call == "process 1: append('s0', [b], expected_head=0)"
+    assert "then, as READ-003:" in apart[0].message

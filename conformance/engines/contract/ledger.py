@@ -209,6 +209,7 @@ class Ledger(Generic[W]):
         *,
         where: str,
         broken_rule: str,
+        torn_rule: str | None = None,
         may_cut: bool = False,
         may_start_inside: bool = False,
     ) -> Intrusion[W] | None:
@@ -217,11 +218,14 @@ class Ledger(Generic[W]):
         Each event must be one the kit appended (EVENT-001), to this session and
         not refused (`intrusion`), and appear once; batches must be whole, in
         order and contiguous. A duplicate or a broken batch is ``broken_rule``:
-        APPEND-003 for a log, READ-003 for what one read returned. With
+        APPEND-003 for a log, READ-003 for what one read returned; a batch seen
+        partly is ``torn_rule`` when given (a read that shows part of a batch saw a
+        batch stored partly: APPEND-003). With
         ``may_start_inside`` the sequence may begin inside a batch (a read since a
         seq cuts it); with ``may_cut`` a batch may also end early (a truncate may
         have kept only its first events).
         """
+        torn = torn_rule or broken_rule
         seen: set[str] = set()
         previous: Entry[W] | None = None
         for place, marker in enumerate(markers):
@@ -245,7 +249,7 @@ class Ledger(Generic[W]):
             starts_batch = previous is None or previous.batch is not entry.batch
             if previous is not None and starts_batch and not _ends(previous, may_cut):
                 return Intrusion(
-                    broken_rule,
+                    torn,
                     marker,
                     f"{where} holds only {markers_text(previous.batch[: previous.slot + 1])} of the "
                     f"batch {markers_text(previous.batch)}, followed by {marker}",
@@ -255,7 +259,7 @@ class Ledger(Generic[W]):
             skips = not starts_batch and previous is not None and entry.slot != previous.slot + 1
             if inside or skips:
                 return Intrusion(
-                    broken_rule,
+                    torn,
                     marker,
                     f"{where} holds {marker} out of its batch's order or without the events "
                     f"before it ({markers_text(entry.batch)})",
@@ -264,7 +268,7 @@ class Ledger(Generic[W]):
             previous = entry
         if previous is not None and not _ends(previous, may_cut):
             return Intrusion(
-                broken_rule,
+                torn,
                 previous.batch[previous.slot],
                 f"{where} ends with {markers_text(previous.batch[: previous.slot + 1])}, part of the "
                 f"batch {markers_text(previous.batch)}",

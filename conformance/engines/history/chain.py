@@ -20,6 +20,7 @@ import itertools
 from collections.abc import Sequence
 
 from ..contract.ledger import Ledger, markers_text
+from .causes import lost_update_rules
 from .epochs import (
     AnomaliesFound,
     ChainUndecided,
@@ -45,7 +46,9 @@ class SessionChain(Findings):
     """Checks one session's calls against its final log.
 
     ``ledger`` holds every marker of the whole history with the append that
-    carried it; ``limit`` caps the anomalies recorded.
+    carried it; ``limit`` caps the anomalies recorded. ``across_processes`` says
+    the recorder's processes are processes (a lost update between two of them is
+    MP-001), not handles of one (APPEND-004).
     """
 
     def __init__(
@@ -55,11 +58,20 @@ class SessionChain(Findings):
         final: list[str],
         ledger: Ledger[Operation],
         limit: int,
+        across_processes: bool = True,
     ) -> None:
         super().__init__(name, limit)
         self.ops = ops
         self.final = final
         self.ledger = ledger
+        self.across_processes = across_processes
+        # Where each event was seen stored: a seq never moves, so the final log and
+        # every read say where its batch was written (the final log first).
+        self.seen_at: dict[str, int] = {}
+        for op in ops:
+            if op.kind == "read" and isinstance(op.outcome, Returned):
+                self.seen_at.update((marker, seq) for seq, marker in op.outcome.events)
+        self.seen_at.update((marker, seq) for seq, marker in enumerate(final, 1))
         self.resolved: list[str] = []
         self.epoch_of: dict[int, int] = {}  # id(append op) -> epoch number
         # A truncate may keep only the first events of a batch: then a log can
@@ -98,22 +110,98 @@ class SessionChain(Findings):
                     self.flag("TRUNC-001", f"truncate returned {outcome.value}", op)
             elif op.kind == "append" and isinstance(outcome, Returned) and op.markers:
                 size = len(op.markers)
-                if outcome.value < size or (
-                    op.expected_head is not None and outcome.value != op.expected_head + size
-                ):
-                    must = (
-                        f"; after expected_head {op.expected_head} it must be "
-                        f"{op.expected_head + size}"
-                        if op.expected_head is not None
-                        else ""
-                    )
+                if outcome.value < size:
                     self.flag(
                         "SEQ-003",
                         f"an append of {size} event{'s' if size != 1 else ''} returned head "
-                        f"{outcome.value}{must}",
+                        f"{outcome.value}",
                         op,
+                        expected=f"a head of at least {size}",
                     )
+                elif op.expected_head is not None and outcome.value != op.expected_head + size:
+                    self.check_stale_head(op, op.expected_head, outcome.value)
         self.stage_done()
+
+    def check_stale_head(self, op: Operation, expected: int, value: int) -> None:
+        """An append with ``expected_head`` acknowledged at a head other than
+        ``expected + len(batch)``: stored from a stale head (a lost update when a write
+        that moved the head was in flight with it, else APPEND-002), the wrong head it
+        returned then a symptom; or stored where ``expected`` said, its returned head
+        alone wrong (SEQ-003). Where its events were seen decides (`causes`)."""
+        size = len(op.markers)
+        seen = self.seen_at.get(op.markers[0])
+        stored_from = seen - 1 if seen is not None else value - size
+        if stored_from == expected:
+            self.flag(
+                "SEQ-003",
+                f"an append of {size} event{'s' if size != 1 else ''} with expected_head "
+                f"{expected} is stored at seqs {expected + 1}..{expected + size}, yet returned "
+                f"head {value}",
+                op,
+                expected=f"head {expected + size}",
+            )
+            return
+        conflict = (
+            f"CheckpointConflictError(expected {expected}, actual {stored_from}), the log unchanged"
+        )
+        rival = self.mover(op, expected)
+        if rival is None:
+            self.flag(
+                "APPEND-002",
+                f"{describe(op)} was stored from head {stored_from}, not its expected_head "
+                f"{expected}, with no other write in flight: a stale expected_head was accepted",
+                op,
+                expected=conflict,
+            )
+        else:
+            rule_id, also = lost_update_rules(op, rival, self.across_processes)
+            both = (
+                f"two appends succeeded with expected_head {expected}"
+                if rival.expected_head == expected
+                else f"{describe(rival)}, in flight with it, had moved the head from {expected}"
+            )
+            self.flag(
+                rule_id,
+                f"lost update: {describe(op)} was stored from head {stored_from}, not its "
+                f"expected_head {expected}: {both}",
+                op,
+                rival,
+                also=also,
+                expected=conflict,
+            )
+        if value != stored_from + size:
+            self.flag(
+                "SEQ-003",
+                f"the append stored at seqs {stored_from + 1}..{stored_from + size} returned "
+                f"head {value}",
+                op,
+                expected=f"head {stored_from + size}",
+            )
+
+    def mover(self, op: Operation, head: int) -> Operation | None:
+        """The write in flight with ``op`` that moved the head from ``head``: one whose batch
+        was seen or acknowledged covering seq ``head + 1``, else any append in flight with
+        it that may have taken effect; the earliest invoked; None if there is none."""
+        in_flight = [
+            other
+            for other in self.ops
+            if other.kind == "append"
+            and other.markers
+            and other is not op
+            and not isinstance(other.outcome, Conflicted)
+            and other.invoked <= done(op)
+            and done(other) >= op.invoked
+        ]
+
+        def covers(other: Operation) -> bool:
+            seen = self.seen_at.get(other.markers[0])
+            starts = [seen] if seen is not None else []
+            if isinstance(other.outcome, Returned):
+                starts.append(other.outcome.value - len(other.markers) + 1)
+            return any(start <= head + 1 < start + len(other.markers) for start in starts)
+
+        movers = [other for other in in_flight if covers(other)] or in_flight
+        return min(movers, key=lambda other: (other.invoked, other.process), default=None)
 
     def check_sequence(self, markers: Sequence[str], reader: Operation | None) -> None:
         """Each marker once, appended to this session and not refused, every batch whole
@@ -121,13 +209,16 @@ class SessionChain(Findings):
 
         ``reader`` is the read that returned ``markers``, None for the final log. A
         read may start inside a batch (its since_seq cuts it), never end inside one
-        — unless a truncate may have cut that batch.
+        — unless a truncate may have cut that batch; a batch it shows partly is
+        APPEND-003 (a batch seen partly was stored partly, `causes`), an event it
+        shows twice READ-003.
         """
         found = self.ledger.check_sequence(
             markers,
             self.name,
             where="the final log" if reader is None else "a read",
             broken_rule="APPEND-003" if reader is None else "READ-003",
+            torn_rule="APPEND-003",
             may_cut=self.may_cut,
             may_start_inside=reader is not None,
         )
@@ -212,7 +303,8 @@ class SessionChain(Findings):
             outcome = op.outcome
             first = epoch.position.get(op.markers[0])
             if first is None:
-                if isinstance(outcome, Returned):
+                if isinstance(outcome, Returned) and not self.named(op):
+                    # (a lost update's stale append, named already, is missing by it)
                     self.flag(
                         "MP-001",
                         f"{markers_text(op.markers)} was acknowledged at head {outcome.value} but is "
@@ -287,7 +379,10 @@ class SessionChain(Findings):
         return [s for s in slots if s is not None]
 
     def check_lost_updates(self, epoch: Epoch) -> None:
-        """No two appends of one epoch succeed from one head or at overlapping seqs."""
+        """No two appends of one epoch succeed from one head or at overlapping seqs.
+
+        Of the two, the one not seen stored where its acknowledgement says (else the later
+        invoked) is the anomalous call; a call named already is not named again."""
         by_head: dict[int, Operation] = {}
         ranges: list[tuple[int, int, Operation]] = []
         for op in epoch.ops:
@@ -297,25 +392,49 @@ class SessionChain(Findings):
             if op.expected_head is not None:
                 rival = by_head.setdefault(op.expected_head, op)
                 if rival is not op:
-                    self.flag(
-                        "APPEND-004",
-                        f"{describe(rival)} and {describe(op)}: lost update, two appends "
-                        f"succeeded with expected_head {op.expected_head}",
-                        rival,
-                        op,
-                    )
+                    stale, other = self.stale_of(rival, op)
+                    if not (self.named(stale) or self.named(other)):
+                        rule_id, also = lost_update_rules(stale, other, self.across_processes)
+                        self.flag(
+                            rule_id,
+                            f"{describe(other)} and {describe(stale)}: lost update, two appends "
+                            f"succeeded with expected_head {op.expected_head}",
+                            stale,
+                            other,
+                            also=also,
+                            expected=f"CheckpointConflictError(expected {op.expected_head}, "
+                            f"actual {op.expected_head + len(other.markers)}), the log unchanged",
+                        )
                     continue
             ranges.append((outcome.value - len(op.markers) + 1, outcome.value, op))
         ranges.sort(key=lambda r: r[0])
         for (_, end, first), (start, _, second) in itertools.pairwise(ranges):
-            if start <= end:
+            if start <= end and not (self.named(first) or self.named(second)):
+                stale, other = self.stale_of(first, second)
+                rule_id, also = lost_update_rules(stale, other, self.across_processes)
                 self.flag(
-                    "APPEND-004",
-                    f"{describe(first)} and {describe(second)}: forked log, both were "
+                    rule_id,
+                    f"{describe(other)} and {describe(stale)}: forked log, both were "
                     f"acknowledged at seq {start}",
-                    first,
-                    second,
+                    stale,
+                    other,
+                    also=also,
+                    expected=f"seqs after {describe(other)}'s, none reused",
                 )
+
+    def stale_of(self, one: Operation, two: Operation) -> tuple[Operation, Operation]:
+        """Of two appends acknowledged from one head or at one seq: (the one not seen stored
+        where it was acknowledged, else the later invoked; the other)."""
+
+        def where_acknowledged(op: Operation) -> bool:
+            seen = self.seen_at.get(op.markers[0])
+            assert isinstance(op.outcome, Returned)
+            return seen == op.outcome.value - len(op.markers) + 1
+
+        early, late = sorted((one, two), key=lambda op: (op.invoked, op.process, op.index))
+        if where_acknowledged(late) and not where_acknowledged(early):
+            return early, late
+        return late, early
 
     def check_removal(self, before: Epoch, removal: Operation) -> list[str]:
         """What the removal opening the next epoch kept, checked against the chain it cut."""
@@ -362,5 +481,5 @@ class SessionChain(Findings):
                 kept = self.check_removal(epoch, removal)
                 self.stage_done()
         RealTime(self, self.ledger, self.epoch_of).check(epochs)
-        self.stage_done()
+        self.all_done()
         return "chain"

@@ -36,7 +36,13 @@ session, in near linear time:
    (earliest possible instant for each step) settles exactly.
 
 Whatever breaks is reported as an `Anomaly`: the rule it proves broken, one
-plain sentence, and the few operations that contradict each other. Sessions the
+plain sentence, and the few operations that contradict each other, the first
+anomalous call first. An anomaly is named by its cause, and the verdict lists
+the causes first (`causes`: a lost update before the wrong head it made an
+append return, before the reads that saw the fork); a stage that finds only
+lost updates lets the later ones run, so what follows from them is listed too.
+`HistoryVerdict.violation` makes the finding: the first anomaly's rule, the
+rest as what followed from it. Sessions the
 fast path cannot decide go to `checkpointspec.conformance.engines.history.linearize`, a bounded
 linearizability search, which may answer "undecided" instead of running on.
 
@@ -53,8 +59,10 @@ from typing import Literal
 
 import msgspec
 
-from ....spec import CheckpointConflictError
+from ....spec import RULES_BY_ID, CheckpointConflictError
 from ..contract.ledger import Fate, Ledger, markers_text
+from ..contract.violations import RuleViolation
+from .causes import ordered
 from .chain import AnomaliesFound, ChainUndecided, SessionChain
 from .linearize import LogCall, search_log
 from .records import (
@@ -66,6 +74,8 @@ from .records import (
     Raised,
     Returned,
     Unknown,
+    answer_text,
+    call_text,
     describe,
 )
 
@@ -88,11 +98,12 @@ class HistoryVerdict(msgspec.Struct, frozen=True):
     """The result of `check_history`.
 
     ``anomalies`` is empty when the history is explained by the contract, as far
-    as it was decided; ``undecided`` names the sessions the bounded search gave up
-    on; ``decided_by`` says for each session whether the ``"chain"`` (fast path)
-    or the ``"search"`` decided it; ``resolved`` says what became of every call
-    with an unknown outcome. ``origin`` is the earliest invocation time, the zero
-    of the times printed by `report`.
+    as it was decided; else the first is the cause the finding names and the others
+    follow it (`causes.ordered`). ``undecided`` names the sessions the bounded
+    search gave up on; ``decided_by`` says for each session whether the ``"chain"``
+    (fast path) or the ``"search"`` decided it; ``resolved`` says what became of
+    every call with an unknown outcome. ``origin`` is the earliest invocation
+    time, the zero of the times printed by `report`.
     """
 
     operations: int
@@ -108,10 +119,30 @@ class HistoryVerdict(msgspec.Struct, frozen=True):
         return not self.anomalies
 
     def report(self) -> str:
-        """Every anomaly and undecided session, in plain words."""
-        parts = [a.explain(self.origin) for a in self.anomalies]
+        """The cause, then what followed from it, then every undecided session, in plain words."""
+        parts = [a.explain(self.origin, symptom=n > 0) for n, a in enumerate(self.anomalies)]
         parts += [f"undecided: {u}" for u in self.undecided]
         return "\n".join(parts) if parts else f"{self.operations} operations: no anomaly"
+
+    def violation(self, situation: str) -> RuleViolation:
+        """The finding of a history that is not ok: the first anomaly's rule and ``also``,
+        its first call with what the contract allows there and what came back, then
+        ``situation`` (what was recorded) and the report."""
+        if not self.anomalies:
+            raise ValueError("an explained history is no violation")
+        cause = self.anomalies[0]
+        first = cause.operations[0] if cause.operations else None
+        followed = len(self.anomalies) - 1
+        then = f"; {followed} more anomalies follow it" if followed else ""
+        return RuleViolation(
+            cause.rule_id,
+            f"session {cause.session!r}: {cause.summary}\n{situation}{then} "
+            f"(times in ms from the first call):\n{self.report()}",
+            cause.also,
+            call=call_text(first) if first is not None else "",
+            expected=cause.expected or RULES_BY_ID[cause.rule_id].statement,
+            got=answer_text(first) if first is not None else "",
+        )
 
 
 # -- the fallback ---------------------------------------------------------------------------
@@ -253,6 +284,7 @@ def check_history(
     *,
     search_steps: int = 1_000_000,
     max_anomalies: int = 5,
+    across_processes: bool = True,
 ) -> HistoryVerdict:
     """Decide whether the contract explains ``history``.
 
@@ -261,7 +293,10 @@ def check_history(
     a session that ended empty). Each session is checked on its own — the
     contract never relates two sessions, so that is exact — first by the chain
     (fast path), then, if it cannot decide, by a search bounded by
-    ``search_steps``. At most ``max_anomalies`` are reported per session.
+    ``search_steps``. At most ``max_anomalies`` are reported per session, the cause
+    first (`causes.ordered`). ``across_processes`` says the operations' ``process``
+    numbers are separate processes, as in the stress check; False when they are
+    handles of one process (a lost update between them is then APPEND-004, not MP-001).
 
     Raises ValueError for a malformed history: a marker used by two appends, a
     process with overlapping calls, a completion time on an unknown outcome, a
@@ -281,7 +316,12 @@ def check_history(
     resolved: list[str] = []
     for name in sorted(set(by_session) | set(final_logs)):
         session = SessionChain(
-            name, by_session.get(name, []), list(final_logs[name]), ledger, max_anomalies
+            name,
+            by_session.get(name, []),
+            list(final_logs[name]),
+            ledger,
+            max_anomalies,
+            across_processes,
         )
         try:
             decided_by[name] = session.run()
@@ -293,7 +333,9 @@ def check_history(
                 decided_by[name] = "chain"
                 anomalies += session.anomalies
                 continue
-            fresh = SessionChain(session.name, session.ops, session.final, ledger, max_anomalies)
+            fresh = SessionChain(
+                session.name, session.ops, session.final, ledger, max_anomalies, across_processes
+            )
             found, gave_up = _search(fresh, str(fallback), search_steps)
             anomalies += found
             resolved += fresh.resolved
@@ -305,7 +347,7 @@ def check_history(
         resolved += session.resolved
     return HistoryVerdict(
         operations=len(ops),
-        anomalies=tuple(anomalies),
+        anomalies=ordered(anomalies),
         undecided=tuple(undecided),
         decided_by=decided_by,
         resolved=tuple(resolved),

@@ -9,6 +9,7 @@ Nothing here does I/O.
 from __future__ import annotations
 
 from ..contract.ledger import removal_rule
+from .causes import rank
 from .records import Anomaly, Operation
 
 __all__ = [
@@ -50,18 +51,41 @@ class Findings:
         self.limit = limit
         self.anomalies: list[Anomaly] = []
 
-    def flag(self, rule_id: str, summary: str, *ops: Operation | None) -> None:
-        """Record an anomaly with the operations that show it (each once, in order)."""
+    def flag(
+        self,
+        rule_id: str,
+        summary: str,
+        *ops: Operation | None,
+        also: tuple[str, ...] = (),
+        expected: str = "",
+    ) -> None:
+        """Record an anomaly with the operations that show it (each once, in order), the
+        first anomalous call first; a call already named by the same rule is not again."""
         unique: list[Operation] = []
         for op in ops:
             if op is not None and all(op is not u for u in unique):
                 unique.append(op)
-        self.anomalies.append(Anomaly(rule_id, self.name, summary, tuple(unique)))
+        if unique and any(
+            a.rule_id == rule_id and a.operations and a.operations[0] is unique[0]
+            for a in self.anomalies
+        ):
+            return
+        self.anomalies.append(Anomaly(rule_id, self.name, summary, tuple(unique), also, expected))
         if len(self.anomalies) >= self.limit:
             raise AnomaliesFound
 
+    def named(self, op: Operation) -> bool:
+        """Is ``op`` the first anomalous call of an anomaly found already?"""
+        return any(a.operations and a.operations[0] is op for a in self.anomalies)
+
     def stage_done(self) -> None:
-        """End a stage: raise `AnomaliesFound` if it found any."""
+        """End a stage: raise `AnomaliesFound` if it found any, unless every one is a lost
+        update (`causes.rank` 0): what later stages find then are its symptoms."""
+        if any(rank(a.rule_id) > 0 for a in self.anomalies):
+            raise AnomaliesFound
+
+    def all_done(self) -> None:
+        """End the last stage: raise `AnomaliesFound` if any stage found any."""
         if self.anomalies:
             raise AnomaliesFound
 

@@ -24,6 +24,8 @@ __all__ = [
     "Raised",
     "Returned",
     "Unknown",
+    "answer_text",
+    "call_text",
     "describe",
     "observer_rule",
 ]
@@ -92,16 +94,28 @@ class Operation(msgspec.Struct, frozen=True, omit_defaults=True):
 
 
 class Anomaly(msgspec.Struct, frozen=True):
-    """Something the contract forbids, with the operations that show it."""
+    """Something the contract forbids, with the operations that show it.
+
+    ``rule_id`` names the anomaly by its cause (`checkpointspec.conformance.engines.history.causes`);
+    ``operations[0]`` is the first anomalous call, the one whose answer no legal
+    behaviour allows, and ``expected`` says what the contract allows it ("" when the
+    summary says it). ``also`` names the rules the same evidence breaks as well (a
+    lost update across processes breaks APPEND-004 too), never the rules of the
+    symptoms it caused, which are anomalies of their own listed after it.
+    """
 
     rule_id: str
     session: str
     summary: str
     operations: tuple[Operation, ...] = ()
+    also: tuple[str, ...] = ()
+    expected: str = ""
 
-    def explain(self, origin: int = 0) -> str:
-        """The summary, then each operation involved with its times relative to ``origin``."""
-        lines = [f"[{self.rule_id}] session {self.session!r}: {self.summary}"]
+    def explain(self, origin: int = 0, *, symptom: bool = False) -> str:
+        """The summary, then each operation involved with its times relative to ``origin``;
+        a ``symptom`` is said as what follows from the cause before it."""
+        head = f"then, as {self.rule_id}:" if symptom else f"[{self.rule_id}]"
+        lines = [f"{head} session {self.session!r}: {self.summary}"]
         lines += [f"    - {describe(op, origin)}" for op in self.operations]
         return "\n".join(lines)
 
@@ -130,6 +144,26 @@ def _result(op: Operation) -> str:
     if op.kind == "append":
         return f"ok, head {outcome.value}"
     return "ok"
+
+
+def call_text(op: Operation) -> str:
+    """The call as the process made it: ``process 2: append('s0', [a1 a2], expected_head=4)``."""
+    expected = f", expected_head={op.expected_head}" if op.expected_head is not None else ""
+    match op.kind:
+        case "append":
+            args = f"[{markers_text(op.markers)}]{expected}"
+        case "read":
+            args = f"since_seq={op.since_seq}"
+        case "truncate":
+            args = f"{op.to_seq}{expected}"
+        case _:
+            args = ""
+    return f"process {op.process}: {op.kind}({op.session!r}{', ' if args else ''}{args})"
+
+
+def answer_text(op: Operation) -> str:
+    """What came back from the call, in words."""
+    return _result(op)
 
 
 def describe(op: Operation, origin: int | None = None) -> str:
