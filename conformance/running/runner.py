@@ -28,8 +28,9 @@ backend may fail a rule:
   backend answered the same calls differently on a re-run): each rule violation
   or exception of the backend's that those runs raised is judged as above, every
   violation a finding of its own rule (`run_failures`, `violations_in`); a `Flaky`
-  whose runs raised nothing is ``not_checked``, with Hypothesis' account of the
-  runs as its detail. Its search could not complete, so the check's other rules
+  whose runs raised nothing is ``not_checked``, its reason naming the call that
+  answered differently and both answers where a machine's transcripts show it
+  (`answered_differently`), with Hypothesis' account of the runs as its detail. Its search could not complete, so the check's other rules
   are not checked by it (they pass only where another check passes them);
 - any other exception is the kit's own (a bug in a check, an engine assertion,
   a worker that cannot start): ``error``, with its traceback, never a failure.
@@ -85,6 +86,7 @@ from ..engines.search.replay import (
     Reproduction,
     reproduction_of,
 )
+from ..engines.search.transcripts import answered_differently
 from ..engines.target.provenance import raised_by
 from ..engines.target.witness import note_divergence
 from .failures import ANSWERED_DIFFERENTLY, full_traceback, hypothesis_lines, raised_at
@@ -284,12 +286,14 @@ def _judge(
             traceback=full,
         )
     if not leaves and isinstance(exc, Flaky):
+        difference = answered_differently(exc)
+        which = f" ({difference.sentence()})" if difference is not None else ""
         return CheckResult(
             check.name,
             check.rules,
             "not_checked",
             duration,
-            reason=f"{ANSWERED_DIFFERENTLY}; no run of it broke a rule, so the search "
+            reason=f"{ANSWERED_DIFFERENTLY}{which}; no run of it broke a rule, so the search "
             "stopped there",
             detail="\n".join(hypothesis_lines(exc)),
             replay=replay,

@@ -22,6 +22,10 @@ from checkpointspec.conformance.engines.contract.violations import RuleViolation
 from checkpointspec.conformance.engines.run.harness import Harness
 from checkpointspec.conformance.engines.run.kit_run import KitRun, ReportOutputs
 from checkpointspec.conformance.engines.run.profiles import PROFILES
+from checkpointspec.conformance.engines.search.transcripts import (
+    AnsweredDifferently,
+    note_difference,
+)
 from checkpointspec.conformance.engines.target.provenance import (
     RaisedBy,
     blame_session_layer,
@@ -229,6 +233,21 @@ def flaky_draws_with_nothing_broken(h: Harness) -> None:
     raise FlakyStrategyDefinition.with_detail("The second run stopped drawing earlier")
 
 
+@check("HEAD-001")
+def flaky_draws_at_a_call_answered_otherwise(h: Harness) -> None:
+    """HEAD-001: a re-run drew other steps after a call answered otherwise, no rule broken."""
+    flaky = FlakyStrategyDefinition.with_detail("The second run stopped drawing earlier")
+    note_difference(
+        flaky,
+        AnsweredDifferently(
+            "handle 0: append('s1', 1 events, expected_head=0)",
+            "returned 1",
+            "raised CheckpointConflictError (actual 0)",
+        ),
+    )
+    raise flaky
+
+
 # -- tests ----------------------------------------------------------------------------
 
 
@@ -378,6 +397,17 @@ def test_a_flaky_example_that_broke_no_rule_is_not_checked_not_a_kit_error(
     ]
     (rule,) = summarise_rules([result], Capability, rule_ids=["HEAD-001"])
     assert rule.status == "not_checked"
+
+
+def test_a_flaky_example_names_the_call_that_answered_otherwise_and_both_answers(
+    tmp_path: Path,
+) -> None:
+    result = run(flaky_draws_at_a_call_answered_otherwise, tmp_path)
+    assert result.status == "not_checked"
+    assert (
+        "handle 0: append('s1', 1 events, expected_head=0) returned 1 on one run and "
+        "raised CheckpointConflictError (actual 0) on the re-run"
+    ) in result.reason, result.reason
 
 
 class _ClaimsMultiProcess(MemoryCheckpointer):

@@ -10,13 +10,15 @@ draws other steps): the kit must report the defect's rule, never its own error.
 
 from __future__ import annotations
 
+import itertools
 import random
+from collections.abc import Sequence
 from typing import ClassVar, Self
 
 from checkpointspec.backends.memory import MemoryCheckpointer, MemoryStore, store_for
-from checkpointspec.spec import BackendContext
+from checkpointspec.spec import BackendContext, CheckpointConflictError, SessionEvent
 
-__all__ = ["FLAKY", "HandleFlipsStore"]
+__all__ = ["FLAKY", "EveryOtherStoreConflicts", "HandleFlipsStore"]
 
 _COIN = random.Random()
 """Seeded from the system's entropy: no run of the kit decides it."""
@@ -40,4 +42,39 @@ class HandleFlipsStore(MemoryCheckpointer):
         return cls(store_for(ctx.path))
 
 
-FLAKY = {cls.__name__: cls for cls in (HandleFlipsStore,)}
+class EveryOtherStoreConflicts(MemoryCheckpointer):
+    """Bug: every second handle opened refuses an append with expected_head with a
+    conflict it makes up (actual 0), decided by a count of the handles opened.
+
+    The same calls on a fresh store answer one way on one run and the other way on the
+    next: the kit must name the call and both answers. Kit must report APPEND-002.
+    """
+
+    violates: ClassVar[str] = "APPEND-002"
+    opened: ClassVar[itertools.count[int]] = itertools.count()
+
+    def __init__(self, store: MemoryStore, conflicts: bool) -> None:
+        super().__init__(store)
+        self.conflicts = conflicts
+
+    @classmethod
+    def make(cls, ctx: BackendContext) -> Self:
+        """The kit's factory: ctx.path's store; every second handle conflicts."""
+        return cls(store_for(ctx.path), conflicts=next(cls.opened) % 2 == 1)
+
+    async def append(
+        self,
+        session_id: str,
+        events: Sequence[SessionEvent],
+        expected_head: int | None = None,
+        *,
+        expected_generation: int | None = None,
+    ) -> int:
+        if self.conflicts and expected_head is not None:
+            raise CheckpointConflictError(session_id, expected_head, 0)
+        return await super().append(
+            session_id, events, expected_head, expected_generation=expected_generation
+        )
+
+
+FLAKY = {cls.__name__: cls for cls in (HandleFlipsStore, EveryOtherStoreConflicts)}

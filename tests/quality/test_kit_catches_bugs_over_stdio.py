@@ -13,7 +13,8 @@ must pass those checks, which the first test asserts).
 A backend that breaks the protocol itself (`stdio_breaches`: a garbage line, a reply
 under another request's id, an unsolicited reply, an exit in the middle of an
 append) is charged with PROTO-001, never with the rule of the check that met it, also when a
-worker process of the kit or a recorded history met it.
+worker process of the kit or a recorded history met it, or a stress worker met it only
+as it closed its handle at the end.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from cases import HARD_CASES, MEMORY_CASES, SEED, Case
 from checkpointspec.conformance.running.plan import plan_run
 from checkpointspec.conformance.running.runner import run_kit
 from kit_reports import describe, failed_rules, verdict
-from stdio_breaches import BREACHES
+from stdio_breaches import BREACHES, CLOSE_BREACHES
 
 pytestmark = pytest.mark.usefixtures("broken_backends_importable")
 CASES = {case.name: case for case in MEMORY_CASES + HARD_CASES}
@@ -152,6 +153,32 @@ def test_a_breach_met_in_a_worker_process_or_a_recorded_history_is_its_own_findi
     for check in report.checks:
         assert {f.rule for f in check.findings} <= {"PROTO-001"}, describe(report)
         assert check.status != "error", describe(report)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("breach", CLOSE_BREACHES)
+def test_a_breach_met_only_when_a_stress_worker_closes_its_handle_is_its_own_finding(
+    breach: str,
+) -> None:
+    # Every call of the stress workers is answered well; the reply to the close each
+    # worker sends at its end breaks the protocol. That breach ends the worker (status 5)
+    # after its whole history was written, and it is still PROTO-001's finding, never a
+    # failed stress worker charged to MP-001.
+    report = run_kit(
+        plan_run(
+            None,
+            process=_breaching(breach, "sqlite"),
+            profile="quick",
+            seed=SEED,
+            only=("MP-001::free_running_history",),
+        )
+    )
+    assert failed_rules(report) == {"PROTO-001"}, describe(report)
+    assert verdict(report, "MP-001").status != "failed", describe(report)
+    (check,) = report.checks
+    assert check.status == "failed", describe(report)
+    assert [f.rule for f in check.findings] == ["PROTO-001"], describe(report)
+    assert check.findings[0].call == "close in a worker process", describe(report)
 
 
 def test_protocol_rule_is_skipped_with_its_reason_for_a_backend_in_the_kits_process() -> None:

@@ -47,7 +47,8 @@ from ..contract.outcomes import (
 )
 from ..contract.violations import RuleViolation, expect
 from ..search.exploration import invariant, rule
-from .storage_runtime import CURRENT, MachineBase, MachineEnv
+from ..search.transcripts import exchanged
+from .storage_runtime import CURRENT, MachineBase, MachineEnv, answer_text
 from .strategies import CONFUSABLE_IDS, invalid_events_arguments, invalid_seqs, invalid_session_ids
 
 __all__ = ["CheckpointerMachine", "MachineEnv"]
@@ -89,6 +90,7 @@ class CheckpointerMachine(MachineBase):
             call,
             lambda: cp.append(session_id, batch, want),
             lambda: mh.append(session_id, batch, want),
+            given=repr(kinds),
         )
         self.settle_append(i, session_id, batch, (actual, model), call)
 
@@ -112,8 +114,9 @@ class CheckpointerMachine(MachineBase):
         """After racing appends on one expected head all succeeded: if one more append with
         that head, now stale, succeeds on its own, no race is needed to show the defect,
         and the rule broken is APPEND-002, not APPEND-004."""
-        alone = self.run(
-            run_backend(partial(cp.append, session_id, self.new_batch(["user_prompt"]), stale))
+        alone = self.backend_call(
+            f"append({session_id!r}, 1 event, expected_head={stale}) after {call}",
+            partial(cp.append, session_id, self.new_batch(["user_prompt"]), stale),
         )
         if isinstance(alone, Ok):
             raise RuleViolation(
@@ -225,6 +228,7 @@ class CheckpointerMachine(MachineBase):
             call,
             lambda: append(session_id, batch, want, expected_generation=want_gen),
             lambda: mh.append(session_id, batch, want, want_gen),
+            given=repr(kinds),
         )
         self.settle_append(i, session_id, batch, (actual, model), call)
 
@@ -300,6 +304,7 @@ class CheckpointerMachine(MachineBase):
 
         outcomes = self.run(race())
         note(f"{call} -> {outcomes}")
+        exchanged(call, "came to " + ", ".join(answer_text(o) for o in outcomes), repr(hs))
         winners = [
             (o.value, b) for o, b in zip(outcomes, batches, strict=True) if isinstance(o, Ok)
         ]
@@ -375,7 +380,7 @@ class CheckpointerMachine(MachineBase):
                 await wcp.append(session_id, batch)
             return taken + [stored async for stored in iterator]
 
-        got = self.run(run_backend(interleave))
+        got = self.backend_call(call, interleave)
         if isinstance(got, Err):
             raise RuleViolation(
                 "READ-003", f"{call} raised {type(got.error).__name__}: {got.error}"
@@ -409,6 +414,7 @@ class CheckpointerMachine(MachineBase):
         """DUR-001: close every handle, reopen through the factory: everything acknowledged is there."""
         for cp in self.handles:
             self.run(cp.close())
+        exchanged("close every handle", "closed")
         self.handles.clear()
         self.model_handles.clear()
         self.open_handle_pair()
@@ -437,7 +443,7 @@ class CheckpointerMachine(MachineBase):
         cp = self.handles[i]
         for session_id in CONFUSABLE_IDS:
             call = f"handle {i}: read({session_id!r})"
-            got = self.run(run_backend(partial(read_all, cp, session_id)))
+            got = self.backend_call(call, partial(read_all, cp, session_id))
             if isinstance(got, Err):
                 # This handle is open, so "closed" means closing another handle broke it.
                 rule_id = (
@@ -449,7 +455,7 @@ class CheckpointerMachine(MachineBase):
             self.compare_read(i, got.value, self.model.log(session_id), (session_id, 0), call)
         if Capability.LIST not in self.env.capabilities:
             return
-        listing = self.run(run_backend(cp.list_sessions))
+        listing = self.backend_call(f"handle {i}: list_sessions()", cp.list_sessions)
         if isinstance(listing, Err):
             rule_id = (
                 "CLOSE-002" if isinstance(listing.error, CheckpointerClosedError) else "LIST-001"

@@ -27,8 +27,10 @@ from hypothesis.stateful import RuleBasedStateMachine
 from ....backends.registry import BackendTarget
 from ....spec import (
     Capability,
+    CheckpointConflictError,
     Checkpointer,
     Codec,
+    IntegrityReport,
     ModelEvent,
     ModelHandle,
     SessionEvent,
@@ -52,9 +54,10 @@ from ..contract.outcomes import (
 )
 from ..contract.violations import RuleViolation, RuleWarning, expect
 from ..search.exploration import Diverging
+from ..search.transcripts import exchanged, new_run
 from ..target.provenance import open_checkpointer
 
-__all__ = ["CURRENT", "MachineBase", "MachineEnv"]
+__all__ = ["CURRENT", "MachineBase", "MachineEnv", "answer_text"]
 
 T = TypeVar("T")
 A = TypeVar("A")
@@ -62,6 +65,32 @@ M = TypeVar("M")
 
 CURRENT = "current"
 """An expected head or generation drawn as "whatever the model says it is now"."""
+
+
+def answer_text(outcome: Ok[T] | Err) -> str:
+    """What a call came to, as a run's transcript says it: ``returned 3``, ``raised
+    CheckpointConflictError (actual 3)``. Only what a re-run of the same calls on a
+    correct backend answers the same is said: a read's seqs, markers and kinds, not its
+    times; a listing's ids, not its mtimes; an integrity report's verdict, not its
+    wording; an error's type (and a conflict's actual head), not its message, which may
+    name the run's store."""
+    if isinstance(outcome, Err):
+        error = outcome.error
+        actual = f" (actual {error.actual})" if isinstance(error, CheckpointConflictError) else ""
+        return f"raised {type(error).__name__}{actual}"
+    return f"returned {_stable(outcome.value)}"
+
+
+def _stable(value: object) -> str:
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_stable(item) for item in value) + "]"
+    if isinstance(value, StoredEvent):
+        return f"{value.seq}:{type(value.event).__name__}({marker_of(value.event)!r})"
+    if isinstance(value, SessionInfo):
+        return repr(value.id)
+    if isinstance(value, IntegrityReport):
+        return f"ok={value.ok}"
+    return repr(value)
 
 
 class MachineEnv(msgspec.Struct):
@@ -94,6 +123,7 @@ class MachineBase(Diverging, RuleBasedStateMachine):
         # Every event appended, by marker: the handle that appended it, and its fate.
         self.ledger: Ledger[Checkpointer] = Ledger()
         self.markers = itertools.count(1)
+        new_run()
         self.open_handle_pair()
 
     # -- running ---------------------------------------------------------------------
@@ -105,23 +135,38 @@ class MachineBase(Diverging, RuleBasedStateMachine):
         ctx = self.env.target.context(self.path, codec=self.codec)
         self.handles.append(self.run(open_checkpointer(self.factory, ctx)))
         self.model_handles.append(self.model.handle())
+        exchanged(f"open handle {len(self.handles) - 1}", "opened")
 
     def pick(self, index: int) -> tuple[int, Checkpointer, ModelHandle]:
         i = index % len(self.handles)
         return i, self.handles[i], self.model_handles[i]
 
     def compare(
-        self, operation: str, call: str, backend: Callable[[], Awaitable[A]], model: Callable[[], M]
+        self,
+        operation: str,
+        call: str,
+        backend: Callable[[], Awaitable[A]],
+        model: Callable[[], M],
+        given: str = "",
     ) -> tuple[Ok[A] | Err, Ok[M] | Err]:
         """Run ``call`` on both sides; errors must match (`compare_outcomes`), values
-        are the caller's to compare."""
+        are the caller's to compare. ``given`` is what the call was given that ``call``
+        does not say (see `exchanged`)."""
         expected = run_model(model)
         actual = self.run(run_backend(backend))
         note(
             f"{call} -> {'error ' + type(actual.error).__name__ if isinstance(actual, Err) else actual.value!r}"
         )
+        exchanged(call, answer_text(actual), given)
         compare_outcomes(operation, actual, expected, call)
         return actual, expected
+
+    def backend_call(self, call: str, backend: Callable[[], Awaitable[A]]) -> Ok[A] | Err:
+        """Run ``call`` on the backend alone (no model counterpart), entered as `compare`
+        enters a call."""
+        outcome = self.run(run_backend(backend))
+        exchanged(call, answer_text(outcome))
+        return outcome
 
     def teardown(self) -> None:
         try:

@@ -523,6 +523,16 @@ class WorkerClient:
                 await self.kill()
         return self.process.returncode
 
+    def exit_evidence(self) -> Exception | None:
+        """What the worker's exit proves against the backend once it has exited, as a reply
+        it did not send proves it: the breach of the stdio protocol, the rule one of the
+        backend's answers broke, or the exception the backend raised, met while closing its
+        handle at the end (`close`); None while it runs, after a clean exit, or for the
+        kit's own error."""
+        if self.running:
+            return None
+        return _exit_evidence(self.process.returncode, self.stderr_tail(), "close")
+
     def stderr_tail(self, limit: int = 800) -> str:
         """The last ``limit`` characters the worker wrote to stderr."""
         return stderr_tail(self._stderr, limit)

@@ -32,7 +32,8 @@ each event came from. Before each call a worker writes a ``begin`` line
 file, without buffering, so they survive the worker being killed. A ``begin``
 without an ``end`` becomes an `Unknown` outcome. A breach of the stdio protocol
 (a backend served with ``--process``) is no outcome of the call: it ends the
-workload, and the worker, and the parent raises it (PROTO-001). Times come from
+workload, and the worker, and the parent raises it (PROTO-001), as it does one met
+only when the worker closes its handle at the end. Times come from
 ``time.monotonic_ns``, one clock for every process on the host. After each step
 the worker replies `Progress` with the number of calls it has made.
 
@@ -246,6 +247,11 @@ async def run_stress(plan: StressPlan, workdir: Path, kills: int = 0) -> StressR
                 failures.append(f"worker {number} failed: {reply.error}: {reply.message}")
         status = await worker.close()
         if status != 0:
+            # Closing the handle at the end is the backend's call too: a breach or a broken
+            # rule met there is raised, as one met in the middle of the run is.
+            evidence = worker.exit_evidence()
+            if evidence is not None:
+                raise evidence
             failures.append(f"worker {number} exited with status {status}: {worker.stderr_tail()}")
 
     async with started_workers(plan.target, plan.processes, patience) as workers:

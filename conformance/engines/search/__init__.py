@@ -11,4 +11,5 @@ but the check's body and the machine. Checks call `properties.run_property` and
 | `driver` | what a run needs of its check (`SearchHost`); examples admitted within the check's slice (`within_slice`); a run in exploration rounds (`explore_runs`) |
 | `properties` | property runs: a check's body on one fresh store per generated example (`run_property`) |
 | `stateful` | state-machine runs: a machine the caller builds, run in rounds within the slice (`run_machine`) |
+| `transcripts` | each run's calls and answers, and the call a re-run answered differently (`AnsweredDifferently`) |
 """

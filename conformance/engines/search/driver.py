@@ -60,7 +60,8 @@ class SearchedRun(Protocol):
 class SearchHost(Protocol):
     """What a Hypothesis run reads and writes of the check it runs for: the run's seed,
     profile and tolerated rules, the example to replay (``--reproduce``), the check's
-    slice of the time budget; the findings it records and how it explored."""
+    slice of the time budget; the findings it records, how it explored, and what it
+    measured (`measure`)."""
 
     @property
     def seed(self) -> int: ...
@@ -84,6 +85,8 @@ class SearchHost(Protocol):
     def witness(self) -> Witness: ...
 
     explored: Explored | None
+
+    def measure(self, text: str) -> None: ...
 
 
 def explore_runs(h: SearchHost, run_once: Callable[[], None], examples: int) -> None:
