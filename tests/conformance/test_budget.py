@@ -34,7 +34,12 @@ from checkpointspec.conformance.engines.search.driver import (
     explore_runs,
     within_slice,
 )
-from checkpointspec.conformance.engines.search.replay import REPORTING_PHASES, kit_settings
+from checkpointspec.conformance.engines.search.replay import (
+    REPORTING_PHASES,
+    kit_settings,
+    replayable,
+    reproduction_of,
+)
 from checkpointspec.conformance.frontends.cli import main
 from checkpointspec.conformance.running.plan import plan_run
 from checkpointspec.conformance.running.registry import CHECKS_BY_NAME
@@ -220,20 +225,92 @@ def test_the_end_of_a_slice_reaches_hypothesis_as_a_stop_not_a_failure() -> None
     assert h.slice.examples_run == 1
 
 
-def test_a_failure_found_in_the_slice_is_shrunk_and_replayed_after_its_end() -> None:
-    h = _harness(Slice(0.0))  # spent from the start: only the first example is admitted
+def _failing_above(h: SearchHost, floor: int, ran: list[int]) -> Callable[[], None]:
+    """A property of ``h`` that fails on every number of at least ``floor`` (Hypothesis
+    shrinks a failure towards ``floor``), recording in ``ran`` each number it runs on."""
 
     @kit_settings(max_examples=50, phases=REPORTING_PHASES)
-    @given(st.integers(min_value=17, max_value=10_000))
+    @given(st.integers(min_value=0, max_value=10_000))
     @within_slice(h)
     def test(n: int) -> None:
+        ran.append(n)
+        if n >= floor:
+            raise RuleViolation("SEQ-001", f"{n} is too big")
+
+    return replayable(test, 1, None)
+
+
+def test_a_failure_found_after_the_slice_is_reported_unshrunk_and_replays() -> None:
+    h = _harness(Slice(0.0))  # spent from the start: only the first example is admitted
+    ran: list[int] = []
+
+    @kit_settings(max_examples=50, phases=REPORTING_PHASES)
+    @given(st.integers(min_value=0, max_value=10_000))
+    @within_slice(h)
+    def test(n: int) -> None:
+        ran.append(n)
         raise RuleViolation("SEQ-001", f"{n} is too big")
 
-    # The first example fails; its shrinking to 17 and Hypothesis' final replay of it run
-    # although the slice is spent.
-    with h.slice.hypothesis_round(), pytest.raises(RuleViolation, match=r"^\[SEQ-001\] 17 is"):
-        test()
-    assert h.slice.examples_run == 1
+    with h.slice.hypothesis_round(), pytest.raises(RuleViolation) as failed:
+        replayable(test, 3, None)()
+    # The first example failed; none of its shrinking ran, the final replay ran it again.
+    first = ran[0]
+    assert ran == [first, first]
+    assert str(failed.value).startswith(f"[SEQ-001] {first} is too big")
+    assert h.slice.shrinks_left_out == 1
+    assert h.slice.cut_short
+    blob = reproduction_of(failed.value)
+    assert blob is not None
+    replayed: list[int] = []
+    with pytest.raises(RuleViolation, match=rf"^\[SEQ-001\] {first} is"):
+        replayable(_recording(replayed), 3, blob)()
+    assert replayed == [first]
+
+
+def _recording(ran: list[int]) -> Callable[[int], None]:
+    @kit_settings(max_examples=50, phases=REPORTING_PHASES)
+    @given(st.integers(min_value=0, max_value=10_000))
+    def test(n: int) -> None:
+        ran.append(n)
+        raise RuleViolation("SEQ-001", f"{n} is too big")
+
+    return cast("Callable[[int], None]", test)
+
+
+@pytest.mark.parametrize("seconds", [5.0, 8.0, 12.0])
+def test_shrinking_stops_at_the_slices_end_and_reports_the_smallest_failure_so_far(
+    seconds: float,
+) -> None:
+    # The clock ticks once per example asked for: the slice admits ``seconds`` examples.
+    h = _harness(Slice(seconds, clock=ticking()))
+    ran: list[int] = []
+    with h.slice.hypothesis_round(), pytest.raises(RuleViolation) as failed:
+        _failing_above(h, 100, ran)()
+    *searched, replayed = ran
+    # Nothing reached the backend after the slice's end but the final replay ...
+    assert len(searched) <= seconds
+    assert h.slice.shrinks_left_out > 0
+    # ... which reran the smallest failure the shrinking had found by then: what it
+    # reports, and what its blob replays.
+    smallest = min(n for n in searched if n >= 100)
+    assert replayed == smallest
+    assert str(failed.value).startswith(f"[SEQ-001] {smallest} is too big")
+    blob = reproduction_of(failed.value)
+    assert blob is not None
+    again: list[int] = []
+    with pytest.raises(RuleViolation, match=rf"^\[SEQ-001\] {smallest} is"):
+        replayable(_recording(again), 1, blob)()
+    assert again == [smallest]
+
+
+def test_a_failing_run_with_time_left_shrinks_in_full() -> None:
+    h = _harness(Slice(None))
+    ran: list[int] = []
+    with h.slice.hypothesis_round(), pytest.raises(RuleViolation, match=r"^\[SEQ-001\] 100 is"):
+        _failing_above(h, 100, ran)()
+    assert len(ran) > 12  # more than the slices above admit
+    assert h.slice.shrinks_left_out == 0
+    assert not h.slice.cut_short
 
 
 def test_a_property_check_out_of_time_passes_and_reports_its_slice() -> None:
