@@ -110,6 +110,20 @@ def test_slices_follow_the_kinds_weights_and_skipped_checks_weigh_nothing() -> N
     assert plan.slice_for(model) == first  # a re-check gets the slice it had
 
 
+def test_side_by_side_a_checks_slice_never_outlasts_the_run() -> None:
+    # Two workers: the run's 100 s left are 200 s of checking, but the one check left
+    # runs in one worker and gets the 100 s, not 200.
+    run = plan_run("memory", profile="quick", seed=1, budget=100.0, workers=2)
+    model, prop = CHECKS_BY_NAME["SEQ-001::model_based"], CHECKS_BY_NAME[PROPERTY]
+    frozen = iter([0.0, 0.0, 0.0])
+    plan = BudgetPlan(run, [model, prop], clock=lambda: next(frozen))
+    model_weight, property_weight = KIND_WEIGHTS["model"], KIND_WEIGHTS["property"]
+    assert plan.slice_for(prop) == pytest.approx(
+        200.0 * property_weight / (model_weight + property_weight)
+    )
+    assert plan.slice_for(model) == pytest.approx(100.0)
+
+
 def test_the_commanded_machine_runs_its_counts_whatever_the_budget() -> None:
     run = plan_run("file", profile="quick", seed=1, budget=1.0)
     commanded = CHECKS_BY_NAME["KILL-001::commanded_workers"]
