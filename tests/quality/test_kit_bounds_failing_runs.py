@@ -18,7 +18,7 @@ from checkpointspec.conformance.engines.search.replay import parse_reproduction
 from checkpointspec.conformance.running.plan import plan_run
 from checkpointspec.conformance.running.registry import CHECKS_BY_NAME
 from checkpointspec.conformance.running.runner import run_check, run_kit
-from kit_reports import assert_caught, describe
+from kit_reports import describe, verdict
 
 MODEL = "SEQ-001::model_based"
 PROPERTY = "ARG-001::bad_session_ids_are_refused"
@@ -91,7 +91,8 @@ def test_a_failing_quick_run_keeps_each_check_within_its_slice() -> None:
     report = run_kit(
         plan_run("hard_backends:HeadAheadOfAppend.make", profile="quick", seed=0, workers=2)
     )
-    assert_caught(report, "MP-001")
+    assert report.exit_status == 1, describe(report)
+    assert verdict(report, "MP-001").status == "failed", describe(report)
     over = [
         f"{c.name}: {c.duration:.1f} s in a {c.budget:.1f} s slice"
         for c in report.checks

@@ -132,8 +132,8 @@ _CURRENT: ContextVar[Slice | None] = ContextVar("current_slice", default=None)
 
 def example_failed() -> None:
     """Tell the slice of the running Hypothesis round (if any) that an example of it
-    failed: the round's later examples (its shrinking, its final replay) are admitted
-    whatever the time, so that a failure found in the slice is reported in full."""
+    failed: the round's later examples are its shrinking, admitted while the slice
+    lasts, and its final replay, admitted whatever the time (`Slice.admits_example`)."""
     current = _CURRENT.get()
     if current is not None:
         current.round_failed = True
