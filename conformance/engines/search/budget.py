@@ -20,11 +20,11 @@ not started (`Slice.admits_example`): the first example after the slice's end
 ends the Hypothesis run instead of reaching the backend
 (`checkpointspec.conformance.engines.search.driver.within_slice`). A failure found
 before that is shrunk within the same slice: once it is spent, the shrinking's
-examples are rejected before they reach the backend, so Hypothesis stops
-shrinking (its shrinker gives up after a couple of hundred attempts that improve
-nothing, each costing microseconds) and reports the smallest failing example it
-had found, replayable from its blob, since its final replay of that example is
-always admitted. A failing check thus ends about one example's time after its
+examples end without reaching the backend (as overruns, see the driver), so
+Hypothesis stops shrinking (its shrinker gives up after a run of attempts that
+improve nothing, each costing microseconds) and reports the smallest failing
+example it had found, replayable from its blob, since its final replay of that
+example is always admitted. A failing check thus ends about one example's time after its
 slice: the exploration rounds, the shrinking and the final replay share it.
 """
 
@@ -159,7 +159,7 @@ class Slice:
         self.examples_left_out = 0
         """Hypothesis examples rejected because the slice was spent."""
         self.shrinks_left_out = 0
-        """Examples of a failing Hypothesis round's shrinking rejected because the slice
+        """Examples of a failing Hypothesis round's shrinking left out because the slice
         was spent: the failure is reported as far as it was shrunk."""
         self.left_out: list[str] = []
         """What the end of the slice left out, in words (`stopped`); empty if nothing."""

@@ -150,7 +150,7 @@ def _ends_shrinking() -> NoReturn:
     compares with an earlier run of the same choices (a rejection would be, and the
     first example of its shrinking re-runs the failure's own, which would then be
     reported as flaky). An overrun is no smaller failure, so the shrinker keeps the
-    smallest one it had and stops after its few hundred attempts that improve nothing;
+    smallest one it had and stops after a run of attempts that improve nothing;
     if it is the shrinking's first example, Hypothesis skips shrinking altogether. Its
     final replay of the failure is admitted and reports it, with its blob."""
     current_build_context().data.mark_overrun()
