@@ -33,6 +33,7 @@ from ..engines.history import Raised, check_history, describe
 from ..engines.processes.client import (
     UNSENT,
     Acked,
+    Failed,
     Succeeded,
     WorkerClient,
     WorkerExited,
@@ -184,13 +185,22 @@ async def free_running_history(h: Harness) -> None:
         )
 
 
-async def _acked(n: int, worker: WorkerClient) -> list[Acked]:
-    """Worker ``n``'s acknowledgements, up to its final reply, which must be `Succeeded`."""
+async def _acked(n: int, worker: WorkerClient, conflicts: int) -> list[Acked]:
+    """Worker ``n``'s acknowledgements, up to its final reply, which must be `Succeeded`;
+    a conflict beyond the ``conflicts`` the other writers' appends can cause ends it."""
     acks: list[Acked] = []
     try:
         async for reply in worker.replies():
             if isinstance(reply, Acked):
                 acks.append(reply)
+            elif isinstance(reply, Failed) and reply.error == "CheckpointConflictError":
+                raise RuleViolation(
+                    "MP-001",
+                    f"worker {n}'s appends with the head it had just read conflicted "
+                    f"{conflicts + 1} times, more often than the other writers' "
+                    f"{conflicts} appends can cause: the last passed expected_head="
+                    f"{reply.expected} and the store said its head was {reply.actual}",
+                )
             elif not isinstance(reply, Succeeded):
                 raise RuleViolation("MP-001", f"worker {n} failed: {reply}")
     except (WorkerExited, WorkerHung) as lost:
@@ -209,14 +219,21 @@ async def _acked(n: int, worker: WorkerClient) -> list[Acked]:
 async def processes_share_one_log(h: Harness) -> None:
     """MP-001: writers in several processes racing with expected_head never lose an update."""
     count, size, workers = 10 * h.profile.process_rounds, 2, 3
+    # A writer's append conflicts only when another append landed between its read of
+    # the head and its append, each landed append at most once per writer: a writer
+    # meets at most as many conflicts as the others make appends. More is a backend
+    # whose head and append disagree, and would otherwise retry until a deadline.
+    conflicts = (workers - 1) * count
     async with opened_workers(h, workers, "MP-001") as clients:
         # Every handle is open before any append starts; the requests go out back to
         # back, so the workers' appends race.
         for n, worker in enumerate(clients):
             await worker.send(
-                AppendBatches(UNSENT, "shared", f"w{n}", count, size, expect_head=True)
+                AppendBatches(
+                    UNSENT, "shared", f"w{n}", count, size, expect_head=True, conflicts=conflicts
+                )
             )
-        streams = await asyncio.gather(*(_acked(n, w) for n, w in enumerate(clients)))
+        streams = await asyncio.gather(*(_acked(n, w, conflicts) for n, w in enumerate(clients)))
     acks = {f"w{n}": stream for n, stream in enumerate(streams)}
     in_head_order = [w for _, w in sorted((a.head, w) for w, r in acks.items() for a in r)]
     turns = sum(1 for a, b in itertools.pairwise(in_head_order) if a != b)

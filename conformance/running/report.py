@@ -217,7 +217,8 @@ class CheckResult(msgspec.Struct, frozen=True):
     cut_short: bool = False
     """The slice ended before the profile's counts were reached: the check ran fewer
     examples, states or holds than its profile allows (``detail`` of a pass says how
-    many); a slower backend gets fewer within the same time."""
+    many), or stopped shrinking a failure, which it reports as far as it was shrunk;
+    a slower backend gets fewer within the same time."""
     kit_checked: dict[str, str] = msgspec.field(default_factory=dict)
     """The rules this check's pass says nothing about for this backend, each with why:
     the kit refused every case of it on its own side, before the backend was asked

@@ -4,8 +4,9 @@ A run's budget (`KitRun.budget`, the profile's ``budget_seconds`` or ``--budget`
 is shared out as the checks start, not all at once: when a check starts it gets
 the time the run has left (times the number of worker processes) in proportion to
 its kind's weight (`checkpointspec.conformance.engines.search.budget.KIND_WEIGHTS`) over the
-weights of the checks not yet started, itself included, and at least
-`SLICE_FLOOR`; a kind in `UNCUT_KINDS` runs its counts, unlimited. A check that ends early leaves its time to the ones after it; a slow
+weights of the checks not yet started, itself included, but no more than the time
+the run has left (a check runs in one worker), and at least `SLICE_FLOOR`; a kind
+in `UNCUT_KINDS` runs its counts, unlimited. A check that ends early leaves its time to the ones after it; a slow
 backend's single scenarios eat into what the repeating checks get, which then
 thin out their search and say so. A check the backend's declarations skip weighs
 nothing. The CLI's runner and the pytest plugin plan the same way.
@@ -55,7 +56,8 @@ class BudgetPlan:
         weight = self._waiting.pop(check.name, None)
         if weight is None:
             return SLICE_FLOOR
-        left = max(0.0, self._budget - (self._clock() - self._started)) * self._capacity
-        share = left * weight / (weight + sum(self._waiting.values()))
-        self.given[check.name] = max(SLICE_FLOOR, share)
+        left = max(0.0, self._budget - (self._clock() - self._started))
+        share = left * self._capacity * weight / (weight + sum(self._waiting.values()))
+        # One check runs in one worker: the others' capacity cannot make its time longer.
+        self.given[check.name] = max(SLICE_FLOOR, min(share, left))
         return self.given[check.name]

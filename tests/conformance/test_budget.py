@@ -34,7 +34,12 @@ from checkpointspec.conformance.engines.search.driver import (
     explore_runs,
     within_slice,
 )
-from checkpointspec.conformance.engines.search.replay import REPORTING_PHASES, kit_settings
+from checkpointspec.conformance.engines.search.replay import (
+    REPORTING_PHASES,
+    kit_settings,
+    replayable,
+    reproduction_of,
+)
 from checkpointspec.conformance.engines.target.witness import Witness
 from checkpointspec.conformance.frontends.cli import main
 from checkpointspec.conformance.running.plan import plan_run
@@ -104,6 +109,20 @@ def test_slices_follow_the_kinds_weights_and_skipped_checks_weigh_nothing() -> N
     assert first == pytest.approx(1000.0 * model_weight / (model_weight + property_weight))
     assert plan.slice_for(prop) == pytest.approx(1000.0)  # all that is left is its
     assert plan.slice_for(model) == first  # a re-check gets the slice it had
+
+
+def test_side_by_side_a_checks_slice_never_outlasts_the_run() -> None:
+    # Two workers: the run's 100 s left are 200 s of checking, but the one check left
+    # runs in one worker and gets the 100 s, not 200.
+    run = plan_run("memory", profile="quick", seed=1, budget=100.0, workers=2)
+    model, prop = CHECKS_BY_NAME["SEQ-001::model_based"], CHECKS_BY_NAME[PROPERTY]
+    frozen = iter([0.0, 0.0, 0.0])
+    plan = BudgetPlan(run, [model, prop], clock=lambda: next(frozen))
+    model_weight, property_weight = KIND_WEIGHTS["model"], KIND_WEIGHTS["property"]
+    assert plan.slice_for(prop) == pytest.approx(
+        200.0 * property_weight / (model_weight + property_weight)
+    )
+    assert plan.slice_for(model) == pytest.approx(100.0)
 
 
 def test_the_commanded_machine_runs_its_counts_whatever_the_budget() -> None:
@@ -222,20 +241,92 @@ def test_the_end_of_a_slice_reaches_hypothesis_as_a_stop_not_a_failure() -> None
     assert h.slice.examples_run == 1
 
 
-def test_a_failure_found_in_the_slice_is_shrunk_and_replayed_after_its_end() -> None:
-    h = _harness(Slice(0.0))  # spent from the start: only the first example is admitted
+def _failing_above(h: SearchHost, floor: int, ran: list[int]) -> Callable[[], None]:
+    """A property of ``h`` that fails on every number of at least ``floor`` (Hypothesis
+    shrinks a failure towards ``floor``), recording in ``ran`` each number it runs on."""
 
     @kit_settings(max_examples=50, phases=REPORTING_PHASES)
-    @given(st.integers(min_value=17, max_value=10_000))
+    @given(st.integers(min_value=0, max_value=10_000))
     @within_slice(h)
     def test(n: int) -> None:
+        ran.append(n)
+        if n >= floor:
+            raise RuleViolation("SEQ-001", f"{n} is too big")
+
+    return replayable(test, 1, None)
+
+
+def test_a_failure_found_after_the_slice_is_reported_unshrunk_and_replays() -> None:
+    h = _harness(Slice(0.0))  # spent from the start: only the first example is admitted
+    ran: list[int] = []
+
+    @kit_settings(max_examples=50, phases=REPORTING_PHASES)
+    @given(st.integers(min_value=0, max_value=10_000))
+    @within_slice(h)
+    def test(n: int) -> None:
+        ran.append(n)
         raise RuleViolation("SEQ-001", f"{n} is too big")
 
-    # The first example fails; its shrinking to 17 and Hypothesis' final replay of it run
-    # although the slice is spent.
-    with h.slice.hypothesis_round(), pytest.raises(RuleViolation, match=r"^\[SEQ-001\] 17 is"):
-        test()
-    assert h.slice.examples_run == 1
+    with h.slice.hypothesis_round(), pytest.raises(RuleViolation) as failed:
+        replayable(test, 3, None)()
+    # The first example failed; none of its shrinking ran, the final replay ran it again.
+    first = ran[0]
+    assert ran == [first, first]
+    assert str(failed.value).startswith(f"[SEQ-001] {first} is too big")
+    assert h.slice.shrinks_left_out == 1
+    assert h.slice.cut_short
+    blob = reproduction_of(failed.value)
+    assert blob is not None
+    replayed: list[int] = []
+    with pytest.raises(RuleViolation, match=rf"^\[SEQ-001\] {first} is"):
+        replayable(_recording(replayed), 3, blob)()
+    assert replayed == [first]
+
+
+def _recording(ran: list[int]) -> Callable[[int], None]:
+    @kit_settings(max_examples=50, phases=REPORTING_PHASES)
+    @given(st.integers(min_value=0, max_value=10_000))
+    def test(n: int) -> None:
+        ran.append(n)
+        raise RuleViolation("SEQ-001", f"{n} is too big")
+
+    return cast("Callable[[int], None]", test)
+
+
+@pytest.mark.parametrize("seconds", [5.0, 8.0, 12.0])
+def test_shrinking_stops_at_the_slices_end_and_reports_the_smallest_failure_so_far(
+    seconds: float,
+) -> None:
+    # The clock ticks once per example asked for: the slice admits ``seconds`` examples.
+    h = _harness(Slice(seconds, clock=ticking()))
+    ran: list[int] = []
+    with h.slice.hypothesis_round(), pytest.raises(RuleViolation) as failed:
+        _failing_above(h, 100, ran)()
+    *searched, replayed = ran
+    # Nothing reached the backend after the slice's end but the final replay ...
+    assert len(searched) <= seconds
+    assert h.slice.shrinks_left_out > 0
+    # ... which reran the smallest failure the shrinking had found by then: what it
+    # reports, and what its blob replays.
+    smallest = min(n for n in searched if n >= 100)
+    assert replayed == smallest
+    assert str(failed.value).startswith(f"[SEQ-001] {smallest} is too big")
+    blob = reproduction_of(failed.value)
+    assert blob is not None
+    again: list[int] = []
+    with pytest.raises(RuleViolation, match=rf"^\[SEQ-001\] {smallest} is"):
+        replayable(_recording(again), 1, blob)()
+    assert again == [smallest]
+
+
+def test_a_failing_run_with_time_left_shrinks_in_full() -> None:
+    h = _harness(Slice(None))
+    ran: list[int] = []
+    with h.slice.hypothesis_round(), pytest.raises(RuleViolation, match=r"^\[SEQ-001\] 100 is"):
+        _failing_above(h, 100, ran)()
+    assert len(ran) > 12  # more than the slices above admit
+    assert h.slice.shrinks_left_out == 0
+    assert not h.slice.cut_short
 
 
 def test_a_property_check_out_of_time_passes_and_reports_its_slice() -> None:

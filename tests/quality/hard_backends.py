@@ -90,6 +90,22 @@ class CachedHead(Hard):
         self._files = TrustingLogFiles(self._fs, self._durable, self._repairs)
 
 
+class HeadAheadOfAppend(Hard):
+    """Bug: ``head`` names one more than the session's last seq once it has events.
+
+    An append passing the head just read as ``expected_head`` then always conflicts,
+    so MP-001's writers, which read the head and retry after each conflict, would
+    retry forever. Kit must report MP-001 once a writer meets more conflicts than
+    the other writers' appends can cause, not after a deadline on its worker.
+    """
+
+    violates = "MP-001"
+
+    async def head(self, session_id: str) -> int:
+        last = await super().head(session_id)
+        return last + 1 if last else last
+
+
 # -- a batch written one event at a time -------------------------------------------------
 
 

@@ -129,6 +129,20 @@ def test_hard_bug_is_caught_for_more_seeds(case: Case, seed: int) -> None:
     )
 
 
+def test_writers_whose_appends_always_conflict_fail_on_the_conflicts_not_a_deadline() -> None:
+    """MP-001's writers retry an append after a conflict; a writer that meets more
+    conflicts than the other writers' appends (2 x 20 in the quick profile) can cause
+    ends the check at once, instead of retrying until its worker's deadline."""
+    report = run_kit(
+        plan_run("hard_backends:HeadAheadOfAppend.make", profile="quick", seed=0, only=[PROCESSES])
+    )
+    assert_caught(report, "MP-001")
+    (check,) = report.checks
+    assert "conflicted 41 times, more often than the other writers' 40 appends" in (
+        check.detail or ""
+    ), describe(report)
+
+
 @pytest.mark.slow
 def test_a_lossy_round_trip_ends_the_whole_quick_profile_with_verdicts() -> None:
     """Every check of the storage suite runs on a durable multi-process backend whose

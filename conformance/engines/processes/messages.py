@@ -34,13 +34,15 @@ class AppendBatches(_KitRequest, frozen=True, tag="append_batches"):
     """Append ``batches`` batches of ``size`` user prompts whose texts are
     ``WRITER:BATCH:INDEX``, sending a `KitReply` with ``acked`` as each is acknowledged;
     with ``expect_head`` each append passes the head just read and is retried after a
-    conflict. The result is null."""
+    conflict, up to ``conflicts`` conflicts in all (None: no limit): the one after
+    them is the request's error reply. The result is null."""
 
     session_id: str
     writer: str
     batches: int
     size: int
     expect_head: bool = False
+    conflicts: int | None = None
 
 
 class Stress(_KitRequest, frozen=True, tag="stress"):

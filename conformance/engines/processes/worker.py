@@ -87,6 +87,7 @@ class _KitServer(Server):
         return await super().answer(request)
 
     async def append_batches(self, cp: Checkpointer, request: AppendBatches) -> None:
+        conflicts = 0
         for batch in range(request.batches):
             texts = (f"{request.writer}:{batch}:{i}" for i in range(request.size))
             events = [UserPrompt(text) for text in texts]
@@ -95,7 +96,12 @@ class _KitServer(Server):
                 try:
                     head = await cp.append(request.session_id, events, want)
                 except CheckpointConflictError:
-                    continue  # another writer got there first: read the head again
+                    # Another writer got there first: read the head again, unless the
+                    # conflicts are more than the other writers' appends can explain.
+                    conflicts += 1
+                    if request.conflicts is not None and conflicts > request.conflicts:
+                        raise
+                    continue
                 self.send(id=request.id, acked=Acked(batch, head, want))
                 break
 

@@ -18,9 +18,14 @@ nothing changes and the report says nothing.
 A Hypothesis run cut short stays a pass: once the slice is spent its examples are
 not started (`Slice.admits_example`): the first example after the slice's end
 ends the Hypothesis run instead of reaching the backend
-(`checkpointspec.conformance.engines.search.driver.within_slice`); a failure found
-before that is shrunk and reported in full, since the examples of a round that has
-failed are always admitted.
+(`checkpointspec.conformance.engines.search.driver.within_slice`). A failure found
+before that is shrunk within the same slice: once it is spent, the shrinking's
+examples end without reaching the backend (as overruns, see the driver), so
+Hypothesis stops shrinking (its shrinker gives up after a run of attempts that
+improve nothing, each costing microseconds) and reports the smallest failing
+example it had found, replayable from its blob, since its final replay of that
+example is always admitted. A failing check thus ends about one example's time after its
+slice: the exploration rounds, the shrinking and the final replay share it.
 """
 
 from __future__ import annotations
@@ -127,8 +132,8 @@ _CURRENT: ContextVar[Slice | None] = ContextVar("current_slice", default=None)
 
 def example_failed() -> None:
     """Tell the slice of the running Hypothesis round (if any) that an example of it
-    failed: the round's later examples (its shrinking, its final replay) are admitted
-    whatever the time, so that a failure found in the slice is reported in full."""
+    failed: the round's later examples are its shrinking, admitted while the slice
+    lasts, and its final replay, admitted whatever the time (`Slice.admits_example`)."""
     current = _CURRENT.get()
     if current is not None:
         current.round_failed = True
@@ -153,6 +158,9 @@ class Slice:
         first failure of failing ones."""
         self.examples_left_out = 0
         """Hypothesis examples rejected because the slice was spent."""
+        self.shrinks_left_out = 0
+        """Examples of a failing Hypothesis round's shrinking left out because the slice
+        was spent: the failure is reported as far as it was shrunk."""
         self.left_out: list[str] = []
         """What the end of the slice left out, in words (`stopped`); empty if nothing."""
         self.examples_per_round: int | None = None
@@ -189,7 +197,7 @@ class Slice:
     @property
     def cut_short(self) -> bool:
         """Whether the slice's end left anything out."""
-        return bool(self.left_out) or self.examples_left_out > 0
+        return bool(self.left_out) or self.examples_left_out > 0 or self.shrinks_left_out > 0
 
     @contextlib.contextmanager
     def hypothesis_round(self) -> Iterator[None]:
@@ -203,10 +211,17 @@ class Slice:
             _CURRENT.reset(token)
 
     def admits_example(self, final_replay: bool) -> bool:
-        """Whether a Hypothesis example may run: while the slice lasts, in a round that
-        has failed, for Hypothesis' final replay of a failure (``final_replay``), and a
-        round's first example whatever the time; otherwise it is counted as left out."""
-        if self.round_failed or final_replay:
+        """Whether a Hypothesis example may run: while the slice lasts, for Hypothesis'
+        final replay of a failure (``final_replay``) whatever the time, and a round's
+        first example whatever the time. Otherwise it is counted as left out: in a
+        round that has failed (its shrinking) in `shrinks_left_out`, else in
+        `examples_left_out`."""
+        if final_replay:
+            return True
+        if self.round_failed:
+            if self.spent():
+                self.shrinks_left_out += 1
+                return False
             return True
         if self.spent() and self._round_examples > 0:
             self.examples_left_out += 1
@@ -228,4 +243,6 @@ class Slice:
                 else ""
             )
             parts.insert(0, f"ran {self.examples_run} examples{allowed}")
+        if self.shrinks_left_out:
+            parts.append("stopped shrinking a failure at the slice's end")
         return f"{'; '.join(parts)} within its {self.seconds:.1f} s slice of the budget"

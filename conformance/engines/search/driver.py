@@ -15,7 +15,7 @@ import bdb
 import contextlib
 import functools
 from collections.abc import Callable
-from typing import ParamSpec, Protocol, TypeVar
+from typing import NoReturn, ParamSpec, Protocol, TypeVar
 
 from hypothesis.control import current_build_context
 from hypothesis.errors import UnsatisfiedAssumption
@@ -121,9 +121,12 @@ class SliceSpent(bdb.BdbQuit):
 
 def within_slice(h: SearchHost) -> Callable[[Callable[P, R]], Callable[P, R]]:
     """A Hypothesis example (a property's body, a state machine's factory) that, once
-    ``h``'s slice of the time budget is spent (`Slice.admits_example`), ends the run
-    (`SliceSpent`) instead of reaching the backend, and that tells the slice when it
-    fails, so that the failure's shrinking and final replay run whatever the time."""
+    ``h``'s slice of the time budget is spent (`Slice.admits_example`), does not reach
+    the backend: it ends a run that has found nothing (`SliceSpent`), and in a run
+    that has failed it ends as a shrink attempt that came to nothing
+    (`_ends_shrinking`), so that Hypothesis stops shrinking and reports the smallest
+    failing example found so far, which its final replay runs whatever the time.
+    It tells the slice when it fails."""
 
     def decorate(example: Callable[P, R]) -> Callable[P, R]:
         @functools.wraps(example)
@@ -131,6 +134,8 @@ def within_slice(h: SearchHost) -> Callable[[Callable[P, R]], Callable[P, R]]:
             if h.replay is None and not h.slice.admits_example(
                 final_replay=current_build_context().is_final
             ):
+                if h.slice.round_failed:
+                    _ends_shrinking()
                 raise SliceSpent
             h.witness.begin_example()
             try:
@@ -146,6 +151,18 @@ def within_slice(h: SearchHost) -> Callable[[Callable[P, R]], Callable[P, R]]:
         return run
 
     return decorate
+
+
+def _ends_shrinking() -> NoReturn:
+    """End the running example of a failing Hypothesis run as an *overrun* (a choice
+    sequence too long to finish), without running it: the one outcome Hypothesis never
+    compares with an earlier run of the same choices (a rejection would be, and the
+    first example of its shrinking re-runs the failure's own, which would then be
+    reported as flaky). An overrun is no smaller failure, so the shrinker keeps the
+    smallest one it had and stops after a run of attempts that improve nothing;
+    if it is the shrinking's first example, Hypothesis skips shrinking altogether. Its
+    final replay of the failure is admitted and reports it, with its blob."""
+    current_build_context().data.mark_overrun()
 
 
 def reproduction(h: SearchHost) -> Reproduction | None:
