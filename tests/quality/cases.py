@@ -24,6 +24,7 @@ from hard_backends import (
     EncodesOncePerLength,
     EventAtATime,
     Hard,
+    HeadAheadOfAppend,
     LockOutlivesHolder,
     NoDirectorySync,
     PlaintextFallback,
@@ -147,6 +148,9 @@ HARD_CASES: tuple[Case, ...] = (
     # Tasks racing on one head through three handles all succeed.
     Case(CheckThenAppend, (RACING,), HARD_SEEDS),
     Case(StaleHead, (FREE_RUNNING,), (SEED,), "four processes hammer the store for seconds"),
+    # Writers that read a head one too high conflict on every append: MP-001 ends on
+    # their count of conflicts, not on a worker's deadline.
+    Case(HeadAheadOfAppend, ("MP-001::processes_share_one_log",), (0,)),
     # The table it creates before reading the version lands in the newer store.
     Case(PreparesBeforeVersionCheck, (NEWER_FORMAT,), (0,)),
     # A delete racing another process's append leaves events beyond a head of 0.
