@@ -34,6 +34,7 @@ from ....spec import (
     StoredEvent,
     UserPrompt,
 )
+from ....spec.divergences import of_read
 from .contract import Answer, Call, Contract, JSONArgs, Operation, Raised, Returned, plain
 from .outcomes import PRIMARY_RULE, rule_for_expected_error
 
@@ -116,7 +117,7 @@ def _judge(state: ModelState, call: Call, expected: Answer, actual: Answer | Non
     if call.operation == "append" and isinstance(actual, Raised):
         return "APPEND-002"
     if call.operation == "read" and isinstance(actual, Returned):
-        return _read_rule(expected, actual)
+        return _read_rule(call, expected, actual)
     return PRIMARY_RULE[call.operation]
 
 
@@ -127,21 +128,27 @@ def _rows_of(answer: Answer) -> list[tuple[object, ...]]:
     return [tuple(row) for row in value if isinstance(row, list | tuple)]
 
 
-def _read_rule(expected: Answer, actual: Returned) -> str:
-    """For a read whose events differ from the model's: SEQ-001 when its seqs are not
-    consecutive, else EVENT-001 for the model's seqs with other content, SEQ-002 for
-    other parents, READ-001 for other events."""
-    got = _rows_of(actual)
-    want = _rows_of(expected)
-    seqs = [row[0] for row in got]
-    first = seqs[0] if seqs and isinstance(seqs[0], int) else 0
-    if seqs != list(range(first, first + len(seqs))):
-        return "SEQ-001"
-    if seqs != [row[0] for row in want]:
-        return "READ-001"
-    if [row[2] for row in got] != [row[2] for row in want]:
-        return "EVENT-001"
-    return "SEQ-002"
+def _events(rows: Sequence[tuple[object, ...]], sid: str) -> list[StoredEvent]:
+    """A read's plain rows as the events they stand for (no timestamps: not judged here)."""
+    return [
+        StoredEvent(seq=seq, session_id=sid, parent_seq=parent, ts="", event=UserPrompt(str(text)))
+        for seq, parent, text, *_ in rows
+        if isinstance(seq, int) and (parent is None or isinstance(parent, int))
+    ]
+
+
+def _read_rule(call: Call, expected: Answer, actual: Returned) -> str:
+    """For a read whose events differ from the model's: the rule the table of
+    divergences names (`checkpointspec.spec.divergences.of_read`)."""
+    sid, since = str(call.arguments[0]), call.arguments[1]
+    want = [
+        ModelEvent(e.seq, e.session_id, e.parent_seq, e.event)
+        for e in _events(_rows_of(expected), sid)
+    ]
+    divergence = of_read(
+        since if isinstance(since, int) else 0, _events(_rows_of(actual), sid), want
+    )
+    return divergence.rule if divergence is not None else "READ-001"
 
 
 async def _append(cp: Checkpointer, args: JSONArgs) -> object:
