@@ -152,6 +152,10 @@ def of_error(
             return Divergence(rule, shape, expected=want, got=came)
         if isinstance(expected, CheckpointConflictError):
             assert isinstance(got, CheckpointConflictError)
+            if got.kind != expected.kind:
+                # A conflict of another kind than the one due: the store judged the
+                # other expectation wrong, and that expectation held.
+                return of_error(operation, None, got)
             if _conflict_facts(got) != _conflict_facts(expected):
                 facts = "(session_id, expected, actual, kind)"
                 return Divergence(
@@ -162,10 +166,12 @@ def of_error(
                 )
         return None
     assert got is not None
-    if isinstance(got, CheckpointConflictError):
+    if isinstance(got, CheckpointConflictError) and got.kind == "generation":
+        # The store compared the right expectation with a wrong generation of its own:
+        # the generation is what is wrong (GEN-001 defines it).
+        rule, shape = "GEN-001", "a conflict shows a generation other than the model's"
+    elif isinstance(got, CheckpointConflictError):
         rule = "TRUNC-003" if operation == "truncate" else "APPEND-002"
-        if got.kind == "generation":
-            rule = "GEN-002"
         shape = f"{operation} refused an expectation that holds"
     elif isinstance(got, CheckpointerClosedError):
         rule, shape = "CLOSE-002", f"{operation} on an open handle raised CheckpointerClosedError"

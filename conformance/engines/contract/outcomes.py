@@ -33,7 +33,7 @@ from ....spec import (
     ToolStarted,
     UserPrompt,
 )
-from ....spec.divergences import ANSWER_RULE, of_error, of_read, rule_requiring
+from ....spec.divergences import ANSWER_RULE, of_answer, of_error, of_read, rule_requiring
 from .ledger import Ledger
 from .violations import RuleViolation, expect
 
@@ -44,6 +44,7 @@ __all__ = [
     "Ok",
     "check_list_order",
     "check_ts",
+    "compare_answer",
     "compare_log",
     "compare_outcomes",
     "make_event",
@@ -123,6 +124,16 @@ def compare_outcomes(operation: str, actual: object, expected: object, call: str
     if divergence is not None:
         raise RuleViolation.of(
             divergence.at(call), f"{call} {divergence.got}; expected {divergence.expected}"
+        )
+
+
+def compare_answer(operation: str, actual: object, expected: object, call: str) -> None:
+    """A value an operation returned must be the model's: a difference is the divergence
+    the table names (`checkpointspec.spec.divergences.of_answer`)."""
+    divergence = of_answer(operation, expected, actual)
+    if divergence is not None:
+        raise RuleViolation.of(
+            divergence.at(call), f"{call} {divergence.got}; expected {expected!r}"
         )
 
 

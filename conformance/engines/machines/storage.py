@@ -39,6 +39,7 @@ from ..contract.outcomes import (
     EVENT_KINDS,
     Err,
     Ok,
+    compare_answer,
     make_event,
     marker_of,
     markers_of,
@@ -134,11 +135,7 @@ class CheckpointerMachine(MachineBase):
             "head", call, lambda: cp.head(session_id), lambda: mh.head(session_id)
         )
         if isinstance(actual, Ok) and isinstance(model, Ok):
-            expect(
-                actual.value == model.value,
-                "HEAD-001",
-                f"{call} returned {actual.value}; expected {model.value}",
-            )
+            compare_answer("head", actual.value, model.value, call)
 
     @rule(h=_handle_index)
     @precondition(lambda self: Capability.LIST in self.env.capabilities)
@@ -195,11 +192,7 @@ class CheckpointerMachine(MachineBase):
             "generation", call, lambda: gen(session_id), lambda: mh.generation(session_id)
         )
         if isinstance(actual, Ok) and isinstance(model, Ok):
-            expect(
-                actual.value == model.value,
-                "GEN-001",
-                f"{call} returned {actual.value}; expected {model.value}",
-            )
+            compare_answer("generation", actual.value, model.value, call)
 
     @rule(
         h=_handle_index,

@@ -38,6 +38,7 @@ from ....spec import (
     SpecModel,
     StoredEvent,
 )
+from ....spec.divergences import of_answer
 from ..contract.ledger import Ledger
 from ..contract.outcomes import (
     Err,
@@ -91,6 +92,11 @@ def _stable(value: object) -> str:
     if isinstance(value, IntegrityReport):
         return f"ok={value.ok}"
     return repr(value)
+
+
+def _answer_shape(operation: str, expected: object, got: object) -> str:
+    divergence = of_answer(operation, expected, got)
+    return divergence.shape if divergence is not None else ""
 
 
 class MachineEnv(msgspec.Struct):
@@ -218,10 +224,11 @@ class MachineBase(Diverging, RuleBasedStateMachine):
                 session_id,
                 "SEQ-003",
                 f"{call} returned {actual.value}; the new head is {model.value}",
+                _answer_shape("append", model.value, actual.value),
             )
 
     def wrong_head(
-        self, cp: Checkpointer, session_id: str, rule_id: str, message: str
+        self, cp: Checkpointer, session_id: str, rule_id: str, message: str, shape: str = ""
     ) -> RuleViolation:
         """The violation for an append that returned the wrong head: ``rule_id``, unless
         the log holds an event that must not be there (deleted, truncated away, refused,
@@ -234,7 +241,7 @@ class MachineBase(Diverging, RuleBasedStateMachine):
                     found.rule_id,
                     f"{message}: the log holds event {found.marker!r}, {found.reason}",
                 )
-        return RuleViolation(rule_id, message)
+        return RuleViolation(rule_id, message, shape=shape)
 
     def compare_read(
         self,
