@@ -1,7 +1,7 @@
 """Judge the kit's verdicts on defects nobody here planted: mutants of a reference backend.
 
 Run ``python bench/mutants.py`` (needs the ``mutation`` extra:
-``pip install -e '.[mutation]'``). Options: ``--backend memory|sqlite``,
+``pip install -e '.[mutation]'``). Options: ``--backend memory|sqlite|sqlite-worker``,
 ``--limit N`` (N mutants sampled with a fixed seed), ``--seeds 1,2,3``,
 ``--jobs J`` (mutants checked side by side), ``--function NAME`` (only that
 function's mutants; repeatable), ``--output FILE.json``.
@@ -16,13 +16,23 @@ docstrings, annotations or logging calls. A mutant whose Python AST equals the
 original's, or another mutant's, is equivalent as far as the tool can tell and
 is not checked; one that does not compile is not checked either.
 
-Each mutant is written as a module of its own in a temporary directory (the
-backend's module with its package-relative imports made absolute, and the one
-change), and the kit runs on it the way a user runs it on their store::
+Each mutant is written in a temporary directory, and the kit runs on it the way
+a user runs it on their store::
 
     checkpointspec run mutant_0007:make --profile quick --seed S --report R.json -q
 
-once per seed, with ``PYTHONPATH`` set so the module imports. A mutant is
+once per seed, with ``PYTHONPATH`` set so the mutant imports in the kit's
+process and in every worker process it starts. A subject whose module holds the
+factory (``memory``, ``sqlite``: ``backends/sqlite/checkpointer.py``) becomes a
+module of its own, ``mutant_0007.py``: the backend's module with its
+package-relative imports made absolute, and the one change. A subject whose
+module the factory's module imports from its own package (``sqlite-worker``:
+``backends/sqlite/worker.py``, the SQL of every write round, read, head and
+listing) becomes a package of its own, ``mutant_0007/``: a copy of the whole
+``sqlite`` package with only that module changed, its imports within the
+package kept relative and those leaving it made absolute, run as
+``mutant_0007.checkpointer:make``, so the copied checkpointer uses the mutated
+worker and nothing else. A mutant is
 *killed* when a run exits 1 (a MUST rule failed), *survived* when every run
 exits 0, and an *error* when a run exits 2 or 3 (a usage error or a kit error)
 or does not end within its deadline, with the reason. For each mutant the JSON
@@ -75,6 +85,19 @@ class Subject:
     path: Path
     package: str
     functions: tuple[str, ...]
+    entry: str | None = None
+    """None when ``path`` holds the factory: a mutant is that module alone. Else the
+    module of ``path``'s package whose ``make`` the kit runs: a mutant is a copy of
+    the whole package with only ``path`` changed."""
+
+    def source(self) -> str:
+        """The module the mutants change, its imports rewritten to work where they are written.
+
+        Alone, every package-relative import is made absolute; in a copy of its
+        package, only those that leave the package are.
+        """
+        text = self.path.read_text(encoding="utf-8")
+        return absolute_imports(text, self.package, within=self.entry is not None)
 
 
 SUBJECTS = {
@@ -117,6 +140,21 @@ SUBJECTS = {
             "truncate",
         ),
     ),
+    "sqlite-worker": Subject(
+        ROOT / "backends" / "sqlite" / "worker.py",
+        "checkpointspec.backends.sqlite",
+        (
+            "translate",
+            "stamp",
+            "apply",
+            "run_round",
+            "read_expectations",
+            "read_log",
+            "read_one",
+            "list_sessions",
+        ),
+        entry="checkpointer",
+    ),
 }
 
 
@@ -124,6 +162,7 @@ SUBJECTS = {
 class Mutant:
     """One single-change variant of a subject's module."""
 
+    subject: Subject
     name: str
     function: str
     operator: str
@@ -179,11 +218,17 @@ class Judged:
 _RELATIVE_IMPORT = re.compile(r"^(\s*)from (\.+)([\w.]*) import ", re.MULTILINE)
 
 
-def absolute_imports(source: str, package: str) -> str:
-    """``source`` with each ``from .x import`` resolved against ``package``."""
+def absolute_imports(source: str, package: str, *, within: bool = False) -> str:
+    """``source`` with each ``from .x import`` resolved against ``package``.
+
+    ``within``: imports from ``package`` itself (one dot) stay relative, for a
+    module written into a copy of its package; only those leaving it are resolved.
+    """
 
     def resolve(match: re.Match[str]) -> str:
         indent, dots, rest = match.groups()
+        if within and len(dots) == 1:
+            return match.group(0)
         parts = package.split(".")
         base = parts[: len(parts) - (len(dots) - 1)]
         module = ".".join([*base, rest] if rest else base)
@@ -244,7 +289,7 @@ def _in_docstring(node: Any, function: Any) -> bool:
 def generate(subject: Subject, functions: Sequence[str] | None = None) -> Generated:
     """Every single-change mutant of ``subject``'s contract functions (or of ``functions``)."""
     wanted = tuple(functions) if functions else subject.functions
-    source = absolute_imports(subject.path.read_text(encoding="utf-8"), subject.package)
+    source = subject.source()
     tree = get_ast(source)
     nodes = list(ast_nodes(tree))
     seen = {ast.dump(ast.parse(source))}
@@ -256,7 +301,15 @@ def generate(subject: Subject, functions: Sequence[str] | None = None) -> Genera
                 function = _site(node, wanted)
                 if function is not None and not _in_docstring(node, function):
                     _add(
-                        generated, seen, source, operator_name, operator, occurrence, node, function
+                        generated,
+                        seen,
+                        subject,
+                        source,
+                        operator_name,
+                        operator,
+                        occurrence,
+                        node,
+                        function,
                     )
                 occurrence += 1
     return generated
@@ -265,6 +318,7 @@ def generate(subject: Subject, functions: Sequence[str] | None = None) -> Genera
 def _add(
     generated: Generated,
     seen: set[str],
+    subject: Subject,
     source: str,
     operator_name: str,
     operator: Any,
@@ -296,6 +350,7 @@ def _add(
         mutated += f"\n\nclass {TESTING_EXCEPTION}(Exception):\n    pass\n"
     generated.mutants.append(
         Mutant(
+            subject=subject,
             name=f"mutant_{len(generated.mutants) + 1:04d}",
             function=function.name.value,
             operator=operator_name.removeprefix("core/"),
@@ -308,9 +363,26 @@ def _add(
 
 
 def write_module(mutant: Mutant, directory: Path) -> str:
-    """Write ``mutant`` as ``directory/NAME.py``; the kit's target, ``NAME:make``."""
-    (directory / f"{mutant.name}.py").write_text(mutant.source, encoding="utf-8")
-    return f"{mutant.name}:make"
+    """Write ``mutant`` into ``directory``; the kit's target.
+
+    ``directory/NAME.py`` and ``NAME:make`` for a subject that holds the factory;
+    else the package ``directory/NAME/``, a copy of the subject's package with
+    only the subject's module changed, and ``NAME.ENTRY:make``.
+    """
+    subject = mutant.subject
+    if subject.entry is None:
+        (directory / f"{mutant.name}.py").write_text(mutant.source, encoding="utf-8")
+        return f"{mutant.name}:make"
+    copy = directory / mutant.name
+    copy.mkdir()
+    for module in sorted(subject.path.parent.glob("*.py")):
+        text = module.read_text(encoding="utf-8")
+        if module == subject.path:
+            text = mutant.source
+        else:
+            text = absolute_imports(text, subject.package, within=True)
+        (copy / module.name).write_text(text, encoding="utf-8")
+    return f"{mutant.name}.{subject.entry}:make"
 
 
 # -- checking them with the kit -----------------------------------------------------
@@ -328,7 +400,7 @@ def _kit() -> list[str]:
 
 
 def run_kit(target: str, directory: Path, seed: int) -> SeedRun:
-    """One quick-profile run of the kit on ``target`` (a module in ``directory``)."""
+    """One quick-profile run of the kit on ``target`` (a module or package in ``directory``)."""
     report = directory / f"{target.split(':')[0]}.seed{seed}.json"
     command = [
         *_kit(),
