@@ -360,6 +360,9 @@ class Context(msgspec.Struct, frozen=True):
     """
 
     empty_batch: bool = False
+    coded: bool = False
+    """The store's payloads pass through a codec: content that changed on the way back
+    did not round-trip through it (CODEC-001)."""
     unseen_writer: Literal["open", "closed"] | None = None
     surplus: tuple[str, str] | None = None
 
@@ -371,6 +374,10 @@ def in_context(divergence: Divergence, context: Context) -> Divergence:
     if context.empty_batch:
         return msgspec.structs.replace(
             divergence, rule="APPEND-001", shape=f"an empty append: {divergence.shape}"
+        )
+    if context.coded and divergence.rule == "EVENT-001":
+        return msgspec.structs.replace(
+            divergence, rule="CODEC-001", shape=f"through the codec, {divergence.shape}"
         )
     if context.surplus is not None:
         rule, shape = context.surplus

@@ -69,3 +69,26 @@ def test_commanded_workers_name_an_ignored_truncate_head_by_its_own_rule() -> No
     assert report.exit_status == 1, text
     assert report.roots == ("TRUNC-003",), text
     assert [f.rule for f in report.findings] == ["TRUNC-003"], text
+
+
+@pytest.mark.slow
+def test_a_declared_gap_explains_everything_downstream_in_every_suite() -> None:
+    """With TRUNC-003 expected to fail, what it breaks elsewhere (the stress history, a
+    restore's conditional truncate in the session suite) is that known defect seen
+    again: no root, nothing under `fix first:`, and the run passes."""
+    backend = "rooted_backends:TruncateIgnoresExpectedHead.make"
+    report = run_kit(
+        plan_run(
+            backend,
+            suite="all",
+            profile="quick",
+            seed=1,
+            expected_failures={"TRUNC-003": "declared"},
+        )
+    )
+    text = describe(report)
+    assert report.roots == (), text
+    assert report.defects == (), text
+    assert report.exit_status == 0, text
+    for rule in report.rules:
+        assert rule.status != "failed" or rule.follows_from == "TRUNC-003", text

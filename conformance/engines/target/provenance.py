@@ -194,11 +194,17 @@ class BackendHandle:
         return wrapper
 
     def watch(
-        self, witness: Witness, store: str, *, own_codec: bool = False, fresh: bool = True
+        self,
+        witness: Witness,
+        store: str,
+        *,
+        own_codec: bool = False,
+        fresh: bool = True,
+        coded: bool = False,
     ) -> None:
         """Tell ``witness`` of every call through this handle, open on ``store`` (its path;
         ``fresh``: empty when the check first opened it)."""
-        opened = witness.opened(store, own_codec=own_codec, fresh=fresh)
+        opened = witness.opened(store, own_codec=own_codec, fresh=fresh, coded=coded)
         self._watched = _Watched(witness, store, opened)
 
     @property
@@ -372,5 +378,7 @@ async def open_checkpointer(
         raise
     handle = BackendHandle.wrap(opened)
     if witness is not None and isinstance(handle, BackendHandle):
-        handle.watch(witness, str(ctx.path), own_codec=own_codec, fresh=fresh)
+        handle.watch(
+            witness, str(ctx.path), own_codec=own_codec, fresh=fresh, coded=ctx.codec is not None
+        )
     return handle

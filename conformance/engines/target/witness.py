@@ -122,6 +122,8 @@ class _Store:
         self.model = SpecModel(capabilities)
         self.running = 0
         self.handles = 0
+        self.coded = False
+        """Whether a handle on it passes payloads through a codec."""
         self.lost = ""
         """Why the witness no longer judges this store ("" while it does)."""
         self.made: dict[str, tuple[str, str]] = {}
@@ -196,7 +198,9 @@ class Witness:
             if known is not None and not known.lost:
                 known.lost = why
 
-    def opened(self, store: str, *, own_codec: bool, fresh: bool = True) -> ModelHandle:
+    def opened(
+        self, store: str, *, own_codec: bool, fresh: bool = True, coded: bool = False
+    ) -> ModelHandle:
         """A handle was opened on ``store``: its model's counterpart. ``fresh`` says
         whether the store was empty when the check first opened it; one that was not
         (a crash state, a copy) holds what the witness did not see written."""
@@ -207,6 +211,7 @@ class Witness:
                 if not fresh:
                     known.lost = "it held data before the check first opened it"
             known.handles += 1
+            known.coded = known.coded or coded
             if own_codec and not known.lost:
                 known.lost = "a handle was opened with a codec of the check's own"
             return known.model.handle()
