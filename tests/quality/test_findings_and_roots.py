@@ -69,3 +69,18 @@ def test_commanded_workers_name_an_ignored_truncate_head_by_its_own_rule() -> No
     assert report.exit_status == 1, text
     assert report.roots == ("TRUNC-003",), text
     assert [f.rule for f in report.findings] == ["TRUNC-003"], text
+
+
+def test_the_model_based_check_names_a_session_an_empty_append_made_by_that_append(
+    tmp_path,
+) -> None:
+    """A session listed because an empty append created it is APPEND-001 in the
+    model-based check too, as the table names it for every check, not LIST-001 (which
+    the machine's own listing comparison called it)."""
+    backend = "broken_backends:EmptyAppendCreatesSession.make"
+    run = plan_run(backend, profile="quick", seed=1, only=(MODEL_BASED,))
+    result = run_check(CHECKS_BY_NAME[MODEL_BASED], run, tmp_path)
+    assert "LIST-001" not in {f.rule for f in result.findings}, result.detail
+    made = [f for f in result.findings if f.shape == "an empty append created a session"]
+    assert [f.rule for f in made] == ["APPEND-001"], result.detail
+    assert made[0].call.endswith("list_sessions()"), made[0]

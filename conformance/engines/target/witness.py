@@ -74,6 +74,7 @@ __all__ = [
     "call_text",
     "divergence_noted",
     "note_divergence",
+    "note_made",
 ]
 
 CONTRACT_OPERATIONS = frozenset(
@@ -427,22 +428,14 @@ class Witness:
             store.writers.pop(sid, None)
         elif removed > 0 and refusal is None:
             store.gone[sid] = (removed, removal_rule("truncated"), "truncated events remain")
-        if operation == "truncate" and refusal is None and held and not store.model.log(sid):
-            store.made[sid] = ("TRUNC-005", "a session truncated to 0 is no longer listed")
-        elif held:
-            store.made.pop(sid, None)
-        elif operation == "append" and refusal is not None:
-            store.made[sid] = (append_refusal_rule(refusal), "a refused append created a session")
-        elif operation == "append":
-            store.made[sid] = ("APPEND-001", "an empty append created a session")
-        elif operation in ("read", "head"):
-            store.made.setdefault(
-                sid, ("READ-002", f"{operation} of an unknown session created it")
-            )
-        elif operation == "truncate" and refusal is None:
-            store.made.setdefault(sid, ("TRUNC-004", "a truncate of an unknown session created it"))
-        elif operation == "delete":
-            store.made[sid] = ("LIST-001", "list_sessions listed a deleted session")
+        note_made(
+            store.made,
+            operation,
+            sid,
+            held=held,
+            emptied=not store.model.log(sid),
+            refusal=refusal,
+        )
         if operation == "append" and refusal is not None and len(args) > 1:
             for refused_text in _texts(args[1]):
                 store.refused.setdefault(refused_text, append_refusal_rule(refusal))
@@ -453,6 +446,37 @@ class Witness:
                 removed_text = _text(event)
                 if removed_text is not None and removed_text not in kept:
                     store.removed[(sid, removed_text)] = rule
+
+
+def note_made(
+    made: dict[str, tuple[str, str]],
+    operation: str,
+    session_id: str,
+    *,
+    held: bool,
+    emptied: bool,
+    refusal: BaseException | None,
+) -> None:
+    """Enter in ``made`` what ``operation`` on ``session_id`` makes of a listing: for a
+    session the model does not hold (``held`` after the call), the rule and shape of
+    the call that must not have created it (an empty append: APPEND-001, a refused
+    append: its refusal's rule, a read or head: READ-002, a truncate: TRUNC-004, a
+    delete: LIST-001); for one a truncate ``emptied``, TRUNC-005 should it go unlisted.
+    ``made`` is what `checkpointspec.spec.divergences.of_listing` takes as its cause."""
+    if operation == "truncate" and refusal is None and held and emptied:
+        made[session_id] = ("TRUNC-005", "a session truncated to 0 is no longer listed")
+    elif held:
+        made.pop(session_id, None)
+    elif operation == "append" and refusal is not None:
+        made[session_id] = (append_refusal_rule(refusal), "a refused append created a session")
+    elif operation == "append":
+        made[session_id] = ("APPEND-001", "an empty append created a session")
+    elif operation in ("read", "head"):
+        made.setdefault(session_id, ("READ-002", f"{operation} of an unknown session created it"))
+    elif operation == "truncate" and refusal is None:
+        made.setdefault(session_id, ("TRUNC-004", "a truncate of an unknown session created it"))
+    elif operation == "delete":
+        made[session_id] = ("LIST-001", "list_sessions listed a deleted session")
 
 
 def _unbound() -> inspect.BoundArguments:
