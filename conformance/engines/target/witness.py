@@ -18,6 +18,9 @@ none of its later calls, as soon as:
 - two calls on it overlap (a read left unfinished counts as still running): the
   model cannot say in which order they took effect;
 - it held files before the check first opened it (a crash state, a copy);
+- a call raised something that is not one of the contract's errors, except on a
+  closed handle, which must raise CheckpointerClosedError: anything else there (a
+  driver's own error) is CLOSE-001's divergence, unless it broke the protocol;
 - anything but the contract's operations is called on a handle (store hooks,
   fault injection, maintenance locks, a handle on a simulated disk): the model does
   not know their effects, and a hook may act on any store, so the witness then
@@ -42,8 +45,10 @@ from typing import Literal
 
 import msgspec
 
+from ....backends.stdio.wire import StdioProtocolError
 from ....spec import (
     Capability,
+    CheckpointerClosedError,
     CheckpointError,
     ModelEvent,
     ModelHandle,
@@ -303,7 +308,13 @@ class Witness:
             "head",
             "close",
         )
-        if got_error is not None and (core_refused or not isinstance(got_error, CheckpointError)):
+        outside = got_error is not None and not isinstance(got_error, CheckpointError)
+        # A closed handle must say so (CLOSE-001): whatever else it raises is that rule's
+        # divergence, whichever check made the call; a broken protocol stays PROTO-001's.
+        closed = isinstance(refusal, CheckpointerClosedError) and not isinstance(
+            got_error, StdioProtocolError
+        )
+        if got_error is not None and not closed and (core_refused or outside):
             # Not one of the contract's answers (a crash, a broken protocol, a core
             # operation that refuses to work at all): the check names it by what
             # raised it; the model no longer knows the store.
