@@ -9,12 +9,14 @@ from ...spec import (
     AssistantMessage,
     Capability,
     CheckpointConflictError,
+    Checkpointer,
     InvalidArgumentError,
     SessionEvent,
     ToolCall,
     UserPrompt,
 )
 from ..engines.contract.outcomes import Err, Ok, run_backend
+from ..engines.contract.violations import RuleViolation
 from ..engines.run.harness import Harness, read_all
 from ._support import (
     check_whole_batches,
@@ -148,6 +150,8 @@ async def racing_appends_never_fork(h: Harness) -> None:
         )
         winners = [o for o in outcomes if isinstance(o, Ok)]
         others = [o.error for o in outcomes if isinstance(o, Err)]
+        if len(winners) > 1:
+            await _taking_turns(h, handles, f"s-turns-{round_}")
         expect(
             len(winners) == 1,
             "APPEND-004",
@@ -164,6 +168,43 @@ async def racing_appends_never_fork(h: Harness) -> None:
     check_whole_batches(
         await read_all(handles[0], "t"), [[e.text for e in b] for b in free], "APPEND-004"
     )
+
+
+async def _taking_turns(h: Harness, handles: list[Checkpointer], sid: str) -> None:
+    """After racing appends on one expected head all succeeded: the same appends one
+    at a time, every handle having read the head first. If they still succeed no race
+    is needed to show the defect, and the rule is the one taking turns breaks: the
+    handle that wrote accepting its own stale head is APPEND-002, another handle
+    accepting it HANDLE-001 (a handle blind to another's acknowledged write)."""
+    for cp in handles:
+        await cp.head(sid)
+    first = handles[0]
+    await first.append(sid, [h.prompt(f"{sid} w0")], 0)
+    again = await run_backend(partial(first.append, sid, [h.prompt(f"{sid} w0 again")], 0))
+    if isinstance(again, Ok):
+        raise RuleViolation(
+            "APPEND-002",
+            f"append({sid!r}, 1 event, expected_head=0) through handle 0 returned "
+            f"{again.value} after the same handle's append from head 0 had returned 1; "
+            "expected CheckpointConflictError",
+            call=f"append({sid!r}, [...], 0)",
+            expected="raises CheckpointConflictError",
+            got=f"returned {again.value}",
+            shape="append did not raise CheckpointConflictError (head conflict)",
+        )
+    for n, cp in enumerate(handles[1:], start=1):
+        other = await run_backend(partial(cp.append, sid, [h.prompt(f"{sid} w{n}")], 0))
+        if isinstance(other, Ok):
+            raise RuleViolation(
+                "HANDLE-001",
+                f"handles taking turns, each having read head 0 of {sid!r}: after handle 0's "
+                f"append from head 0, handle {n}'s append with expected_head=0 returned "
+                f"{other.value}; expected CheckpointConflictError (no race is needed)",
+                call=f"handle {n}: append({sid!r}, [...], 0)",
+                expected="raises CheckpointConflictError",
+                got=f"returned {other.value}",
+                shape="a handle does not see another handle's writes",
+            )
 
 
 CHECKS = (

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
 from checkpointspec.backends import memory
 from checkpointspec.conformance.engines.target.provenance import open_checkpointer
 from checkpointspec.conformance.engines.target.witness import Witness
@@ -18,6 +19,15 @@ class HeadOffByOne(memory.MemoryCheckpointer):
     async def head(self, session_id: str) -> int:
         seq = await super().head(session_id)
         return seq - 1 if seq >= 2 else seq
+
+
+class ClosedHandleCrashes(memory.MemoryCheckpointer):
+    """A closed handle raises its driver's own error, not CheckpointerClosedError."""
+
+    def _open(self, operation: str) -> memory.MemoryStore:
+        if self._closed:
+            raise TypeError("The database connection is not open")
+        return super()._open(operation)
 
 
 def _factory(cls: type[memory.MemoryCheckpointer]):  # type: ignore[no-untyped-def]
@@ -130,3 +140,29 @@ def test_each_example_has_its_own_first_divergence(tmp_path: Path) -> None:
     witness.begin_example()
     assert witness.first is None
     assert len(witness.every) == 1
+
+
+def test_a_closed_handle_raising_an_error_of_its_own_is_close_001(tmp_path: Path) -> None:
+    """Outside the contract's errors the witness judges nothing, except on a closed
+    handle: CLOSE-001 requires CheckpointerClosedError there, so anything else is that
+    rule's divergence, whichever check made the call."""
+    witness = Witness(memory.make(BackendContext(path=tmp_path / "probe")).capabilities)
+
+    async def calls() -> None:
+        factory = _factory(ClosedHandleCrashes)
+        cp = await open_checkpointer(factory, BackendContext(path=tmp_path), witness)
+        other = await open_checkpointer(factory, BackendContext(path=tmp_path), witness)
+        await cp.append("s", _prompts("a"))
+        await cp.close()  # the other handle keeps the (not durable) store judged
+        with pytest.raises(TypeError):
+            await cp.append("s", _prompts("b"))
+        await other.close()
+
+    asyncio.run(calls())
+    assert witness.first is not None
+    divergence = witness.first.divergence
+    assert (divergence.rule, divergence.shape) == (
+        "CLOSE-001",
+        "append did not raise CheckpointerClosedError",
+    )
+    assert divergence.got == "raised TypeError: The database connection is not open"

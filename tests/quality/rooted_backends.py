@@ -5,7 +5,9 @@ rules, and several defects that one check must find all of.
 durable, so that every check applies) with one mistake: the kit must name its rule
 as the root and show what the other checks saw as following from it.
 `ThreeDefects` is the memory reference backend with three unrelated bugs: the
-model-based check must report all three, each replayable on its own. ``violates``
+model-based check must report all three, each replayable on its own.
+`HeadCachedPerHandle` accepts an expected head another handle made stale: the
+racing-appends check must name it HANDLE-001, not APPEND-004. ``violates``
 names the root rule (the first, for several). Neither is a meta-suite case
 (`cases.py`): `test_findings_and_roots.py` runs them. The kit loads them by
 ``module:attribute``, in its worker processes too.
@@ -13,14 +15,22 @@ names the root rule (the first, for several). Neither is a meta-suite case
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Sequence
 from typing import Self, cast
 
 from broken_backends import ListsOldestFirst, ReadTakesAnyId, TruncateKeepsOneMore
+from checkpointspec.backends.memory import MemoryCheckpointer, MemoryStore, store_for
 from checkpointspec.backends.sqlite import SqliteCheckpointer
 from checkpointspec.backends.sqlite import make as make_sqlite
-from checkpointspec.spec import BackendContext, check_truncate_arguments
+from checkpointspec.spec import (
+    BackendContext,
+    CheckpointConflictError,
+    SessionEvent,
+    check_truncate_arguments,
+)
 
-__all__ = ["ThreeDefects", "TruncateIgnoresExpectedHead"]
+__all__ = ["HeadCachedPerHandle", "ThreeDefects", "TruncateIgnoresExpectedHead"]
 
 
 class TruncateIgnoresExpectedHead(SqliteCheckpointer):
@@ -66,3 +76,48 @@ class ThreeDefects(ReadTakesAnyId, TruncateKeepsOneMore, ListsOldestFirst):
 
     violates = "ARG-001"
     also_violates = ("TRUNC-001", "LIST-002")
+
+
+class HeadCachedPerHandle(MemoryCheckpointer):
+    """Bug: each handle remembers a session's head from the first time it touches it and
+    compares expected_head with what it remembers, as the lite-agent SDK's file
+    checkpointer does: an expected head another handle's append made stale is accepted.
+
+    Appends racing on one expected head through several handles all succeed, but no
+    race is needed: handles taking turns show it. Kit must report HANDLE-001, also in
+    the racing-appends check.
+    """
+
+    violates = "HANDLE-001"
+
+    def __init__(self, store: MemoryStore | None = None) -> None:
+        super().__init__(store)
+        self._heads: dict[str, int] = {}
+
+    @classmethod
+    def make(cls, ctx: BackendContext) -> Self:
+        """A handle on the process-wide store of ``ctx.path``, with a cache of its own."""
+        return cls(store_for(ctx.path))
+
+    async def head(self, session_id: str) -> int:
+        if session_id not in self._heads:
+            self._heads[session_id] = await super().head(session_id)
+        return self._heads[session_id]
+
+    async def append(
+        self,
+        session_id: str,
+        events: Sequence[SessionEvent],
+        expected_head: int | None = None,
+        *,
+        expected_generation: int | None = None,
+    ) -> int:
+        # Calls on several handles overlap (as a bridge's processes do); each handle's own
+        # append is atomic, as the SDK's synchronous one is.
+        await asyncio.sleep(0)
+        remembered = await self.head(session_id)
+        if expected_head is not None and expected_head != remembered:
+            raise CheckpointConflictError(session_id, expected_head, remembered)
+        head = await super().append(session_id, events, expected_generation=expected_generation)
+        self._heads[session_id] = head
+        return head

@@ -12,7 +12,7 @@ from checkpointspec.conformance.running.plan import plan_run
 from checkpointspec.conformance.running.registry import CHECKS_BY_NAME
 from checkpointspec.conformance.running.runner import run_check, run_kit
 from kit_reports import MODEL_BASED, describe
-from rooted_backends import ThreeDefects, TruncateIgnoresExpectedHead
+from rooted_backends import HeadCachedPerHandle, ThreeDefects, TruncateIgnoresExpectedHead
 
 THREE = "rooted_backends:ThreeDefects.make"
 
@@ -92,3 +92,41 @@ def test_a_declared_gap_explains_everything_downstream_in_every_suite() -> None:
     assert report.exit_status == 0, text
     for rule in report.rules:
         assert rule.status != "failed" or rule.follows_from == "TRUNC-003", text
+
+
+def test_the_model_based_check_names_a_session_an_empty_append_made_by_that_append(
+    tmp_path,
+) -> None:
+    """A session listed because an empty append created it is APPEND-001 in the
+    model-based check too, as the table names it for every check, not LIST-001 (which
+    the machine's own listing comparison called it)."""
+    backend = "broken_backends:EmptyAppendCreatesSession.make"
+    run = plan_run(backend, profile="quick", seed=1, only=(MODEL_BASED,))
+    result = run_check(CHECKS_BY_NAME[MODEL_BASED], run, tmp_path)
+    assert "LIST-001" not in {f.rule for f in result.findings}, result.detail
+    made = [f for f in result.findings if f.shape == "an empty append created a session"]
+    assert [f.rule for f in made] == ["APPEND-001"], result.detail
+    assert made[0].call.endswith("list_sessions()"), made[0]
+
+
+def test_racing_appends_that_need_no_race_are_named_by_the_handles_taking_turns(
+    tmp_path,
+) -> None:
+    """Handles that each remember a stale head all win a race on it, and win taking turns
+    too: the racing-appends check names that HANDLE-001, with the HANDLE-001 check's shape,
+    not APPEND-004 (which it was reported as on the lite-agent file checkpointer)."""
+    backend = "rooted_backends:HeadCachedPerHandle.make"
+    racing = "APPEND-004::racing_appends_never_fork"
+    run = plan_run(backend, profile="quick", seed=1, only=(racing,))
+    result = run_check(CHECKS_BY_NAME[racing], run, tmp_path)
+    assert [(f.rule, f.shape) for f in result.findings] == [
+        (HeadCachedPerHandle.violates, "a handle does not see another handle's writes")
+    ], result.detail
+
+
+def test_racing_appends_taking_turns_pass_a_correct_backend(tmp_path) -> None:
+    racing = "APPEND-004::racing_appends_never_fork"
+    result = run_check(
+        CHECKS_BY_NAME[racing], plan_run("memory", profile="quick", only=(racing,)), tmp_path
+    )
+    assert result.status == "passed", result.detail

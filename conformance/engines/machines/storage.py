@@ -106,6 +106,7 @@ class CheckpointerMachine(MachineBase):
             lambda: read_all(cp, session_id, since),
             lambda: mh.read(session_id, since),
         )
+        self.remember("read", session_id, model)
         if isinstance(actual, Ok) and isinstance(model, Ok):
             self.compare_read(i, actual.value, model.value, (session_id, since), call)
 
@@ -134,6 +135,7 @@ class CheckpointerMachine(MachineBase):
         actual, model = self.compare(
             "head", call, lambda: cp.head(session_id), lambda: mh.head(session_id)
         )
+        self.remember("head", session_id, model)
         if isinstance(actual, Ok) and isinstance(model, Ok):
             compare_answer("head", actual.value, model.value, call)
 
@@ -155,6 +157,7 @@ class CheckpointerMachine(MachineBase):
         _, model = self.compare(
             "delete", call, lambda: cp.delete(session_id), lambda: mh.delete(session_id)
         )
+        self.remember("delete", session_id, model)
         if isinstance(model, Ok):
             self.ledger.remove(markers_of(e.event for e in before), "deleted")
 
@@ -173,6 +176,7 @@ class CheckpointerMachine(MachineBase):
             lambda: cp.truncate(session_id, to_seq, want),
             lambda: mh.truncate(session_id, to_seq, want),
         )
+        self.remember("truncate", session_id, model)
         if isinstance(model, Ok):
             self.ledger.remove(markers_of(e.event for e in before[to_seq:]), "truncated")
             assert isinstance(actual, Ok)

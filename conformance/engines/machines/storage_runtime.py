@@ -38,7 +38,7 @@ from ....spec import (
     SpecModel,
     StoredEvent,
 )
-from ....spec.divergences import of_answer
+from ....spec.divergences import of_answer, of_listing
 from ..contract.ledger import Ledger
 from ..contract.outcomes import (
     Err,
@@ -53,10 +53,11 @@ from ..contract.outcomes import (
     run_backend,
     run_model,
 )
-from ..contract.violations import RuleViolation, RuleWarning, expect
+from ..contract.violations import RuleViolation, RuleWarning
 from ..search.exploration import Diverging
 from ..search.transcripts import exchanged, new_run
 from ..target.provenance import open_checkpointer
+from ..target.witness import note_made
 
 __all__ = ["CURRENT", "MachineBase", "MachineEnv", "answer_text"]
 
@@ -128,6 +129,8 @@ class MachineBase(Diverging, RuleBasedStateMachine):
         self.model_handles: list[ModelHandle] = []
         # Every event appended, by marker: the handle that appended it, and its fate.
         self.ledger: Ledger[Checkpointer] = Ledger()
+        # For a session the model does not hold: the call that must not have created it.
+        self.made: dict[str, tuple[str, str]] = {}
         self.markers = itertools.count(1)
         new_run()
         self.open_handle_pair()
@@ -203,6 +206,18 @@ class MachineBase(Diverging, RuleBasedStateMachine):
         return max(self.model.head(session_id) - n, 0) if how == "back" else n
 
     # -- judging -----------------------------------------------------------------------
+    def remember(self, operation: str, session_id: str, model: Ok[M] | Err) -> None:
+        """After ``operation`` on ``session_id`` (the model's outcome ``model``): what a
+        later listing of that session would show of it (`note_made`)."""
+        note_made(
+            self.made,
+            operation,
+            session_id,
+            held=session_id in self.model.session_ids(),
+            emptied=not self.model.log(session_id),
+            refusal=model.error if isinstance(model, Err) else None,
+        )
+
     def settle_append(
         self,
         i: int,
@@ -214,6 +229,7 @@ class MachineBase(Diverging, RuleBasedStateMachine):
         """After an append through handle ``i`` matched the model's outcome: enter its
         events in the ledger, and check the head it returned (SEQ-003)."""
         actual, model = outcomes
+        self.remember("append", session_id, model)
         if isinstance(model, Err):
             self.ledger.refuse(session_id, markers_of(batch), self.handles[i], model.error)
             return
@@ -288,11 +304,14 @@ class MachineBase(Diverging, RuleBasedStateMachine):
                 raise RuleViolation("LIST-001", f"{call} returned {info!r}, not a SessionInfo")
         typed = [info for info in infos if isinstance(info, SessionInfo)]
         listed = sorted(info.id for info in typed)
-        expect(
-            listed == sorted(expected),
-            "LIST-001",
-            f"{call} listed {listed}; the existing sessions are {sorted(expected)}",
-        )
+        # Named by the table, by the call that made a session listed or not (an empty
+        # append: APPEND-001), as the witness names a listing.
+        divergence = of_listing([info.id for info in typed], expected, cause=self.made.get)
+        if divergence is not None:
+            raise RuleViolation.of(
+                divergence.at(call),
+                f"{call} listed {listed}; the existing sessions are {sorted(expected)}",
+            )
         check_list_order(typed, call, ties=False)
         by_id = {info.id: info.mtime for info in typed}
         for a, b in itertools.combinations(expected, 2):

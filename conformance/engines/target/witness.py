@@ -18,6 +18,9 @@ none of its later calls, as soon as:
 - two calls on it overlap (a read left unfinished counts as still running): the
   model cannot say in which order they took effect;
 - it held files before the check first opened it (a crash state, a copy);
+- a call raised something that is not one of the contract's errors, except on a
+  closed handle, which must raise CheckpointerClosedError: anything else there (a
+  driver's own error) is CLOSE-001's divergence, unless it broke the protocol;
 - anything but the contract's operations is called on a handle (store hooks,
   fault injection, maintenance locks, a handle on a simulated disk): the model does
   not know their effects, and a hook may act on any store, so the witness then
@@ -42,8 +45,10 @@ from typing import Literal
 
 import msgspec
 
+from ....backends.stdio.wire import StdioProtocolError
 from ....spec import (
     Capability,
+    CheckpointerClosedError,
     CheckpointError,
     ModelEvent,
     ModelHandle,
@@ -74,6 +79,7 @@ __all__ = [
     "call_text",
     "divergence_noted",
     "note_divergence",
+    "note_made",
 ]
 
 CONTRACT_OPERATIONS = frozenset(
@@ -307,7 +313,13 @@ class Witness:
             "head",
             "close",
         )
-        if got_error is not None and (core_refused or not isinstance(got_error, CheckpointError)):
+        outside = got_error is not None and not isinstance(got_error, CheckpointError)
+        # A closed handle must say so (CLOSE-001): whatever else it raises is that rule's
+        # divergence, whichever check made the call; a broken protocol stays PROTO-001's.
+        closed = isinstance(refusal, CheckpointerClosedError) and not isinstance(
+            got_error, StdioProtocolError
+        )
+        if got_error is not None and not closed and (core_refused or outside):
             # Not one of the contract's answers (a crash, a broken protocol, a core
             # operation that refuses to work at all): the check names it by what
             # raised it; the model no longer knows the store.
@@ -432,22 +444,14 @@ class Witness:
             store.writers.pop(sid, None)
         elif removed > 0 and refusal is None:
             store.gone[sid] = (removed, removal_rule("truncated"), "truncated events remain")
-        if operation == "truncate" and refusal is None and held and not store.model.log(sid):
-            store.made[sid] = ("TRUNC-005", "a session truncated to 0 is no longer listed")
-        elif held:
-            store.made.pop(sid, None)
-        elif operation == "append" and refusal is not None:
-            store.made[sid] = (append_refusal_rule(refusal), "a refused append created a session")
-        elif operation == "append":
-            store.made[sid] = ("APPEND-001", "an empty append created a session")
-        elif operation in ("read", "head"):
-            store.made.setdefault(
-                sid, ("READ-002", f"{operation} of an unknown session created it")
-            )
-        elif operation == "truncate" and refusal is None:
-            store.made.setdefault(sid, ("TRUNC-004", "a truncate of an unknown session created it"))
-        elif operation == "delete":
-            store.made[sid] = ("LIST-001", "list_sessions listed a deleted session")
+        note_made(
+            store.made,
+            operation,
+            sid,
+            held=held,
+            emptied=not store.model.log(sid),
+            refusal=refusal,
+        )
         if operation == "append" and refusal is not None and len(args) > 1:
             for refused_text in _texts(args[1]):
                 store.refused.setdefault(refused_text, append_refusal_rule(refusal))
@@ -458,6 +462,37 @@ class Witness:
                 removed_text = _text(event)
                 if removed_text is not None and removed_text not in kept:
                     store.removed[(sid, removed_text)] = rule
+
+
+def note_made(
+    made: dict[str, tuple[str, str]],
+    operation: str,
+    session_id: str,
+    *,
+    held: bool,
+    emptied: bool,
+    refusal: BaseException | None,
+) -> None:
+    """Enter in ``made`` what ``operation`` on ``session_id`` makes of a listing: for a
+    session the model does not hold (``held`` after the call), the rule and shape of
+    the call that must not have created it (an empty append: APPEND-001, a refused
+    append: its refusal's rule, a read or head: READ-002, a truncate: TRUNC-004, a
+    delete: LIST-001); for one a truncate ``emptied``, TRUNC-005 should it go unlisted.
+    ``made`` is what `checkpointspec.spec.divergences.of_listing` takes as its cause."""
+    if operation == "truncate" and refusal is None and held and emptied:
+        made[session_id] = ("TRUNC-005", "a session truncated to 0 is no longer listed")
+    elif held:
+        made.pop(session_id, None)
+    elif operation == "append" and refusal is not None:
+        made[session_id] = (append_refusal_rule(refusal), "a refused append created a session")
+    elif operation == "append":
+        made[session_id] = ("APPEND-001", "an empty append created a session")
+    elif operation in ("read", "head"):
+        made.setdefault(session_id, ("READ-002", f"{operation} of an unknown session created it"))
+    elif operation == "truncate" and refusal is None:
+        made.setdefault(session_id, ("TRUNC-004", "a truncate of an unknown session created it"))
+    elif operation == "delete":
+        made[session_id] = ("LIST-001", "list_sessions listed a deleted session")
 
 
 def _unbound() -> inspect.BoundArguments:
