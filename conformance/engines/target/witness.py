@@ -330,6 +330,8 @@ class Witness:
             divergence = self._of_value(store, operation, args, answer, value)
         if divergence is not None:
             context = self._context(store, pending.handle, operation, args, answer, value, refusal)
+            if store.coded:
+                context = msgspec.structs.replace(context, coded=True)
             divergence = in_context(divergence, context)
         self._remember(store, operation, args, refusal, before, pending.handle)
         return divergence.at(call) if divergence is not None else None
