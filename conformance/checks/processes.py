@@ -30,6 +30,7 @@ from collections import Counter
 from ...spec import Capability, errors
 from ..engines.contract.violations import RuleViolation, expect
 from ..engines.history import Raised, check_history, describe
+from ..engines.history.causes import unheeded_expectation
 from ..engines.processes.client import (
     UNSENT,
     Acked,
@@ -136,9 +137,24 @@ async def free_running_history(h: Harness) -> None:
         if isinstance(op.outcome, Raised) and op.outcome.error not in _CONTENTION_ERRORS
     ]
     if unexplained:
+        kinds = Counter(op.outcome.error for op in unexplained if isinstance(op.outcome, Raised))
+        for op in unexplained:
+            cause = unheeded_expectation(op)
+            if cause is not None:
+                assert isinstance(op.outcome, Raised)
+                raise RuleViolation(
+                    cause[0],
+                    f"{describe(op)}: {op.outcome.message}; with to_seq at most its "
+                    f"expected_head, a refusal of the bound shows the head was below "
+                    f"expected_head, so CheckpointConflictError was due: the expected head "
+                    f"is not compared ({len(unexplained)} unexplained errors: {dict(kinds)})",
+                    call=describe(op),
+                    expected="raises CheckpointConflictError",
+                    got=f"raised {op.outcome.error}",
+                    shape=cause[1],
+                )
         first = unexplained[0]
         assert isinstance(first.outcome, Raised)
-        kinds = Counter(op.outcome.error for op in unexplained if isinstance(op.outcome, Raised))
         raise RuleViolation(
             "MP-001",
             f"{len(unexplained)} calls raised errors contention does not explain (only "

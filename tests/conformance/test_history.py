@@ -23,6 +23,7 @@ from checkpointspec.conformance.engines.history import (
     Unknown,
     check_history,
 )
+from checkpointspec.conformance.engines.history.causes import unheeded_expectation
 from checkpointspec.spec import (
     Capability,
     CheckpointConflictError,
@@ -664,3 +665,41 @@ def test_model_histories_with_truncates_and_deletes_are_accepted(
     verdict = check_history(history, finals)
     assert verdict.ok, verdict.report()
     assert not verdict.undecided
+
+
+def _refused_truncate(to_seq: int, expected: int | None, error: str) -> Operation:
+    return Operation(
+        process=1,
+        index=0,
+        kind="truncate",
+        session="s",
+        invoked=0,
+        completed=1,
+        outcome=Raised(error, f"invalid to_seq: {to_seq} is beyond the head 2 of session 's'"),
+        expected_head=expected,
+        to_seq=to_seq,
+    )
+
+
+def test_a_truncate_refused_its_bound_below_its_expected_head_did_not_compare_it() -> None:
+    """Expectations come before bounds: a bound refused at or below expected_head means the
+    head was not expected_head, so the conflict was due (TRUNC-003), whatever cut the log."""
+    refused = _refused_truncate(5, 6, "InvalidArgumentError")
+    assert unheeded_expectation(refused) == (
+        "TRUNC-003",
+        "truncate did not raise CheckpointConflictError (head conflict)",
+    )
+
+
+@pytest.mark.parametrize(
+    ("to_seq", "expected", "error"),
+    [
+        (7, 6, "InvalidArgumentError"),  # beyond expected_head too: the bound may be right
+        (5, None, "InvalidArgumentError"),  # no expectation to heed
+        (5, 6, "CodecError"),  # not a refusal of the bound
+    ],
+)
+def test_other_refused_truncates_say_nothing_of_the_expectation(
+    to_seq: int, expected: int | None, error: str
+) -> None:
+    assert unheeded_expectation(_refused_truncate(to_seq, expected, error)) is None

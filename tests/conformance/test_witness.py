@@ -4,13 +4,20 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 from checkpointspec.backends import memory
 from checkpointspec.conformance.engines.target.provenance import open_checkpointer
 from checkpointspec.conformance.engines.target.witness import Witness
-from checkpointspec.spec import BackendContext, Checkpointer, UserPrompt
+from checkpointspec.spec import (
+    BackendContext,
+    Checkpointer,
+    SessionEvent,
+    SessionLockedError,
+    UserPrompt,
+)
 
 
 class HeadOffByOne(memory.MemoryCheckpointer):
@@ -166,3 +173,59 @@ def test_a_closed_handle_raising_an_error_of_its_own_is_close_001(tmp_path: Path
         "append did not raise CheckpointerClosedError",
     )
     assert divergence.got == "raised TypeError: The database connection is not open"
+
+
+class LockLetsOthersWrite(memory.MemoryCheckpointer):
+    """The maintenance lock is taken and released, but never shuts another handle out."""
+
+    async def append(
+        self, session_id: str, events: Sequence[SessionEvent], expected_head: int | None = None
+    ) -> int:
+        store = self._open("append")
+        holder = store.holders.pop(session_id, None)
+        try:
+            return await super().append(session_id, events, expected_head)
+        finally:
+            if holder is not None:
+                store.holders[session_id] = holder
+
+
+def test_the_maintenance_lock_is_followed_not_a_reason_to_stop_judging(tmp_path: Path) -> None:
+    """A write the lock refuses through another handle changes nothing, and the holder's
+    writes are judged as any: a wrong head after a restore-like truncate is still seen."""
+    witness = Witness(memory.make(BackendContext(path=tmp_path / "probe")).capabilities)
+
+    async def calls() -> None:
+        holder = await _open(witness, tmp_path, broken=True)
+        other = await _open(witness, tmp_path, broken=True)
+        await holder.append("s", _prompts("a"))
+        await holder.acquire_maintenance("s")
+        with pytest.raises(SessionLockedError):
+            await other.append("s", _prompts("refused"))
+        with pytest.raises(SessionLockedError):
+            await other.acquire_maintenance("s")
+        await holder.append("s", _prompts("b"))
+        await holder.release_maintenance("s")
+        await holder.head("s")  # the log holds a and b: head 2, answered as 1
+
+    asyncio.run(calls())
+    assert witness.first is not None
+    divergence = witness.first.divergence
+    assert (divergence.rule, divergence.call) == ("HEAD-001", "head('s')")
+    assert (divergence.expected, divergence.got) == ("returns 2", "returned 1")
+
+
+def test_a_write_the_lock_should_refuse_is_maint_001(tmp_path: Path) -> None:
+    witness = Witness(memory.make(BackendContext(path=tmp_path / "probe")).capabilities)
+
+    async def calls() -> None:
+        factory = _factory(LockLetsOthersWrite)
+        holder = await open_checkpointer(factory, BackendContext(path=tmp_path), witness)
+        other = await open_checkpointer(factory, BackendContext(path=tmp_path), witness)
+        await holder.acquire_maintenance("s")
+        await other.append("s", _prompts("let through"))
+
+    asyncio.run(calls())
+    assert witness.first is not None
+    divergence = witness.first.divergence
+    assert (divergence.rule, divergence.got) == ("MAINT-001", "returned")

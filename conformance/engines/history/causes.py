@@ -58,9 +58,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .records import Anomaly, Operation
+from .records import Anomaly, Operation, Raised
 
-__all__ = ["PRECEDENCE", "lost_update_rules", "ordered", "rank"]
+__all__ = ["PRECEDENCE", "lost_update_rules", "ordered", "rank", "unheeded_expectation"]
 
 PRECEDENCE: tuple[tuple[str, ...], ...] = (
     ("MP-001", "APPEND-004"),
@@ -115,3 +115,26 @@ def lost_update_rules(
     if stale.expected_head is not None:
         also.append("APPEND-002")
     return ("MP-001" if apart else "APPEND-004"), tuple(also)
+
+
+def unheeded_expectation(op: Operation) -> tuple[str, str] | None:
+    """For ``op``, a call that raised an error contention does not explain: the rule and
+    shape of its cause when the error shows its ``expected_head`` was never compared.
+
+    A store compares a call's expectations before its bounds (`check_expectations`
+    before `check_truncate_bound`). A truncate to ``to_seq`` no greater than its
+    ``expected_head`` that is refused as beyond the head found the head below
+    ``to_seq``, so below ``expected_head``: the conflict was due, and the refusal of
+    the bound shows the expectation went unchecked (TRUNC-003). It follows that an
+    earlier truncate with a stale head cut the log below where the workers knew it;
+    the refusal is where the history shows it first. None for any other error.
+    """
+    if (
+        op.kind == "truncate"
+        and op.expected_head is not None
+        and isinstance(op.outcome, Raised)
+        and op.outcome.error == "InvalidArgumentError"
+        and op.to_seq <= op.expected_head
+    ):
+        return "TRUNC-003", "truncate did not raise CheckpointConflictError (head conflict)"
+    return None

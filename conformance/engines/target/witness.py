@@ -21,15 +21,20 @@ none of its later calls, as soon as:
 - a call raised something that is not one of the contract's errors, except on a
   closed handle, which must raise CheckpointerClosedError: anything else there (a
   driver's own error) is CLOSE-001's divergence, unless it broke the protocol;
-- anything but the contract's operations is called on a handle (store hooks,
-  fault injection, maintenance locks, a handle on a simulated disk): the model does
-  not know their effects, and a hook may act on any store, so the witness then
-  judges no store at all;
+- anything but the contract's operations and the maintenance lock is called on a
+  handle (store hooks, fault injection, a handle on a simulated disk): the model
+  does not know their effects, and a hook may act on any store, so the witness
+  then judges no store at all;
 - its last handle closes and the backend does not declare DURABLE;
 - a handle is opened on it with a codec of the check's own (a codec that fails
   on purpose);
 - the check hands the backend to anything it does not watch (`lose_all`: a
   worker process, a machine, a handle opened around the harness).
+
+The maintenance lock it follows itself (who holds each session: MAINT-001..003),
+so the session layer's restores and compactions, which hold it, are judged too: a
+write the lock refuses through another handle changes nothing, one it lets through
+is MAINT-001's divergence.
 
 After its first divergence a store is not judged again either: the model no
 longer describes it. The witness never raises; checks go on exactly as before.
@@ -52,6 +57,7 @@ from ....spec import (
     CheckpointError,
     ModelEvent,
     ModelHandle,
+    SessionLockedError,
     SpecModel,
     StoredEvent,
     UnsupportedOperationError,
@@ -86,6 +92,12 @@ CONTRACT_OPERATIONS = frozenset(
     {"append", "read", "head", "list_sessions", "delete", "truncate", "generation", "close"}
 )
 """The operations the model answers; any other call makes the witness lose track."""
+
+MAINTENANCE_OPERATIONS = frozenset({"acquire_maintenance", "release_maintenance"})
+"""The maintenance lock's operations: the witness keeps who holds each session
+(MAINT-001..003) and judges the writes the lock refuses or lets through."""
+
+_WRITES = frozenset({"append", "truncate", "delete"})
 
 HARMLESS_OPERATIONS = frozenset({"check_integrity"})
 """Operations that change nothing (INTEG-001) and that the model does not answer: not
@@ -130,6 +142,8 @@ class _Store:
         self.handles = 0
         self.coded = False
         """Whether a handle on it passes payloads through a codec."""
+        self.holders: dict[str, ModelHandle] = {}
+        """Each session whose maintenance lock is held: the holding handle."""
         self.lost = ""
         """Why the witness no longer judges this store ("" while it does)."""
         self.made: dict[str, tuple[str, str]] = {}
@@ -237,6 +251,8 @@ class Witness:
             self._calls += 1
             if operation in HARMLESS_OPERATIONS:
                 return None
+            if operation in MAINTENANCE_OPERATIONS:
+                return self._begin_maintenance(store, handle, operation, args, kwargs)
             if operation not in CONTRACT_OPERATIONS:
                 # A store hook or a fault may act on any store (its path is an argument),
                 # and a handle it returns writes unseen.
@@ -260,6 +276,27 @@ class Witness:
                 return Pending(known, handle, operation, _unbound())
             return Pending(known, handle, operation, bound)
 
+    def _begin_maintenance(
+        self,
+        store: str,
+        handle: ModelHandle,
+        operation: str,
+        args: tuple[object, ...],
+        kwargs: dict[str, object],
+    ) -> Pending | None:
+        known = self._stores.get(store)
+        if known is None or known.lost or self._lost_all:
+            return None
+        known.running += 1
+        if known.running > 1:
+            known.lost = "two calls on it overlapped"
+        try:
+            bound = inspect.signature(_maintenance_signature).bind(*args, **kwargs)
+        except TypeError:
+            known.lost = f"{operation} was called with arguments the model does not take"
+            bound = _unbound()
+        return Pending(known, handle, operation, bound)
+
     def end(self, pending: Pending | None, outcome: _Outcome, value: object = None) -> None:
         """The call ``pending`` ended: it ``returned`` ``value`` (a read: the events it
         yielded), ``raised`` ``value``, or was ``abandoned`` (a read not iterated to its
@@ -276,7 +313,15 @@ class Witness:
                     store.lost = "a read was left unfinished"
                 return
             number = self._calls
-            seen = self._judge(store, pending, outcome, value)
+            if pending.operation in MAINTENANCE_OPERATIONS:
+                seen = self._judge_maintenance(store, pending, outcome, value)
+            else:
+                judged, seen = self._locked_out(pending, outcome, value)
+                if not judged:
+                    seen = self._judge(store, pending, outcome, value)
+                if pending.operation == "close" and outcome == "returned":
+                    for sid in [s for s, by in store.holders.items() if by is pending.handle]:
+                        del store.holders[sid]
             if seen is not None:
                 store.lost = "it diverged from the model"
                 first = Seen(seen, number)
@@ -289,6 +334,74 @@ class Witness:
                 and Capability.DURABLE not in self._capabilities
             ):
                 store.lost = "its last handle closed and the backend does not declare DURABLE"
+
+    @staticmethod
+    def _judge_maintenance(
+        store: _Store, pending: Pending, outcome: _Outcome, value: object
+    ) -> Divergence | None:
+        """MAINT-003: an acquire of a held session raises SessionLockedError, any other
+        succeeds and holds it; a release gives back what this handle holds, else nothing."""
+        sid = pending.arguments.arguments.get("session_id")
+        if not isinstance(sid, str) or pending.handle.closed:
+            store.lost = f"{pending.operation} was called where the model does not follow it"
+            return None
+        call = call_text(pending.operation, (sid,), {})
+        refused = isinstance(value, SessionLockedError)
+        if pending.operation == "release_maintenance":
+            if outcome != "returned":
+                store.lost = f"release_maintenance raised {type(value).__name__}"
+            elif store.holders.get(sid) is pending.handle:
+                del store.holders[sid]
+            return None
+        if outcome == "returned" and sid not in store.holders:
+            store.holders[sid] = pending.handle
+            return None
+        if outcome == "raised" and refused and sid in store.holders:
+            return None
+        if outcome == "returned" or refused:
+            held = sid in store.holders
+            return Divergence(
+                "MAINT-003",
+                "acquire_maintenance of a held session succeeded"
+                if held
+                else "acquire_maintenance of a free session raised SessionLockedError",
+                expected="raises SessionLockedError" if held else "success",
+                got="returned" if outcome == "returned" else f"raised SessionLockedError: {value}",
+            ).at(call)
+        store.lost = f"acquire_maintenance raised {type(value).__name__}"
+        return None
+
+    @staticmethod
+    def _locked_out(
+        pending: Pending, outcome: _Outcome, value: object
+    ) -> tuple[bool, Divergence | None]:
+        """MAINT-001/002 for a write of a held session: whether the lock decides it
+        (else the model judges it as any call), and its divergence. Through another
+        handle it raises SessionLockedError and changes nothing; through the holder it
+        is a write as any, and a refusal by the lock is MAINT-002's divergence."""
+        sid = pending.arguments.arguments.get("session_id")
+        holder = pending.store.holders.get(sid) if isinstance(sid, str) else None
+        if pending.operation not in _WRITES or holder is None or pending.handle.closed:
+            return False, None
+        refused = outcome == "raised" and isinstance(value, SessionLockedError)
+        call = call_text(pending.operation, pending.arguments.args[1:], pending.arguments.kwargs)
+        if holder is not pending.handle:
+            if refused:
+                return True, None
+            return True, Divergence(
+                "MAINT-001",
+                f"{pending.operation} through another handle than the holder's was not refused",
+                expected="raises SessionLockedError",
+                got="returned" if outcome == "returned" else f"raised {type(value).__name__}",
+            ).at(call)
+        if refused:
+            return True, Divergence(
+                "MAINT-002",
+                f"{pending.operation} through the holding handle raised SessionLockedError",
+                expected="success",
+                got=f"raised SessionLockedError: {value}",
+            ).at(call)
+        return False, None
 
     def _judge(
         self, store: _Store, pending: Pending, outcome: _Outcome, value: object
@@ -495,6 +608,10 @@ def note_made(
         made.setdefault(session_id, ("TRUNC-004", "a truncate of an unknown session created it"))
     elif operation == "delete":
         made[session_id] = ("LIST-001", "list_sessions listed a deleted session")
+
+
+def _maintenance_signature(session_id: str) -> None:
+    """The arguments of acquire_maintenance and release_maintenance."""
 
 
 def _unbound() -> inspect.BoundArguments:
