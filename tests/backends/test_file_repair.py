@@ -44,11 +44,17 @@ def log_of(root: Path) -> Path:
 
 def tear_next_append(root: Path, first_seq: int, garbage: bytes) -> int:
     """Write the frames of one more batch where the log's data ends, its last bytes
-    replaced by ``garbage``, as a crash mid-append can leave them; returns where it starts."""
+    replaced by ``garbage``, as a crash mid-append can leave them; returns where it starts.
+
+    Garbage that happens to equal the bytes it replaces (a single byte matching the
+    frame's last one) would leave the batch whole: then its last byte is flipped too,
+    so the batch is always torn."""
     path = log_of(root)
     data = path.read_bytes()
     end = data_end(lambda offset, count: data[offset : offset + count], 0, len(data))
     frames, _ = pack_frames([encode_event(UserPrompt(t)) for t in ("t1", "t2")], first_seq, 1)
+    if frames.endswith(garbage):
+        garbage = garbage[:-1] + bytes([garbage[-1] ^ 0xFF])
     torn = frames[: len(frames) - len(garbage)] + garbage
     with path.open("r+b") as log:
         log.seek(end)

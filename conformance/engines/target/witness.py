@@ -375,16 +375,27 @@ class Witness:
     def _locked_out(
         pending: Pending, outcome: _Outcome, value: object
     ) -> tuple[bool, Divergence | None]:
-        """MAINT-001/002 for a write of a held session: whether the lock decides it
-        (else the model judges it as any call), and its divergence. Through another
-        handle it raises SessionLockedError and changes nothing; through the holder it
-        is a write as any, and a refusal by the lock is MAINT-002's divergence."""
+        """MAINT-001..003 for a write: whether the lock decides it (else the model judges
+        it as any call), and its divergence. Of a held session through another handle
+        it raises SessionLockedError and changes nothing; through the holder it is a
+        write as any, and a refusal by the lock is MAINT-002's divergence; of a session
+        no handle holds (never, or no longer), such a refusal is MAINT-003's."""
         sid = pending.arguments.arguments.get("session_id")
         holder = pending.store.holders.get(sid) if isinstance(sid, str) else None
-        if pending.operation not in _WRITES or holder is None or pending.handle.closed:
+        if pending.operation not in _WRITES or pending.handle.closed:
             return False, None
         refused = outcome == "raised" and isinstance(value, SessionLockedError)
         call = call_text(pending.operation, pending.arguments.args[1:], pending.arguments.kwargs)
+        if holder is None:
+            if not refused:
+                return False, None
+            # Nobody holds it, or no longer: released, or its holder closed.
+            return True, Divergence(
+                "MAINT-003",
+                f"{pending.operation} of a session no handle holds raised SessionLockedError",
+                expected="success",
+                got=f"raised SessionLockedError: {value}",
+            ).at(call)
         if holder is not pending.handle:
             if refused:
                 return True, None
