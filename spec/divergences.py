@@ -33,6 +33,7 @@ from .errors import (
     CheckpointConflictError,
     CheckpointerClosedError,
     InvalidArgumentError,
+    SessionLockedError,
     UnsupportedOperationError,
 )
 from .model import ModelEvent
@@ -134,6 +135,17 @@ def of_error(
         return Divergence(
             ANSWER_RULE[operation],
             f"{operation} refused although its capability is declared",
+            expected="success" if expected is None else f"raises {type(expected).__name__}",
+            got=_raised(got),
+        )
+    if isinstance(got, SessionLockedError) and not isinstance(expected, SessionLockedError):
+        # The model holds no maintenance lock here (a caller that follows the lock
+        # judges the refusals it owes first): the lock refused what no holder explains,
+        # never taken or not given back on release or close (MAINT-003), whatever
+        # else the call should have done.
+        return Divergence(
+            "MAINT-003",
+            "a write of a session no handle holds raised SessionLockedError",
             expected="success" if expected is None else f"raises {type(expected).__name__}",
             got=_raised(got),
         )

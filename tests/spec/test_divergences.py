@@ -8,6 +8,7 @@ from checkpointspec.spec import (
     CheckpointerClosedError,
     InvalidArgumentError,
     ModelEvent,
+    SessionLockedError,
     StoredEvent,
     UnsupportedOperationError,
     UserPrompt,
@@ -109,6 +110,7 @@ def test_a_refusal_not_made_is_the_rule_requiring_it(
     [
         ("append", CheckpointConflictError("s", 1, 1), "APPEND-002"),
         ("head", CheckpointerClosedError("head"), "CLOSE-002"),
+        ("truncate", SessionLockedError("s", "truncate"), "MAINT-003"),
         ("delete", UnsupportedOperationError("delete", "delete"), "DELETE-001"),
         ("append", InvalidArgumentError("session_id", "no"), "ID-001"),
         ("append", InvalidArgumentError("events", "no"), "EVENT-001"),

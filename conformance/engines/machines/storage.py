@@ -35,6 +35,7 @@ from ....spec import (
     GenerationalCheckpointer,
     StoredEvent,
 )
+from ....spec.divergences import ANSWER_RULE, of_error
 from ..contract.outcomes import (
     EVENT_KINDS,
     Err,
@@ -307,10 +308,13 @@ class CheckpointerMachine(MachineBase):
         ]
         for outcome in outcomes:
             if isinstance(outcome, Err) and not isinstance(outcome.error, CheckpointConflictError):
-                raise RuleViolation(
-                    "APPEND-004",
-                    f"{call}: one raised {type(outcome.error).__name__}: {outcome.error}",
-                )
+                message = f"{call}: one raised {type(outcome.error).__name__}: {outcome.error}"
+                # An error the table names by its cause (a phantom maintenance lock, a
+                # valid id refused) is that cause's; any other, the race's (APPEND-004).
+                divergence = of_error("append", None, outcome.error)
+                if divergence is not None and divergence.rule != ANSWER_RULE["append"]:
+                    raise RuleViolation.of(divergence.at(call), message)
+                raise RuleViolation("APPEND-004", message)
         if use_expected:
             if len(winners) > 1:
                 self.blame_unchecked_head(picked[0][1], session_id, want, call)

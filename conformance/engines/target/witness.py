@@ -378,8 +378,8 @@ class Witness:
         """MAINT-001..003 for a write: whether the lock decides it (else the model judges
         it as any call), and its divergence. Of a held session through another handle
         it raises SessionLockedError and changes nothing; through the holder it is a
-        write as any, and a refusal by the lock is MAINT-002's divergence; of a session
-        no handle holds (never, or no longer), such a refusal is MAINT-003's."""
+        write as any, and a refusal by the lock is MAINT-002's divergence. Of a session
+        no handle holds the model judges it: such a refusal is the table's MAINT-003."""
         sid = pending.arguments.arguments.get("session_id")
         holder = pending.store.holders.get(sid) if isinstance(sid, str) else None
         if pending.operation not in _WRITES or pending.handle.closed:
@@ -387,15 +387,8 @@ class Witness:
         refused = outcome == "raised" and isinstance(value, SessionLockedError)
         call = call_text(pending.operation, pending.arguments.args[1:], pending.arguments.kwargs)
         if holder is None:
-            if not refused:
-                return False, None
-            # Nobody holds it, or no longer: released, or its holder closed.
-            return True, Divergence(
-                "MAINT-003",
-                f"{pending.operation} of a session no handle holds raised SessionLockedError",
-                expected="success",
-                got=f"raised SessionLockedError: {value}",
-            ).at(call)
+            # A refusal with nobody holding it is the table's (MAINT-003).
+            return False, None
         if holder is not pending.handle:
             if refused:
                 return True, None
@@ -472,7 +465,14 @@ class Witness:
     ) -> Context:
         """What the store's history says of a divergent call's cause (`in_context`)."""
         sid = args[0] if args and isinstance(args[0], str) else None
-        if operation == "append" and len(args) > 1 and args[1] in ([], ()):
+        if (
+            operation == "append"
+            and len(args) > 1
+            and args[1] in ([], ())
+            and not isinstance(value, BaseException)
+        ):
+            # An empty append that answered, wrongly: what it did is the empty batch's
+            # fault. One that raised is judged by its error, as any append.
             return Context(empty_batch=True)
         if sid is None and operation == "list_sessions" and isinstance(answer, list):
             listed = {str(getattr(i, "id", i)) for i in value} if isinstance(value, list) else set()
