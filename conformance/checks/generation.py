@@ -24,7 +24,7 @@ def _generational(cp: Checkpointer) -> GenerationalCheckpointer:
 
 @check("GEN-001")
 async def generations_only_grow(h: Harness) -> None:
-    """GEN-001: 0 at first, +1 or more per removing truncate and delete, unchanged by append, kept across delete."""
+    """GEN-001: 0 at first, +1 exactly per removing truncate and delete, unchanged by append, kept across delete."""
     cp = _generational(await h.open())
     seen = [await cp.generation("s")]
     expect(seen[0] == 0, "GEN-001", f"a new session id has generation {seen[0]}")
@@ -46,6 +46,11 @@ async def generations_only_grow(h: Harness) -> None:
         )
     if not h.has(Capability.DELETE):
         return
+    # A delete as a session's first removal moves it from 0 to 1, as a truncate does.
+    await cp.append("fresh", [h.prompt("only")])
+    await cp.delete("fresh")
+    first = await cp.generation("fresh")
+    expect(first == 1, "GEN-001", f"the first delete of a session set its generation to {first}")
     for round_ in range(2):
         await cp.delete("s")
         seen.append(await cp.generation("s"))
