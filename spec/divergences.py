@@ -168,6 +168,19 @@ def of_error(
                 # A conflict of another kind than the one due: the store judged the
                 # other expectation wrong, and that expectation held.
                 return of_error(operation, None, got)
+            if (
+                expected.kind == "generation"
+                and _conflict_facts(got)[:2] == _conflict_facts(expected)[:2]
+                and got.actual != expected.actual
+            ):
+                # The right expectation refused, with a generation of the store's own:
+                # the generation is what is wrong (GEN-001), as for any conflict.
+                return Divergence(
+                    "GEN-001",
+                    "a conflict shows a generation other than the model's",
+                    expected=want,
+                    got=_raised(got),
+                )
             if _conflict_facts(got) != _conflict_facts(expected):
                 facts = "(session_id, expected, actual, kind)"
                 return Divergence(

@@ -154,3 +154,16 @@ def test_a_listed_session_is_named_by_what_created_it() -> None:
         "LIST-001",
         "list_sessions left out a session that holds events",
     )
+
+
+def test_a_generation_conflict_with_a_wrong_generation_is_gen_001() -> None:
+    """The store refused the right expectation, but with a generation of its own: the
+    generation is wrong (GEN-001), not the conflict's facts (GEN-002)."""
+    due = CheckpointConflictError("s", 0, 1, kind="generation")
+    got = CheckpointConflictError("s", 0, 2, kind="generation")
+    divergence = of_error("append", due, got)
+    assert divergence is not None
+    assert (divergence.rule, divergence.shape) == (
+        "GEN-001",
+        "a conflict shows a generation other than the model's",
+    )
