@@ -32,6 +32,7 @@ import msgspec
 from .errors import (
     CheckpointConflictError,
     CheckpointerClosedError,
+    CheckpointError,
     InvalidArgumentError,
     SessionLockedError,
     UnsupportedOperationError,
@@ -135,6 +136,21 @@ def of_error(
         return Divergence(
             ANSWER_RULE[operation],
             f"{operation} refused although its capability is declared",
+            expected="success" if expected is None else f"raises {type(expected).__name__}",
+            got=_raised(got),
+        )
+    if (
+        got is not None
+        and not isinstance(got, CheckpointError)
+        and not isinstance(expected, CheckpointerClosedError)
+    ):
+        # Not one of the contract's answers at all (the store's own TypeError, a
+        # driver's error): a crash of the operation, whatever it should have answered,
+        # so the same crash has the same name in every check. On a closed handle it is
+        # the missing CheckpointerClosedError (CLOSE-001), below.
+        return Divergence(
+            ANSWER_RULE[operation],
+            f"{operation} raised {type(got).__name__}",
             expected="success" if expected is None else f"raises {type(expected).__name__}",
             got=_raised(got),
         )

@@ -167,3 +167,16 @@ def test_a_generation_conflict_with_a_wrong_generation_is_gen_001() -> None:
         "GEN-001",
         "a conflict shows a generation other than the model's",
     )
+
+
+def test_a_crash_is_named_by_its_operation_whatever_was_due() -> None:
+    """An error outside the contract is the operation's crash, the same in every check,
+    whether the call should have succeeded or refused; on a closed handle it is the
+    CheckpointerClosedError that was due (CLOSE-001)."""
+    due = InvalidArgumentError("to_seq", "beyond the head")
+    crashed = of_error("truncate", due, TypeError("float"))
+    assert crashed is not None
+    assert (crashed.rule, crashed.shape) == ("TRUNC-001", "truncate raised TypeError")
+    closed = of_error("append", CheckpointerClosedError("append"), TypeError("not open"))
+    assert closed is not None
+    assert closed.rule == "CLOSE-001"

@@ -18,9 +18,11 @@ none of its later calls, as soon as:
 - two calls on it overlap (a read left unfinished counts as still running): the
   model cannot say in which order they took effect;
 - it held files before the check first opened it (a crash state, a copy);
-- a call raised something that is not one of the contract's errors, except on a
-  closed handle, which must raise CheckpointerClosedError: anything else there (a
-  driver's own error) is CLOSE-001's divergence, unless it broke the protocol;
+- a call broke the stdio protocol (PROTO-001's, named by the check) or was
+  cancelled; any other error that is not one of the contract's (the store's own
+  TypeError, a driver's error) is a divergence like any, named by the table: the
+  operation crashed (its answer's rule), on a closed handle the missing
+  CheckpointerClosedError (CLOSE-001);
 - anything but the contract's operations and the maintenance lock is called on a
   handle (store hooks, fault injection, a handle on a simulated disk): the model
   does not know their effects, and a hook may act on any store, so the witness
@@ -53,7 +55,6 @@ import msgspec
 from ....backends.stdio.wire import StdioProtocolError
 from ....spec import (
     Capability,
-    CheckpointerClosedError,
     CheckpointError,
     ModelEvent,
     ModelHandle,
@@ -430,16 +431,13 @@ class Witness:
             "head",
             "close",
         )
-        outside = got_error is not None and not isinstance(got_error, CheckpointError)
-        # A closed handle must say so (CLOSE-001): whatever else it raises is that rule's
-        # divergence, whichever check made the call; a broken protocol stays PROTO-001's.
-        closed = isinstance(refusal, CheckpointerClosedError) and not isinstance(
-            got_error, StdioProtocolError
+        # A broken protocol is PROTO-001's, and a call cut off (cancelled by the kit's
+        # clock) says nothing of the store: the check names them; the model no longer
+        # knows the store. A core operation that refuses to work at all likewise.
+        unjudged = isinstance(got_error, StdioProtocolError) or (
+            got_error is not None and not isinstance(got_error, Exception)
         )
-        if got_error is not None and not closed and (core_refused or outside):
-            # Not one of the contract's answers (a crash, a broken protocol, a core
-            # operation that refuses to work at all): the check names it by what
-            # raised it; the model no longer knows the store.
+        if unjudged or core_refused:
             store.lost = f"{operation} raised {type(got_error).__name__}"
             return None
         divergence = of_error(operation, refusal, got_error)
