@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -16,6 +16,7 @@ from checkpointspec.spec import (
     Checkpointer,
     SessionEvent,
     SessionLockedError,
+    StoredEvent,
     UserPrompt,
 )
 
@@ -229,3 +230,34 @@ def test_a_write_the_lock_should_refuse_is_maint_001(tmp_path: Path) -> None:
     assert witness.first is not None
     divergence = witness.first.divergence
     assert (divergence.rule, divergence.got) == ("MAINT-001", "returned")
+
+
+class ReadsNothing(memory.MemoryCheckpointer):
+    """read yields no event at all."""
+
+    def read(self, session_id: str, since_seq: int = 0) -> AsyncIterator[StoredEvent]:
+        async def nothing() -> AsyncIterator[StoredEvent]:
+            return
+            yield
+
+        return nothing()
+
+
+def test_a_read_missing_the_handles_own_writes_is_not_blindness_to_others(
+    tmp_path: Path,
+) -> None:
+    """A read that misses every event, the reading handle's own among them, is READ-001:
+    HANDLE-001 is for a handle that sees its own writes and not another's."""
+    witness = Witness(memory.make(BackendContext(path=tmp_path / "probe")).capabilities)
+
+    async def calls() -> None:
+        factory = _factory(ReadsNothing)
+        mine = await open_checkpointer(factory, BackendContext(path=tmp_path), witness)
+        other = await open_checkpointer(factory, BackendContext(path=tmp_path), witness)
+        await mine.append("s", _prompts("mine"))
+        await other.append("s", _prompts("other's"))
+        assert [e async for e in mine.read("s")] == []
+
+    asyncio.run(calls())
+    assert witness.first is not None
+    assert witness.first.divergence.rule == "READ-001"

@@ -488,6 +488,10 @@ class Witness:
             short, surplus = max(answer - value, 0), max(value - answer, 0)
         elif operation == "read" and isinstance(answer, list) and isinstance(value, list):
             short, surplus = max(len(answer) - len(value), 0), max(len(value) - len(answer), 0)
+        nothing = value == 0 or value == []
+        if short and nothing and any(w is handle for w in store.writers.get(sid, [])):
+            # Its own writes are missing too: not a handle blind to another's.
+            return Context()
         if short:
             return Context(unseen_writer=self._unseen(store, handle, [sid]))
         if surplus:
