@@ -142,12 +142,13 @@ def of_error(
     if (
         got is not None
         and not isinstance(got, CheckpointError)
-        and not isinstance(expected, CheckpointerClosedError)
+        and not isinstance(expected, (CheckpointerClosedError, InvalidArgumentError))
     ):
         # Not one of the contract's answers at all (the store's own TypeError, a
-        # driver's error): a crash of the operation, whatever it should have answered,
-        # so the same crash has the same name in every check. On a closed handle it is
-        # the missing CheckpointerClosedError (CLOSE-001), below.
+        # driver's error): a crash of the operation, whether it should have succeeded
+        # or conflicted, so the same crash has the same name in every check. Where an
+        # argument was invalid it is that argument's refusal missing, and on a closed
+        # handle the missing CheckpointerClosedError (CLOSE-001), below.
         return Divergence(
             ANSWER_RULE[operation],
             f"{operation} raised {type(got).__name__}",

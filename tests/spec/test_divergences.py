@@ -171,12 +171,16 @@ def test_a_generation_conflict_with_a_wrong_generation_is_gen_001() -> None:
 
 def test_a_crash_is_named_by_its_operation_whatever_was_due() -> None:
     """An error outside the contract is the operation's crash, the same in every check,
-    whether the call should have succeeded or refused; on a closed handle it is the
+    whether the call should have succeeded or conflicted; where an argument was invalid
+    it is that argument's refusal missing, and on a closed handle the
     CheckpointerClosedError that was due (CLOSE-001)."""
-    due = InvalidArgumentError("to_seq", "beyond the head")
+    due = CheckpointConflictError("s", 3, 2)
     crashed = of_error("truncate", due, TypeError("float"))
     assert crashed is not None
     assert (crashed.rule, crashed.shape) == ("TRUNC-001", "truncate raised TypeError")
+    invalid = of_error("read", InvalidArgumentError("session_id", "empty"), TypeError("x"))
+    assert invalid is not None
+    assert invalid.shape == "read did not raise InvalidArgumentError for session_id"
     closed = of_error("append", CheckpointerClosedError("append"), TypeError("not open"))
     assert closed is not None
     assert closed.rule == "CLOSE-001"
