@@ -14,6 +14,7 @@ from checkpointspec.conformance.engines.target.witness import Witness
 from checkpointspec.spec import (
     BackendContext,
     Checkpointer,
+    GenerationalCheckpointer,
     SessionEvent,
     SessionLockedError,
     StoredEvent,
@@ -261,3 +262,33 @@ def test_a_read_missing_the_handles_own_writes_is_not_blindness_to_others(
     asyncio.run(calls())
     assert witness.first is not None
     assert witness.first.divergence.rule == "READ-001"
+
+
+class FirstDeleteSkipsAGeneration(memory.MemoryCheckpointer):
+    """A session's first delete sets its generation to 2."""
+
+    async def delete(self, session_id: str) -> None:
+        store = self._open("delete")
+        first = session_id not in store.generations and session_id in store.logs
+        await super().delete(session_id)
+        if first:
+            store.generations[session_id] += 1
+
+
+def test_a_wrong_generation_is_gen_001_whatever_a_delete_removed(tmp_path: Path) -> None:
+    """A generation one too high after deleting one event is GEN-001: a generation counts
+    removals, so the deleted event's count explains nothing (not DELETE-002)."""
+    witness = Witness(memory.make(BackendContext(path=tmp_path / "probe")).capabilities)
+
+    async def calls() -> None:
+        cp = await open_checkpointer(
+            _factory(FirstDeleteSkipsAGeneration), BackendContext(path=tmp_path), witness
+        )
+        await cp.append("s", _prompts("only"))
+        await cp.delete("s")
+        assert isinstance(cp, GenerationalCheckpointer)
+        assert await cp.generation("s") == 2
+
+    asyncio.run(calls())
+    assert witness.first is not None
+    assert witness.first.divergence.rule == "GEN-001"

@@ -484,7 +484,12 @@ class Witness:
             return Context(unseen_writer=self._unseen(store, handle, [sid]))
         if isinstance(value, ConflictError) and operation in ("append", "truncate"):
             short = max(len(store.model.log(sid)) - (value.actual or 0), 0)
-        elif isinstance(answer, int) and isinstance(value, int) and not isinstance(value, bool):
+        elif (
+            operation != "generation"  # counts removals, not events: no event explains it
+            and isinstance(answer, int)
+            and isinstance(value, int)
+            and not isinstance(value, bool)
+        ):
             short, surplus = max(answer - value, 0), max(value - answer, 0)
         elif operation == "read" and isinstance(answer, list) and isinstance(value, list):
             short, surplus = max(len(answer) - len(value), 0), max(len(value) - len(answer), 0)
