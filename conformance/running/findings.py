@@ -119,6 +119,13 @@ def findings_from(
         made = msgspec.structs.replace(made, shape=evidence.shape)
     seen = divergence_noted(evidence) or divergence_noted(raised)
     root: Finding | None = None
+    if (
+        seen is not None
+        and not isinstance(evidence, RuleViolation)
+        and seen.divergence.got == f"raised {type(evidence).__name__}: {evidence}"
+    ):
+        # What the backend raised is the divergence itself: one finding, the table's.
+        made = msgspec.structs.replace(made, rule=seen.divergence.rule)
     if seen is not None and seen.divergence.rule == made.rule:
         made = _named_by(made, seen)
     elif seen is not None:

@@ -264,10 +264,13 @@ def test_an_exception_of_the_kit_is_an_error_not_a_failure(
     assert "not evidence against the backend" in result.reason
 
 
-def test_an_exception_the_backend_raised_fails_the_checks_rule(tmp_path: Path) -> None:
+def test_an_exception_the_backend_raised_is_named_by_the_call_that_crashed(
+    tmp_path: Path,
+) -> None:
+    """Not the check's rule (READ-002): head crashed, HEAD-001 in whichever check."""
     result = run(reads_head, tmp_path, ours("make_head_hits_the_disk"))
     assert result.status == "failed"
-    assert result.violated_rule == "READ-002"
+    assert result.violated_rule == "HEAD-001"
     assert result.detail.startswith("the backend raised OperationalError from head: disk I/O")
     assert 'raise sqlite3.OperationalError("disk I/O error")' in result.detail  # its frames
     assert "provenance.py" not in result.detail  # not the kit's
@@ -358,7 +361,8 @@ def test_a_finding_of_what_the_backend_raised_says_who_and_from_which_call(
 ) -> None:
     result = run(reads_head, tmp_path, ours("make_head_hits_the_disk"))
     (finding,) = result.findings
-    assert (finding.rule, finding.raised_by, finding.call) == ("READ-002", "backend", "head")
+    assert (finding.rule, finding.raised_by, finding.call) == ("HEAD-001", "backend", "head")
+    assert finding.shape == "head raised OperationalError"
     assert finding.got == "OperationalError: disk I/O error"
     assert 'raise sqlite3.OperationalError("disk I/O error")' in finding.frames
     assert result.detail == finding.detail

@@ -252,9 +252,8 @@ class Witness:
             self._calls += 1
             if operation in HARMLESS_OPERATIONS:
                 return None
-            if operation in MAINTENANCE_OPERATIONS:
-                return self._begin_maintenance(store, handle, operation, args, kwargs)
-            if operation not in CONTRACT_OPERATIONS:
+            maintenance = operation in MAINTENANCE_OPERATIONS
+            if operation not in CONTRACT_OPERATIONS and not maintenance:
                 # A store hook or a fault may act on any store (its path is an argument),
                 # and a handle it returns writes unseen.
                 self._lost_all = self._lost_all or (
@@ -269,34 +268,17 @@ class Witness:
                 known.lost = "two calls on it overlapped"
                 return Pending(known, handle, operation, _unbound())
             try:
-                bound = inspect.signature(getattr(ModelHandle, operation)).bind(
-                    None, *args, **kwargs
+                bound = (
+                    inspect.signature(_maintenance_signature).bind(*args, **kwargs)
+                    if maintenance
+                    else inspect.signature(getattr(ModelHandle, operation)).bind(
+                        None, *args, **kwargs
+                    )
                 )
             except TypeError:
                 known.lost = f"{operation} was called with arguments the model does not take"
                 return Pending(known, handle, operation, _unbound())
             return Pending(known, handle, operation, bound)
-
-    def _begin_maintenance(
-        self,
-        store: str,
-        handle: ModelHandle,
-        operation: str,
-        args: tuple[object, ...],
-        kwargs: dict[str, object],
-    ) -> Pending | None:
-        known = self._stores.get(store)
-        if known is None or known.lost or self._lost_all:
-            return None
-        known.running += 1
-        if known.running > 1:
-            known.lost = "two calls on it overlapped"
-        try:
-            bound = inspect.signature(_maintenance_signature).bind(*args, **kwargs)
-        except TypeError:
-            known.lost = f"{operation} was called with arguments the model does not take"
-            bound = _unbound()
-        return Pending(known, handle, operation, bound)
 
     def end(self, pending: Pending | None, outcome: _Outcome, value: object = None) -> None:
         """The call ``pending`` ended: it ``returned`` ``value`` (a read: the events it
