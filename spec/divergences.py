@@ -65,6 +65,14 @@ class Divergence(msgspec.Struct, frozen=True):
     call: str = ""
     expected: str = ""
     got: str = ""
+    otherwise: tuple[str, str] | None = None
+    """Another explanation of the same answer, as a rule and shape, where the calls
+    before it cannot tell which holds (`in_context`): a read short of another handle's
+    writes is named HANDLE-001, otherwise its own rule's; a head counting events a
+    truncate removed is HEAD-001's, otherwise the events remain (TRUNC-001). Evidence
+    of the other explanation elsewhere in the run (a handle missing its own writes, a
+    read yielding the removed events) decides it: the run then files this divergence
+    under it."""
 
     def at(self, call: str) -> Divergence:
         """The same divergence, seen at ``call``."""
@@ -178,7 +186,18 @@ def of_error(
                 if isinstance(expected, InvalidArgumentError)
                 else ""
             )
-            return Divergence(rule, shape, expected=want, got=came)
+            crashed = got is not None and not isinstance(got, CheckpointError)
+            return Divergence(
+                rule,
+                shape,
+                expected=want,
+                got=came,
+                # Crashing where a refusal was due: if the same crash is met where
+                # success was, the operation crashes whatever its arguments.
+                otherwise=(ANSWER_RULE[operation], f"{operation} raised {type(got).__name__}")
+                if crashed
+                else None,
+            )
         if isinstance(expected, CheckpointConflictError):
             assert isinstance(got, CheckpointConflictError)
             if got.kind != expected.kind:
@@ -246,6 +265,19 @@ def of_answer(operation: str, expected: object, got: object) -> Divergence | Non
     return Divergence(rule, shape, expected=f"returns {expected!r}", got=f"returned {got!r}")
 
 
+TO_HEAD_CHANGED = "a truncate to the head changed the session"
+"""TRUNC-005's shape wherever a truncate to the head is seen to have acted: its mtime
+or generation moved."""
+
+PRESENCE_SHAPE = {
+    "DELETE-002": "a deleted log's events remain",
+    "TRUNC-001": "truncated events remain",
+    "ID-002": "another session's events share its log",
+}
+"""What events that must not be in a log show, by the rule their presence breaks:
+the same shape whether a read yields them or an answer counts them."""
+
+
 Owner = Callable[[StoredEvent], str | None]
 """Where an event the store yielded must not be comes from: the rule its presence
 breaks (another session's event: ID-002, a deleted one: DELETE-002, a truncated
@@ -267,7 +299,8 @@ def of_read(
     ``expected`` (the events with seq > ``since_seq``), or None.
 
     In the order of causes: something that is no `StoredEvent` (EVENT-001); an
-    event at or before ``since_seq``, or seqs out of ascending order (READ-001); an
+    event at or before ``since_seq``, or the log's seqs out of ascending order
+    (READ-001; seqs out of order that are not the log's are judged sorted); an
     event that must not be there at all, by ``intruder`` (the rule it names); seqs
     repeated, not starting at 1 or with a gap (SEQ-001); events missing or extra
     (READ-001: a read yields exactly the log); then, seq by seq, the parent
@@ -292,7 +325,12 @@ def of_read(
             "READ-001", "read yielded an event at or before since_seq", expected=wanted, got=shown
         )
     if any(b < a for a, b in itertools.pairwise(seqs)):
-        return Divergence("READ-001", "read yielded seqs out of order", expected=wanted, got=shown)
+        if sorted(seqs) == want:
+            return Divergence(
+                "READ-001", "read yielded seqs out of order", expected=wanted, got=shown
+            )
+        # Not the log's seqs in another order: how they were numbered comes first.
+        seqs = sorted(seqs)
     if intruder is not None:
         wanted_events = {e.seq: e.event for e in expected}
         for event in stored:
@@ -302,7 +340,9 @@ def of_read(
             if rule is not None:
                 return Divergence(
                     rule,
-                    f"read yielded an event that must not be in the log ({rule})",
+                    PRESENCE_SHAPE.get(
+                        rule, f"read yielded an event that must not be in the log ({rule})"
+                    ),
                     expected=wanted,
                     got=f"{shown}, seq {event.seq} being {event.event!r}",
                 )
@@ -407,12 +447,20 @@ class Context(msgspec.Struct, frozen=True):
     did not round-trip through it (CODEC-001)."""
     unseen_writer: Literal["open", "closed"] | None = None
     surplus: tuple[str, str] | None = None
+    otherwise: tuple[str, str] | None = None
+    """Another explanation of the answer, which the calls before it cannot tell from
+    the answer's own rule: a head counting as many more events as a truncate removed
+    (those events remain: TRUNC-001, or the store remembers its old head), a
+    generation counting as many more as truncates to the head (one acted: TRUNC-005,
+    or the generation counts calls). The divergence keeps its rule, with this."""
 
 
 def in_context(divergence: Divergence, context: Context) -> Divergence:
     """``divergence`` named by its cause, where its ``context`` knows one: in this
     order, an empty batch, a surplus from a known origin, a writer the caller's handle
-    does not see (HANDLE-001) or whose writes its close lost (DUR-001)."""
+    does not see (HANDLE-001) or whose writes its close lost (DUR-001). Those last two
+    are inferences: the divergence keeps what it is ``otherwise``, as does an answer
+    with another explanation (``Context.otherwise``)."""
     if context.empty_batch:
         return msgspec.structs.replace(
             divergence, rule="APPEND-001", shape=f"an empty append: {divergence.shape}"
@@ -424,12 +472,21 @@ def in_context(divergence: Divergence, context: Context) -> Divergence:
     if context.surplus is not None:
         rule, shape = context.surplus
         return msgspec.structs.replace(divergence, rule=rule, shape=shape)
+    if context.otherwise is not None:
+        return msgspec.structs.replace(divergence, otherwise=context.otherwise)
+    alone = (divergence.rule, divergence.shape)
     if context.unseen_writer == "open":
         return msgspec.structs.replace(
-            divergence, rule="HANDLE-001", shape="a handle does not see another handle's writes"
+            divergence,
+            rule="HANDLE-001",
+            shape="a handle does not see another handle's writes",
+            otherwise=alone,
         )
     if context.unseen_writer == "closed":
         return msgspec.structs.replace(
-            divergence, rule="DUR-001", shape="writes are lost once their handle closes"
+            divergence,
+            rule="DUR-001",
+            shape="writes are lost once their handle closes",
+            otherwise=alone,
         )
     return divergence

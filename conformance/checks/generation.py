@@ -38,6 +38,9 @@ async def generations_only_grow(h: Harness) -> None:
     # generation that counts once, or that doubles, is caught by the next.
     for to_seq in (4, 3, 2):
         await cp.truncate("s", to_seq)
+        # Observed, not asserted: the witness judges it, so a truncate that removed
+        # nothing is named by its own rule before the generation it left alone.
+        await cp.head("s")
         seen.append(await cp.generation("s"))
         expect(
             seen[-1] == seen[-2] + 1,
@@ -73,9 +76,10 @@ async def expected_generation_catches_aba(h: Harness) -> None:
     await append_five(cp, h)
     stale = await cp.generation("s")
     await cp.truncate("s", 3)
-    # Observed, not asserted: the witness judges it, so a truncate that left the
-    # generation alone is named GEN-001 there, before a stale expectation it makes
-    # look current is tried.
+    # Observed, not asserted: the witness judges them, so a truncate that removed
+    # nothing (TRUNC-001), or left the generation alone (GEN-001), is named there,
+    # before a stale expectation it makes look current is tried.
+    await cp.head("s")
     await cp.generation("s")
     await cp.append("s", [h.prompt("x"), h.prompt("y")])
     before = await snapshot(cp, ["s"])

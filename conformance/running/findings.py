@@ -164,6 +164,7 @@ def _named_by(finding: Finding, seen: Seen) -> Finding:
         call=finding.call or d.call,
         expected=finding.expected or d.expected,
         got=finding.got or d.got,
+        otherwise=d.otherwise,
     )
 
 
@@ -184,6 +185,7 @@ def witnessed_findings(check: Check, witness: Witness, replay: str) -> tuple[Fin
             expected=d.expected,
             got=d.got,
             shape=d.shape,
+            otherwise=d.otherwise,
         )
         made.append(msgspec.structs.replace(finding, detail=finding_panel(finding)))
     return tuple(made)

@@ -152,6 +152,11 @@ class Finding(msgspec.Struct, frozen=True):
     steps: tuple[str, ...] = ()
     frames: str = ""
     shape: str = ""
+    otherwise: tuple[str, str] | None = None
+    """The rule and shape this finding's answer has alone, where its rule is a cause
+    inferred from the calls before it (`checkpointspec.spec.divergences.Divergence.otherwise`):
+    when another finding of the run has these without any inference, this finding is
+    that defect too, and is filed under it (`checkpointspec.conformance.running.roots.resolved`)."""
 
 
 class Defect(msgspec.Struct, frozen=True):

@@ -34,6 +34,7 @@ __all__ = [
     "Verdict",
     "defects_of",
     "judge",
+    "resolved",
     "rooted",
     "table_order",
 ]
@@ -77,6 +78,52 @@ def defects_of(
         for (rule, shape), group in seen.items()
     ]
     return tuple(sorted(defects, key=lambda d: (-len(d.symptoms), _order(d.rule), d.shape)))
+
+
+def resolved(results: Sequence[CheckResult]) -> tuple[CheckResult, ...]:
+    """``results`` with every finding that has another explanation (its ``otherwise``)
+    following from it where the run shows that explanation plainly.
+
+    A read short of another handle's writes reads as that handle not seeing them
+    (HANDLE-001) only by inference from the calls before it; a head counting events
+    a truncate removed as a head remembered wrongly (HEAD-001). When another check met
+    the other explanation with nothing inferred (a root finding of that rule and
+    shape: a handle missing its own writes, a read yielding the removed events), that
+    is the defect, and the finding, with what followed from it in its check, is one
+    of its symptoms. Its rule still fails: its answer broke it."""
+    plain = {
+        defect_key(f): f.check
+        for r in results
+        for f in r.findings
+        if f.follows_from is None and f.otherwise is None
+    }
+    return tuple(_resolve(result, plain) for result in results)
+
+
+def _resolve(result: CheckResult, plain: Mapping[tuple[str, str], str]) -> CheckResult:
+    moved: dict[str, str] = {}
+    findings: list[Finding] = []
+    for finding in result.findings:
+        seen_in = plain.get(finding.otherwise) if finding.otherwise is not None else None
+        if finding.otherwise is not None and seen_in is not None and finding.follows_from is None:
+            root, shape = finding.otherwise
+            moved[finding.rule] = root
+            finding = msgspec.structs.replace(
+                finding,
+                follows_from=root,
+                root_evidence=f"the same answer is {root}'s ({shape}), seen plainly by {seen_in}",
+            )
+        findings.append(finding)
+    if not moved:
+        return result
+    roots_left = {f.rule for f in findings if f.follows_from is None}
+    repointed = tuple(
+        msgspec.structs.replace(finding, follows_from=moved[finding.follows_from])
+        if finding.follows_from in moved and finding.follows_from not in roots_left
+        else finding
+        for finding in findings
+    )
+    return msgspec.structs.replace(result, findings=repointed)
 
 
 def rooted(
@@ -139,6 +186,7 @@ def judge(
     its shards' reports are both this. The run is narrowed when ``results`` are not all
     of the suite's checks. A check may prove a rule of the other suite broken (a session
     check meeting a storage violation): that verdict is listed too, never dropped."""
+    results = resolved(results)
     findings, roots, follows, defects = rooted(results, expected_failures)
     rules = summarise_rules(
         results,

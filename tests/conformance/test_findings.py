@@ -23,7 +23,7 @@ from checkpointspec.conformance.running.findings import findings_from
 from checkpointspec.conformance.running.plan import plan_run
 from checkpointspec.conformance.running.registry import CHECKS_BY_NAME
 from checkpointspec.conformance.running.report import CheckResult, Finding
-from checkpointspec.conformance.running.roots import defects_of
+from checkpointspec.conformance.running.roots import defects_of, resolved
 from checkpointspec.conformance.running.runner import report_of
 from checkpointspec.spec.divergences import Divergence
 from hypothesis import strategies as st
@@ -266,3 +266,56 @@ def test_a_report_marks_derived_rules_and_leads_with_roots() -> None:
     encoded = msgspec.json.decode(msgspec.json.encode(report))
     assert [f["follows_from"] for f in encoded["findings"]][-1] == "TRUNC-003"
     assert [d["rule"] for d in encoded["defects"]] == ["TRUNC-003", "TRUNC-003"]
+
+
+READ_CHECK = "READ-001::since_seq_is_exclusive"
+LOCK_CHECK = "MAINT-001::other_handles_are_refused"
+NOTHING = "read yielded nothing of a log that holds events"
+
+
+def _inferred_blind_handle(check: str) -> CheckResult:
+    """A check whose witness saw another handle read nothing of a log another handle
+    wrote: HANDLE-001 by inference, READ-001 by the answer alone; its own assertion
+    followed from it."""
+    blind = Finding(
+        "HANDLE-001",
+        check,
+        "read('s', 0) seqs []",
+        shape="a handle does not see another handle's writes",
+        otherwise=("READ-001", NOTHING),
+    )
+    own = Finding("MAINT-001", check, "x", follows_from="HANDLE-001", root_evidence="steps")
+    return CheckResult(
+        check, CHECKS_BY_NAME[check].rules, "failed", 1.0, "HANDLE-001", findings=(blind, own)
+    )
+
+
+def _reads_nothing_of_its_own_writes() -> CheckResult:
+    finding = Finding("READ-001", READ_CHECK, "read('s', 0) seqs []", shape=NOTHING)
+    return CheckResult(
+        READ_CHECK, CHECKS_BY_NAME[READ_CHECK].rules, "failed", 1.0, "READ-001", findings=(finding,)
+    )
+
+
+def test_an_inferred_blind_handle_follows_from_the_read_defect_another_check_saw_plainly() -> None:
+    results = resolved([_reads_nothing_of_its_own_writes(), _inferred_blind_handle(LOCK_CHECK)])
+    lock = results[1]
+    assert [(f.rule, f.follows_from) for f in lock.findings] == [
+        ("HANDLE-001", "READ-001"),
+        ("MAINT-001", "READ-001"),
+    ]
+    assert READ_CHECK in lock.findings[0].root_evidence
+    (defect,) = defects_of([f for r in results for f in r.findings])
+    assert (defect.rule, defect.shape, defect.checks) == ("READ-001", NOTHING, (READ_CHECK,))
+    assert defect.symptoms == ("HANDLE-001", "MAINT-001")
+
+
+def test_an_inferred_blind_handle_stands_when_no_check_saw_the_answer_plainly() -> None:
+    alone = _inferred_blind_handle(LOCK_CHECK)
+    assert resolved([alone]) == (alone,)
+    # Another shape of the same rule is no evidence either.
+    other = Finding("READ-001", READ_CHECK, "y", shape="read yielded seqs out of order")
+    unrelated = CheckResult(
+        READ_CHECK, CHECKS_BY_NAME[READ_CHECK].rules, "failed", 1.0, "READ-001", findings=(other,)
+    )
+    assert resolved([unrelated, alone])[1] == alone

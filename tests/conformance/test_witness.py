@@ -292,3 +292,102 @@ def test_a_wrong_generation_is_gen_001_whatever_a_delete_removed(tmp_path: Path)
     asyncio.run(calls())
     assert witness.first is not None
     assert witness.first.divergence.rule == "GEN-001"
+
+
+def test_another_handle_reading_nothing_is_blindness_that_keeps_the_read_rule_otherwise(
+    tmp_path: Path,
+) -> None:
+    """With nothing but another handle's read to go by, the witness infers HANDLE-001 and
+    keeps READ-001 as the other explanation, for the run to decide
+    (`checkpointspec.conformance.running.roots.resolved`)."""
+    witness = Witness(memory.make(BackendContext(path=tmp_path / "probe")).capabilities)
+
+    async def calls() -> None:
+        factory = _factory(ReadsNothing)
+        writer = await open_checkpointer(factory, BackendContext(path=tmp_path), witness)
+        reader = await open_checkpointer(factory, BackendContext(path=tmp_path), witness)
+        await writer.append("s", _prompts("written"))
+        assert [e async for e in reader.read("s")] == []
+
+    asyncio.run(calls())
+    assert witness.first is not None
+    divergence = witness.first.divergence
+    assert divergence.rule == "HANDLE-001"
+    assert divergence.otherwise == ("READ-001", "read yielded nothing of a log that holds events")
+
+
+class TruncateNeverCuts(memory.MemoryCheckpointer):
+    """truncate answers as if it cut, and removes nothing."""
+
+    async def truncate(
+        self,
+        session_id: str,
+        to_seq: int,
+        expected_head: int | None = None,
+        *,
+        expected_generation: int | None = None,
+    ) -> int:
+        self._open("truncate")
+        return to_seq
+
+
+def test_a_head_counting_truncated_events_keeps_their_remaining_as_the_other_explanation(
+    tmp_path: Path,
+) -> None:
+    witness = Witness(memory.make(BackendContext(path=tmp_path / "probe")).capabilities)
+
+    async def calls() -> None:
+        cp = await open_checkpointer(
+            _factory(TruncateNeverCuts), BackendContext(path=tmp_path), witness
+        )
+        await cp.append("s", _prompts("a", "b", "c"))
+        await cp.truncate("s", 1)
+        assert await cp.head("s") == 3
+
+    asyncio.run(calls())
+    assert witness.first is not None
+    divergence = witness.first.divergence
+    assert divergence.rule == "HEAD-001"
+    assert divergence.otherwise == ("TRUNC-001", "truncated events remain")
+
+
+class TruncateToHeadMovesGeneration(memory.MemoryCheckpointer):
+    """A truncate to the head moves the generation, as a removal would."""
+
+    async def truncate(
+        self,
+        session_id: str,
+        to_seq: int,
+        expected_head: int | None = None,
+        *,
+        expected_generation: int | None = None,
+    ) -> int:
+        store = self._open("truncate")
+        to_the_head = to_seq == len(store.logs.get(session_id, []))
+        kept = await super().truncate(
+            session_id, to_seq, expected_head, expected_generation=expected_generation
+        )
+        if to_the_head:
+            store.generations[session_id] = store.generations.get(session_id, 0) + 1
+        return kept
+
+
+def test_a_generation_counting_truncates_to_the_head_keeps_trunc_005_as_the_other_explanation(
+    tmp_path: Path,
+) -> None:
+    witness = Witness(memory.make(BackendContext(path=tmp_path / "probe")).capabilities)
+
+    async def calls() -> None:
+        cp = await open_checkpointer(
+            _factory(TruncateToHeadMovesGeneration), BackendContext(path=tmp_path), witness
+        )
+        await cp.append("s", _prompts("a", "b"))
+        await cp.truncate("s", 2)
+        assert isinstance(cp, GenerationalCheckpointer)
+        assert await cp.generation("s") == 1
+
+    asyncio.run(calls())
+    assert witness.first is not None
+    divergence = witness.first.divergence
+    assert divergence.rule == "GEN-001"
+    assert divergence.otherwise == ("TRUNC-005", "a truncate to the head changed the session")

@@ -13,7 +13,14 @@ from checkpointspec.spec import (
     UnsupportedOperationError,
     UserPrompt,
 )
-from checkpointspec.spec.divergences import of_answer, of_error, of_listing, of_read
+from checkpointspec.spec.divergences import (
+    Context,
+    in_context,
+    of_answer,
+    of_error,
+    of_listing,
+    of_read,
+)
 
 TS = "2026-01-01T00:00:00+00:00"
 
@@ -54,6 +61,25 @@ def test_seqs_numbered_from_zero_are_seq_001() -> None:
     divergence = of_read(0, _stored(log, renumber=-1), log)
     assert divergence is not None
     assert (divergence.rule, divergence.shape) == ("SEQ-001", "a log's seqs do not start at 1")
+
+
+def test_the_logs_seqs_out_of_order_are_read_001() -> None:
+    log = _model("a", "b", "c")
+    divergence = of_read(0, list(reversed(_stored(log))), log)
+    assert divergence is not None
+    assert (divergence.rule, divergence.shape) == ("READ-001", "read yielded seqs out of order")
+
+
+def test_seqs_out_of_order_that_are_not_the_logs_are_judged_by_their_numbering() -> None:
+    # A batch numbered from head ^ 1: seq 1, then seq 0 where 2 was due. That the read
+    # lists them as stored, out of order, is not the read's fault.
+    log = _model("a", "b")
+    stored = _stored(log)
+    stored[1] = StoredEvent(0, "s", None, TS, UserPrompt("b"))
+    divergence = of_read(0, stored, log)
+    assert divergence is not None
+    assert (divergence.rule, divergence.shape) == ("SEQ-001", "a log's seqs do not start at 1")
+    assert divergence.got == "seqs [1, 0]"
 
 
 def test_content_changed_on_the_way_back_is_event_001() -> None:
@@ -184,3 +210,16 @@ def test_a_crash_is_named_by_its_operation_whatever_was_due() -> None:
     closed = of_error("append", CheckpointerClosedError("append"), TypeError("not open"))
     assert closed is not None
     assert closed.rule == "CLOSE-001"
+
+
+def test_a_cause_inferred_from_the_calls_before_keeps_what_the_answer_is_alone() -> None:
+    log = _model("a")
+    plain = of_read(0, [], log)
+    assert plain is not None
+    assert plain.otherwise is None
+    blind = in_context(plain, Context(unseen_writer="open"))
+    assert (blind.rule, blind.otherwise) == ("HANDLE-001", ("READ-001", plain.shape))
+    lost = in_context(plain, Context(unseen_writer="closed"))
+    assert (lost.rule, lost.otherwise) == ("DUR-001", ("READ-001", plain.shape))
+    # A cause the calls show for certain is no inference.
+    assert in_context(plain, Context(empty_batch=True)).otherwise is None

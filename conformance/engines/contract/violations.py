@@ -108,7 +108,8 @@ class RuleWarning(msgspec.Struct, frozen=True):
         return f"[{self.rule_id}] {self.message}"
 
 
-def expect(condition: bool, rule_id: str, message: str) -> None:
-    """Raise `RuleViolation(rule_id, message)` unless ``condition`` holds."""
+def expect(condition: bool, rule_id: str, message: str, *, shape: str = "") -> None:
+    """Raise `RuleViolation(rule_id, message)` unless ``condition`` holds; ``shape``
+    names the divergence without the example's values, where the table has a name."""
     if not condition:
-        raise RuleViolation(rule_id, message)
+        raise RuleViolation(rule_id, message, shape=shape)

@@ -35,7 +35,7 @@ from ....spec import (
     GenerationalCheckpointer,
     StoredEvent,
 )
-from ....spec.divergences import ANSWER_RULE, of_error
+from ....spec.divergences import ANSWER_RULE, of_answer, of_error
 from ..contract.outcomes import (
     EVENT_KINDS,
     Err,
@@ -128,6 +128,25 @@ class CheckpointerMachine(MachineBase):
                 f"append({session_id!r}, 1 event, expected_head={stale}) on its own also "
                 f"returned {alone.value}; expected CheckpointConflictError",
             )
+
+    def blame_crash_alone(
+        self, cp: Checkpointer, session_id: str, crash: BaseException, call: str
+    ) -> None:
+        """After a racing append raised an error outside the contract: if one more
+        append on its own raises the same, no race is needed to show the crash, and
+        the rule broken is the append's own (the table's), not APPEND-004."""
+        alone_call = f"append({session_id!r}, 1 event) after {call}"
+        alone = self.backend_call(
+            alone_call, partial(cp.append, session_id, self.new_batch(["user_prompt"]))
+        )
+        if isinstance(alone, Err) and type(alone.error) is type(crash):
+            divergence = of_error("append", None, alone.error)
+            if divergence is not None:
+                raise RuleViolation.of(
+                    divergence.at(alone_call),
+                    f"{alone_call} raised {type(alone.error).__name__}: {alone.error}, "
+                    f"as an append of the race did",
+                )
 
     @rule(h=_handle_index, session_id=_session)
     def head(self, h: int, session_id: str) -> None:
@@ -314,7 +333,21 @@ class CheckpointerMachine(MachineBase):
                 divergence = of_error("append", None, outcome.error)
                 if divergence is not None and divergence.rule != ANSWER_RULE["append"]:
                     raise RuleViolation.of(divergence.at(call), message)
+                self.blame_crash_alone(picked[0][1], session_id, outcome.error, call)
                 raise RuleViolation("APPEND-004", message)
+        # Whatever order the racing appends took, each winner's head lies between its
+        # own batch on the old head and every winner's batch on it: an answer outside
+        # that is the append's own (SEQ-003), no race needed to explain it.
+        lowest, highest = head + 2, head + 2 * len(winners)
+        for new_head, _ in winners:
+            bound = lowest if new_head < lowest else highest if new_head > highest else None
+            divergence = of_answer("append", bound, new_head) if bound is not None else None
+            if divergence is not None:
+                raise RuleViolation.of(
+                    divergence.at(call),
+                    f"{call}: an append returned head {new_head}; in any order of the "
+                    f"{len(winners)} that succeeded it is between {lowest} and {highest}",
+                )
         if use_expected:
             if len(winners) > 1:
                 self.blame_unchecked_head(picked[0][1], session_id, want, call)

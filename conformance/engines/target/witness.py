@@ -68,6 +68,9 @@ from ....spec import (
     CheckpointConflictError as ConflictError,
 )
 from ....spec.divergences import (
+    ANSWER_RULE,
+    PRESENCE_SHAPE,
+    TO_HEAD_CHANGED,
     Context,
     Divergence,
     in_context,
@@ -160,6 +163,8 @@ class _Store:
         self.gone: dict[str, tuple[int, str, str]] = {}
         """For a session whose last delete or truncate removed events: how many, and the
         rule and shape of a log that still shows that many more."""
+        self.idle_truncates: dict[str, int] = {}
+        """How many truncates to its head each session took: none may move its generation."""
 
 
 class Pending:
@@ -375,11 +380,23 @@ class Witness:
         if holder is not pending.handle:
             if refused:
                 return True, None
+            crashed = (
+                outcome == "raised"
+                and isinstance(value, Exception)
+                and not isinstance(value, CheckpointError)
+            )
             return True, Divergence(
                 "MAINT-001",
                 f"{pending.operation} through another handle than the holder's was not refused",
                 expected="raises SessionLockedError",
                 got="returned" if outcome == "returned" else f"raised {type(value).__name__}",
+                # The same crash where the write was due to succeed is the operation's.
+                otherwise=(
+                    ANSWER_RULE[pending.operation],
+                    f"{pending.operation} raised {type(value).__name__}",
+                )
+                if crashed
+                else None,
             ).at(call)
         if refused:
             return True, Divergence(
@@ -460,6 +477,12 @@ class Witness:
             return Context(unseen_writer=self._unseen(store, handle, missing))
         if sid is None:
             return Context()
+        idle = store.idle_truncates.get(sid, 0)
+        if operation == "generation" and isinstance(answer, int) and value == answer + idle > 0:
+            # As many more as truncates to the head: each acted as a removal, or the
+            # generation counts truncate calls; a truncate to the head seen changing
+            # the session otherwise (its mtime) tells.
+            return Context(otherwise=("TRUNC-005", TO_HEAD_CHANGED))
         short = surplus = 0
         if isinstance(refusal, ConflictError) and not isinstance(value, BaseException):
             # A stale expectation accepted: by a handle blind to another's writes?
@@ -482,7 +505,13 @@ class Witness:
         if short:
             return Context(unseen_writer=self._unseen(store, handle, [sid]))
         if surplus:
-            return Context(surplus=self._surplus(store, sid, surplus, kept=operation != "head"))
+            origin = self._surplus(store, sid, surplus)
+            gone = store.gone.get(sid)
+            if operation == "head" and gone is not None and origin == gone[1:]:
+                # A head counting the removed events: they remain, or the store
+                # remembers its old head; a read yielding them tells (`otherwise`).
+                return Context(otherwise=origin)
+            return Context(surplus=origin)
         return Context()
 
     def _unseen(
@@ -498,16 +527,15 @@ class Witness:
         return "open"
 
     @staticmethod
-    def _surplus(store: _Store, sid: str, surplus: int, *, kept: bool) -> tuple[str, str] | None:
+    def _surplus(store: _Store, sid: str, surplus: int) -> tuple[str, str] | None:
         """Where ``surplus`` events beyond the model's come from, if their number tells:
-        another session's log of that length, or (``kept``: the answer counts the events
-        the log holds, not a head the store remembers) as many removed events."""
+        as many removed events, or another session's log of that length."""
         gone = store.gone.get(sid)
-        if kept and gone is not None and gone[0] == surplus:
+        if gone is not None and gone[0] == surplus:
             return gone[1], gone[2]
         for other in store.model.session_ids():
             if other != sid and len(store.model.log(other)) == surplus:
-                return ("ID-002", "another session's events share its log")
+                return ("ID-002", PRESENCE_SHAPE["ID-002"])
         return None
 
     def _of_value(
@@ -554,11 +582,15 @@ class Witness:
         removed = len(before.get(sid, [])) - len(store.model.log(sid))
         if operation == "append" and refusal is None and held:
             store.writers.setdefault(sid, []).append(handle)
+        if operation == "truncate" and refusal is None and removed == 0:
+            store.idle_truncates[sid] = store.idle_truncates.get(sid, 0) + 1
         if removed > 0 and refusal is None and operation == "delete":
-            store.gone[sid] = (removed, removal_rule("deleted"), "a deleted log's events remain")
+            rule = removal_rule("deleted")
+            store.gone[sid] = (removed, rule, PRESENCE_SHAPE[rule])
             store.writers.pop(sid, None)
         elif removed > 0 and refusal is None:
-            store.gone[sid] = (removed, removal_rule("truncated"), "truncated events remain")
+            rule = removal_rule("truncated")
+            store.gone[sid] = (removed, rule, PRESENCE_SHAPE[rule])
         note_made(
             store.made,
             operation,
