@@ -177,6 +177,25 @@ def of_error(
     if expected is not None:
         rule = rule_requiring(operation, expected)
         want = f"raises {type(expected).__name__}: {expected}"
+        stale_generation_passed = (
+            isinstance(expected, CheckpointConflictError)
+            and expected.kind == "generation"
+            and (
+                got is None
+                or (isinstance(got, CheckpointConflictError) and got.kind != "generation")
+            )
+        )
+        if stale_generation_passed:
+            # The store let a stale expected_generation through (it went on to succeed,
+            # or to judge the head): it does not compare it, or its generation is not
+            # the model's. A conflict showing that generation, met elsewhere, tells.
+            return Divergence(
+                rule,
+                f"{operation} did not raise CheckpointConflictError (generation conflict)",
+                expected=want,
+                got="returned" if got is None else _raised(got),
+                otherwise=("GEN-001", WRONG_GENERATION),
+            )
         if got is None or not isinstance(got, type(expected)):
             came = "returned" if got is None else _raised(got)
             shape = f"{operation} did not raise {type(expected).__name__}" + (
@@ -211,12 +230,7 @@ def of_error(
             ):
                 # The right expectation refused, with a generation of the store's own:
                 # the generation is what is wrong (GEN-001), as for any conflict.
-                return Divergence(
-                    "GEN-001",
-                    "a conflict shows a generation other than the model's",
-                    expected=want,
-                    got=_raised(got),
-                )
+                return Divergence("GEN-001", WRONG_GENERATION, expected=want, got=_raised(got))
             if _conflict_facts(got) != _conflict_facts(expected):
                 facts = "(session_id, expected, actual, kind)"
                 return Divergence(
@@ -230,7 +244,7 @@ def of_error(
     if isinstance(got, CheckpointConflictError) and got.kind == "generation":
         # The store compared the right expectation with a wrong generation of its own:
         # the generation is what is wrong (GEN-001 defines it).
-        rule, shape = "GEN-001", "a conflict shows a generation other than the model's"
+        rule, shape = "GEN-001", WRONG_GENERATION
     elif isinstance(got, CheckpointConflictError):
         rule = "TRUNC-003" if operation == "truncate" else "APPEND-002"
         shape = f"{operation} refused an expectation that holds"
@@ -264,6 +278,9 @@ def of_answer(operation: str, expected: object, got: object) -> Divergence | Non
             shape = f"{operation} returned more than the model"
     return Divergence(rule, shape, expected=f"returns {expected!r}", got=f"returned {got!r}")
 
+
+WRONG_GENERATION = "a conflict shows a generation other than the model's"
+"""GEN-001's shape for a generation conflict that names the store's own generation."""
 
 TO_HEAD_CHANGED = "a truncate to the head changed the session"
 """TRUNC-005's shape wherever a truncate to the head is seen to have acted: its mtime

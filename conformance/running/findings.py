@@ -116,7 +116,7 @@ def findings_from(
             frames=backend_frames(evidence),
         )
     if isinstance(evidence, RuleViolation) and evidence.shape:
-        made = msgspec.structs.replace(made, shape=evidence.shape)
+        made = msgspec.structs.replace(made, shape=evidence.shape, otherwise=evidence.otherwise)
     seen = divergence_noted(evidence) or divergence_noted(raised)
     root: Finding | None = None
     if (

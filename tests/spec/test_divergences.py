@@ -223,3 +223,20 @@ def test_a_cause_inferred_from_the_calls_before_keeps_what_the_answer_is_alone()
     assert (lost.rule, lost.otherwise) == ("DUR-001", ("READ-001", plain.shape))
     # A cause the calls show for certain is no inference.
     assert in_context(plain, Context(empty_batch=True)).otherwise is None
+
+
+def test_a_stale_generation_let_through_keeps_a_wrong_generation_as_the_other_explanation() -> None:
+    due = CheckpointConflictError("s", 1, 0, kind="generation")
+    accepted = of_error("append", due, None)
+    # Let through to the head's check, which refuses on its own count.
+    judged_head = of_error("append", due, CheckpointConflictError("s", 0, 1))
+    for divergence in (accepted, judged_head):
+        assert divergence is not None
+        assert divergence.rule == "GEN-002"
+        assert (
+            divergence.shape == "append did not raise CheckpointConflictError (generation conflict)"
+        )
+        assert divergence.otherwise == (
+            "GEN-001",
+            "a conflict shows a generation other than the model's",
+        )

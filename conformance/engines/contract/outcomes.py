@@ -127,11 +127,20 @@ def compare_outcomes(operation: str, actual: object, expected: object, call: str
         )
 
 
-def compare_answer(operation: str, actual: object, expected: object, call: str) -> None:
+def compare_answer(
+    operation: str,
+    actual: object,
+    expected: object,
+    call: str,
+    *,
+    otherwise: tuple[str, str] | None = None,
+) -> None:
     """A value an operation returned must be the model's: a difference is the divergence
-    the table names (`checkpointspec.spec.divergences.of_answer`)."""
+    the table names (`checkpointspec.spec.divergences.of_answer`), with ``otherwise``
+    the caller's other explanation of it, if it has one."""
     divergence = of_answer(operation, expected, actual)
     if divergence is not None:
+        divergence = msgspec.structs.replace(divergence, otherwise=otherwise)
         raise RuleViolation.of(
             divergence.at(call), f"{call} {divergence.got}; expected {expected!r}"
         )

@@ -29,7 +29,9 @@ class RuleViolation(AssertionError):
     model) allows there and ``got`` what came back; each is "" when not known. The
     message says them too: these carry them as values into the report's finding.
     ``shape`` names the divergence without the example's values, where the raiser
-    judged it by the table of divergences (`checkpointspec.spec.divergences`).
+    judged it by the table of divergences (`checkpointspec.spec.divergences`), and
+    ``otherwise`` the other explanation of the same answer that table kept, if any
+    (`checkpointspec.spec.divergences.Divergence.otherwise`).
     """
 
     def __init__(
@@ -43,6 +45,7 @@ class RuleViolation(AssertionError):
         expected: str = "",
         got: str = "",
         shape: str = "",
+        otherwise: tuple[str, str] | None = None,
     ) -> None:
         for rule in (rule_id, *also):
             if rule not in catalog:
@@ -55,6 +58,7 @@ class RuleViolation(AssertionError):
         self.expected = expected
         self.got = got
         self.shape = shape
+        self.otherwise = otherwise
 
     @classmethod
     def of(cls, divergence: Divergence, message: str) -> RuleViolation:
@@ -66,6 +70,7 @@ class RuleViolation(AssertionError):
             expected=divergence.expected,
             got=divergence.got,
             shape=divergence.shape,
+            otherwise=divergence.otherwise,
         )
 
     def __reduce__(
@@ -73,11 +78,17 @@ class RuleViolation(AssertionError):
     ) -> tuple[
         Callable[..., RuleViolation],
         tuple[type[RuleViolation], str, str, tuple[str, ...]],
-        dict[str, str],
+        dict[str, object],
     ]:
         # Checked once, where it was made: unpickled in another process, whose
         # contract may not be the checkpointer's, it is taken as it comes.
-        facts = {"call": self.call, "expected": self.expected, "got": self.got, "shape": self.shape}
+        facts: dict[str, object] = {
+            "call": self.call,
+            "expected": self.expected,
+            "got": self.got,
+            "shape": self.shape,
+            "otherwise": self.otherwise,
+        }
         return (_unpickled, (type(self), self.rule_id, self.message, self.also), facts)
 
 
@@ -88,6 +99,7 @@ def _unpickled(
     AssertionError.__init__(violation, f"[{rule_id}] {message}")
     violation.rule_id, violation.message, violation.also = rule_id, message, also
     violation.call = violation.expected = violation.got = violation.shape = ""
+    violation.otherwise = None
     return violation
 
 

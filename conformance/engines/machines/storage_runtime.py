@@ -131,6 +131,8 @@ class MachineBase(Diverging, RuleBasedStateMachine):
         self.ledger: Ledger[Checkpointer] = Ledger()
         # For a session the model does not hold: the call that must not have created it.
         self.made: dict[str, tuple[str, str]] = {}
+        # How many truncates to its head each session took: none may move its generation.
+        self.truncates_to_head: dict[str, int] = {}
         self.markers = itertools.count(1)
         new_run()
         self.open_handle_pair()
