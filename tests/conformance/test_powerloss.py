@@ -476,8 +476,11 @@ def test_a_session_listed_with_no_events_is_said_in_words_before_the_evidence() 
     both = crash_states.Expected({"gamma": ("g1", "g2")}, frozenset({"gamma"}))
     flight = crash_states.Step("append('gamma', 2 events)", 0, 3, both)
     seen = crash_states.Seen({"gamma": ()}, {}, frozenset({"gamma"}), True, "ok", [])
-    rule_id, message = crash_states._judge(seen, nothing, flight, False, "DUR-002")
+    verdict = crash_states._judge(seen, nothing, flight, False, "DUR-002")
+    assert verdict is not None
+    rule_id, message, shape = verdict
     assert rule_id == "DUR-002"
+    assert shape == "a session is listed with no events"
     assert message.startswith(
         "'gamma' is listed but has no events; after the interrupted append('gamma', 2 events) "
         "it must be absent, or hold its events (list_sessions shows ['gamma'], expected [] "
@@ -491,4 +494,19 @@ def test_an_acknowledged_session_missing_from_the_listing_is_said_in_words() -> 
     assert verdict == (
         "DUR-003",
         "'s' holds acknowledged events but is not listed (list_sessions shows [], expected ['s'])",
+        "a session holding acknowledged events is not listed",
     )
+
+
+def test_a_state_a_power_loss_leaves_that_a_kill_leaves_too_is_the_kills_defect() -> None:
+    """One shape for the same kind of state, whichever check left it; a power loss's
+    finding keeps the kill's rule as its other explanation, for the run to decide."""
+    nothing = crash_states.Expected({}, frozenset())
+    both = crash_states.Expected({"gamma": ("g1",)}, frozenset({"gamma"}))
+    flight = crash_states.Step("append('gamma', 1 event)", 0, 3, both)
+    seen = crash_states.Seen({"gamma": ()}, {}, frozenset({"gamma"}), True, "ok", [])
+    killed = crash_states._judge(seen, nothing, flight, False, "DUR-002")
+    powered_off = crash_states._judge(seen, nothing, flight, False, "DUR-003")
+    assert killed is not None
+    assert powered_off is not None
+    assert killed.shape == powered_off.shape

@@ -221,10 +221,6 @@ def test_each_mutant_is_killed_or_survives(checked: dict[str, Any]) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="a read that yields nothing is READ-001 and HANDLE-001 (docs/performance.md, mutants)",
-)
 def test_each_killed_mutant_has_one_root(checked: dict[str, Any]) -> None:
     for mutant in checked["mutants"]:
         if mutant["verdict"] == "killed":

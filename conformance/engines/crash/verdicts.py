@@ -309,19 +309,34 @@ def at_point(rnd: Round, point: int) -> tuple[Expected, Step | None]:
     return acked, following if following is not None and following.start < point else None
 
 
+class StateVerdict(NamedTuple):
+    """What a crash state breaks: the ``rule``, how (``message``, with the state's
+    values) and the ``shape`` of it without them, the same for a kill and a power loss
+    that leave the same kind of state."""
+
+    rule: str
+    message: str
+    shape: str
+
+
 def _judge(
     seen: Seen, acked: Expected, flight: Step | None, garbage: bool, rule_id: str
-) -> tuple[str, str] | None:
-    """The rule broken and how, or None when ``seen`` is a state the rule allows."""
+) -> StateVerdict | None:
+    """What ``seen`` breaks, or None when it is a state the rule allows."""
     if seen.broken:
-        return rule_id, "; ".join(seen.broken)
+        return StateVerdict(rule_id, "; ".join(seen.broken), "reading the reopened store failed")
     if not garbage and (seen.refused or not seen.integrity_ok):
         damaged = "; ".join(f"read({sid!r}) raised {err}" for sid, err in seen.refused.items())
-        return rule_id, f"{damaged or 'reads work'}; check_integrity: {seen.integrity}"
+        return StateVerdict(
+            rule_id,
+            f"{damaged or 'reads work'}; check_integrity: {seen.integrity}",
+            "the store is damaged where no write was torn",
+        )
     if seen.refused and seen.integrity_ok:
-        return (
+        return StateVerdict(
             rule_id,
             f"reads raise CorruptStoreError ({seen.refused}) but check_integrity is ok",
+            "reads raise CorruptStoreError but check_integrity is ok",
         )
     for want in [acked] if flight is None else [acked, flight.after]:
         logs_match = all(got == want.logs.get(sid, ()) for sid, got in seen.logs.items())
@@ -333,7 +348,7 @@ def _judge(
     return _mismatch(seen, acked, flight, rule_id)
 
 
-def _mismatch(seen: Seen, acked: Expected, flight: Step | None, rule_id: str) -> tuple[str, str]:
+def _mismatch(seen: Seen, acked: Expected, flight: Step | None, rule_id: str) -> StateVerdict:
     other = flight.after if flight is not None else acked
     interrupted = f" or, with the interrupted {flight.label}, " if flight is not None else " "
     for sid, got in seen.logs.items():
@@ -342,16 +357,20 @@ def _mismatch(seen: Seen, acked: Expected, flight: Step | None, rule_id: str) ->
             continue
         if len(want) < len(got) < len(alt) and alt[: len(got)] == got and got[: len(want)] == want:
             assert flight is not None
-            return "APPEND-003", (
+            return StateVerdict(
+                "APPEND-003",
                 f"session {sid!r} shows {len(got) - len(want)} of the {len(alt) - len(want)} "
-                f"events of the interrupted {flight.label}: a partial batch"
+                f"events of the interrupted {flight.label}: a partial batch",
+                "a partial batch is readable",
             )
         if len(alt) < len(got) < len(want) and want[: len(got)] == got and got[: len(alt)] == alt:
             assert flight is not None
-            return rule_id, (
+            return StateVerdict(
+                rule_id,
                 f"session {sid!r} lost {len(want) - len(got)} of the {len(want) - len(alt)} "
                 f"events the interrupted {flight.label} removes: a truncate carried part of "
-                f"the way (expected {len(want)} or {len(alt)} events, read {len(got)})"
+                f"the way (expected {len(want)} or {len(alt)} events, read {len(got)})",
+                "a truncate is carried part of the way",
             )
         lost = [t for t in want if t not in got]
         back = [t for t in got if t not in want and t not in alt]
@@ -359,24 +378,41 @@ def _mismatch(seen: Seen, acked: Expected, flight: Step | None, rule_id: str) ->
             f"events no acknowledged state holds: {back}; " if back else ""
         )
         expected = f"{list(want)}" + (f"{interrupted}{list(alt)}" if alt != want else "")
-        return rule_id, f"session {sid!r}: {what}expected {expected}, read {list(got)}"
+        shape = "; ".join(
+            part
+            for part, present in (
+                ("acknowledged events are lost", lost),
+                ("events no acknowledged state holds are read", back),
+            )
+            if present
+        )
+        return StateVerdict(
+            rule_id,
+            f"session {sid!r}: {what}expected {expected}, read {list(got)}",
+            shape or "a log is no state the writes could leave",
+        )
     wanted = (
         sorted(acked.listed)
         if flight is None
         else f"{sorted(acked.listed)}{interrupted}{sorted(other.listed)}"
     )
     evidence = f"list_sessions shows {sorted(seen.listed or ())}, expected {wanted}"
-    wrong = _listing_faults(seen, acked, flight)
-    return rule_id, f"{wrong} ({evidence})" if wrong else evidence
+    wrong, shape = _listing_faults(seen, acked, flight)
+    return StateVerdict(
+        rule_id,
+        f"{wrong} ({evidence})" if wrong else evidence,
+        shape or "the listing is no state the writes could leave",
+    )
 
 
-def _listing_faults(seen: Seen, acked: Expected, flight: Step | None) -> str:
+def _listing_faults(seen: Seen, acked: Expected, flight: Step | None) -> tuple[str, str]:
     """What is wrong with the listing, session by session, in words: the sessions
-    whose presence no state the writes could leave agrees with. Empty when the fault
-    is only in how the sessions combine."""
+    whose presence no state the writes could leave agrees with; and the first fault's
+    shape. Empty when the fault is only in how the sessions combine."""
     listed = seen.listed or frozenset()
     after = flight.after.listed if flight is not None else acked.listed
-    faults = []
+    faults: list[str] = []
+    shapes: list[str] = []
     for sid in sorted(listed | acked.listed | after):
         shown, before, then = sid in listed, sid in acked.listed, sid in after
         if shown and not seen.logs.get(sid) and not before:
@@ -386,11 +422,14 @@ def _listing_faults(seen: Seen, acked: Expected, flight: Step | None) -> str:
                     f"; after the interrupted {flight.label} it must be absent, or hold its events"
                 )
             faults.append(fault)
+            shapes.append("a session is listed with no events")
         elif shown and not (before or then):
             faults.append(f"{sid!r} is listed, and no state the writes could leave lists it")
+            shapes.append("a session is listed that no state the writes could leave lists")
         elif not shown and before and then:
             faults.append(f"{sid!r} holds acknowledged events but is not listed")
-    return "; ".join(faults)
+            shapes.append("a session holding acknowledged events is not listed")
+    return "; ".join(faults), (shapes[0] if shapes else "")
 
 
 def _context(rnd: Round, spec: CrashSpec, state: CrashState, crash: str) -> str:
@@ -474,21 +513,29 @@ async def check_state(
     except StdioProtocolError:
         raise  # no answer came back: the breach is its own finding (PROTO-001)
     except Exception as exc:
+        shape = f"reopening and reading after a crash raised {type(exc).__name__}"
         raise RuleViolation(
             rule_id,
-            f"reopening and reading after a crash raised {type(exc).__name__}: {exc}"
-            + _context(rnd, spec, state, crash),
+            f"{shape}: {exc}" + _context(rnd, spec, state, crash),
+            shape=shape,
+            otherwise=("DUR-002", shape) if rule_id == "DUR-003" else None,
         ) from exc
     acked, flight = at_point(rnd, spec.point)
     garbage = tear is not None and tear.fill == "garbage"
     verdict = _judge(seen, acked, flight, garbage, rule_id)
     if verdict is not None:
-        broken, message = verdict
         # The check's own crash state shows it: its rule fails with the rule broken. A
         # killed writer that left anything wrong left its write half-done: KILL-001 as
-        # well. A power loss is no killed writer.
+        # well. A power loss is no killed writer; what it leaves that a kill leaves too
+        # is no lost cache's doing, but the write's own (the kill's rule, DUR-002).
         also = (rule_id, "KILL-001") if crash == "kill state" else (rule_id,)
-        raise RuleViolation(broken, message + _context(rnd, spec, state, crash), also)
+        raise RuleViolation(
+            verdict.rule,
+            verdict.message + _context(rnd, spec, state, crash),
+            also,
+            shape=verdict.shape,
+            otherwise=("DUR-002", verdict.shape) if verdict.rule == "DUR-003" else None,
+        )
 
 
 async def check_rounds(
@@ -552,4 +599,5 @@ async def verdict_on(
     state: the rule broken and how, or None when every call in ``acked`` is in effect
     and ``flight`` (the call interrupted) wholly or not at all."""
     seen = await _reopen(h, store, sessions)
-    return _judge(seen, acked, flight, False, rule_id)
+    verdict = _judge(seen, acked, flight, False, rule_id)
+    return (verdict.rule, verdict.message) if verdict is not None else None
