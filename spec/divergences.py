@@ -125,6 +125,22 @@ def _conflict_facts(error: CheckpointConflictError) -> tuple[object, ...]:
     return (error.session_id, error.expected, error.actual, error.kind)
 
 
+def crash(operation: str, error: BaseException) -> tuple[str, str]:
+    """The rule and shape of ``operation`` raising ``error``, an error outside the
+    contract: the operation's answer rule, the same in every check."""
+    return ANSWER_RULE[operation], f"{operation} raised {type(error).__name__}"
+
+
+def truncates_to_head_counted(expected: int, got: object, to_head: int) -> tuple[str, str] | None:
+    """TRUNC-005's rule and shape when a generation ``got`` counts as many more than
+    the model's ``expected`` as the session took ``to_head`` truncates to its head (one
+    acted, or the generation counts calls: a truncate to the head seen acting tells);
+    else None."""
+    if to_head > 0 and isinstance(got, int) and got == expected + to_head:
+        return "TRUNC-005", TO_HEAD_CHANGED
+    return None
+
+
 def of_error(
     operation: str, expected: BaseException | None, got: BaseException | None
 ) -> Divergence | None:
@@ -157,9 +173,10 @@ def of_error(
         # or conflicted, so the same crash has the same name in every check. Where an
         # argument was invalid it is that argument's refusal missing, and on a closed
         # handle the missing CheckpointerClosedError (CLOSE-001), below.
+        rule, shape = crash(operation, got)
         return Divergence(
-            ANSWER_RULE[operation],
-            f"{operation} raised {type(got).__name__}",
+            rule,
+            shape,
             expected="success" if expected is None else f"raises {type(expected).__name__}",
             got=_raised(got),
         )
@@ -213,9 +230,7 @@ def of_error(
                 got=came,
                 # Crashing where a refusal was due: if the same crash is met where
                 # success was, the operation crashes whatever its arguments.
-                otherwise=(ANSWER_RULE[operation], f"{operation} raised {type(got).__name__}")
-                if crashed
-                else None,
+                otherwise=crash(operation, got) if crashed and got is not None else None,
             )
         if isinstance(expected, CheckpointConflictError):
             assert isinstance(got, CheckpointConflictError)
@@ -257,7 +272,7 @@ def of_error(
         rule = _REFUSED_VALID.get(got.argument, ANSWER_RULE[operation])
         shape = f"{operation} refused a valid {got.argument}"
     else:
-        rule, shape = ANSWER_RULE[operation], f"{operation} raised {type(got).__name__}"
+        rule, shape = crash(operation, got)
     return Divergence(rule, shape, expected="success", got=_raised(got))
 
 

@@ -35,7 +35,12 @@ from ....spec import (
     GenerationalCheckpointer,
     StoredEvent,
 )
-from ....spec.divergences import ANSWER_RULE, TO_HEAD_CHANGED, of_answer, of_error
+from ....spec.divergences import (
+    ANSWER_RULE,
+    of_answer,
+    of_error,
+    truncates_to_head_counted,
+)
 from ..contract.outcomes import (
     EVENT_KINDS,
     Err,
@@ -218,16 +223,14 @@ class CheckpointerMachine(MachineBase):
             "generation", call, lambda: gen(session_id), lambda: mh.generation(session_id)
         )
         if isinstance(actual, Ok) and isinstance(model, Ok):
-            idle = self.truncates_to_head.get(session_id, 0)
-            # As many more as truncates to the head: one acted (TRUNC-005), or the
-            # generation counts calls; a truncate to the head seen acting tells.
-            counted = idle > 0 and actual.value == model.value + idle
             compare_answer(
                 "generation",
                 actual.value,
                 model.value,
                 call,
-                otherwise=("TRUNC-005", TO_HEAD_CHANGED) if counted else None,
+                otherwise=truncates_to_head_counted(
+                    model.value, actual.value, self.truncates_to_head.get(session_id, 0)
+                ),
             )
 
     @rule(

@@ -68,16 +68,16 @@ from ....spec import (
     CheckpointConflictError as ConflictError,
 )
 from ....spec.divergences import (
-    ANSWER_RULE,
     PRESENCE_SHAPE,
-    TO_HEAD_CHANGED,
     Context,
     Divergence,
+    crash,
     in_context,
     of_answer,
     of_error,
     of_listing,
     of_read,
+    truncates_to_head_counted,
 )
 from ..contract.ledger import append_refusal_rule, removal_rule
 
@@ -380,22 +380,14 @@ class Witness:
         if holder is not pending.handle:
             if refused:
                 return True, None
-            crashed = (
-                outcome == "raised"
-                and isinstance(value, Exception)
-                and not isinstance(value, CheckpointError)
-            )
             return True, Divergence(
                 "MAINT-001",
                 f"{pending.operation} through another handle than the holder's was not refused",
                 expected="raises SessionLockedError",
                 got="returned" if outcome == "returned" else f"raised {type(value).__name__}",
                 # The same crash where the write was due to succeed is the operation's.
-                otherwise=(
-                    ANSWER_RULE[pending.operation],
-                    f"{pending.operation} raised {type(value).__name__}",
-                )
-                if crashed
+                otherwise=crash(pending.operation, value)
+                if isinstance(value, Exception) and not isinstance(value, CheckpointError)
                 else None,
             ).at(call)
         if refused:
@@ -477,12 +469,10 @@ class Witness:
             return Context(unseen_writer=self._unseen(store, handle, missing))
         if sid is None:
             return Context()
-        idle = store.idle_truncates.get(sid, 0)
-        if operation == "generation" and isinstance(answer, int) and value == answer + idle > 0:
-            # As many more as truncates to the head: each acted as a removal, or the
-            # generation counts truncate calls; a truncate to the head seen changing
-            # the session otherwise (its mtime) tells.
-            return Context(otherwise=("TRUNC-005", TO_HEAD_CHANGED))
+        if operation == "generation" and isinstance(answer, int):
+            counted = truncates_to_head_counted(answer, value, store.idle_truncates.get(sid, 0))
+            if counted is not None:
+                return Context(otherwise=counted)
         short = surplus = 0
         if isinstance(refusal, ConflictError) and not isinstance(value, BaseException):
             # A stale expectation accepted: by a handle blind to another's writes?
