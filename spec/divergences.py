@@ -44,6 +44,8 @@ __all__ = [
     "ANSWER_RULE",
     "Context",
     "Divergence",
+    "crash",
+    "crash_named",
     "in_context",
     "of_answer",
     "of_error",
@@ -129,6 +131,35 @@ def crash(operation: str, error: BaseException) -> tuple[str, str]:
     """The rule and shape of ``operation`` raising ``error``, an error outside the
     contract: the operation's answer rule, the same in every check."""
     return ANSWER_RULE[operation], f"{operation} raised {type(error).__name__}"
+
+
+_REFUSALS = frozenset(
+    kind.__name__
+    for kind in (
+        CheckpointConflictError,
+        CheckpointerClosedError,
+        InvalidArgumentError,
+        SessionLockedError,
+        UnsupportedOperationError,
+    )
+)
+"""The contract's refusals: errors whose meaning `of_error` judges against the
+refusal that was due. Every other error where success was due is a crash."""
+
+
+def crash_named(operation: str, error_name: str) -> tuple[str, str] | None:
+    """`crash` for evidence that knows the error only by its class name (a worker
+    process's last words or error reply, a recorded history): the rule and shape of
+    ``operation`` raising ``error_name`` where it should have succeeded, or None when
+    that is one of the contract's refusals (a conflict, a closed handle, an invalid
+    argument, a lock, an unsupported operation: the check judges those) or
+    ``operation`` is none of the contract's. Whichever check's worker met the crash,
+    the defect has the name the model-based machine gives it (`of_error`: the store's
+    own ``TypeError``, or a `CorruptStoreError` from a healthy store), so the run can
+    see the two are one."""
+    if operation not in ANSWER_RULE or error_name in _REFUSALS:
+        return None
+    return ANSWER_RULE[operation], f"{operation} raised {error_name}"
 
 
 def truncates_to_head_counted(expected: int, got: object, to_head: int) -> tuple[str, str] | None:

@@ -152,6 +152,15 @@ async def racing_appends_never_fork(h: Harness) -> None:
         others = [o.error for o in outcomes if isinstance(o, Err)]
         if len(winners) > 1:
             await _taking_turns(h, handles, f"s-turns-{round_}")
+        if not winners and others:
+            # Every append raised: an error that is not a conflict is append's own.
+            raise RuleViolation.or_crash(
+                "APPEND-004",
+                f"round {round_}: 0 of {len(outcomes)} appends with expected_head={head} "
+                f"succeeded: {others[0]!r}",
+                "append",
+                type(others[0]).__name__,
+            )
         expect(
             len(winners) == 1,
             "APPEND-004",

@@ -35,7 +35,14 @@ from ...spec import (
 from ..engines.contract.violations import RuleViolation
 from ..engines.crash.disk import SimulatedDisk
 from ..engines.crash.verdicts import Round, Step, check_rounds, plan_workload
-from ..engines.processes.client import UNSENT, Acked, WorkerExited, WorkerHung
+from ..engines.processes.client import (
+    UNSENT,
+    Acked,
+    Failed,
+    WorkerExited,
+    WorkerHung,
+    backend_error,
+)
 from ..engines.processes.messages import AppendBatches
 from ..engines.run.harness import CheckSkipped, Harness, read_all
 from ._support import check_whole_batches, expect, opened_workers, snapshot, spin
@@ -163,11 +170,17 @@ async def acknowledged_writes_survive_kill(h: Harness) -> None:
                 spin(min(interval, 0.05) * rng.random())
             # Acknowledgements sent before the kill but not yet read count too.
             acked += [r for r in await worker.kill() if isinstance(r, Acked)]
-        expect(
-            len(acked) >= 1,
-            "DUR-002",
-            f"the writer acknowledged nothing before it was killed: {ended}",
-        )
+        if not acked:
+            raise RuleViolation.or_crash(
+                "DUR-002",
+                f"the writer acknowledged nothing before it was killed: {ended}",
+                "append",
+                ended.error
+                if isinstance(ended, Failed)
+                else backend_error(ended)
+                if isinstance(ended, BaseException)
+                else "",
+            )
         cp = await h.open()
         log = await read_all(cp, session)
         stored = {getattr(s.event, "text", "") for s in log}

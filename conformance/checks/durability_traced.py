@@ -71,6 +71,7 @@ from ..engines.processes.client import (
     WorkerClient,
     WorkerExited,
     WorkerHung,
+    backend_error,
     hello,
 )
 from ..engines.run.harness import CheckSkipped, Harness
@@ -127,20 +128,27 @@ async def drive_traced_worker(
     its handle; the reply lines the kit received, for `steps_of`. A store the worker
     cannot open, a call it refuses, or a worker lost on the way breaks ``rule_id``."""
     worker.transcript = transcript = bytearray()
+    operation = "open"
     try:
         opened = await worker.call(hello(str(store), options))
         if not isinstance(opened, Opened):
             raise RuleViolation(rule_id, f"the traced worker could not open the store: {opened}")
         for call in calls:
+            operation = call.kind
             reply = await worker.call(call.as_request())
             if isinstance(reply, Failed):
-                raise RuleViolation(
+                raise RuleViolation.or_crash(
                     rule_id,
                     f"{call.label} raised {reply.error} in the traced worker: {reply.message}",
+                    call.kind,
+                    reply.error,
                 )
+        operation = "close"
         await worker.call(Close(UNSENT))
     except (WorkerExited, WorkerHung) as lost:
-        raise RuleViolation(rule_id, f"the traced worker stopped: {lost}") from lost
+        raise RuleViolation.or_crash(
+            rule_id, f"the traced worker stopped: {lost}", operation, backend_error(lost)
+        ) from lost
     return bytes(transcript)
 
 

@@ -39,6 +39,7 @@ from ..engines.processes.client import (
     WorkerClient,
     WorkerExited,
     WorkerHung,
+    backend_error,
 )
 from ..engines.processes.messages import AppendBatches
 from ..engines.processes.stress import StressHung, StressPlan, overlapping_calls, run_stress
@@ -155,12 +156,14 @@ async def free_running_history(h: Harness) -> None:
                 )
         first = unexplained[0]
         assert isinstance(first.outcome, Raised)
-        raise RuleViolation(
+        raise RuleViolation.or_crash(
             "MP-001",
             f"{len(unexplained)} calls raised errors contention does not explain (only "
             f"StoreBusyError) on a store only the workers wrote: {dict(kinds)}; the first: "
             f"{describe(first)}: "
             f"{first.outcome.message}",
+            first.kind,
+            first.outcome.error,
         )
     busy = Counter(op.outcome.error for op in run.operations if isinstance(op.outcome, Raised))
     if busy:
@@ -218,9 +221,14 @@ async def _acked(n: int, worker: WorkerClient, conflicts: int) -> list[Acked]:
                     f"{reply.expected} and the store said its head was {reply.actual}",
                 )
             elif not isinstance(reply, Succeeded):
-                raise RuleViolation("MP-001", f"worker {n} failed: {reply}")
+                error = reply.error if isinstance(reply, Failed) else ""
+                raise RuleViolation.or_crash(
+                    "MP-001", f"worker {n} failed: {reply}", "append", error
+                )
     except (WorkerExited, WorkerHung) as lost:
-        raise RuleViolation("MP-001", f"worker {n} failed: {lost}") from None
+        raise RuleViolation.or_crash(
+            "MP-001", f"worker {n} failed: {lost}", "append", backend_error(lost)
+        ) from None
     return acks
 
 

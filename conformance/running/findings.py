@@ -24,6 +24,7 @@ import msgspec
 
 from ...backends.stdio.wire import StdioProtocolError, quote
 from ...spec import Capability, UnsupportedOperationError
+from ...spec.divergences import crash_named
 from ..checks.base import Check
 from ..engines.contract.violations import RuleViolation
 from ..engines.run.harness import Harness
@@ -101,8 +102,11 @@ def findings_from(
             raise ValueError(f"neither the backend nor the session layer raised {evidence!r}")
         name = type(evidence).__name__
         message = f"the {noted.raiser} raised {name} from {noted.operation}: {evidence}"
+        rule = _blamed_rule(check, evidence)
+        operation = noted.operation.split(" ", 1)[0]  # "append in a worker process"
+        crashed = crash_named(operation, name) if noted.raiser == "backend" else None
         made = Finding(
-            rule=_blamed_rule(check, evidence),
+            rule=rule,
             check=check.name,
             summary=_first_line(message),
             replay=rerun,
@@ -115,6 +119,10 @@ def findings_from(
             steps=steps,
             frames=backend_frames(evidence),
         )
+        if crashed is not None and crashed[0] != rule:
+            # An operation's crash where the check's own rule was at stake: the same
+            # crash seen plainly elsewhere is the defect (`roots.resolved`).
+            made = msgspec.structs.replace(made, shape=crashed[1], otherwise=crashed)
     if isinstance(evidence, RuleViolation) and evidence.shape:
         made = msgspec.structs.replace(made, shape=evidence.shape, otherwise=evidence.otherwise)
     seen = divergence_noted(evidence) or divergence_noted(raised)

@@ -28,6 +28,7 @@ from checkpointspec.conformance.engines.processes.client import (
     Opened,
     WorkerClient,
     _exit_evidence,
+    backend_error,
     breach_line,
     hello,
     marker_prompts,
@@ -103,6 +104,8 @@ def test_an_exception_the_backend_raised_is_the_backends(tmp_path: Path, forked:
     assert ended.status == BACKEND_FAILED
     assert str(ended).startswith("RuntimeError: the disk caught fire"), str(ended)
     assert backend_operation(ended) == "append in a worker process"
+    assert ended.error == "RuntimeError"
+    assert backend_error(ended) == "RuntimeError"
 
 
 def test_an_answer_of_the_wrong_type_fails_its_rule(tmp_path: Path, forked: bool) -> None:

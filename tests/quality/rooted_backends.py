@@ -7,7 +7,11 @@ as the root and show what the other checks saw as following from it.
 `ThreeDefects` is the memory reference backend with three unrelated bugs: the
 model-based check must report all three, each replayable on its own.
 `HeadCachedPerHandle` accepts an expected head another handle made stale: the
-racing-appends check must name it HANDLE-001, not APPEND-004. ``violates``
+racing-appends check must name it HANDLE-001, not APPEND-004. `DeleteCrashes`
+crashes with a `TypeError` on every delete of a session it holds events of: checks
+that meet the crash in their worker processes (a traced writer, a held writer, the
+stress history) must see the crash the model-based check names, DELETE-001.
+``violates``
 names the root rule (the first, for several). Neither is a meta-suite case
 (`cases.py`): `test_findings_and_roots.py` runs them. The kit loads them by
 ``module:attribute``, in its worker processes too.
@@ -30,7 +34,12 @@ from checkpointspec.spec import (
     check_truncate_arguments,
 )
 
-__all__ = ["HeadCachedPerHandle", "ThreeDefects", "TruncateIgnoresExpectedHead"]
+__all__ = [
+    "DeleteCrashes",
+    "HeadCachedPerHandle",
+    "ThreeDefects",
+    "TruncateIgnoresExpectedHead",
+]
 
 
 class TruncateIgnoresExpectedHead(SqliteCheckpointer):
@@ -121,3 +130,29 @@ class HeadCachedPerHandle(MemoryCheckpointer):
         head = await super().append(session_id, events, expected_generation=expected_generation)
         self._heads[session_id] = head
         return head
+
+
+class DeleteCrashes(SqliteCheckpointer):
+    """Bug: delete reads a row it assumes is there and raises ``TypeError`` (an error
+    outside the contract) on every session that exists, as a store that indexes a
+    missing row does.
+
+    The model-based check names it DELETE-001 (delete's own answer); the held, traced
+    and killed writers and the stress history meet the same crash in worker
+    processes under their own rules. Kit must report DELETE-001 as the only root.
+    """
+
+    violates = "DELETE-001"
+
+    @classmethod
+    async def make(cls, ctx: BackendContext) -> Self:
+        """The reference SQLite factory (``ctx.codec`` and options applied), as this class."""
+        handle = await make_sqlite(ctx)
+        handle.__class__ = cls
+        return cast(Self, handle)
+
+    async def delete(self, session_id: str) -> None:
+        if await self.head(session_id) > 0:
+            missing: list[int] | None = None
+            missing[0]  # type: ignore[index]  # the crash itself: None is not subscriptable
+        await super().delete(session_id)

@@ -12,7 +12,12 @@ from checkpointspec.conformance.running.plan import plan_run
 from checkpointspec.conformance.running.registry import CHECKS_BY_NAME
 from checkpointspec.conformance.running.runner import run_check, run_kit
 from kit_reports import MODEL_BASED, describe
-from rooted_backends import HeadCachedPerHandle, ThreeDefects, TruncateIgnoresExpectedHead
+from rooted_backends import (
+    DeleteCrashes,
+    HeadCachedPerHandle,
+    ThreeDefects,
+    TruncateIgnoresExpectedHead,
+)
 
 THREE = "rooted_backends:ThreeDefects.make"
 
@@ -52,6 +57,26 @@ def test_one_defect_seen_by_several_checks_is_named_at_its_root(seed: int) -> No
     assert report.rules[0].id == TruncateIgnoresExpectedHead.violates, text
     for rule in report.rules[1:]:
         assert rule.status != "failed" or rule.follows_from == report.roots[0], text
+
+
+# Slow: the held, traced and killed writers and the stress history start worker
+# processes (about a minute on a shared 2-core machine).
+@pytest.mark.slow
+def test_a_crash_met_in_worker_processes_is_the_crash_the_model_based_check_names() -> None:
+    """A delete that raises TypeError ends the workers of READ-003, DUR-002, KILL-001
+    and MP-001's checks: each finding keeps delete's crash as its other explanation,
+    which the model-based check shows plainly, so DELETE-001 is the one root."""
+    backend = "rooted_backends:DeleteCrashes.make"
+    only = ("SEQ-001", "READ-003", "DUR-002", "KILL-001", "MP-001")
+    report = run_kit(plan_run(backend, profile="quick", seed=1, only=only))
+    text = describe(report)
+    assert report.exit_status == 1, text
+    assert report.roots == (DeleteCrashes.violates,), text
+    followers = [f for f in report.findings if f.rule != DeleteCrashes.violates]
+    assert {f.rule for f in followers} >= {"READ-003", "DUR-002", "KILL-001"}, text
+    for finding in followers:
+        assert finding.follows_from == DeleteCrashes.violates, text
+        assert finding.shape == "delete raised TypeError", text
 
 
 # Slow: the commanded workers start three processes and run the quick profile's examples

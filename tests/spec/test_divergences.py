@@ -15,6 +15,8 @@ from checkpointspec.spec import (
 )
 from checkpointspec.spec.divergences import (
     Context,
+    crash,
+    crash_named,
     in_context,
     of_answer,
     of_error,
@@ -210,6 +212,21 @@ def test_a_crash_is_named_by_its_operation_whatever_was_due() -> None:
     closed = of_error("append", CheckpointerClosedError("append"), TypeError("not open"))
     assert closed is not None
     assert closed.rule == "CLOSE-001"
+
+
+def test_a_crash_known_by_its_error_name_has_the_crash_s_name() -> None:
+    """Evidence that knows only the class name of what was raised (a worker's last
+    line, a recorded history) names the same crash `crash` does, as `of_error` names
+    any error where success was due; the contract's refusals, and calls that are no
+    operation of the contract, are not crashes."""
+    assert crash_named("delete", "TypeError") == crash("delete", TypeError())
+    assert crash_named("append", "CorruptStoreError") == (
+        "SEQ-003",
+        "append raised CorruptStoreError",
+    )
+    assert crash_named("delete", "CheckpointConflictError") is None
+    assert crash_named("read", "InvalidArgumentError") is None
+    assert crash_named("open", "TypeError") is None
 
 
 def test_a_cause_inferred_from_the_calls_before_keeps_what_the_answer_is_alone() -> None:

@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 import msgspec
 
 from ....spec import RULES_BY_ID
-from ....spec.divergences import Divergence
+from ....spec.divergences import Divergence, crash_named
 
 __all__ = ["RuleViolation", "RuleWarning", "expect"]
 
@@ -71,6 +71,23 @@ class RuleViolation(AssertionError):
             got=divergence.got,
             shape=divergence.shape,
             otherwise=divergence.otherwise,
+        )
+
+    @classmethod
+    def or_crash(cls, rule_id: str, message: str, operation: str, error_name: str) -> RuleViolation:
+        """The violation of ``rule_id`` (the check's) where ``operation`` raised
+        ``error_name`` instead of doing what the check needed of it, keeping that
+        operation's crash as the other explanation when the error is one
+        (`checkpointspec.spec.divergences.crash_named`): a worker that ended on it, an
+        error reply, a stress history's unexplained errors. Where the same crash is
+        seen plainly elsewhere in the run it is the defect (`roots.resolved`)."""
+        crashed = crash_named(operation, error_name) if error_name else None
+        return cls(
+            rule_id,
+            message,
+            got=f"raised {error_name}" if error_name else "",
+            shape=crashed[1] if crashed else "",
+            otherwise=crashed,
         )
 
     def __reduce__(

@@ -61,6 +61,7 @@ from ..processes.client import (
     WorkerExited,
     WorkerHung,
     WorkerReply,
+    backend_error,
     hello,
     marker_prompts,
 )
@@ -186,8 +187,11 @@ async def prepared(h: Harness, calls: list[Call], upto: int, rule_id: str) -> Pa
                 else:
                     await cp.delete(call.session)
             except CheckpointError as exc:
-                raise RuleViolation(
-                    rule_id, f"{call.label} failed: {type(exc).__name__}: {exc}"
+                raise RuleViolation.or_crash(
+                    rule_id,
+                    f"{call.label} failed: {type(exc).__name__}: {exc}",
+                    call.kind,
+                    type(exc).__name__,
                 ) from exc
     return store
 
@@ -299,10 +303,12 @@ async def _reached(
             hung.stderr,
         ) from hung
     except WorkerExited as exited:
-        raise RuleViolation(
+        raise RuleViolation.or_crash(
             rule_id,
             f"the worker (process {worker.process.pid}) exited in the middle of {call.label} "
             f"without being killed: {exited}",
+            call.kind,
+            backend_error(exited),
         ) from exited
     # The write ended before its nth call: the ones counted were all it made.
     counted = await stopper.finish()

@@ -56,6 +56,7 @@ from ..processes.client import (
     WorkerExited,
     WorkerHung,
     WorkerReply,
+    backend_error,
     hello,
     marker_prompts,
 )
@@ -222,6 +223,13 @@ class CommandedMachine(RuleBasedStateMachine):
         try:
             reply = self.pool.call(k, request)
         except (WorkerHung, WorkerExited) as hung:
+            if backend_error(hung):
+                raise RuleViolation.or_crash(
+                    "KILL-001",
+                    f"worker {k} ended on {request!r}: {hung}",
+                    _operation_of(request),
+                    backend_error(hung),
+                ) from None
             raise RuleViolation(
                 "KILL-001",
                 f"worker {k} hung on {request!r}: {hung}; "
@@ -267,27 +275,31 @@ class CommandedMachine(RuleBasedStateMachine):
             return None
 
     def check_write(self, k: int, command: Write, reply: WorkerReply, expected: int | None) -> None:
+        """A write's reply against the model's answer; an error reply where another
+        answer was due keeps the operation's crash as its other explanation."""
+        kind = _kind(command)
+        error = reply.error if isinstance(reply, Failed) else ""
         if isinstance(command, Delete):
-            expect(
-                isinstance(reply, Succeeded),
-                "MP-001",
-                f"worker {k}: delete({command.session_id!r}) gave {reply}; expected it to succeed",
-            )
+            if not isinstance(reply, Succeeded):
+                raise RuleViolation.or_crash(
+                    "MP-001",
+                    f"worker {k}: delete({command.session_id!r}) gave {reply}; "
+                    "expected it to succeed",
+                    kind,
+                    error,
+                )
             return
-        call = f"worker {k}: {_kind(command)}({command.session_id!r}, expected_head={command.expected_head})"
+        call = f"worker {k}: {kind}({command.session_id!r}, expected_head={command.expected_head})"
         if expected is None:
             if isinstance(reply, Succeeded):
                 self.blame_unchecked_head(k, command, call)
-            expect(
-                isinstance(reply, Failed) and reply.error == "CheckpointConflictError",
-                "MP-001",
-                f"{call} gave {reply}; expected a conflict",
-            )
-        else:
-            expect(
-                isinstance(reply, Succeeded) and reply.value == expected,
-                "MP-001",
-                f"{call} gave {reply}; expected head {expected}",
+            if error != "CheckpointConflictError":
+                raise RuleViolation.or_crash(
+                    "MP-001", f"{call} gave {reply}; expected a conflict", kind, error
+                )
+        elif not (isinstance(reply, Succeeded) and reply.value == expected):
+            raise RuleViolation.or_crash(
+                "MP-001", f"{call} gave {reply}; expected head {expected}", kind, error
             )
 
     def blame_unchecked_head(self, k: int, command: Append | Truncate, call: str) -> None:
@@ -525,3 +537,8 @@ def _pairs(reply: WorkerReply) -> Pairs | WorkerReply:
     if isinstance(reply, Succeeded) and isinstance(reply.value, list):
         return [(seq, marker) for seq, marker in reply.value]
     return reply
+
+
+def _operation_of(request: Request | KitRequest) -> str:
+    """The contract operation a worker request makes ("delete" for `Delete`): its tag."""
+    return str(request.__struct_config__.tag)

@@ -103,6 +103,7 @@ __all__ = [
     "WorkerExited",
     "WorkerHung",
     "WorkerReply",
+    "backend_error",
     "breach_line",
     "hello",
     "marker_prompts",
@@ -356,6 +357,16 @@ class BackendFailedInWorker(WorkerExited):
         super().__init__(status, stderr)
         raised = stderr.strip().splitlines()[-1:] or ["no output"]
         self.args = (f"{raised[0]} (the worker exited with status {status})",)
+        named = raised[0].split(":", 1)[0].strip()
+        self.error = named.rsplit(".", 1)[-1] if named.replace(".", "").isidentifier() else ""
+        """The class name of what the backend raised ("TypeError"; "" when its last
+        line names none)."""
+
+
+def backend_error(lost: BaseException) -> str:
+    """The class name of what the backend raised when ``lost`` is a worker that ended
+    because of it (`BackendFailedInWorker`: "TypeError"); "" for any other end."""
+    return lost.error if isinstance(lost, BackendFailedInWorker) else ""
 
 
 class WorkerClient:
