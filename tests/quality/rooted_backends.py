@@ -42,7 +42,18 @@ __all__ = [
 ]
 
 
-class TruncateIgnoresExpectedHead(SqliteCheckpointer):
+class _SqliteVariant(SqliteCheckpointer):
+    """The SQLite reference backend with one method changed by a subclass."""
+
+    @classmethod
+    async def make(cls, ctx: BackendContext) -> Self:
+        """The reference SQLite factory (``ctx.codec`` and options applied), as this class."""
+        handle = await make_sqlite(ctx)
+        handle.__class__ = cls
+        return cast(Self, handle)
+
+
+class TruncateIgnoresExpectedHead(_SqliteVariant):
     """Bug: truncate checks ``expected_head`` is a valid head, then ignores it, so a
     truncate from a stale head succeeds.
 
@@ -52,13 +63,6 @@ class TruncateIgnoresExpectedHead(SqliteCheckpointer):
     """
 
     violates = "TRUNC-003"
-
-    @classmethod
-    async def make(cls, ctx: BackendContext) -> Self:
-        """The reference SQLite factory (``ctx.codec`` and options applied), as this class."""
-        handle = await make_sqlite(ctx)
-        handle.__class__ = cls
-        return cast(Self, handle)
 
     async def truncate(
         self,
@@ -132,7 +136,7 @@ class HeadCachedPerHandle(MemoryCheckpointer):
         return head
 
 
-class DeleteCrashes(SqliteCheckpointer):
+class DeleteCrashes(_SqliteVariant):
     """Bug: delete reads a row it assumes is there and raises ``TypeError`` (an error
     outside the contract) on every session that exists, as a store that indexes a
     missing row does.
@@ -143,13 +147,6 @@ class DeleteCrashes(SqliteCheckpointer):
     """
 
     violates = "DELETE-001"
-
-    @classmethod
-    async def make(cls, ctx: BackendContext) -> Self:
-        """The reference SQLite factory (``ctx.codec`` and options applied), as this class."""
-        handle = await make_sqlite(ctx)
-        handle.__class__ = cls
-        return cast(Self, handle)
 
     async def delete(self, session_id: str) -> None:
         if await self.head(session_id) > 0:
