@@ -39,8 +39,8 @@ class Check(msgspec.Struct, frozen=True):
     process, a race the operating system schedules), so that a failure's replay may
     differ; empty for a check whose replay is exact. Failure panels print it."""
     kind: CheckKind = "single"
-    """What the check's time goes on, which decides its share of a run's time budget
-    (`checkpointspec.conformance.engines.search.budget.KIND_WEIGHTS`)."""
+    """What the check's time goes on, which decides its share of a run's time budget for
+    shrinking a failure (`checkpointspec.conformance.engines.search.budget.KIND_WEIGHTS`)."""
 
     @property
     def rule_id(self) -> str:

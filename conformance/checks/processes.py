@@ -42,7 +42,14 @@ from ..engines.processes.client import (
     backend_error,
 )
 from ..engines.processes.messages import AppendBatches
-from ..engines.processes.stress import StressHung, StressPlan, overlapping_calls, run_stress
+from ..engines.processes.stress import (
+    StressHung,
+    StressPlan,
+    StressRun,
+    overlapping_calls,
+    run_stress,
+    share_of,
+)
 from ..engines.run.harness import Harness, NothingExercised, read_all
 from ._support import check_whole_batches, opened_workers
 from .base import check
@@ -57,21 +64,33 @@ _CONTENTION_ERRORS = frozenset({errors.StoreBusyError.__name__})
 
 
 STRESS_SHARE = 0.5
-"""The part of its slice's time the stress check lets its workers run: the rest goes on
-starting them and checking the history they leave."""
+"""The part of the time left of the run's cap the stress workers may run at most: the
+rest goes on starting them and checking the history they leave."""
 
 
 def _stress_seconds(h: Harness) -> float:
-    """How long the stress workers run: the profile's ``stress_seconds``, or less when the
-    check's slice of the time budget is shorter (at least a second)."""
+    """How long each stress worker may run: the profile's ``stress_seconds``, a cap, or
+    less when the run's time cap is nearer (at least a second)."""
     left = h.slice.left()
     if left is None or left * STRESS_SHARE >= h.profile.stress_seconds:
         return h.profile.stress_seconds
-    seconds = max(1.0, left * STRESS_SHARE)
-    h.slice.stopped(
-        f"ran its stress workers {seconds:.1f} s of the profile's {h.profile.stress_seconds:g} s"
-    )
-    return seconds
+    return max(1.0, left * STRESS_SHARE)
+
+
+def _calls_left_unmade(h: Harness, plan: StressPlan, run: StressRun) -> None:
+    """Record (`Slice.stopped`) when workers that were not killed stopped at their time cap
+    with calls of the profile's count unmade: the history is shorter than the profile
+    asks for, so the check is incomplete."""
+    made = Counter(op.process for op in run.operations)
+    short = [
+        n for n in range(plan.processes) if n not in run.killed and made[n] < share_of(plan, n)
+    ]
+    if short:
+        h.slice.stopped(
+            f"its stress workers {short} made {sum(made[n] for n in short)} of their "
+            f"{sum(share_of(plan, n) for n in short)} calls within the {plan.seconds:g} s "
+            "each may run"
+        )
 
 
 @check(
@@ -123,6 +142,7 @@ async def free_running_history(h: Harness) -> None:
                 else ""
             ),
         ) from None
+    _calls_left_unmade(h, plan, run)
     completed = sum(1 for op in run.operations if op.completed is not None)
     overlapping = overlapping_calls(run.operations)
     h.measure(

@@ -11,7 +11,9 @@ on the right:
   as expected failures that failed;
 - red, ``failing: N rules`` when it failed (exit status 1): N counts the rules
   that failed or passed against their ``--xfail``;
-- grey, ``kit error`` when the kit broke off a check (exit status 3).
+- grey, ``kit error`` when the kit broke off a check (exit status 3);
+- grey, ``incomplete`` when the time cap stopped a check before its counts (exit
+  status 4).
 
 Text widths come from a table of Verdana's advance widths at 11 px (the font
 the badge names first); a glyph missing from it counts as wide, so a badge may
@@ -26,7 +28,7 @@ from xml.sax.saxutils import escape, quoteattr
 import msgspec
 
 from ..running.levels import attained
-from ..running.report import EXIT_FAILED, EXIT_PASSED, KitReport
+from ..running.report import EXIT_FAILED, EXIT_INCOMPLETE, EXIT_PASSED, KitReport
 
 __all__ = ["Badge", "badge_for", "render_badge"]
 
@@ -50,6 +52,8 @@ def badge_for(report: KitReport, label: str = "checkpointspec") -> Badge:
     if report.exit_status == EXIT_FAILED:
         failing = sum(r.status in ("failed", "xpassed") for r in report.rules)
         return Badge(label, f"failing: {failing} rule{'' if failing == 1 else 's'}", RED)
+    if report.exit_status == EXIT_INCOMPLETE:
+        return Badge(label, "incomplete", GREY)
     if report.exit_status != EXIT_PASSED:
         return Badge(label, "kit error", GREY)
     message = "+".join(attained(report.levels)) or "passed"

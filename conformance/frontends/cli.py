@@ -70,6 +70,8 @@ from ...reference import cli as operator
 from ...spec import RULES
 from ..checks.base import Check
 from ..engines.run.kit_run import KitRun, OutputName, ReportOutputs
+from ..engines.search.budget import format_seconds
+from ..engines.search.replay import HYPOTHESIS_VERSION
 from ..engines.target.session_layer import DEFAULT_SESSION_LAYER
 from ..running.compare import compare_reports, render_comparison
 from ..running.failures import panel_body, rule_headline
@@ -78,9 +80,11 @@ from ..running.merge import MergeError, load_report, merge_reports
 from ..running.plan import RunSettingError, check_outputs, plan_run
 from ..running.report import (
     EXIT_FAILED,
+    EXIT_INCOMPLETE,
     EXIT_KIT_ERROR,
     EXIT_PASSED,
     EXIT_USAGE,
+    KIT_VERSION,
     CheckResult,
     KitReport,
     to_json,
@@ -105,6 +109,7 @@ _STYLE = {
     "not_run": "dim",
     "error": "bold white on red",
     "kit_checked": "dim cyan",
+    "incomplete": "bold yellow",
 }
 
 
@@ -230,7 +235,7 @@ def _print_findings(console: Console, report: KitReport, verbose: bool = False) 
                 f"{escape(result.name)}: {escape(why)}"
             )
     for result in report.checks:
-        if result.status in ("skipped", "not_checked"):
+        if result.status in ("incomplete", "skipped", "not_checked"):
             kind = result.status.replace("_", " ")
             console.print(f"[dim]{kind}[/] {escape(result.name)}: {escape(result.reason)}")
     for warning in report.warnings:
@@ -242,7 +247,7 @@ def _roots_first(result: CheckResult) -> bool:
     return bool(result.findings) and result.findings[0].follows_from is not None
 
 
-_CHECK_STATUSES = ("passed", "failed", "error", "not_checked", "skipped")
+_CHECK_STATUSES = ("passed", "failed", "error", "incomplete", "not_checked", "skipped")
 
 
 def _summary(report: KitReport) -> str:
@@ -264,6 +269,8 @@ _VERDICTS = {
     EXIT_PASSED: "[bold green]PASS[/]",
     EXIT_FAILED: "[bold red]FAIL[/]",
     EXIT_KIT_ERROR: "[bold white on red]KIT ERROR[/] no rule failed, but the kit broke off checks:",
+    EXIT_INCOMPLETE: "[bold yellow]INCOMPLETE[/] no rule failed, but the time cap stopped checks "
+    "before their counts (raise --budget, or pass --accept-incomplete):",
 }
 
 
@@ -388,8 +395,46 @@ def _run(args: argparse.Namespace, console: Console) -> int:
     _lite_agent_header(args, console)
     with progress:  # shown while the backend is probed too
         run = _planned_run(args)
+        header = run_header(run)
+        for line in header[:1] if args.quiet else header:
+            console.print(escape(line), highlight=False, soft_wrap=True)
         report = run_kit(run, live)
     return _show(report, run.outputs, console, verbose=args.verbose)
+
+
+def run_header(run: KitRun) -> list[str]:
+    """The lines a run prints before any check, piped or not, so that a log cut short
+    (a CI job killed by its own timeout) still says what ran: the backend and what it
+    declared, the profile, seed and cap, the replay key's versions, what CI mode
+    changed, and the command that runs the same work again. ``--quiet`` prints the
+    first line only."""
+    cap = format_seconds(run.budget) if run.budget is not None else "none"
+    declared = ", ".join(sorted(c.value for c in run.probe.capabilities)) or "nothing optional"
+    lines = [
+        f"checkpointspec {KIT_VERSION} · {run.backend.name} · suite {run.suite} · profile "
+        f"{run.profile.name} · seed {run.seed} · cap {cap}",
+        f"backend {run.backend.target} declares {declared}; hypothesis {HYPOTHESIS_VERSION}",
+    ]
+    if run.ci:
+        lines.append(
+            f"CI is set: the run is a gate: seed {run.seed} unless --seed gives one "
+            f"(not drawn), no example database, no per-example deadline, failing "
+            f"examples printed as replay blobs; a check the cap stops is incomplete"
+            + (" (accepted: --accept-incomplete)" if run.accept_incomplete else "")
+        )
+    budget = (
+        f" --budget {cap}"
+        if run.budget != run.profile.budget_seconds and run.budget is not None
+        else " --budget none"
+        if run.budget is None and run.profile.budget_seconds is not None
+        else ""
+    )
+    suite = f" --suite {run.suite}" if run.suite != "storage" else ""
+    lines.append(
+        f"the same work again: checkpointspec run {run.backend.name}{suite} --profile "
+        f"{run.profile.name} --seed {run.seed}{budget}"
+    )
+    return lines
 
 
 def _show(report: KitReport, outputs: ReportOutputs, console: Console, *, verbose: bool) -> int:
@@ -410,7 +455,11 @@ def _show(report: KitReport, outputs: ReportOutputs, console: Console, *, verbos
             _error(problem)
             # A verdict (1, 3) stands; a pass whose report was lost is not a pass to CI.
             status = EXIT_USAGE if status == EXIT_PASSED else status
-    console.print(f"{_VERDICTS[report.exit_status]} {_summary(report)}")
+    capped = sum(c.status == "incomplete" for c in report.checks)
+    verdict = _VERDICTS[report.exit_status]
+    if report.exit_status == EXIT_PASSED and capped:
+        verdict += f" with {capped} incomplete checks accepted (--accept-incomplete):"
+    console.print(f"{verdict} {_summary(report)}")
     if report.roots:
         console.print(escape(_roots_line(report)), highlight=False)
     console.print(escape(describe_levels(report.levels)), highlight=False)

@@ -174,8 +174,8 @@ class CheckItem(pytest.Item):
         self.user_properties.append(("checkpointspec_seed", self.run.seed))
         with tempfile.TemporaryDirectory(prefix="checkpointspec-") as root:
             try:
-                share = _budget_plan(self).slice_for(self.kit_check)
-                result = self.result = run_check(self.kit_check, self.run, Path(root), share)
+                given = _budget_plan(self).allowance_for(self.kit_check)
+                result = self.result = run_check(self.kit_check, self.run, Path(root), given)
             except ReproduceError as exc:
                 pytest.fail(f"--checkpointer-reproduce: {exc}", pytrace=False)
         if result.status == "error":
@@ -190,6 +190,14 @@ class CheckItem(pytest.Item):
             pytest.skip(result.reason)
         if result.status == "not_checked":
             pytest.skip(f"not checked: {result.reason}")
+        if result.status == "incomplete":
+            if not self.run.accept_incomplete:
+                pytest.fail(
+                    f"incomplete, not passed: {result.reason} (raise "
+                    "--checkpointer-budget, or pass --checkpointer-accept-incomplete)",
+                    pytrace=False,
+                )
+            self.user_properties.append(("checkpointspec_incomplete", result.reason))
 
     def runtest(self) -> None:
         if self.result is not None and self.result.status == "failed":

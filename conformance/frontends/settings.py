@@ -259,9 +259,19 @@ SETTINGS: Final[tuple[Setting, ...]] = (
         parse=budget_option,
         metavar="TIME",
         feeds="budget",
-        help="wall-clock time the run may take, e.g. 90s, 2m or 1h, or none (default: the "
-        f"profile's: {_profile_budgets()}); shared out among the checks, each stopping at "
-        "its slice's end or its profile's counts, whichever comes first",
+        help="a cap on the run's wall-clock time, e.g. 90s, 2m or 1h, or none (default: the "
+        f"profile's: {_profile_budgets()}); a check the cap stops before its profile's "
+        "counts is incomplete, never passed (exit status 4)",
+    ),
+    Setting(
+        name="accept_incomplete",
+        cli=("--accept-incomplete",),
+        plugin="--checkpointer-accept-incomplete",
+        switch=True,
+        feeds="accept_incomplete",
+        help="pass (exit status 0) when the only thing short of a pass is checks the time "
+        "cap stopped before their counts; they still read incomplete, and the report "
+        "says this was used",
     ),
     Setting(
         name="suite",

@@ -17,6 +17,7 @@ from ..running.failures import rule_headline
 from ..running.levels import attained
 from ..running.report import (
     EXIT_FAILED,
+    EXIT_INCOMPLETE,
     EXIT_PASSED,
     KitReport,
     RuleResult,
@@ -93,6 +94,10 @@ def render_summary(report: KitReport) -> str:
     elif report.exit_status == EXIT_FAILED:
         failing = sum(r.status in ("failed", "xpassed") for r in report.rules)
         verdict = f"❌ **FAIL**: {failing} rule{'' if failing == 1 else 's'} failing"
+    elif report.exit_status == EXIT_INCOMPLETE:
+        verdict = (
+            "⏳ **INCOMPLETE**: no rule failed, but the time cap stopped checks before their counts"
+        )
     else:
         verdict = "⚠️ **KIT ERROR**: no rule failed, but the kit broke off checks"
     suite = "" if report.suite == "storage" else f", suite {report.suite}"

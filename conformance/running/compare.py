@@ -3,10 +3,16 @@
 `compare_reports` reads an older and a newer report (``--report``) and lists, rule by
 rule, what got worse and what got better: rules newly failing (a MUST rule failed,
 or an ``--xfail`` rule passed, that did not before), fixed, no longer checked
-(passed before, now skipped, not checked, not run or stopped on a kit error), and
-checks whose coverage fell (fewer crash states, examples or rounds than before: a
-number in a passing check's "covered" detail went down). `Comparison.regressed` is
-what a CI gate fails on: a newly failing rule.
+(passed before, now skipped, not checked, not run, incomplete or stopped on a kit
+error), and checks whose coverage fell (a number in a passing check's "covered"
+detail went down: fewer crash states or kill points reached), each said in whole
+sentences. `Comparison.regressed` is what a CI gate fails on: a newly failing rule.
+
+Two reports with the same replay key (`KitReport.replay_key`: kit and Hypothesis
+versions, profile, seed, cap, backend and what it declared) ran the same work:
+`Comparison.same_work` then says whether they differ in anything but timing (the
+rules' and checks' verdicts, the roots, the defects found), which on a
+deterministic backend they must not.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from .report import KitReport, RuleResult
 __all__ = ["Comparison", "RuleChange", "compare_reports", "render_comparison"]
 
 _FAILING = frozenset({"failed", "xpassed"})
-_UNCHECKED = frozenset({"skipped", "not_checked", "not_run", "error"})
+_UNCHECKED = frozenset({"skipped", "not_checked", "not_run", "error", "incomplete"})
 
 
 class RuleChange(msgspec.Struct, frozen=True):
@@ -39,9 +45,12 @@ class Comparison(msgspec.Struct, frozen=True):
     fixed: tuple[RuleChange, ...]
     no_longer_checked: tuple[RuleChange, ...]
     coverage_fell: tuple[str, ...]
-    """One line per check whose covered count went down: check, what, before → after."""
+    """One sentence per check whose covered count went down: what it said before and now."""
     notes: tuple[str, ...]
     """What differs between the runs themselves (profile, seed, capabilities)."""
+    same_work: str = ""
+    """For two reports with the same replay key: whether they differ only in timing, or
+    what else differs, in a sentence; "" when the keys differ or one has none."""
 
     @property
     def regressed(self) -> bool:
@@ -74,7 +83,40 @@ def compare_reports(old: KitReport, new: KitReport) -> Comparison:
         if getattr(old, field) != getattr(new, field)
     ]
     return Comparison(
-        tuple(newly_failing), tuple(fixed), tuple(unchecked), _coverage_fell(old, new), tuple(notes)
+        tuple(newly_failing),
+        tuple(fixed),
+        tuple(unchecked),
+        _coverage_fell(old, new),
+        tuple(notes),
+        _same_work(old, new),
+    )
+
+
+def _verdicts(report: KitReport) -> dict[str, object]:
+    """What a run found, without its timing: what two runs of one key must share."""
+    return {
+        "rules": {r.id: r.status for r in report.rules},
+        "checks": {c.name: c.status for c in report.checks},
+        "roots": report.roots,
+        "defects": sorted((d.rule, d.shape) for d in report.defects),
+        "exit status": report.exit_status,
+    }
+
+
+def _same_work(old: KitReport, new: KitReport) -> str:
+    if old.replay_key is None or old.replay_key != new.replay_key:
+        return ""
+    then, now = _verdicts(old), _verdicts(new)
+    differing = [what for what in then if then[what] != now[what]]
+    if not differing:
+        return (
+            "The two runs have the same replay key and the same verdicts (rules, checks, "
+            "roots, defects and exit status): they differ only in timing."
+        )
+    return (
+        "The two runs have the same replay key but differ in more than timing: in their "
+        f"{', '.join(differing)}; on a deterministic backend that is nondeterminism in the "
+        "backend or the kit, or a check the cap stopped in one run only."
     )
 
 
@@ -94,9 +136,10 @@ def _coverage_fell(old: KitReport, new: KitReport) -> tuple[str, ...]:
         if was is None or check.status != "passed":
             continue
         then, now = _counts(was.detail), _counts(check.detail)
-        for what, count in now.items():
-            if what in then and count < then[what]:
-                fell.append(f"{check.name}: {what} {then[what]} -> {count}")
+        if any(what in then and count < then[what] for what, count in now.items()):
+            fell.append(
+                f"{check.name} covered less than before. Before: {was.detail}. Now: {check.detail}."
+            )
     return tuple(fell)
 
 
@@ -113,6 +156,8 @@ def render_comparison(comparison: Comparison) -> str:
             reason = f" ({change.reason})" if change.reason else ""
             lines.append(f"{title}: {change.rule} {change.before} -> {change.after}{reason}")
     lines += [f"coverage fell: {line}" for line in comparison.coverage_fell]
+    if comparison.same_work:
+        lines.append(comparison.same_work)
     verdict = (
         f"REGRESSED: {len(comparison.newly_failing)} rule(s) newly failing"
         if comparison.regressed

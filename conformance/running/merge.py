@@ -85,7 +85,7 @@ def merge_reports(reports: Sequence[KitReport]) -> KitReport:
         checks=tuple(marked),
         rules=rules,
         warnings=tuple(w for c in marked for w in c.warnings),
-        exit_status=exit_status_for(rules, marked),
+        exit_status=exit_status_for(rules, marked, accept_incomplete=first.accept_incomplete),
         levels=judge_levels(rules, first.capabilities),
         findings=findings,
         roots=roots,

@@ -49,10 +49,12 @@ from .registry import DEFAULT_SUITE, SUITES, UnknownCheckError, is_session_check
 from .report import unwritable
 
 __all__ = [
+    "CI_SEED",
     "ReproduceNeedsOneCheck",
     "RunSettingError",
     "Setting",
     "check_outputs",
+    "in_ci",
     "parse_shard",
     "plan_run",
     "probe_backend",
@@ -159,6 +161,39 @@ def parse_shard(text: str) -> tuple[int, int]:
     )
 
 
+CI_SEED: Final = 0
+"""The seed of a run in CI that names none: a gate does the same work on every run of a
+commit, as Hypothesis derandomizes under its CI profile; ``--seed`` still wins."""
+
+
+_CI_VARIABLES: Final[dict[str, str | None]] = {
+    "CI": None,
+    "__TOX_ENVIRONMENT_VARIABLE_ORIGINAL_CI": None,
+    "TF_BUILD": "true",
+    "bamboo.buildKey": None,
+    "BUILDKITE": "true",
+    "CIRCLECI": "true",
+    "CIRRUS_CI": "true",
+    "CODEBUILD_BUILD_ID": None,
+    "GITHUB_ACTIONS": "true",
+    "GITLAB_CI": None,
+    "HEROKU_TEST_RUN_ID": None,
+    "TEAMCITY_VERSION": None,
+}
+"""The variables by which Hypothesis tells a CI job (its ``is_in_ci``), each with the
+value it must have (None: any): the kit's CI mode starts exactly where Hypothesis'
+CI profile does."""
+
+
+def in_ci(environ: Mapping[str, str]) -> bool:
+    """Whether ``environ`` is a CI job's, as Hypothesis tells (`_CI_VARIABLES`: ``CI``
+    set to anything, ``GITHUB_ACTIONS=true``, ``TF_BUILD=true``, ...)."""
+    return any(
+        name in environ and (value is None or environ[name] == value)
+        for name, value in _CI_VARIABLES.items()
+    )
+
+
 def plan_run(
     backend_name: str | None,
     *,
@@ -176,6 +211,8 @@ def plan_run(
     outputs: ReportOutputs | None = None,
     shard: tuple[int, int] | None = None,
     budget: float | None = None,
+    accept_incomplete: bool = False,
+    environ: Mapping[str, str] | None = None,
 ) -> KitRun:
     """The run of the kit against ``backend_name`` (a built-in name or ``module:function``),
         or with ``process`` (and no name) against a backend in another process that speaks
@@ -190,8 +227,10 @@ def plan_run(
     files the verdict is written to when the run ends; ``shard`` ``(K, N)`` runs the K-th
     of N slices of the selection (`shard_of`). ``budget`` is the seconds the run may
     take (``--budget``; infinity: no limit but the profile's counts), by default
-    (None) the profile's ``budget_seconds``. With no ``seed`` one
-        is drawn; with ``workers > 1`` that many checks run at once, in processes of their own;
+    (None) the profile's ``budget_seconds``: a cap, and a check it stops before its
+    counts is incomplete, which fails the run (exit status 4) unless
+    ``accept_incomplete``. With no ``seed`` one is drawn, or, when ``CI`` is set in
+    ``environ`` (default: this process's environment, `in_ci`), `CI_SEED`; with ``workers > 1`` that many checks run at once, in processes of their own;
         ``None`` lets the kit choose (`side_by_side`, the CLI's default).
 
         Raises `RunSettingError` (a `BackendLoadError`) for a usage error: an output file
@@ -212,11 +251,16 @@ def plan_run(
     except BackendLoadError as exc:
         raise RunSettingError("backend", str(exc)) from exc
     chosen = PROFILES[profile] if isinstance(profile, str) else profile
+    ci = in_ci(os.environ if environ is None else environ)
     run = KitRun(
         backend=backend,
         probe=probe,
         profile=chosen,
-        seed=seed if seed is not None else random.SystemRandom().randrange(2**31),
+        seed=seed
+        if seed is not None
+        else CI_SEED
+        if ci
+        else random.SystemRandom().randrange(2**31),
         suite=suite,
         only=tuple(only),
         session_layer=session_layer,
@@ -232,6 +276,8 @@ def plan_run(
         outputs=outputs,
         shard=shard,
         budget=_budget(chosen, budget),
+        accept_incomplete=accept_incomplete,
+        ci=ci,
     )
     _check_selection(run)
     if workers is None:

@@ -4,10 +4,14 @@ The JSON report (``--report FILE``) is `KitReport` encoded by msgspec; its
 ``schema_version`` changes only when a field is removed or changes meaning.
 docs/report-schema.md documents every field.
 
-A check ends in one of five statuses. ``failed`` is evidence against the
+A check ends in one of six statuses. ``failed`` is evidence against the
 backend: a rule violation, or an exception the backend raised. ``error`` is the
 kit's own failure (a bug in a check, a worker that cannot start): it says
 nothing about the backend, fails no rule and makes the run exit 3.
+``incomplete`` is a check the run's time cap stopped before its profile's counts
+(or before it started): what it covered found nothing, which is no pass; its
+rules read ``incomplete`` and the run exits 4 unless a rule failed, or 0 when
+the run was told to accept that (``--accept-incomplete``).
 ``not_checked`` means the check could not run to the end because the backend
 refuses an operation it needs and does not declare; ``skipped`` that the check
 does not apply (an undeclared capability, no `StoreHooks`).
@@ -40,6 +44,7 @@ package as ``report.schema.json`` (`checkpointspec.conformance.running.report_sc
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Mapping
@@ -52,11 +57,21 @@ from ...spec import RULES, Rule, Strength
 from ..engines.contract.violations import RuleWarning
 from ..engines.target.provenance import Raiser
 
+
+def _installed_version() -> str:
+    try:
+        return importlib.metadata.version("checkpointspec")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree, not installed
+        return "unknown"
+
+
 __all__ = [
     "EXIT_FAILED",
+    "EXIT_INCOMPLETE",
     "EXIT_KIT_ERROR",
     "EXIT_PASSED",
     "EXIT_USAGE",
+    "KIT_VERSION",
     "REPORT_SCHEMA_VERSION",
     "CheckResult",
     "CheckStatus",
@@ -65,6 +80,7 @@ __all__ = [
     "KitReport",
     "LevelResult",
     "LevelStatus",
+    "ReplayKey",
     "RuleResult",
     "RuleStatus",
     "summarise_rules",
@@ -73,7 +89,10 @@ __all__ = [
     "unwritable",
 ]
 
-REPORT_SCHEMA_VERSION = 8
+KIT_VERSION: str = _installed_version()
+"""The installed kit's version ("0.1.0"), as its package metadata says."""
+
+REPORT_SCHEMA_VERSION = 9
 """2: check status ``error`` and ``not_checked``, rule status ``error``, exit status 3.
 3: rule status ``not_run`` for rules outside an ``--only`` selection, which were
 ``not_checked`` before.
@@ -87,9 +106,12 @@ REPORT_SCHEMA_VERSION = 8
 8: a check's ``findings`` (every distinct violation it found, each with its own
 ``replay``), a rule's ``follows_from``, the run's ``findings`` and ``roots``; a rule
 fails when any check found it violated; ``rules`` lead with the roots; a check's
-``kit_checked`` and the rule status ``kit_checked`` (a rule only the kit's side judged)."""
+``kit_checked`` and the rule status ``kit_checked`` (a rule only the kit's side judged).
+9: the time budget is a cap: check and rule status ``incomplete`` (the cap stopped a
+check before its profile's counts; it was ``passed``, cut short), exit status 4; the
+run's ``accept_incomplete``, ``ci`` and ``replay_key``."""
 
-CheckStatus = Literal["passed", "failed", "skipped", "not_checked", "error"]
+CheckStatus = Literal["passed", "failed", "skipped", "not_checked", "error", "incomplete"]
 RuleStatus = Literal[
     "passed",
     "failed",
@@ -101,6 +123,7 @@ RuleStatus = Literal[
     "not_run",
     "error",
     "kit_checked",
+    "incomplete",
 ]
 LevelStatus = Literal["attained", "failed", "not_declared", "unverified", "not_run"]
 
@@ -112,6 +135,10 @@ EXIT_USAGE = 2
 """Usage error: unknown backend, a factory that cannot be imported or raises, a bad option."""
 EXIT_KIT_ERROR = 3
 """No MUST rule failed, but a check ended in a kit error, so the run proves nothing either way."""
+EXIT_INCOMPLETE = 4
+"""No MUST rule failed and no check errored, but the run's time cap stopped a check before
+its profile's counts: the run did less than its profile's pass means (unless
+``--accept-incomplete``)."""
 
 
 class Finding(msgspec.Struct, frozen=True):
@@ -217,13 +244,13 @@ class CheckResult(msgspec.Struct, frozen=True):
     """The check explored past its findings until a round found nothing new: a rule it
     verifies and did not find broken passed it, as in a check that passed."""
     budget: float | None = None
-    """Seconds of the run's time budget this check was given (its slice); None: the run
-    had no budget, or the check was skipped."""
+    """Seconds of the run's time cap that were left when this check started (its
+    slice); None: the run had no cap, or the check was skipped."""
     cut_short: bool = False
-    """The slice ended before the profile's counts were reached: the check ran fewer
-    examples, states or holds than its profile allows (``detail`` of a pass says how
-    many), or stopped shrinking a failure, which it reports as far as it was shrunk;
-    a slower backend gets fewer within the same time."""
+    """The cap stopped the check before its profile's counts were reached: it ran fewer
+    examples, states, holds or calls than its profile asks for (a check that found
+    nothing is then ``incomplete``, its ``reason`` saying how far it got), or stopped
+    shrinking a failure, which it reports as far as it was shrunk."""
     kit_checked: dict[str, str] = msgspec.field(default_factory=dict)
     """The rules this check's pass says nothing about for this backend, each with why:
     the kit refused every case of it on its own side, before the backend was asked
@@ -265,6 +292,29 @@ class LevelResult(msgspec.Struct, frozen=True):
     reason: str = ""
 
 
+class ReplayKey(msgspec.Struct, frozen=True):
+    """What fixes a run's work: two runs with the same key do the same work on a
+    deterministic backend and reach the same verdict, on any machine and under any
+    load, unless the time cap stopped one of them (`KitReport.exit_status` 4).
+
+    ``kit_version`` and ``hypothesis_version`` are the installed versions (the
+    examples a seed draws depend on both); ``profile`` and ``seed`` say which work;
+    ``budget`` is the time cap in seconds (None: none); ``backend`` is the target as
+    the kit loaded it (``module:function``, ``process:COMMAND``) and ``capabilities``
+    what it declared. ``checkpointspec compare`` of two reports with the same key
+    says whether they differ in anything but timing."""
+
+    kit_version: str
+    hypothesis_version: str
+    profile: str
+    seed: int
+    budget: float | None
+    backend: str
+    capabilities: tuple[str, ...]
+    suite: str = "storage"
+    session_layer: str | None = None
+
+
 class KitReport(msgspec.Struct, frozen=True):
     """Everything one run found. ``exit_status`` is what the CLI exits with.
 
@@ -301,8 +351,16 @@ class KitReport(msgspec.Struct, frozen=True):
     shard: str | None = None
     """``K/N`` for a run of one shard (``--shard``); None for a whole run or a merged one."""
     budget: float | None = None
-    """Seconds the run was allowed (the profile's, or ``--budget``), shared out among its
-    checks as slices (`CheckResult.budget`); None: the profile's counts alone bound it."""
+    """The run's time cap in seconds (the profile's, or ``--budget``): a check still short
+    of its counts when the cap is reached ends ``incomplete``; None: no cap."""
+    accept_incomplete: bool = False
+    """The run was told to pass with checks the cap stopped (``--accept-incomplete``):
+    they still read ``incomplete``, but the exit status is 0 where nothing else failed."""
+    ci: bool = False
+    """The run took its settings as a gate because ``CI`` was set (`KitRun.ci`): a fixed
+    seed when none was given, what the run's header said it changed."""
+    replay_key: ReplayKey | None = None
+    """What fixes the run's work (`ReplayKey`); None in reports written before it was kept."""
 
 
 def _rule_verdict(
@@ -343,6 +401,10 @@ def _rule_verdict(
     warned = [w for r in results for w in r.warned if w.rule_id == rule.id]
     if warned:
         return verdict("warning", "SHOULD rule not met", warned[0].text)
+    capped = [r for r in results if r.status == "incomplete"]
+    if capped:
+        # The cap stopped a check of it before its counts: what it covered is no pass.
+        return verdict("incomplete", f"{capped[0].name}: {capped[0].reason}")
     if completed:
         if rule.id in expected_failures:
             return verdict(
@@ -430,13 +492,20 @@ def summarise_rules(
     )
 
 
-def exit_status_for(rules: Iterable[RuleResult], checks: Iterable[CheckResult] = ()) -> int:
+def exit_status_for(
+    rules: Iterable[RuleResult],
+    checks: Iterable[CheckResult] = (),
+    *,
+    accept_incomplete: bool = False,
+) -> int:
     """`EXIT_FAILED` if a MUST rule failed (or an expected failure passed), else
-    `EXIT_KIT_ERROR` if a check errored, else `EXIT_PASSED`.
+    `EXIT_KIT_ERROR` if a check errored, else `EXIT_INCOMPLETE` if the time cap stopped
+    a check before its counts (and ``accept_incomplete`` was not given), else
+    `EXIT_PASSED`.
 
     A proven violation outranks a kit error: the evidence stands whatever else
-    went wrong. A kit error outranks a pass: a run that could not finish a check
-    has not shown the backend conforms. A failed rule that follows from an expected
+    went wrong. A kit error outranks an incomplete check, and that a pass: a run
+    that could not finish a check has not shown the backend conforms. A failed rule that follows from an expected
     failure (`checkpointspec.conformance.running.roots`) is that known defect seen
     again, not another: it stays in the table, marked so, and fails nothing.
     """
@@ -453,6 +522,8 @@ def exit_status_for(rules: Iterable[RuleResult], checks: Iterable[CheckResult] =
         return EXIT_FAILED
     if any(c.status == "error" for c in checks):
         return EXIT_KIT_ERROR
+    if not accept_incomplete and any(c.status == "incomplete" for c in checks):
+        return EXIT_INCOMPLETE
     return EXIT_PASSED
 
 
@@ -484,12 +555,20 @@ def to_junit(report: KitReport) -> bytes:
 
     A failed check is a ``failure``; a kit error an ``error`` (JUnit's word for a
     test that broke rather than found a fault); skipped and not checked ones are
-    ``skipped`` with the reason. Rules outside an ``--only`` selection (``not_run``)
-    are listed in the suite's ``rules_not_run`` property.
+    ``skipped`` with the reason; an incomplete one a ``failure`` of type
+    ``incomplete`` (``skipped`` when the run accepted incomplete checks). Rules
+    outside an ``--only`` selection (``not_run``) are listed in the suite's
+    ``rules_not_run`` property.
     """
-    failed = sum(c.status == "failed" for c in report.checks)
+    capped_fails = not report.accept_incomplete
+    failed = sum(
+        c.status == "failed" or (c.status == "incomplete" and capped_fails) for c in report.checks
+    )
     errors = sum(c.status == "error" for c in report.checks)
-    skipped = sum(c.status in ("skipped", "not_checked") for c in report.checks)
+    skipped = sum(
+        c.status in ("skipped", "not_checked") or (c.status == "incomplete" and not capped_fails)
+        for c in report.checks
+    )
     suite = ET.Element(
         "testsuite",
         name=f"checkpointspec[{report.backend}]"
@@ -515,6 +594,12 @@ def to_junit(report: KitReport) -> bytes:
         elif result.status == "error":
             error = ET.SubElement(case, "error", message=f"kit error: {result.reason}")
             error.text = f"{result.detail}\n\nreplay: {result.replay}"
+        elif result.status == "incomplete" and capped_fails:
+            ET.SubElement(
+                case, "failure", type="incomplete", message=f"incomplete: {result.reason}"
+            )
+        elif result.status == "incomplete":
+            ET.SubElement(case, "skipped", message=f"incomplete (accepted): {result.reason}")
         elif result.status == "not_checked":
             ET.SubElement(case, "skipped", message=f"not checked: {result.reason}")
         elif result.status == "skipped":

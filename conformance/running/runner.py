@@ -12,7 +12,9 @@ plugin alike.
 How a check ends decides its status (`run_check`), and only evidence about the
 backend may fail a rule:
 
-- it returns: ``passed``; it raises `CheckSkipped`: ``skipped``; it raises
+- it returns: ``passed``, or ``incomplete`` when the run's time cap stopped it
+  before its profile's counts (or before it started: it is then not run), its
+  reason saying how far it got; it raises `CheckSkipped`: ``skipped``; it raises
   `NothingExercised` (its fault never happened): ``not_checked``, with the reason;
 - it raises `RuleViolation`: ``failed``, blaming the violation's rule;
 - an exception the backend raised escapes it (every handle the kit opens notes
@@ -79,8 +81,10 @@ from ..checks.base import Check
 from ..engines.processes.groups import end_with_parent
 from ..engines.run.harness import CheckSkipped, Harness, NothingExercised
 from ..engines.run.kit_run import BackendProbe, KitRun
+from ..engines.search.budget import Allowance, format_seconds
 from ..engines.search.exploration import run_failures, violations_in
 from ..engines.search.replay import (
+    HYPOTHESIS_VERSION,
     ReplayPassed,
     ReproduceError,
     Reproduction,
@@ -95,9 +99,11 @@ from .levels import judge_levels
 from .plan import selected_checks, skip_reason
 from .registry import CHECKS_BY_NAME, is_session_check
 from .report import (
+    KIT_VERSION,
     REPORT_SCHEMA_VERSION,
     CheckResult,
     KitReport,
+    ReplayKey,
     exit_status_for,
 )
 from .roots import judge
@@ -106,6 +112,7 @@ from .slices import BudgetPlan
 __all__ = [
     "REPLAY_PASSED",
     "RunListener",
+    "replay_key_of",
     "report_of",
     "run_check",
     "run_kit",
@@ -135,13 +142,15 @@ def _with_reproduction(
 
 
 def run_check(
-    check: Check, run: KitRun, root: Path | None = None, slice_seconds: float | None = None
+    check: Check, run: KitRun, root: Path | None = None, allowance: Allowance | None = None
 ) -> CheckResult:
     """Run one check of ``run`` in this process and report how it went (see the module
     docstring). The check's store directories are made in a fresh directory under
     ``root`` (default: the system's temporary directory) and removed afterwards.
-    ``slice_seconds`` is its share of the run's time budget (`BudgetPlan`; None: no
-    limit); the result says it, and whether it cut the check short.
+    ``allowance`` is what it may take of the run's time cap (`BudgetPlan`; None: no
+    cap): a check the cap stops before its profile's counts, having found nothing,
+    is ``incomplete`` (its reason says how far it got), and one whose cap was reached
+    before it started is not started (``incomplete`` too).
 
     With ``run.reproduction`` the check's Hypothesis run replays that one recorded
     failing example instead of searching (``--reproduce``): a replay that does not
@@ -151,11 +160,22 @@ def run_check(
     reason = skip_reason(check, run.probe)
     if reason is not None:
         return CheckResult(check.name, check.rules, "skipped", 0.0, reason=reason)
+    if allowance is not None and allowance.cap is not None and allowance.cap <= 0:
+        return CheckResult(
+            check.name,
+            check.rules,
+            "incomplete",
+            0.0,
+            reason=f"not started: the run reached its time cap ({format_seconds(run.budget or 0)}) "
+            "first",
+            budget=0.0,
+            cut_short=True,
+        )
     workdir: Path | None = None
     harness_made: Harness | None = None
     try:
         workdir = Path(tempfile.mkdtemp(prefix=f"{check.rule_id}-", dir=root))
-        harness = harness_made = Harness(run, workdir, slice_seconds)
+        harness = harness_made = Harness(run, workdir, allowance)
         if inspect.iscoroutinefunction(check.func):
             asyncio.run(_run_async(check, harness))
         else:
@@ -200,11 +220,13 @@ def run_check(
             f"{check.name} draws no Hypothesis examples, so there is no blob to replay: "
             "replay it with --seed alone"
         )
+    capped = harness.slice.incomplete
     passed = CheckResult(
         check.name,
         check.rules,
-        "passed",
+        "incomplete" if capped else "passed",
         time.perf_counter() - started,
+        reason=harness.slice.coverage() if capped else "",
         detail="; ".join([*harness.measured, *filter(None, [harness.slice.coverage()])]),
         warnings=tuple(w.text for w in harness.warnings),
         warned=tuple(harness.warnings),
@@ -350,9 +372,9 @@ async def _run_async(check: Check, harness: Harness) -> None:
         await harness.close_all()
 
 
-def _run_in_worker(name: str, run: KitRun, root: str, slice_seconds: float | None) -> CheckResult:
+def _run_in_worker(name: str, run: KitRun, root: str, allowance: Allowance | None) -> CheckResult:
     """`run_check` in a worker process, which finds the check by its name."""
-    return run_check(CHECKS_BY_NAME[name], run, Path(root), slice_seconds)
+    return run_check(CHECKS_BY_NAME[name], run, Path(root), allowance)
 
 
 def _worker_failed(check: Check, exc: Exception) -> CheckResult:
@@ -419,7 +441,7 @@ def _results(
         return
     for check in checks:
         listener.started(check)
-        yield run_check(check, run, root, slices.slice_for(check))
+        yield run_check(check, run, root, slices.allowance_for(check))
 
 
 def _in_workers(
@@ -440,8 +462,8 @@ def _in_workers(
             while waiting and len(running) < run.workers:
                 check = waiting.pop()
                 listener.started(check)
-                share = slices.slice_for(check)
-                running[pool.submit(_run_in_worker, check.name, run, str(root), share)] = check
+                given = slices.allowance_for(check)
+                running[pool.submit(_run_in_worker, check.name, run, str(root), given)] = check
             done, _ = wait(running, return_when=FIRST_COMPLETED)
             for future in done:
                 check = running.pop(future)
@@ -482,7 +504,7 @@ def report_of(
         checks=ran,
         rules=rules,
         warnings=tuple(w for r in ran for w in r.warnings),
-        exit_status=exit_status_for(rules, ran),
+        exit_status=exit_status_for(rules, ran, accept_incomplete=run.accept_incomplete),
         levels=judge_levels(rules, declared),
         expected_failures=dict(run.expected_failures),
         findings=findings,
@@ -490,4 +512,23 @@ def report_of(
         defects=defects,
         shard=f"{run.shard[0]}/{run.shard[1]}" if run.shard is not None else None,
         budget=run.budget,
+        accept_incomplete=run.accept_incomplete,
+        ci=run.ci,
+        replay_key=replay_key_of(run, declared, uses_session),
+    )
+
+
+def replay_key_of(run: KitRun, declared: tuple[str, ...], uses_session: bool) -> ReplayKey:
+    """What fixes ``run``'s work (`ReplayKey`): the kit's and Hypothesis' versions, the
+    profile, seed and cap, the backend as loaded and what it declared."""
+    return ReplayKey(
+        kit_version=KIT_VERSION,
+        hypothesis_version=HYPOTHESIS_VERSION,
+        profile=run.profile.name,
+        seed=run.seed,
+        budget=run.budget,
+        backend=run.backend.target,
+        capabilities=declared,
+        suite=run.suite,
+        session_layer=run.session_layer if uses_session else None,
     )

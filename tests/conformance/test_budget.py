@@ -1,5 +1,6 @@
-"""Time budgets: parsing ``--budget``, sharing a run's budget out as slices, and checks
-that stop at their slice's end and say what they covered (engines/search/budget.py,
+"""The time cap: parsing ``--budget``, what each check may take of a run's cap, checks
+the cap stops before their counts ending incomplete and saying what they covered,
+and a failure's shrinking kept to its share (engines/search/budget.py,
 running/slices.py, engines/search/driver.py's `within_slice`).
 
 Clocks are stand-ins that tick once per reading, and a slice of 0 s is spent from its
@@ -23,7 +24,8 @@ from checkpointspec.conformance.engines.contract.violations import RuleViolation
 from checkpointspec.conformance.engines.run.profiles import PROFILES
 from checkpointspec.conformance.engines.search.budget import (
     KIND_WEIGHTS,
-    SLICE_FLOOR,
+    SHRINK_FLOOR,
+    Allowance,
     Slice,
     format_seconds,
     parse_budget,
@@ -41,8 +43,8 @@ from checkpointspec.conformance.engines.search.replay import (
     reproduction_of,
 )
 from checkpointspec.conformance.engines.target.witness import Witness
-from checkpointspec.conformance.frontends.cli import main
-from checkpointspec.conformance.running.plan import plan_run
+from checkpointspec.conformance.frontends.cli import main, run_header
+from checkpointspec.conformance.running.plan import CI_SEED, in_ci, plan_run
 from checkpointspec.conformance.running.registry import CHECKS_BY_NAME
 from checkpointspec.conformance.running.runner import run_check
 from checkpointspec.conformance.running.slices import BudgetPlan
@@ -83,9 +85,9 @@ def test_a_budget_is_printed_as_the_option_takes_it_back() -> None:
         assert parse_budget(format_seconds(seconds)) == seconds
 
 
-def test_every_profile_has_a_budget_growing_with_its_counts() -> None:
+def test_every_profile_has_a_cap_growing_with_its_counts() -> None:
     budgets = [PROFILES[name].budget_seconds for name in ("quick", "default", "thorough")]
-    assert budgets == [60.0, 300.0, 1800.0]
+    assert budgets == [300.0, 1800.0, 14400.0]
 
 
 def test_bad_budget_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
@@ -93,59 +95,75 @@ def test_bad_budget_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None
     assert "--budget" in capsys.readouterr().err
 
 
-# -- planning slices ----------------------------------------------------------------
+# -- planning allowances ------------------------------------------------------------
 
 
-def test_slices_follow_the_kinds_weights_and_skipped_checks_weigh_nothing() -> None:
+def test_every_check_may_take_what_is_left_of_the_cap_and_shrink_for_its_kinds_share() -> None:
     run = plan_run("memory", profile="quick", seed=1, budget=1000.0)
     model = CHECKS_BY_NAME["SEQ-001::model_based"]
     prop = CHECKS_BY_NAME[PROPERTY]
     # DUR-003 needs DURABLE, which the memory backend does not declare.
     skipped = CHECKS_BY_NAME[POWER_LOSS]
-    frozen = iter([0.0, 0.0, 0.0])
-    plan = BudgetPlan(run, [model, prop, skipped], clock=lambda: next(frozen))
-    first = plan.slice_for(model)
+    ticks = iter([0.0, 0.0, 400.0])
+    plan = BudgetPlan(run, [model, prop, skipped], clock=lambda: next(ticks))
+    first = plan.allowance_for(model)
     model_weight, property_weight = KIND_WEIGHTS["model"], KIND_WEIGHTS["property"]
-    assert first == pytest.approx(1000.0 * model_weight / (model_weight + property_weight))
-    assert plan.slice_for(prop) == pytest.approx(1000.0)  # all that is left is its
-    assert plan.slice_for(model) == first  # a re-check gets the slice it had
+    assert first is not None
+    assert first.cap == pytest.approx(1000.0)  # the whole cap, not a share of it
+    assert first.shrinking == pytest.approx(
+        1000.0 * model_weight / (model_weight + property_weight)
+    )
+    second = plan.allowance_for(prop)  # 400 s into the run: what is left
+    assert second == Allowance(cap=pytest.approx(600.0), shrinking=pytest.approx(600.0))
 
 
-def test_side_by_side_a_checks_slice_never_outlasts_the_run() -> None:
+def test_side_by_side_a_checks_shrinking_never_outlasts_the_run() -> None:
     # Two workers: the run's 100 s left are 200 s of checking, but the one check left
-    # runs in one worker and gets the 100 s, not 200.
+    # runs in one worker and may shrink for the 100 s, not 200.
     run = plan_run("memory", profile="quick", seed=1, budget=100.0, workers=2)
     model, prop = CHECKS_BY_NAME["SEQ-001::model_based"], CHECKS_BY_NAME[PROPERTY]
     frozen = iter([0.0, 0.0, 0.0])
     plan = BudgetPlan(run, [model, prop], clock=lambda: next(frozen))
     model_weight, property_weight = KIND_WEIGHTS["model"], KIND_WEIGHTS["property"]
-    assert plan.slice_for(prop) == pytest.approx(
+    given = plan.allowance_for(prop)
+    assert given is not None
+    assert given.shrinking == pytest.approx(
         200.0 * property_weight / (model_weight + property_weight)
     )
-    assert plan.slice_for(model) == pytest.approx(100.0)
+    last = plan.allowance_for(model)
+    assert last is not None
+    assert (last.cap, last.shrinking) == (pytest.approx(100.0), pytest.approx(100.0))
 
 
-def test_the_commanded_machine_runs_its_counts_whatever_the_budget() -> None:
+def test_the_commanded_machine_is_capped_like_every_check() -> None:
     run = plan_run("file", profile="quick", seed=1, budget=1.0)
     commanded = CHECKS_BY_NAME["KILL-001::commanded_workers"]
-    assert BudgetPlan(run, [commanded]).slice_for(commanded) is None
+    given = BudgetPlan(run, [commanded]).allowance_for(commanded)
+    assert given is not None
+    assert 0 < (given.cap or 0) <= 1.0
 
 
-def test_a_check_started_when_the_budget_is_spent_gets_the_floor() -> None:
+def test_a_check_due_after_the_cap_is_not_started_and_is_incomplete() -> None:
     run = plan_run("memory", profile="quick", seed=1, budget=1.0)
     ticks = iter([0.0, 5.0])
     plan = BudgetPlan(run, [CHECKS_BY_NAME[PROPERTY]], clock=lambda: next(ticks))
-    assert plan.slice_for(CHECKS_BY_NAME[PROPERTY]) == SLICE_FLOOR
+    given = plan.allowance_for(CHECKS_BY_NAME[PROPERTY])
+    assert given == Allowance(cap=0.0, shrinking=SHRINK_FLOOR)
+    result = run_check(CHECKS_BY_NAME[PROPERTY], run, allowance=given)
+    assert result.status == "incomplete"
+    assert result.reason == "not started: the run reached its time cap (1s) first"
+    assert result.duration == 0.0
 
 
-def test_without_a_budget_no_check_gets_a_slice() -> None:
+def test_without_a_budget_no_check_is_capped() -> None:
     run = plan_run("memory", profile="quick", seed=1, budget=parse_budget("none"))
     assert run.budget is None
-    assert BudgetPlan(run, [CHECKS_BY_NAME[PROPERTY]]).slice_for(CHECKS_BY_NAME[PROPERTY]) is None
+    plan = BudgetPlan(run, [CHECKS_BY_NAME[PROPERTY]])
+    assert plan.allowance_for(CHECKS_BY_NAME[PROPERTY]) is None
 
 
 def test_a_run_takes_its_profiles_budget_unless_told_otherwise() -> None:
-    assert plan_run("memory", profile="quick", seed=1).budget == 60.0
+    assert plan_run("memory", profile="quick", seed=1).budget == 300.0
     assert plan_run("memory", profile="quick", seed=1, budget=90.0).budget == 90.0
 
 
@@ -156,20 +174,23 @@ def test_a_replay_command_repeats_a_budget_other_than_the_profiles() -> None:
     assert other.replay_command(PROPERTY, session_check=False).endswith(" --budget 2m")
 
 
-# -- loops that stop at their slice's end -------------------------------------------
+# -- loops that stop at the cap -----------------------------------------------------
 
 
-def test_a_loop_takes_items_until_the_slice_is_spent_and_says_how_many() -> None:
+def test_a_loop_takes_items_until_the_cap_and_says_how_many() -> None:
     budget = Slice(3.0, clock=ticking())
     assert list(budget.within(range(10), "kill points")) == [0, 1, 2]
-    assert budget.cut_short
-    assert budget.coverage() == "checked 3 of 10 kill points within its 3.0 s slice of the budget"
+    assert budget.incomplete
+    assert budget.coverage() == (
+        "checked 3 of 10 kill points before the run's time cap "
+        "(3.0 s of it were left when the check started)"
+    )
 
 
 def test_a_loop_reaching_its_count_first_says_nothing() -> None:
     budget = Slice(100.0, clock=ticking())
     assert list(budget.within(range(5), "kill points")) == [0, 1, 2, 3, 4]
-    assert not budget.cut_short
+    assert not budget.incomplete
     assert budget.coverage() == ""
 
 
@@ -179,15 +200,16 @@ def test_a_spent_slice_still_takes_the_first_item() -> None:
     assert list(Slice(0.0).within(["first", "second"], "holds")) == ["first"]
 
 
-def test_a_crash_state_check_out_of_time_checks_one_round_passes_and_says_so() -> None:
+def test_a_crash_state_check_the_cap_stops_is_incomplete_and_says_how_far_it_got() -> None:
     run = plan_run("file", profile="quick", seed=1, only=(POWER_LOSS,))
-    result = run_check(CHECKS_BY_NAME[POWER_LOSS], run, slice_seconds=0.0)
-    assert result.status == "passed", result.detail
-    assert result.budget == 0.0
+    result = run_check(CHECKS_BY_NAME[POWER_LOSS], run, allowance=Allowance(cap=1e-9))
+    assert result.status == "incomplete", result.detail
     assert result.cut_short
     # One round is recorded, and its states are checked for as long as recording took.
-    covered = re.search(r"checked (\d+) of 200 crash states within its 0\.0 s slice", result.detail)
-    assert covered is not None, result.detail
+    covered = re.search(
+        r"checked (\d+) of 200 crash states before the run's time cap", result.reason
+    )
+    assert covered is not None, result.reason
     assert 1 <= int(covered[1]) < 200
 
 
@@ -208,7 +230,7 @@ def _harness(budget: Slice, rounds: int = 4) -> SearchHost:
     return cast("SearchHost", stand_in)
 
 
-def test_a_property_out_of_time_ends_its_run_as_a_pass_after_the_examples_it_ran() -> None:
+def test_a_property_at_the_cap_ends_its_run_as_a_stop_after_the_examples_it_ran() -> None:
     h = _harness(Slice(3.0, clock=ticking()))
     ran: list[int] = []
 
@@ -222,8 +244,10 @@ def test_a_property_out_of_time_ends_its_run_as_a_pass_after_the_examples_it_ran
     assert len(ran) == 2  # the readings at 1 s and 2 s; the one at 3 s ends the run
     assert h.explored is not None
     assert h.explored.complete
+    assert h.slice.incomplete
     assert h.slice.coverage() == (
-        "ran 2 examples of the 50 per round its profile allows within its 3.0 s slice of the budget"
+        "ran 2 examples of the 50 per round its profile asks for before the run's time cap "
+        "(3.0 s of it were left when the check started)"
     )
 
 
@@ -275,6 +299,7 @@ def test_a_failure_found_after_the_slice_is_reported_unshrunk_and_replays() -> N
     assert str(failed.value).startswith(f"[SEQ-001] {first} is too big")
     assert h.slice.shrinks_left_out == 1
     assert h.slice.cut_short
+    assert not h.slice.incomplete  # shrinking is no count: the failure stands
     blob = reproduction_of(failed.value)
     assert blob is not None
     replayed: list[int] = []
@@ -329,17 +354,28 @@ def test_a_failing_run_with_time_left_shrinks_in_full() -> None:
     assert not h.slice.cut_short
 
 
-def test_a_property_check_out_of_time_passes_and_reports_its_slice() -> None:
+def test_a_property_check_the_cap_stops_is_incomplete_never_passed() -> None:
     run = plan_run("memory", profile="quick", seed=1, only=(PROPERTY,))
-    result = run_check(CHECKS_BY_NAME[PROPERTY], run, slice_seconds=0.0)
-    assert result.status == "passed", result.detail
-    assert (result.budget, result.cut_short) == (0.0, True)
-    assert result.detail == (
-        "ran 1 examples of the 80 per round its profile allows within its 0.0 s slice of the budget"
-    )
+    result = run_check(CHECKS_BY_NAME[PROPERTY], run, allowance=Allowance(cap=1e-9))
+    assert result.status == "incomplete", result.detail
+    assert result.cut_short
+    assert result.reason.startswith(
+        "ran 1 examples of the 80 per round its profile asks for before the run's time cap"
+    ), result.reason
 
 
-def test_the_report_gives_the_runs_budget_and_each_checks_slice(tmp_path: Path) -> None:
+def test_shrinking_stops_at_its_share_before_the_cap() -> None:
+    # A cap far away, a share of 4 s: the shrinking stops at the share.
+    h = _harness(Slice(1000.0, clock=ticking(), shrinking=4.0))
+    ran: list[int] = []
+    with h.slice.hypothesis_round(), pytest.raises(RuleViolation):
+        _failing_above(h, 100, ran)()
+    assert len(ran) <= 5  # at most four before the share is spent, and the final replay
+    assert h.slice.shrinks_left_out > 0
+    assert not h.slice.incomplete
+
+
+def test_the_report_gives_the_runs_cap_and_what_each_check_had_left(tmp_path: Path) -> None:
     report = tmp_path / "r.json"
     args = ["run", "memory", "--profile", "quick", "--seed", "1", "--only", PROPERTY, "-q"]
     assert main([*args, "--budget", "90s", "--report", str(report)]) == 0
@@ -347,5 +383,83 @@ def test_the_report_gives_the_runs_budget_and_each_checks_slice(tmp_path: Path) 
     assert written["budget"] == 90.0
     (result,) = written["checks"]
     # The one check of the run gets all of it that is left when it starts.
-    assert SLICE_FLOOR < result["budget"] <= 90.0
+    assert 80.0 < result["budget"] <= 90.0
     assert not result["cut_short"]
+    assert written["replay_key"]["seed"] == 1
+    assert written["replay_key"]["budget"] == 90.0
+
+
+# -- the run's verdict under the cap -------------------------------------------------
+
+
+def test_a_run_the_cap_stops_exits_incomplete_and_its_rules_read_incomplete(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = tmp_path / "r.json"
+    args = ["run", "memory", "--profile", "quick", "--seed", "1", "--only", PROPERTY]
+    assert main([*args, "--budget", "0.001s", "--report", str(report)]) == 4
+    out = capsys.readouterr().out
+    assert "INCOMPLETE no rule failed, but the time cap stopped checks" in out
+    written = json.loads(report.read_bytes())
+    assert written["exit_status"] == 4
+    assert not written["accept_incomplete"]
+    (result,) = written["checks"]
+    assert result["status"] == "incomplete"
+    assert {r["id"]: r["status"] for r in written["rules"]}["ARG-001"] == "incomplete"
+
+
+def test_accept_incomplete_passes_the_run_and_the_report_says_it_was_used(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report = tmp_path / "r.json"
+    args = ["run", "memory", "--profile", "quick", "--seed", "1", "--only", PROPERTY]
+    argv = [*args, "--budget", "0.001s", "--accept-incomplete", "--report", str(report)]
+    assert main(argv) == 0
+    assert "with 1 incomplete checks accepted (--accept-incomplete)" in capsys.readouterr().out
+    written = json.loads(report.read_bytes())
+    assert (written["exit_status"], written["accept_incomplete"]) == (0, True)
+    assert written["checks"][0]["status"] == "incomplete"  # still not a pass
+
+
+@pytest.mark.usefixtures("broken_backends_importable")
+def test_a_failure_found_before_the_cap_stands() -> None:
+    run = plan_run("broken_backends:ReadTakesAnyId.make", profile="quick", seed=0, only=(PROPERTY,))
+    result = run_check(CHECKS_BY_NAME[PROPERTY], run, allowance=Allowance(cap=1e-9))
+    assert result.status == "failed", result.detail
+    assert result.violated_rule == "ARG-001"
+
+
+def test_in_ci_the_run_is_a_gate_with_a_fixed_seed_and_says_what_it_changed(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    gate = plan_run("memory", profile="quick", environ={"CI": "true"})
+    assert (gate.ci, gate.seed) == (True, CI_SEED)
+    assert plan_run("memory", profile="quick", seed=5, environ={"CI": "1"}).seed == 5
+    local = plan_run("memory", profile="quick", environ={})
+    assert not local.ci
+    assert in_ci({"GITHUB_ACTIONS": "true"})
+    assert not in_ci({"GITHUB_ACTIONS": "false"})
+    header = run_header(gate)
+    assert header[0].endswith(f"profile quick · seed {CI_SEED} · cap 5m")
+    assert any(line.startswith("CI is set: the run is a gate") for line in header)
+    # The settings every Hypothesis run takes are the gate's whether or not CI is set.
+    settings = kit_settings(max_examples=5, phases=REPORTING_PHASES)
+    assert (settings.database, settings.deadline, settings.print_blob) == (None, None, True)
+
+
+def test_every_run_names_what_it_runs_before_its_first_check(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["run", "memory", "--profile", "quick", "--seed", "7", "--only", PROPERTY]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("checkpointspec ")
+    assert "· memory · suite storage · profile quick · seed 7 · cap 5m" in out[0]
+    assert out[1].startswith("backend checkpointspec.backends.memory:make declares ")
+    assert out[2] == "the same work again: checkpointspec run memory --profile quick --seed 7"
+    assert out[3].startswith("[1/")
+    assert (
+        main(["run", "memory", "--profile", "quick", "--seed", "7", "--only", PROPERTY, "-q"]) == 0
+    )
+    quiet = capsys.readouterr().out.splitlines()
+    assert quiet[0] == out[0]
+    assert not quiet[1].startswith("backend ")

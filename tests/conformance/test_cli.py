@@ -47,7 +47,7 @@ def test_memory_passes_and_writes_reports(
     )
     assert status == 0
     data = json.loads(report.read_bytes())
-    assert data["schema_version"] == 8
+    assert data["schema_version"] == 9
     assert data["suite"] == "storage"
     assert data["session_layer"] is None
     assert not any(r["id"].startswith(("FOLD-", "RESTORE-")) for r in data["rules"])

@@ -164,7 +164,7 @@ def test_a_session_run_reports_its_suite_and_only_its_rules(tmp_path: Path) -> N
     argv = ["run", "memory", "--suite", "session", "--only", "FOLD-", "--only", "CKPT-"]
     assert main([*argv, "--seed", "2", "-q", "--report", str(report), "--junit", str(junit)]) == 0
     data = json.loads(report.read_bytes())
-    assert data["schema_version"] == 8
+    assert data["schema_version"] == 9
     assert data["suite"] == "session"
     assert data["session_layer"] == DEFAULT_SESSION_LAYER
     statuses = {r["id"]: r["status"] for r in data["rules"]}

@@ -91,7 +91,7 @@ def test_a_report_of_another_schema_version_is_refused_in_one_line(tmp_path: Pat
     data = json.loads(path.read_bytes())
     data["schema_version"] = 7
     path.write_text(json.dumps(data))
-    with pytest.raises(MergeError, match="schema version 7; this kit reads 8"):
+    with pytest.raises(MergeError, match="schema version 7; this kit reads 9"):
         load_report(path)
 
 
@@ -136,8 +136,36 @@ def test_compare_names_rules_no_longer_checked_and_coverage_that_fell(tmp_path: 
     )
     comparison = compare_reports(before, after)
     assert [c.rule for c in comparison.no_longer_checked] == ["LIST-001"]
-    assert comparison.coverage_fell == (f"{old.checks[0].name}: crash states 200 -> 10",)
+    assert comparison.coverage_fell == (
+        f"{old.checks[0].name} covered less than before. Before: checked 200 crash states. "
+        "Now: checked 10 crash states.",
+    )
     assert not comparison.regressed
+
+
+def test_compare_of_one_replay_key_says_whether_only_timing_differs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first, second = _run(tmp_path, "first"), _run(tmp_path, "second")
+    capsys.readouterr()
+    assert main(["compare", str(first), str(second)]) == 0
+    assert "they differ only in timing" in capsys.readouterr().out
+    report = load_report(second)
+    capped = tuple(
+        msgspec.structs.replace(c, status="incomplete", reason="ran 1 examples")
+        if c.name == report.checks[0].name
+        else c
+        for c in report.checks
+    )
+    other = tmp_path / "capped.json"
+    other.write_bytes(msgspec.json.encode(msgspec.structs.replace(report, checks=capped)))
+    assert main(["compare", str(first), str(other)]) == 0
+    out = capsys.readouterr().out
+    assert "same replay key but differ in more than timing: in their checks" in out
+    reseeded = msgspec.structs.replace(
+        report, replay_key=msgspec.structs.replace(report.replay_key, seed=4)
+    )
+    assert compare_reports(load_report(first), reseeded).same_work == ""
 
 
 def test_without_a_terminal_each_check_prints_one_line_as_it_ends(

@@ -1,19 +1,17 @@
-"""Does a failing run stay within its budget? A failure's shrinking, exploration rounds and
-final replay share its check's slice (engines/search/budget.py, driver.py).
+"""Does a failing run stay within its cap? A failure's shrinking stops at its check's share
+of the budget, and nothing starts after the cap (engines/search/budget.py, driver.py).
 
 Nothing here times the machine. The check-level tests give a check a slice that ends
 the moment it finds a failure, and count the examples Hypothesis asked the slice for
 after that: only the final replay of the failure may run. The slow test runs the whole
-quick profile on a backend whose bug Hypothesis shrinks for minutes when let, and
-compares each check's duration with its own slice in the report, with a margin of a
-slice more plus 10 s: before shrinking shared the slice, the model checks took 10 to
-44 times theirs.
+quick profile, capped at 60 s, on a backend whose bug Hypothesis shrinks for minutes
+when let, and holds the run to one and a half times its cap.
 """
 
 from __future__ import annotations
 
 import pytest
-from checkpointspec.conformance.engines.search.budget import Slice
+from checkpointspec.conformance.engines.search.budget import Allowance, Slice
 from checkpointspec.conformance.engines.search.replay import parse_reproduction
 from checkpointspec.conformance.running.plan import plan_run
 from checkpointspec.conformance.running.registry import CHECKS_BY_NAME
@@ -59,7 +57,7 @@ def test_a_failure_found_as_the_slice_ends_is_reported_unshrunk_and_replays(
 ) -> None:
     asked = Asked(monkeypatch)
     run = plan_run(backend, profile="quick", seed=0, only=(check,))
-    result = run_check(CHECKS_BY_NAME[check], run, slice_seconds=60.0)
+    result = run_check(CHECKS_BY_NAME[check], run, allowance=Allowance(cap=60.0))
     assert result.status == "failed", result.detail
     assert result.violated_rule is not None, result.detail
     assert result.cut_short
@@ -84,18 +82,20 @@ def test_a_failure_found_as_the_slice_ends_is_reported_unshrunk_and_replays(
 
 
 @pytest.mark.slow
-def test_a_failing_quick_run_keeps_each_check_within_its_slice() -> None:
+def test_a_failing_quick_run_ends_within_its_cap() -> None:
     """A file backend whose head runs one ahead of its log: the model checks shrink
     their failure on a backend that writes through the file system, MP-001's writers
-    conflict on every append."""
+    conflict on every append. With a cap of 60 s the run ends within one and a half
+    times it: shrinking stops at each check's share, nothing starts after the cap."""
     report = run_kit(
-        plan_run("hard_backends:HeadAheadOfAppend.make", profile="quick", seed=0, workers=2)
+        plan_run(
+            "hard_backends:HeadAheadOfAppend.make",
+            profile="quick",
+            seed=0,
+            workers=2,
+            budget=60.0,
+        )
     )
     assert report.exit_status == 1, describe(report)
     assert verdict(report, "MP-001").status == "failed", describe(report)
-    over = [
-        f"{c.name}: {c.duration:.1f} s in a {c.budget:.1f} s slice"
-        for c in report.checks
-        if c.budget is not None and c.duration > 2 * c.budget + 10
-    ]
-    assert over == [], describe(report)
+    assert report.duration <= 1.5 * 60.0, describe(report)

@@ -88,6 +88,7 @@ __all__ = [
     "overlapping_calls",
     "run_stress",
     "run_workload",
+    "share_of",
 ]
 
 
@@ -100,7 +101,8 @@ class StressPlan(msgspec.Struct, frozen=True):
     operations: int = 1000
     """Calls across all workers (conflict retries count)."""
     seconds: float = 10.0
-    """Each worker stops after this long even if it has calls left."""
+    """Each worker stops after this long even if it has calls left: a cap, and a worker
+    that reaches it leaves the profile's count of calls unmade."""
     sessions: tuple[str, ...] = ("s0", "s1", "s2")
     truncate: bool = False
     """Truncates are part of the mix (set it only when TRUNCATE is declared)."""
@@ -209,7 +211,8 @@ def overlapping_calls(operations: Sequence[Operation]) -> int:
 # -- the parent -----------------------------------------------------------------------------
 
 
-def _share(plan: StressPlan, number: int) -> int:
+def share_of(plan: StressPlan, number: int) -> int:
+    """The calls worker ``number`` makes of ``plan.operations`` (conflict retries count)."""
     base, extra = divmod(plan.operations, plan.processes)
     return base + (1 if number < extra else 0)
 
@@ -227,7 +230,7 @@ async def run_stress(plan: StressPlan, workdir: Path, kills: int = 0) -> StressR
     # Kill somewhere between a quarter and nine tenths of the victim's share, so
     # the run stays long enough around the kill and the other workers see it.
     kill_after = {
-        v: rng.randint(max(1, _share(plan, v) // 4), max(1, _share(plan, v) * 9 // 10))
+        v: rng.randint(max(1, share_of(plan, v) // 4), max(1, share_of(plan, v) * 9 // 10))
         for v in victims
     }
     killed: dict[int, int] = {}
@@ -276,7 +279,7 @@ async def run_stress(plan: StressPlan, workdir: Path, kills: int = 0) -> StressR
                     id=UNSENT,
                     number=number,
                     history=history,
-                    calls=_share(plan, number),
+                    calls=share_of(plan, number),
                     seconds=plan.seconds,
                     sessions=plan.sessions,
                     truncate=plan.truncate,

@@ -37,7 +37,7 @@ from ....spec import (
 )
 from ..contract.outcomes import read_all
 from ..contract.violations import RuleViolation, RuleWarning
-from ..search.budget import Slice
+from ..search.budget import Allowance, Slice
 from ..search.exploration import Explored, Found
 from ..search.replay import Replay
 from ..target.fault_codecs import SealedCodec
@@ -71,7 +71,7 @@ class NothingExercised(Exception):
 class Harness:
     """The environment of one check run: the run's settings (``run``) and a directory."""
 
-    def __init__(self, run: KitRun, root: Path, slice_seconds: float | None = None) -> None:
+    def __init__(self, run: KitRun, root: Path, allowance: Allowance | None = None) -> None:
         self.run = run
         """The run this check belongs to, as the front end built it."""
         self.root = root
@@ -102,9 +102,10 @@ class Harness:
         """The first handle the check opened (closed by the end): the kit calls the
         backend's `ExternalStorage.drop_stores` on it."""
         self._counter = itertools.count()
-        self.slice = Slice(slice_seconds)
-        """The check's share of the run's time budget (``slice_seconds``; None: no limit):
-        its loops stop starting work when it is spent (`checkpointspec.conformance.engines.search.budget`)."""
+        self.slice = Slice.of(allowance)
+        """What the check may take of the run's time cap (``allowance``; None: no cap):
+        its loops stop starting work when the cap is reached, which makes the check
+        incomplete (`checkpointspec.conformance.engines.search.budget`)."""
         self.path = self.new_store()
 
     @property

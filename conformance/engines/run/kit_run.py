@@ -111,9 +111,14 @@ class KitRun(msgspec.Struct, frozen=True, kw_only=True):
     """``--shard K/N``: this run checks the K-th of N deterministic slices of the selected
     checks (`checkpointspec.conformance.running.plan.shard_of`); None for all of them."""
     budget: float | None = None
-    """Seconds the whole run may take, shared out among its checks as they start
-    (`checkpointspec.conformance.running.slices`): the profile's ``budget_seconds``
-    unless ``--budget`` said otherwise; None: the profile's counts alone bound it."""
+    """The cap on the run's wall-clock time in seconds: the profile's ``budget_seconds``
+    unless ``--budget`` said otherwise; None: no cap. A check the cap stops before its
+    profile's counts is incomplete (`checkpointspec.conformance.running.slices`)."""
+    accept_incomplete: bool = False
+    """``--accept-incomplete``: checks the cap stopped do not keep the run from passing."""
+    ci: bool = False
+    """The run is a CI gate (`CI` was set when it was planned): with no ``--seed`` its
+    seed is `CI_SEED`, not drawn, so every CI run of a commit does the same work."""
     tolerated: frozenset[str] = frozenset()
     """Rules every check tolerates from its first round (see
     `checkpointspec.conformance.engines.search.exploration`): empty for a user's run; the

@@ -39,13 +39,15 @@ class Profile(msgspec.Struct, frozen=True):
     stress_operations: int = 1_000
     """Calls the stress workers make between them."""
     stress_seconds: float = 30.0
-    """Each stress worker stops after this long, whatever calls it has left."""
+    """A cap on each stress worker's time: one that reaches it with calls of
+    ``stress_operations`` unmade leaves the check incomplete."""
     stress_kills: int = 1
     """Stress workers killed (SIGKILL) at a random moment of the run."""
     budget_seconds: float | None = None
-    """The wall-clock time the whole run may take (``--budget`` overrides it), shared out
-    among the checks (`checkpointspec.conformance.engines.search.budget`); None: the counts
-    alone bound the run."""
+    """A cap on the run's wall-clock time (``--budget`` overrides it): a safety net, well
+    above what the counts take on a loaded 2-core machine; a check it stops before
+    its counts is incomplete (`checkpointspec.conformance.engines.search.budget`). None:
+    no cap."""
     exploration_rounds: int = 6
     """Hypothesis runs a property or model-based check makes at most: each one after a
     failure tolerates the rules found so far and looks for the next finding
@@ -75,9 +77,9 @@ PROFILES: dict[str, Profile] = {
         traced_states=150,
         held_writes=8,
         stress_operations=2_000,
-        stress_seconds=6.0,
+        stress_seconds=60.0,
         exploration_rounds=4,
-        budget_seconds=60.0,
+        budget_seconds=300.0,
         server_kills=4,
         server_states=8,
     ),
@@ -94,8 +96,8 @@ PROFILES: dict[str, Profile] = {
         traced_states=600,
         held_writes=40,
         stress_operations=5_000,
-        stress_seconds=60.0,
-        budget_seconds=300.0,
+        stress_seconds=300.0,
+        budget_seconds=1800.0,
         connection_calls=400,
         failovers=2,
     ),
@@ -113,10 +115,10 @@ PROFILES: dict[str, Profile] = {
         held_writes=300,
         held_every_call=True,
         stress_operations=32_000,
-        stress_seconds=600.0,
+        stress_seconds=1800.0,
         stress_kills=2,
         exploration_rounds=12,
-        budget_seconds=1800.0,
+        budget_seconds=14400.0,
         connection_calls=2000,
         failovers=6,
         server_kills=40,

@@ -1,31 +1,32 @@
-"""Wall-clock time budgets: a run's budget, the slice each check gets, and its deadline.
+"""The run's time cap, what each check has left of it, and what a check did within it.
 
-A profile's counts (examples, crash states, holds) say how much a check tries; its
-``budget_seconds`` (``--budget``) says how long the whole run may take. The runner
-shares the budget out among the checks as they start
-(`checkpointspec.conformance.running.slices`), by the weight of each check's kind
-(`KIND_WEIGHTS`); a check gets a `Slice` of it, at least `SLICE_FLOOR` seconds.
+A profile's counts (examples times steps, crash states, holds, kills, stress calls) are
+what its pass means; the seed fixes what that work is. The run's budget
+(``budget_seconds``, ``--budget``) is only a cap on its wall-clock time: each check
+may use what is left of it when it starts (`Allowance.cap`, handed out by
+`checkpointspec.conformance.running.slices.BudgetPlan`), and a check the cap stops
+before its counts ends **incomplete**, never passed: what it covered found
+nothing, which says less than its profile's pass. A check that would start after
+the cap is not started at all (incomplete too).
 
-A check stops at whichever comes first: its profile's count or its slice's end.
 Every loop that repeats something (a Hypothesis example, a crash state, a hold, a
-round of processes) asks its slice (`Slice.spent`) before it starts one more; what
-is under way is finished, so a slice is a deadline for starting work, not a timer
-that interrupts it. A check records what the end of its slice left out
-(`Slice.stopped`), and the report says so ("ran 37 of the 100 examples per round
-its profile allows within its 6.0 s slice"). Where the count is reached first,
-nothing changes and the report says nothing.
+round of processes) asks its `Slice` (`Slice.spent`) before it starts one more;
+what is under way is finished, so the cap is a deadline for starting work, not a
+timer that interrupts it. A check records what the cap left out (`Slice.stopped`,
+"checked 40 of 200 crash states"), which makes it incomplete (`Slice.incomplete`);
+where the counts are reached first nothing changes and the report says nothing.
 
-A Hypothesis run cut short stays a pass: once the slice is spent its examples are
-not started (`Slice.admits_example`): the first example after the slice's end
-ends the Hypothesis run instead of reaching the backend
-(`checkpointspec.conformance.engines.search.driver.within_slice`). A failure found
-before that is shrunk within the same slice: once it is spent, the shrinking's
-examples end without reaching the backend (as overruns, see the driver), so
-Hypothesis stops shrinking (its shrinker gives up after a run of attempts that
-improve nothing, each costing microseconds) and reports the smallest failing
-example it had found, replayable from its blob, since its final replay of that
-example is always admitted. A failing check thus ends about one example's time after its
-slice: the exploration rounds, the shrinking and the final replay share it.
+A failure found is shrunk within the check's share of the budget
+(`Allowance.shrinking`: the run's time left, times the workers, in proportion to
+its kind's weight, `KIND_WEIGHTS`, over the weights of the checks not yet started)
+and never past the cap: once it is spent, the shrinking's examples end without
+reaching the backend (as overruns, see
+`checkpointspec.conformance.engines.search.driver`), so Hypothesis stops shrinking
+and reports the smallest failing example it had found, replayable from its blob,
+since its final replay of that example is always admitted. A failure shrunk short
+stands: shrinking is no count, so it does not make the check incomplete. A
+failing check thus ends about one example's time after its share, and a failure
+early in the run leaves the checks after it their time.
 """
 
 from __future__ import annotations
@@ -39,10 +40,12 @@ from collections.abc import Callable, Iterable, Iterator
 from contextvars import ContextVar
 from typing import Literal, TypeAlias, TypeVar
 
+import msgspec
+
 __all__ = [
     "KIND_WEIGHTS",
-    "SLICE_FLOOR",
-    "UNCUT_KINDS",
+    "SHRINK_FLOOR",
+    "Allowance",
     "CheckKind",
     "Slice",
     "budget_option",
@@ -70,26 +73,28 @@ KIND_WEIGHTS: dict[CheckKind, float] = {
     "holds": 6.0,
     "model": 12.9,
 }
-"""Each kind's share of a budget, relative to the others: the mean seconds a check of the
-kind takes in the quick profile on the file reference backend with its counts alone
-(``checkpointspec run file --profile quick --budget none``, workers forked from the fork
-server, on 2 cores under a load of 7): a single scenario 0.05 s, a round of processes
-0.5 s, the stress run 2.2 s, a property 2.4 s, the commanded-workers machine 4.2 s, a
-crash-state check 5.9 s, writers held at their system calls 6.0 s, a model-based
-machine 12.9 s. A budget shorter than a run needs thus thins every kind out alike."""
+"""Each kind's share of the time a failure's shrinking may take, relative to the
+others: the mean seconds a check of the kind takes in the quick profile on the file
+reference backend with its counts alone (``checkpointspec run file --profile quick
+--budget none``, workers forked from the fork server, on 2 cores under a load of
+7): a single scenario 0.05 s, a round of processes 0.5 s, the stress run 2.2 s, a
+property 2.4 s, the commanded-workers machine 4.2 s, a crash-state check 5.9 s,
+writers held at their system calls 6.0 s, a model-based machine 12.9 s."""
 
-UNCUT_KINDS: frozenset[CheckKind] = frozenset({"commanded"})
-"""Kinds of checks that run their profile's counts whatever the budget (their slice is
-None): the commanded-workers machine catches a kill between two writes of one batch
-on few of a seed's examples only (the meta-suite's EventAtATime on seed 0 needs more
-than a minute's worth on a loaded 2-core machine), and its ten quick examples are
-already its least. Their weight still counts, so the other checks' slices leave
-room for them."""
+SHRINK_FLOOR = 3.0
+"""The fewest seconds a failure's shrinking is given, however little of the budget is
+left (never past the cap): enough for a few shrinking steps on a slow backend."""
 
-SLICE_FLOOR = 3.0
-"""The fewest seconds a check that repeats anything is given, however tight the budget:
-enough for a few examples of a model-based machine on a slow backend, so that a budget
-thins a check's search out and never empties it."""
+
+class Allowance(msgspec.Struct, frozen=True):
+    """The time one check may take, from its start: ``cap`` is what is left of the run's
+    time cap (None: the run has none; 0: the cap was reached before the check started,
+    so it does not start), ``shrinking`` the seconds a failure's shrinking may take
+    (None: as long as the cap allows)."""
+
+    cap: float | None
+    shrinking: float | None = None
+
 
 T = TypeVar("T")
 
@@ -142,12 +147,21 @@ def example_failed() -> None:
 class Slice:
     """The wall-clock time one check may spend starting work, from its making on.
 
-    ``seconds`` None: no budget, `spent` is never true. The check's loops ask
-    `spent` before each repetition and call `stopped` when they leave work out.
+    ``seconds`` is what is left of the run's cap (None: no cap, `spent` is never
+    true); ``shrinking`` the seconds a failure's shrinking may take (None: until the
+    cap). The check's loops ask `spent` before each repetition and call `stopped`
+    when they leave work out.
     """
 
-    def __init__(self, seconds: float | None, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        seconds: float | None,
+        clock: Callable[[], float] = time.monotonic,
+        *,
+        shrinking: float | None = None,
+    ) -> None:
         self.seconds = seconds
+        self.shrinking = shrinking
         self._clock = clock
         self._started = clock()
         self.round_failed = False
@@ -157,34 +171,45 @@ class Slice:
         """Hypothesis examples started in the generation of passing rounds and up to the
         first failure of failing ones."""
         self.examples_left_out = 0
-        """Hypothesis examples rejected because the slice was spent."""
+        """Hypothesis examples rejected because the cap was reached."""
         self.shrinks_left_out = 0
-        """Examples of a failing Hypothesis round's shrinking left out because the slice
+        """Examples of a failing Hypothesis round's shrinking left out because its time
         was spent: the failure is reported as far as it was shrunk."""
         self.left_out: list[str] = []
-        """What the end of the slice left out, in words (`stopped`); empty if nothing."""
+        """What the cap left out, in words (`stopped`); empty if nothing."""
         self.examples_per_round: int | None = None
-        """The examples per Hypothesis round the profile allows (None: no Hypothesis run)."""
+        """The examples per Hypothesis round the profile asks for (None: no Hypothesis run)."""
+
+    @classmethod
+    def of(cls, allowance: Allowance | None) -> Slice:
+        """The slice of a check given ``allowance`` (None: no cap)."""
+        if allowance is None:
+            return cls(None)
+        return cls(allowance.cap, shrinking=allowance.shrinking)
 
     def elapsed(self) -> float:
         """Seconds since the slice began."""
         return self._clock() - self._started
 
     def spent(self) -> bool:
-        """Whether the slice is over: no more repetitions should start."""
+        """Whether the cap is reached: no more repetitions should start."""
         return self.seconds is not None and self.elapsed() >= self.seconds
 
+    def shrinking_spent(self) -> bool:
+        """Whether a failure's shrinking must stop: its time, or the cap, is spent."""
+        return self.spent() or (self.shrinking is not None and self.elapsed() >= self.shrinking)
+
     def left(self) -> float | None:
-        """Seconds left of the slice (0 when spent), or None without a budget."""
+        """Seconds left before the cap (0 when spent), or None without a cap."""
         return None if self.seconds is None else max(0.0, self.seconds - self.elapsed())
 
     def stopped(self, what: str) -> None:
-        """Record that the slice's end left ``what`` out, e.g. "checked 40 of 200 crash
-        states"; the check's result carries it (`coverage`)."""
+        """Record that the cap left ``what`` out, e.g. "checked 40 of 200 crash states":
+        the check is then incomplete (`incomplete`) and its result says what it covered."""
         self.left_out.append(what)
 
     def within(self, items: Iterable[T], what: str) -> Iterator[T]:
-        """``items`` (a check's kill points, holds, rounds…) until the slice is spent, the
+        """``items`` (a check's kill points, holds, rounds…) until the cap is reached, the
         first whatever the time; when it stops early it records "checked N of M
         ``what``" (`stopped`)."""
         listed = list(items)
@@ -195,9 +220,14 @@ class Slice:
             yield item
 
     @property
+    def incomplete(self) -> bool:
+        """Whether the cap stopped the check short of its profile's counts."""
+        return bool(self.left_out) or self.examples_left_out > 0
+
+    @property
     def cut_short(self) -> bool:
-        """Whether the slice's end left anything out."""
-        return bool(self.left_out) or self.examples_left_out > 0 or self.shrinks_left_out > 0
+        """Whether anything was left out: the counts (`incomplete`) or a failure's shrinking."""
+        return self.incomplete or self.shrinks_left_out > 0
 
     @contextlib.contextmanager
     def hypothesis_round(self) -> Iterator[None]:
@@ -211,15 +241,15 @@ class Slice:
             _CURRENT.reset(token)
 
     def admits_example(self, final_replay: bool) -> bool:
-        """Whether a Hypothesis example may run: while the slice lasts, for Hypothesis'
-        final replay of a failure (``final_replay``) whatever the time, and a round's
-        first example whatever the time. Otherwise it is counted as left out: in a
-        round that has failed (its shrinking) in `shrinks_left_out`, else in
-        `examples_left_out`."""
+        """Whether a Hypothesis example may run: before the cap, for Hypothesis' final
+        replay of a failure (``final_replay``) whatever the time, and a round's first
+        example whatever the time; a failing round's shrinking while its time lasts
+        (`shrinking_spent`). Otherwise it is counted as left out: in a round that has
+        failed (its shrinking) in `shrinks_left_out`, else in `examples_left_out`."""
         if final_replay:
             return True
         if self.round_failed:
-            if self.spent():
+            if self.shrinking_spent():
                 self.shrinks_left_out += 1
                 return False
             return True
@@ -231,18 +261,24 @@ class Slice:
         return True
 
     def coverage(self) -> str:
-        """What the check covered, when the slice left something out: one line for the
-        report ("" when the profile's counts were reached first)."""
+        """What the check covered when the cap or a shrinking's time left something out:
+        one line for the report ("" when the profile's counts were reached)."""
         if not self.cut_short or self.seconds is None:
             return ""
-        parts = list(self.left_out)
+        counts = list(self.left_out)
         if self.examples_left_out:
-            allowed = (
-                f" of the {self.examples_per_round} per round its profile allows"
+            asked = (
+                f" of the {self.examples_per_round} per round its profile asks for"
                 if self.examples_per_round is not None
                 else ""
             )
-            parts.insert(0, f"ran {self.examples_run} examples{allowed}")
+            counts.insert(0, f"ran {self.examples_run} examples{asked}")
+        parts = []
+        if counts:
+            parts.append(
+                f"{'; '.join(counts)} before the run's time cap "
+                f"({self.seconds:.1f} s of it were left when the check started)"
+            )
         if self.shrinks_left_out:
-            parts.append("stopped shrinking a failure at the slice's end")
-        return f"{'; '.join(parts)} within its {self.seconds:.1f} s slice of the budget"
+            parts.append("stopped shrinking a failure when its share of the budget was spent")
+        return "; ".join(parts)
