@@ -240,6 +240,8 @@ def _print_findings(console: Console, report: KitReport, verbose: bool = False) 
             console.print(f"[dim]{kind}[/] {escape(result.name)}: {escape(result.reason)}")
     for warning in report.warnings:
         console.print(f"[yellow]warning[/] {escape(warning)}")
+    for left in report.left_behind:
+        console.print(f"[bold yellow]left behind[/] {escape(left)}")
 
 
 def _roots_first(result: CheckResult) -> bool:

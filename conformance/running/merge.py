@@ -91,4 +91,5 @@ def merge_reports(reports: Sequence[KitReport]) -> KitReport:
         roots=roots,
         defects=defects,
         shard=None,
+        left_behind=tuple(dict.fromkeys(left for r in reports for left in r.left_behind)),
     )

@@ -36,6 +36,7 @@ from ...backends.registry import (
 from ...spec import (
     CAPABILITY_REASONS,
     Capability,
+    ExternalStorage,
     RefusesBeforeTheBackend,
     StoreHooks,
 )
@@ -54,6 +55,7 @@ __all__ = [
     "RunSettingError",
     "Setting",
     "check_outputs",
+    "drop_or_say_why",
     "in_ci",
     "parse_shard",
     "plan_run",
@@ -105,9 +107,16 @@ def probe_backend(target: BackendTarget) -> BackendProbe:
             refused = (
                 cp.refused_before_the_backend() if isinstance(cp, RefusesBeforeTheBackend) else {}
             )
-            return BackendProbe(capabilities, isinstance(cp, StoreHooks), dict(refused))
         finally:
             await cp.close()
+        external = isinstance(cp, ExternalStorage)
+        return BackendProbe(
+            capabilities,
+            isinstance(cp, StoreHooks),
+            dict(refused),
+            external_storage=external,
+            left_behind=await drop_or_say_why(cp, scratch) if external else "",
+        )
 
     try:
         return asyncio.run(probe())
@@ -117,6 +126,19 @@ def probe_backend(target: BackendTarget) -> BackendProbe:
         raise FactoryFailedError(target.ref.target, exc) from exc
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+async def drop_or_say_why(handle: object, directory: Path) -> str:
+    """Drop the stores under ``directory`` through ``handle`` (a closed handle of a backend
+    with `ExternalStorage`); "" when that worked, else what failed, in a sentence for
+    the report: a gate leaves nothing behind, or says what it left."""
+    if not isinstance(handle, ExternalStorage):
+        return ""
+    try:
+        await handle.drop_stores(directory)
+    except Exception as exc:
+        return f"drop_stores({str(directory)!r}) raised {type(exc).__name__}: {exc}"
+    return ""
 
 
 def selected_checks(run: KitRun) -> list[Check]:

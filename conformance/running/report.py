@@ -251,6 +251,10 @@ class CheckResult(msgspec.Struct, frozen=True):
     examples, states, holds or calls than its profile asks for (a check that found
     nothing is then ``incomplete``, its ``reason`` saying how far it got), or stopped
     shrinking a failure, which it reports as far as it was shrunk."""
+    left_behind: str = ""
+    """What the kit could not drop of the check's stores on a backend that keeps them
+    outside their directories (`checkpointspec.spec.ExternalStorage`), with why; ""
+    when everything was dropped or nothing needed to be. No verdict on a rule."""
     kit_checked: dict[str, str] = msgspec.field(default_factory=dict)
     """The rules this check's pass says nothing about for this backend, each with why:
     the kit refused every case of it on its own side, before the backend was asked
@@ -359,6 +363,10 @@ class KitReport(msgspec.Struct, frozen=True):
     ci: bool = False
     """The run took its settings as a gate because ``CI`` was set (`KitRun.ci`): a fixed
     seed when none was given, what the run's header said it changed."""
+    left_behind: tuple[str, ...] = ()
+    """What the run could not drop of the stores it made on a backend that keeps them
+    outside their directories (the probe's store, each check's), one sentence each;
+    empty when it left nothing behind."""
     replay_key: ReplayKey | None = None
     """What fixes the run's work (`ReplayKey`); None in reports written before it was kept."""
 

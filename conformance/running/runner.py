@@ -56,7 +56,6 @@ that does not import or lacks a name is a usage error.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
 import os
 import shutil
@@ -74,7 +73,6 @@ from hypothesis.errors import Flaky
 from ...backends.registry import BackendLoadError
 from ...spec import (
     Capability,
-    ExternalStorage,
     UnsupportedOperationError,
 )
 from ..checks.base import Check
@@ -91,12 +89,12 @@ from ..engines.search.replay import (
     reproduction_of,
 )
 from ..engines.search.transcripts import answered_differently
-from ..engines.target.provenance import raised_by
+from ..engines.target.provenance import open_checkpointer, raised_by
 from ..engines.target.witness import note_divergence
 from .failures import ANSWERED_DIFFERENTLY, full_traceback, hypothesis_lines, raised_at
 from .findings import findings_from, with_findings
 from .levels import judge_levels
-from .plan import selected_checks, skip_reason
+from .plan import drop_or_say_why, selected_checks, skip_reason
 from .registry import CHECKS_BY_NAME, is_session_check
 from .report import (
     KIT_VERSION,
@@ -171,11 +169,31 @@ def run_check(
             budget=0.0,
             cut_short=True,
         )
-    workdir: Path | None = None
+    workdir = Path(tempfile.mkdtemp(prefix=f"{check.rule_id}-", dir=root))
+    made: list[Harness] = []
+    try:
+        result = _run_in(check, run, workdir, allowance, made, started)
+    finally:
+        left_behind = _drop_external_stores(run, made[0] if made else None, workdir)
+        shutil.rmtree(workdir, ignore_errors=True)
+    if left_behind:
+        result = msgspec.structs.replace(result, left_behind=left_behind)
+    return result
+
+
+def _run_in(
+    check: Check,
+    run: KitRun,
+    workdir: Path,
+    allowance: Allowance | None,
+    made: list[Harness],
+    started: float,
+) -> CheckResult:
+    """`run_check`'s run of ``check`` in ``workdir``; the harness it made goes in ``made``."""
     harness_made: Harness | None = None
     try:
-        workdir = Path(tempfile.mkdtemp(prefix=f"{check.rule_id}-", dir=root))
         harness = harness_made = Harness(run, workdir, allowance)
+        made.append(harness)
         if inspect.iscoroutinefunction(check.func):
             asyncio.run(_run_async(check, harness))
         else:
@@ -211,10 +229,6 @@ def run_check(
         # A failure's blob and replay are its findings'; a kit error keeps them itself.
         ended = judged if judged.findings else _with_reproduction(judged, check, found)
         return _with_slice(with_findings(ended, check, run, harness_made), harness_made)
-    finally:
-        if workdir is not None:
-            _drop_external_stores(harness_made, workdir)
-            shutil.rmtree(workdir, ignore_errors=True)
     if harness.replay is not None and not harness.replay.used:
         raise ReproduceError(
             f"{check.name} draws no Hypothesis examples, so there is no blob to replay: "
@@ -250,15 +264,31 @@ def _replayed(harness: Harness | None) -> Reproduction | None:
     return replaying.reproduction if replaying is not None and replaying.used else None
 
 
-def _drop_external_stores(harness: Harness | None, workdir: Path) -> None:
+def _drop_external_stores(run: KitRun, harness: Harness | None, workdir: Path) -> str:
     """Let a backend that keeps stores outside their directories (`ExternalStorage`, e.g.
-    a database server) drop the check's stores. A failure leaves them to the backend's
-    own clean-up; it says nothing about the check, so it is not reported as its result."""
+    a database server) drop the check's stores, through the first handle the check
+    opened, or one opened for it when the check opened none itself (a model-based
+    machine's per-example stores, a worker's). "" when that worked or was not needed;
+    else what failed, which the check's result keeps (`CheckResult.left_behind`): it
+    says nothing about the rules, but a gate must say what it left on the server."""
+    if not run.probe.external_storage:
+        return ""
     specimen = harness.specimen if harness is not None else None
-    if specimen is None or not isinstance(specimen, ExternalStorage):
-        return
-    with contextlib.suppress(Exception):
-        asyncio.run(specimen.drop_stores(workdir))
+
+    async def drop() -> str:
+        handle = specimen
+        if handle is None:
+            target = run.target
+            handle = await open_checkpointer(
+                target.factory(), target.context(workdir / "dropping-the-check-s-stores")
+            )
+            await handle.close()
+        return await drop_or_say_why(handle, workdir)
+
+    try:
+        return asyncio.run(drop())
+    except Exception as exc:
+        return f"the stores could not be dropped: {type(exc).__name__}: {exc}"
 
 
 def _refused_undeclared(
@@ -514,6 +544,15 @@ def report_of(
         budget=run.budget,
         accept_incomplete=run.accept_incomplete,
         ci=run.ci,
+        left_behind=tuple(
+            filter(
+                None,
+                [
+                    f"the probe's store: {run.probe.left_behind}" if run.probe.left_behind else "",
+                    *(f"{c.name}: {c.left_behind}" for c in ran if c.left_behind),
+                ],
+            )
+        ),
         replay_key=replay_key_of(run, declared, uses_session),
     )
 

@@ -420,3 +420,16 @@ def test_a_budget_is_taken_and_one_that_is_no_duration_is_a_usage_error(
     )
     assert refused.ret == pytest.ExitCode.USAGE_ERROR
     refused.stderr.fnmatch_lines(["*--checkpointer-budget: a budget is a positive duration*"])
+
+
+def test_a_check_the_cap_stops_fails_its_test_unless_incomplete_is_accepted(
+    pytester: pytest.Pytester,
+) -> None:
+    only = ("--checkpointer-only", "ARG-001::bad_session_ids")
+    capped = ("--checkpointer", "memory", "--checkpointer-seed", "1", *only)
+    tiny = ("--checkpointer-budget", "0.001s")
+    failed = pytester.runpytest_subprocess(*capped, *tiny)
+    failed.assert_outcomes(failed=1)
+    failed.stdout.fnmatch_lines(["*incomplete, not passed: ran 1 examples*"])
+    accepted = pytester.runpytest_subprocess(*capped, *tiny, "--checkpointer-accept-incomplete")
+    accepted.assert_outcomes(passed=1)

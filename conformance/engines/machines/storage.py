@@ -349,7 +349,9 @@ class CheckpointerMachine(MachineBase):
                 if divergence is not None and divergence.rule != ANSWER_RULE["append"]:
                     raise RuleViolation.of(divergence.at(call), message)
                 self.blame_crash_alone(picked[0][1], session_id, outcome.error, call)
-                raise RuleViolation("APPEND-004", message)
+                raise RuleViolation.or_crash(
+                    "APPEND-004", message, "append", type(outcome.error).__name__
+                )
         # Whatever order the racing appends took, each winner's head lies between its
         # own batch on the old head and every winner's batch on it: an answer outside
         # that is the append's own (SEQ-003), no race needed to explain it.

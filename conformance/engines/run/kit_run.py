@@ -43,6 +43,11 @@ class BackendProbe(msgspec.Struct, frozen=True):
     """For a proxy (`checkpointspec.spec.RefusesBeforeTheBackend`, the stdio client): the
     rules whose every checked case it refuses itself, with why; empty for a backend
     that answers for itself."""
+    external_storage: bool = False
+    """The handle keeps its stores' data outside their directories
+    (`checkpointspec.spec.ExternalStorage`): every check's stores are dropped after it."""
+    left_behind: str = ""
+    """Why the probe's own store could not be dropped ("" when it was, or needed not be)."""
 
 
 OutputName: TypeAlias = Literal["report", "junit", "badge", "summary"]
