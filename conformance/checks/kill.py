@@ -321,9 +321,10 @@ async def compaction_killed_after_every_system_call(h: Harness) -> None:
     sends = server_sends_unavailable() is None
     before = h.new_store()
     pre = await _compactable(h, before)
-    # When a compaction's store calls are all sends, the store's directory only names
-    # where its data lives (a copy would share that data): each trial writes a new one.
-    server = False
+    # When the backend keeps its data outside the store's directory (ExternalStorage),
+    # or a compaction's store calls are all sends, the directory only names where its
+    # data lives (a copy would share that data): each trial writes a new store.
+    server = h.run.probe.external_storage
 
     async def compacted(n: int) -> tuple[Path, str | None, list[str]]:
         if server:
@@ -350,7 +351,7 @@ async def compaction_killed_after_every_system_call(h: Harness) -> None:
         return store, call, calls
 
     done, _, calls = await compacted(NEVER)
-    server = bool(calls) and all(is_send(call) for call in calls)
+    server = server or (bool(calls) and all(is_send(call) for call in calls))
     async with h.opened(done) as cp:
         post = [encode_event(s.event) for s in await read_all(cp, _SESSION)]
     if len(post) != len(pre) + 1 or not calls:

@@ -46,7 +46,7 @@ from checkpointspec.conformance.engines.target.witness import Witness
 from checkpointspec.conformance.frontends.cli import main, run_header
 from checkpointspec.conformance.running.plan import CI_SEED, in_ci, plan_run
 from checkpointspec.conformance.running.registry import CHECKS_BY_NAME
-from checkpointspec.conformance.running.runner import run_check, run_kit
+from checkpointspec.conformance.running.runner import run_check
 from checkpointspec.conformance.running.slices import BudgetPlan
 from hypothesis import given
 from hypothesis import strategies as st
@@ -463,46 +463,3 @@ def test_every_run_names_what_it_runs_before_its_first_check(
     quiet = capsys.readouterr().out.splitlines()
     assert quiet[0] == out[0]
     assert not quiet[1].startswith("backend ")
-
-
-# -- a gate leaves nothing behind ------------------------------------------------------
-
-
-@pytest.mark.usefixtures("broken_backends_importable")
-def test_every_store_of_a_run_is_dropped_the_probes_and_a_machines_included(
-    tmp_path: Path,
-) -> None:
-    ledger = tmp_path / "ledger"
-    model = "SEQ-001::model_based"
-    run = plan_run(
-        "external_backends:RemembersStores.make",
-        profile="quick",
-        seed=1,
-        only=(model, PROPERTY),
-        options={"ledger": str(ledger)},
-        budget=parse_budget("none"),
-    )
-    report = run_kit(run)
-    assert report.exit_status == 0, report
-    assert report.left_behind == ()
-    lines = ledger.read_text().splitlines()
-    opened = [Path(line.removeprefix("opened ")) for line in lines if line.startswith("opened ")]
-    dropped = [Path(line.removeprefix("dropped ")) for line in lines if line.startswith("dropped ")]
-    # Every store opened lies under a directory the kit dropped afterwards.
-    undropped = [p for p in opened if not any(d == p or d in p.parents for d in dropped)]
-    assert undropped == [], undropped
-    assert len(dropped) == 3  # the probe's and each check's
-
-
-@pytest.mark.usefixtures("broken_backends_importable")
-def test_a_store_the_kit_cannot_drop_is_reported_left_behind(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    args = ["run", "external_backends:CannotDrop.make", "--profile", "quick", "--seed", "1"]
-    args += ["--only", PROPERTY, "--option", f"ledger={tmp_path / 'ledger'}"]
-    assert main([*args, "--report", str(tmp_path / "r.json")]) == 0
-    out = capsys.readouterr().out
-    assert "left behind the probe's store: drop_stores(" in out
-    written = json.loads((tmp_path / "r.json").read_bytes())
-    assert len(written["left_behind"]) == 2
-    assert all("ConnectionError: the server is gone" in left for left in written["left_behind"])

@@ -197,7 +197,14 @@ async def prepared(h: Harness, calls: list[Call], upto: int, rule_id: str) -> Pa
 
 
 def copy_store(h: Harness, store: Path) -> Path:
-    """A new store of this check holding a copy of ``store``'s files."""
+    """A new store of this check holding a copy of ``store``'s files. Raises `CheckSkipped`,
+    saying why, for a backend that keeps its data outside the store's directory
+    (`ExternalStorage`): a copy of the directory would share the original's data."""
+    if h.run.probe.external_storage:
+        raise CheckSkipped(
+            "this check copies a store's directory, and the backend keeps its data outside "
+            "it (ExternalStorage): a copy would share the original's data"
+        )
     target = h.new_store()
     shutil.rmtree(target)
     shutil.copytree(store, target)
