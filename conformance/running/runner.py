@@ -63,7 +63,7 @@ import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from multiprocessing import get_context
+from multiprocessing import active_children, get_context
 from pathlib import Path
 from typing import TypeGuard
 
@@ -474,27 +474,59 @@ def _results(
         yield run_check(check, run, root, slices.allowance_for(check))
 
 
+def cap_grace(budget: float) -> float:
+    """How long after the run's cap a check still running in a worker process is waited
+    for before it is stopped: a tenth of the cap, between 5 and 30 s (what is under way
+    at the cap finishes within it, a backend that stopped answering does not)."""
+    return min(30.0, max(5.0, budget / 10))
+
+
+def _stopped_at_cap(check: Check, run: KitRun, started: bool) -> CheckResult:
+    """The result of ``check`` when the run's cap ended it (``started``) or came first."""
+    cap = format_seconds(run.budget or 0)
+    reason = (
+        f"stopped: it was still running {format_seconds(cap_grace(run.budget or 0))} after "
+        f"the run's time cap ({cap}), waiting for the backend"
+        if started
+        else f"not started: the run reached its time cap ({cap}) first"
+    )
+    return CheckResult(check.name, check.rules, "incomplete", 0.0, reason=reason, cut_short=True)
+
+
 def _in_workers(
     run: KitRun, checks: list[Check], root: Path, listener: RunListener, slices: BudgetPlan
 ) -> Iterator[CheckResult]:
-    """The checks run in ``run.workers`` spawned processes (a clean interpreter each)."""
-    with ProcessPoolExecutor(
+    """The checks run in ``run.workers`` spawned processes (a clean interpreter each).
+
+    The cap holds whatever the backend does: checks still running `cap_grace` after
+    it (a backend that stopped answering) are stopped, their worker processes killed,
+    and are incomplete, as are the checks not started yet."""
+    pool = ProcessPoolExecutor(
         max_workers=run.workers,
         mp_context=get_context("spawn"),
         initializer=end_with_parent,
         initargs=(os.getpid(),),
-    ) as pool:
-        # Submitting no more than ``workers`` at a time keeps "started" true: a
-        # submitted check is one a worker process is running.
-        waiting = list(reversed(checks))
-        running: dict[Future[CheckResult], Check] = {}
+    )
+    # Submitting no more than ``workers`` at a time keeps "started" true: a
+    # submitted check is one a worker process is running.
+    waiting = list(reversed(checks))
+    running: dict[Future[CheckResult], Check] = {}
+    try:
         while waiting or running:
             while waiting and len(running) < run.workers:
                 check = waiting.pop()
                 listener.started(check)
                 given = slices.allowance_for(check)
                 running[pool.submit(_run_in_worker, check.name, run, str(root), given)] = check
-            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            left = slices.left()
+            timeout = None if left is None or run.budget is None else left + cap_grace(run.budget)
+            done, _ = wait(running, timeout=timeout, return_when=FIRST_COMPLETED)
+            if not done:
+                for child in active_children():
+                    child.kill()
+                yield from (_stopped_at_cap(c, run, started=True) for c in running.values())
+                yield from (_stopped_at_cap(c, run, started=False) for c in reversed(waiting))
+                return
             for future in done:
                 check = running.pop(future)
                 try:
@@ -502,6 +534,8 @@ def _in_workers(
                 except Exception as exc:  # the worker process died or could not start
                     result = _worker_failed(check, exc)
                 yield result
+    finally:
+        pool.shutdown(wait=not running, cancel_futures=True)
 
 
 def report_of(

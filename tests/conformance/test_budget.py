@@ -46,7 +46,7 @@ from checkpointspec.conformance.engines.target.witness import Witness
 from checkpointspec.conformance.frontends.cli import main, run_header
 from checkpointspec.conformance.running.plan import CI_SEED, in_ci, plan_run
 from checkpointspec.conformance.running.registry import CHECKS_BY_NAME
-from checkpointspec.conformance.running.runner import run_check
+from checkpointspec.conformance.running.runner import run_check, run_kit
 from checkpointspec.conformance.running.slices import BudgetPlan
 from hypothesis import given
 from hypothesis import strategies as st
@@ -463,3 +463,24 @@ def test_every_run_names_what_it_runs_before_its_first_check(
     quiet = capsys.readouterr().out.splitlines()
     assert quiet[0] == out[0]
     assert not quiet[1].startswith("backend ")
+
+
+@pytest.mark.usefixtures("broken_backends_importable")
+def test_a_backend_that_stops_answering_costs_the_run_its_cap_not_more() -> None:
+    hanging = ("SEQ-001::seqs_are_contiguous_across_batches", "SEQ-003::append_returns")
+    run = plan_run(
+        "hanging_backends:HangsOnAppend.make",
+        profile="quick",
+        seed=1,
+        only=(*hanging, "HEAD-001::head_is_the_last_seq"),
+        workers=2,
+        budget=2.0,
+    )
+    report = run_kit(run)
+    assert report.exit_status == 4, report
+    statuses = {c.name: (c.status, c.reason) for c in report.checks}
+    stopped = [n for n, (status, reason) in statuses.items() if reason.startswith("stopped: ")]
+    assert len(stopped) == 2, statuses
+    # The run ended (the cap and its grace, not the backend's hour, bounded it), and
+    # what the cap stopped is incomplete, never passed.
+    assert all(status == "incomplete" for status, _ in statuses.values()), statuses
