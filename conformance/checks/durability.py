@@ -38,7 +38,6 @@ from ..engines.crash.verdicts import Round, Step, check_rounds, plan_workload
 from ..engines.processes.client import (
     UNSENT,
     Acked,
-    Failed,
     WorkerExited,
     WorkerHung,
     backend_error,
@@ -175,11 +174,7 @@ async def acknowledged_writes_survive_kill(h: Harness) -> None:
                 "DUR-002",
                 f"the writer acknowledged nothing before it was killed: {ended}",
                 "append",
-                ended.error
-                if isinstance(ended, Failed)
-                else backend_error(ended)
-                if isinstance(ended, BaseException)
-                else "",
+                backend_error(ended),
             )
         cp = await h.open()
         log = await read_all(cp, session)

@@ -68,7 +68,14 @@ from ..engines.crash.verdicts import (
     verdict_on,
 )
 from ..engines.machines.commanded import WORKERS, CommandedEnv, CommandedMachine, worker_pool
-from ..engines.processes.client import UNSENT, Succeeded, WorkerClient, WorkerReply, marker_prompts
+from ..engines.processes.client import (
+    UNSENT,
+    Succeeded,
+    WorkerClient,
+    WorkerReply,
+    backend_error,
+    marker_prompts,
+)
 from ..engines.run.harness import CheckSkipped, Harness, NothingExercised, read_all
 from ..engines.search.stateful import run_machine
 from .base import check
@@ -262,9 +269,11 @@ async def _acknowledged(reply: asyncio.Future[WorkerReply], what: str) -> None:
     """Wait for ``reply`` (bounded by the worker's deadline); a refusal fails KILL-001."""
     done = await reply
     if not isinstance(done, Succeeded):
-        raise RuleViolation(
+        raise RuleViolation.or_crash(
             "KILL-001",
             f"{what} failed after a writer waiting for the same session was killed: {done}",
+            "append",
+            backend_error(done),
         )
 
 

@@ -33,6 +33,7 @@ from ..engines.processes.client import (
     Succeeded,
     WorkerClient,
     WorkerHung,
+    backend_error,
     marker_prompts,
 )
 from ..engines.run.harness import Harness, read_all
@@ -326,11 +327,13 @@ async def dead_holder_frees_the_lock(h: Harness) -> None:
         await unchanged(cp, before, "MAINT-004", "an append refused across processes")
         # The holder process writes, and a third process is refused.
         reply = await _worker_call(holder, _append("holder 6"), "the holder's append")
-        expect(
-            isinstance(reply, Succeeded) and reply.value == 6,
-            "MAINT-004",
-            f"the holding process's append answered {reply}; expected head 6",
-        )
+        if not (isinstance(reply, Succeeded) and reply.value == 6):
+            raise RuleViolation.or_crash(
+                "MAINT-004",
+                f"the holding process's append answered {reply}; expected head 6",
+                "append",
+                backend_error(reply),
+            )
         reply = await _worker_call(writer, _append("third process"), "an append")
         expect(
             isinstance(reply, Failed) and reply.error == "SessionLockedError",

@@ -363,10 +363,14 @@ class BackendFailedInWorker(WorkerExited):
         line names none)."""
 
 
-def backend_error(lost: BaseException) -> str:
-    """The class name of what the backend raised when ``lost`` is a worker that ended
-    because of it (`BackendFailedInWorker`: "TypeError"); "" for any other end."""
-    return lost.error if isinstance(lost, BackendFailedInWorker) else ""
+def backend_error(ended: object) -> str:
+    """The class name of what the backend raised, when ``ended`` (a worker's reply, or
+    what ended it) says: a `Failed` reply's error, or the exception of a worker that
+    ended because of it (`BackendFailedInWorker`: "TypeError"); "" for anything else.
+    For `RuleViolation.or_crash`, which keeps the operation's crash in view."""
+    if isinstance(ended, Failed):
+        return ended.error
+    return ended.error if isinstance(ended, BackendFailedInWorker) else ""
 
 
 class WorkerClient:
