@@ -55,6 +55,7 @@ from ..contract.outcomes import (
 from ..contract.violations import RuleViolation, expect
 from ..search.exploration import invariant, rule
 from ..search.transcripts import exchanged
+from ..target.provenance import raised_by
 from .storage_runtime import CURRENT, MachineBase, MachineEnv, answer_text
 from .strategies import CONFUSABLE_IDS, invalid_events_arguments, invalid_seqs, invalid_session_ids
 
@@ -433,8 +434,14 @@ class CheckpointerMachine(MachineBase):
 
         got = self.backend_call(call, interleave)
         if isinstance(got, Err):
-            raise RuleViolation(
-                "READ-003", f"{call} raised {type(got.error).__name__}: {got.error}"
+            # Which of the two raised it: a crash of that operation, seen plainly in
+            # its own step elsewhere, is the defect.
+            noted = raised_by(got.error)
+            raise RuleViolation.or_crash(
+                "READ-003",
+                f"{call} raised {type(got.error).__name__}: {got.error}",
+                noted.operation if noted is not None else "read",
+                type(got.error).__name__,
             )
         if truncating:
             self.ledger.remove(markers_of(e.event for e in before[1:]), "truncated")
