@@ -159,16 +159,7 @@ def run_check(
     if reason is not None:
         return CheckResult(check.name, check.rules, "skipped", 0.0, reason=reason)
     if allowance is not None and allowance.cap is not None and allowance.cap <= 0:
-        return CheckResult(
-            check.name,
-            check.rules,
-            "incomplete",
-            0.0,
-            reason=f"not started: the run reached its time cap ({format_seconds(run.budget or 0)}) "
-            "first",
-            budget=0.0,
-            cut_short=True,
-        )
+        return _stopped_at_cap(check, run, started=False)
     workdir = Path(tempfile.mkdtemp(prefix=f"{check.rule_id}-", dir=root))
     made: list[Harness] = []
     try:
