@@ -241,7 +241,8 @@ def _run_in(
 
 
 def _with_slice(result: CheckResult, harness: Harness | None) -> CheckResult:
-    """``result`` with the slice of the budget its check had, and whether it cut it short."""
+    """``result`` with what was left of the cap when its check started, and whether the
+    cap (or a shrinking's share) left anything out."""
     if harness is None or harness.slice.seconds is None:
         return result
     return msgspec.structs.replace(

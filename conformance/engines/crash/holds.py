@@ -341,8 +341,9 @@ async def holds(
     are drawn with the seed, spread over the write. A kind whose writes make fewer calls than its share leaves the rest to
     the next kind.
 
-    Once the check's slice of the time budget is spent, each kind not yet held is held
-    once and no more; the slice records how many holds were left out.
+    Once the run's time cap is reached, each kind not yet held is held
+    once and no more; the slice records how many holds were left out (the check is
+    then incomplete).
 
     When an append changes no file under the store directory (a backend whose
     data lives in a server), its sends to the server are counted instead, and

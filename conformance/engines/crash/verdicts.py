@@ -547,7 +547,7 @@ async def check_rounds(
     reopen: Reopener | None = None,
 ) -> tuple[int, int, int]:
     """Record rounds and check their states until ``budget`` states are checked, or the
-    check's slice of the time budget is spent (after one state at least, and each
+    run's time cap is reached (after one state at least, and each
     recorded round's states checked for at least as long as recording it took; the
     result then says how many of ``budget`` were checked).
 

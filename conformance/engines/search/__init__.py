@@ -6,7 +6,7 @@ but the check's body and the machine. Checks call `properties.run_property` and
 | module | what |
 |---|---|
 | `replay` | the settings of every Hypothesis run; exact replay by seed or reproduce blob |
-| `budget` | the weights of each kind of check and the slice of the time budget a check runs in |
+| `budget` | the run's time cap as each check sees it (`Slice`, `Allowance`), and the weights of each kind of check that share out a failure's shrinking |
 | `exploration` | rounds of a search, each tolerating what the earlier ones found |
 | `driver` | what a run needs of its check (`SearchHost`); examples admitted within the check's slice (`within_slice`); a run in exploration rounds (`explore_runs`) |
 | `properties` | property runs: a check's body on one fresh store per generated example (`run_property`) |

@@ -1,5 +1,5 @@
-"""Driving a check's Hypothesis run: its examples within the check's slice of the time
-budget, its exploration rounds, its replay.
+"""Driving a check's Hypothesis run: its examples before the run's time cap (a failure's
+shrinking within its share), its exploration rounds, its replay.
 
 Every property and state machine of the kit runs through here
 (`checkpointspec.conformance.engines.search.properties`,
@@ -93,8 +93,9 @@ def explore_runs(h: SearchHost, run_once: Callable[[], None], examples: int) -> 
     """``run_once`` (the check's Hypothesis run of ``examples`` examples, each admitted by
     `within_slice`) in exploration rounds (`explore`): every failure is recorded in
     ``h.findings`` and the next round tolerates its rule, up to the profile's
-    ``exploration_rounds`` or the end of the check's slice of the time budget. A round
-    the slice ended is a pass: its examples after the slice were left out, not failed.
+    ``exploration_rounds`` or the run's time cap. A round the cap ended failed nothing:
+    its examples after the cap were left out (`Slice.examples_left_out`), which makes
+    the check incomplete, not failed.
     A replay (``--reproduce``) runs once, as recorded."""
     if h.replay is not None:
         run_once()

@@ -151,7 +151,7 @@ def explore(
 ) -> Explored:
     """Run ``run_round`` (one Hypothesis run of a check) until it passes, finds only what
     earlier rounds found, ``rounds`` rounds have run, or, after the first round,
-    ``out_of_time()`` says the check's slice of the time budget is spent; each new
+    ``out_of_time()`` says the run's time cap is reached; each new
     violation goes to ``found``, its rule tolerated from the next round on
     (``tolerated``: from the first).
 
