@@ -241,9 +241,8 @@ async def _acked(n: int, worker: WorkerClient, conflicts: int) -> list[Acked]:
                     f"{reply.expected} and the store said its head was {reply.actual}",
                 )
             elif not isinstance(reply, Succeeded):
-                error = reply.error if isinstance(reply, Failed) else ""
                 raise RuleViolation.or_crash(
-                    "MP-001", f"worker {n} failed: {reply}", "append", error
+                    "MP-001", f"worker {n} failed: {reply}", "append", backend_error(reply)
                 )
     except (WorkerExited, WorkerHung) as lost:
         raise RuleViolation.or_crash(
