@@ -27,7 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
-import msgspec
+from checkpointspec.conformance.running.compare import verdicts_of
+from checkpointspec.conformance.running.merge import load_report
 
 SPIN = "while True: pass"
 
@@ -48,18 +49,6 @@ def run_quick(backend: str, seed: int, report: Path) -> tuple[float, int]:
         check=False,
     )
     return time.perf_counter() - started, done.returncode
-
-
-def verdicts(report: Path) -> dict[str, object]:
-    """What a run found, without its timing."""
-    data = msgspec.json.decode(report.read_bytes())
-    return {
-        "rules": {r["id"]: r["status"] for r in data["rules"]},
-        "checks": {c["name"]: c["status"] for c in data["checks"]},
-        "roots": data["roots"],
-        "defects": sorted((d["rule"], d["shape"]) for d in data["defects"]),
-        "exit status": data["exit_status"],
-    }
 
 
 def main() -> int:
@@ -85,7 +74,7 @@ def main() -> int:
         f"loaded: {loaded_wall:6.1f} s, exit status {loaded_status} "
         f"({args.load} busy processes; load {load:.2f} at the end)"
     )
-    quiet, loaded = verdicts(quiet_report), verdicts(loaded_report)
+    quiet, loaded = (verdicts_of(load_report(r)) for r in (quiet_report, loaded_report))
     same = True
     for what in quiet:
         if quiet[what] != loaded[what]:
@@ -100,10 +89,10 @@ def main() -> int:
                 print(f"  quiet {before}, loaded {after}")
     incomplete = sorted(
         {
-            c["name"]
-            for report in (quiet_report, loaded_report)
-            for c in msgspec.json.decode(report.read_bytes())["checks"]
-            if c["status"] == "incomplete"
+            name
+            for verdict in (quiet, loaded)
+            for name, status in verdict["checks"].items()
+            if status == "incomplete"
         }
     )
     if incomplete:

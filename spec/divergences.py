@@ -130,7 +130,11 @@ def _conflict_facts(error: CheckpointConflictError) -> tuple[object, ...]:
 def crash(operation: str, error: BaseException) -> tuple[str, str]:
     """The rule and shape of ``operation`` raising ``error``, an error outside the
     contract: the operation's answer rule, the same in every check."""
-    return ANSWER_RULE[operation], f"{operation} raised {type(error).__name__}"
+    return _crashed(operation, type(error).__name__)
+
+
+def _crashed(operation: str, error_name: str) -> tuple[str, str]:
+    return ANSWER_RULE[operation], f"{operation} raised {error_name}"
 
 
 _REFUSALS = frozenset(
@@ -159,7 +163,7 @@ def crash_named(operation: str, error_name: str) -> tuple[str, str] | None:
     see the two are one."""
     if operation not in ANSWER_RULE or error_name in _REFUSALS:
         return None
-    return ANSWER_RULE[operation], f"{operation} raised {error_name}"
+    return _crashed(operation, error_name)
 
 
 def truncates_to_head_counted(expected: int, got: object, to_head: int) -> tuple[str, str] | None:

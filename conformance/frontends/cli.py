@@ -77,7 +77,7 @@ from ..running.compare import compare_reports, render_comparison
 from ..running.failures import panel_body, rule_headline
 from ..running.levels import describe_levels, level_of_rule
 from ..running.merge import MergeError, load_report, merge_reports
-from ..running.plan import RunSettingError, check_outputs, plan_run
+from ..running.plan import CI_SEED, RunSettingError, check_outputs, plan_run
 from ..running.report import (
     EXIT_FAILED,
     EXIT_INCOMPLETE,
@@ -419,23 +419,12 @@ def run_header(run: KitRun) -> list[str]:
     ]
     if run.ci:
         lines.append(
-            f"CI is set: the run is a gate: seed {run.seed} unless --seed gives one "
+            f"CI is set: the run is a gate: seed {CI_SEED} when no --seed is given "
             f"(not drawn), no example database, no per-example deadline, failing "
             f"examples printed as replay blobs; a check the cap stops is incomplete"
             + (" (accepted: --accept-incomplete)" if run.accept_incomplete else "")
         )
-    budget = (
-        f" --budget {cap}"
-        if run.budget != run.profile.budget_seconds and run.budget is not None
-        else " --budget none"
-        if run.budget is None and run.profile.budget_seconds is not None
-        else ""
-    )
-    suite = f" --suite {run.suite}" if run.suite != "storage" else ""
-    lines.append(
-        f"the same work again: checkpointspec run {run.backend.name}{suite} --profile "
-        f"{run.profile.name} --seed {run.seed}{budget}"
-    )
+    lines.append(f"the same work again: {run.rerun_command()}")
     return lines
 
 

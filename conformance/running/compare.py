@@ -23,7 +23,7 @@ import msgspec
 
 from .report import KitReport, RuleResult
 
-__all__ = ["Comparison", "RuleChange", "compare_reports", "render_comparison"]
+__all__ = ["Comparison", "RuleChange", "compare_reports", "render_comparison", "verdicts_of"]
 
 _FAILING = frozenset({"failed", "xpassed"})
 _UNCHECKED = frozenset({"skipped", "not_checked", "not_run", "error", "incomplete"})
@@ -92,8 +92,9 @@ def compare_reports(old: KitReport, new: KitReport) -> Comparison:
     )
 
 
-def _verdicts(report: KitReport) -> dict[str, object]:
-    """What a run found, without its timing: what two runs of one key must share."""
+def verdicts_of(report: KitReport) -> dict[str, object]:
+    """What a run found, without its timing: what two runs of one key must share (the
+    rules' and checks' statuses, the roots, the defects, the exit status)."""
     return {
         "rules": {r.id: r.status for r in report.rules},
         "checks": {c.name: c.status for c in report.checks},
@@ -106,7 +107,7 @@ def _verdicts(report: KitReport) -> dict[str, object]:
 def _same_work(old: KitReport, new: KitReport) -> str:
     if old.replay_key is None or old.replay_key != new.replay_key:
         return ""
-    then, now = _verdicts(old), _verdicts(new)
+    then, now = verdicts_of(old), verdicts_of(new)
     differing = [what for what in then if then[what] != now[what]]
     if not differing:
         return (

@@ -51,6 +51,7 @@ from .report import unwritable
 
 __all__ = [
     "CI_SEED",
+    "CI_VARIABLES",
     "ReproduceNeedsOneCheck",
     "RunSettingError",
     "Setting",
@@ -188,7 +189,7 @@ CI_SEED: Final = 0
 commit, as Hypothesis derandomizes under its CI profile; ``--seed`` still wins."""
 
 
-_CI_VARIABLES: Final[dict[str, str | None]] = {
+CI_VARIABLES: Final[dict[str, str | None]] = {
     "CI": None,
     "__TOX_ENVIRONMENT_VARIABLE_ORIGINAL_CI": None,
     "TF_BUILD": "true",
@@ -208,11 +209,11 @@ CI profile does."""
 
 
 def in_ci(environ: Mapping[str, str]) -> bool:
-    """Whether ``environ`` is a CI job's, as Hypothesis tells (`_CI_VARIABLES`: ``CI``
+    """Whether ``environ`` is a CI job's, as Hypothesis tells (`CI_VARIABLES`: ``CI``
     set to anything, ``GITHUB_ACTIONS=true``, ``TF_BUILD=true``, ...)."""
     return any(
         name in environ and (value is None or environ[name] == value)
-        for name, value in _CI_VARIABLES.items()
+        for name, value in CI_VARIABLES.items()
     )
 
 

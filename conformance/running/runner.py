@@ -271,9 +271,10 @@ def _drop_external_stores(run: KitRun, harness: Harness | None, workdir: Path) -
         handle = specimen
         if handle is None:
             target = run.target
-            handle = await open_checkpointer(
-                target.factory(), target.context(workdir / "dropping-the-check-s-stores")
-            )
+            # The contract's path already exists (BackendContext): make it so here too.
+            spare = workdir / "dropping-the-check-s-stores"
+            spare.mkdir(exist_ok=True)
+            handle = await open_checkpointer(target.factory(), target.context(spare))
             await handle.close()
         return await drop_or_say_why(handle, workdir)
 
@@ -570,14 +571,9 @@ def report_of(
         budget=run.budget,
         accept_incomplete=run.accept_incomplete,
         ci=run.ci,
-        left_behind=tuple(
-            filter(
-                None,
-                [
-                    f"the probe's store: {run.probe.left_behind}" if run.probe.left_behind else "",
-                    *(f"{c.name}: {c.left_behind}" for c in ran if c.left_behind),
-                ],
-            )
+        left_behind=(
+            *([f"the probe's store: {run.probe.left_behind}"] if run.probe.left_behind else []),
+            *(f"{c.name}: {c.left_behind}" for c in ran if c.left_behind),
         ),
         replay_key=replay_key_of(run, declared, uses_session),
     )

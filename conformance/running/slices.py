@@ -43,8 +43,6 @@ class BudgetPlan:
         self._waiting = {
             c.name: KIND_WEIGHTS[c.kind] for c in checks if skip_reason(c, run.probe) is None
         }
-        self.given: dict[str, Allowance] = {}
-        """The allowance each check was given, by name."""
 
     def left(self) -> float | None:
         """Seconds left of the run's cap (0 once reached), or None without one."""
@@ -64,6 +62,4 @@ class BudgetPlan:
             weight = KIND_WEIGHTS[check.kind]
         share = left * self._capacity * weight / (weight + sum(self._waiting.values()))
         # One check runs in one worker: the others' capacity cannot make its time longer.
-        given = Allowance(cap=left, shrinking=max(SHRINK_FLOOR, min(share, left)))
-        self.given[check.name] = given
-        return given
+        return Allowance(cap=left, shrinking=max(SHRINK_FLOOR, min(share, left)))

@@ -44,7 +44,7 @@ from checkpointspec.conformance.engines.search.replay import (
 )
 from checkpointspec.conformance.engines.target.witness import Witness
 from checkpointspec.conformance.frontends.cli import main, run_header
-from checkpointspec.conformance.running.plan import CI_SEED, in_ci, plan_run
+from checkpointspec.conformance.running.plan import CI_SEED, CI_VARIABLES, in_ci, plan_run
 from checkpointspec.conformance.running.registry import CHECKS_BY_NAME
 from checkpointspec.conformance.running.runner import run_check, run_kit
 from checkpointspec.conformance.running.slices import BudgetPlan
@@ -172,6 +172,23 @@ def test_a_replay_command_repeats_a_budget_other_than_the_profiles() -> None:
     assert "--budget" not in own.replay_command(PROPERTY, session_check=False)
     other = plan_run("memory", profile="quick", seed=1, budget=120.0)
     assert other.replay_command(PROPERTY, session_check=False).endswith(" --budget 2m")
+    uncapped = plan_run("memory", profile="quick", seed=1, budget=parse_budget("none"))
+    assert uncapped.replay_command(PROPERTY, session_check=False).endswith(" --budget none")
+
+
+def test_the_command_for_the_same_work_keeps_the_suite_options_and_cap_not_the_only() -> None:
+    run = plan_run(
+        "memory",
+        suite="all",
+        profile="quick",
+        seed=3,
+        only=(PROPERTY,),
+        options={"k": "v"},
+        budget=120.0,
+    )
+    assert run.rerun_command() == (
+        "checkpointspec run memory --suite all --option k=v --profile quick --seed 3 --budget 2m"
+    )
 
 
 # -- loops that stop at the cap -----------------------------------------------------
@@ -448,8 +465,10 @@ def test_in_ci_the_run_is_a_gate_with_a_fixed_seed_and_says_what_it_changed(
 
 
 def test_every_run_names_what_it_runs_before_its_first_check(
-    capsys: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    for name in CI_VARIABLES:  # outside CI: a CI job's header has a line more
+        monkeypatch.delenv(name, raising=False)
     assert main(["run", "memory", "--profile", "quick", "--seed", "7", "--only", PROPERTY]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("checkpointspec ")

@@ -130,6 +130,7 @@ def run(kit_check: Check, tmp_path: Path, backend: BackendRef | None = None) -> 
         profile=PROFILES["quick"],
         seed=1,
         suite="storage",
+        budget=PROFILES["quick"].budget_seconds,
     )
     return run_check(kit_check, run, tmp_path)
 

@@ -25,6 +25,8 @@ class RemembersStores(MemoryCheckpointer):
     @classmethod
     def make(cls, ctx: BackendContext) -> Self:
         """A handle on the process-wide store of ``ctx.path``, noted in the ledger."""
+        if not ctx.path.is_dir():  # BackendContext: the path already exists
+            raise FileNotFoundError(f"the store's directory {ctx.path} does not exist")
         handle = cls(store_for(ctx.path))
         handle.ledger = Path(ctx.options["ledger"])
         with handle.ledger.open("a", encoding="utf-8") as noted:

@@ -139,18 +139,28 @@ class KitRun(msgspec.Struct, frozen=True, kw_only=True):
 
     def replay_command(self, check: str, *, session_check: bool) -> str:
         """The command that reruns the check named ``check`` as this run ran it: the same
-        backend, options, profile and seed (a session check with its suite and layer).
-        A failure's reproduce blob is added by whoever has it."""
+        backend, options, profile, seed and cap (a session check with its suite and
+        layer). A failure's reproduce blob is added by whoever has it."""
+        return self._command("session" if session_check else "storage", f" --only {check}")
+
+    def rerun_command(self) -> str:
+        """The command that runs this run's work again: its backend, suite, options,
+        profile, seed and cap (not its ``--only`` or shard)."""
+        return self._command(self.suite, "")
+
+    def _command(self, suite: str, only: str) -> str:
         # The backend's name is what the command line said: module:function, a
         # built-in, or a ``--process`` backend's command, quoted already.
         command = f"checkpointspec run {self.backend.name}"
-        if session_check:
-            command += " --suite session"
+        if suite != "storage":
+            command += f" --suite {suite}"
             if self.session_layer != DEFAULT_SESSION_LAYER:
                 command += f" --session-layer {shlex.quote(self.session_layer)}"
         for key, value in sorted(self.options.items()):
             command += f" --option {shlex.quote(f'{key}={value}')}"
-        command += f" --only {check} --profile {self.profile.name} --seed {self.seed}"
-        if self.budget is not None and self.budget != self.profile.budget_seconds:
+        command += f"{only} --profile {self.profile.name} --seed {self.seed}"
+        if self.budget is None and self.profile.budget_seconds is not None:
+            command += " --budget none"
+        elif self.budget is not None and self.budget != self.profile.budget_seconds:
             command += f" --budget {format_seconds(self.budget)}"
         return command
