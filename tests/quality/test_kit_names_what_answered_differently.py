@@ -1,7 +1,7 @@
 """A backend that answers the same calls differently on a re-run is shown at the call.
 
-The model-based machine enters every call it makes and what came back in its run's
-transcript (`checkpointspec.conformance.engines.search.transcripts`). Two runs of the
+The model-based machines (the storage machine and the session machine) enter every
+call they make and what came back in their run's transcript (`checkpointspec.conformance.engines.search.transcripts`). Two runs of the
 same steps on `flaky_backends.EveryOtherStoreConflicts` part at the append the second
 store refuses: the difference names that call and both answers, and a check whose
 Hypothesis run went otherwise with no rule broken says them in its reason.
@@ -12,10 +12,14 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
+import checkpointspec.reference
 import pytest
 from checkpointspec.backends.registry import BackendTarget
+from checkpointspec.conformance.engines.contract.outcomes import Err, Ok
 from checkpointspec.conformance.engines.contract.violations import RuleViolation
-from checkpointspec.conformance.engines.machines import storage_runtime
+from checkpointspec.conformance.engines.machines import session, session_runtime, storage_runtime
+from checkpointspec.conformance.engines.machines.session import SessionMachine, SessionMachineEnv
+from checkpointspec.conformance.engines.machines.session_runtime import stable_answer
 from checkpointspec.conformance.engines.machines.storage import CheckpointerMachine, MachineEnv
 from checkpointspec.conformance.engines.search.transcripts import (
     AnsweredDifferently,
@@ -23,6 +27,7 @@ from checkpointspec.conformance.engines.search.transcripts import (
     Transcripts,
     recording,
 )
+from checkpointspec.spec import CheckpointConflictError
 from flaky_backends import EveryOtherStoreConflicts
 
 pytestmark = pytest.mark.usefixtures("broken_backends_importable")
@@ -96,3 +101,42 @@ def test_the_run_that_shares_the_longest_start_with_the_last_is_compared() -> No
     assert transcripts.first_difference() == AnsweredDifferently(
         "read('s')", "returned [1]", "returned [2]"
     )
+
+
+def test_the_session_machine_names_the_call_a_re_run_answered_otherwise(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for module in (session, session_runtime):
+        monkeypatch.setattr(module, "note", lambda text: None)
+    target = BackendTarget.named(f"flaky_backends:{EveryOtherStoreConflicts.__qualname__}.make")
+    env = SessionMachineEnv(
+        target=target,
+        capabilities=EveryOtherStoreConflicts.capabilities,
+        root=tmp_path,
+        layer=checkpointspec.reference,
+    )
+    if next(EveryOtherStoreConflicts.opened) % 2 == 0:
+        next(EveryOtherStoreConflicts.opened)  # the first run's handle answers truly
+    with recording() as transcripts:
+        for _ in range(2):  # the same first turn, a prompt and its answer, on a fresh store
+            machine = SessionMachine(env)
+            try:
+                with contextlib.suppress(RuleViolation):
+                    machine.first_turn([])
+            finally:
+                machine.teardown()
+    assert transcripts.first_difference() == AnsweredDifferently(
+        "append(UserPrompt, expected_head=0)",
+        "returned 1",
+        "raised CheckpointConflictError (actual 0)",
+    ), transcripts.runs
+
+
+def test_a_session_call_s_answer_keeps_only_what_a_re_run_repeats() -> None:
+    assert stable_answer(Err(CheckpointConflictError("s", 2, 3))) == (
+        "raised CheckpointConflictError (actual 3)"
+    )
+    assert stable_answer(Ok(4)) == "returned 4"
+    assert stable_answer(Ok(["a", "b"])) == "returned 2 items"
+    # A value's text may name the run's directory: only its type is kept.
+    assert stable_answer(Ok(Path("/tmp/session-x1"))) == f"returned a {type(Path()).__name__}"

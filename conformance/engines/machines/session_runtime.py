@@ -32,6 +32,7 @@ from ....spec import (
     FOLD_RULE_OF_ORIGIN,
     STAGES,
     Capability,
+    CheckpointConflictError,
     Checkpointer,
     CompactionProgress,
     FileSnapshot,
@@ -55,6 +56,7 @@ from ....spec import (
 from ..contract.outcomes import Err, Ok, run_backend
 from ..contract.violations import RuleViolation, expect
 from ..search.exploration import Diverging
+from ..search.transcripts import exchanged, new_run
 from ..target.provenance import open_checkpointer
 
 __all__ = [
@@ -72,6 +74,7 @@ __all__ = [
     "not_smaller",
     "restore_refusal_rule",
     "short",
+    "stable_answer",
     "sync_call",
     "walk_workspace",
 ]
@@ -121,6 +124,7 @@ class SessionMachineBase(Diverging, RuleBasedStateMachine):
 
     def __init__(self, env: SessionMachineEnv) -> None:
         super().__init__()
+        new_run()
         self.env = env
         self.layer = env.layer
         self.loop = asyncio.new_event_loop()
@@ -148,6 +152,7 @@ class SessionMachineBase(Diverging, RuleBasedStateMachine):
     def call(self, rule_id: str, call: str, op: Callable[[], Awaitable[T]]) -> T:
         """Run one call of the layer; anything it raises breaks ``rule_id``."""
         outcome = self.run(run_backend(op))
+        exchanged(call, stable_answer(outcome))
         if isinstance(outcome, Err):
             note(f"{call} -> raised {type(outcome.error).__name__}: {outcome.error}")
             raise RuleViolation(
@@ -268,6 +273,7 @@ class SessionMachineBase(Diverging, RuleBasedStateMachine):
         self, call: str, op: Callable[[], Awaitable[object]], reason: ReasonCode, rule_id: str
     ) -> None:
         outcome = self.run(run_backend(op))
+        exchanged(call, stable_answer(outcome))
         note(f"{call} -> {describe(outcome)}")
         refused = (
             isinstance(outcome, Err)
@@ -556,6 +562,24 @@ def sync_call(func: Callable[[T], Any], arg: T) -> Callable[[], Awaitable[Any]]:
         return func(arg)
 
     return call
+
+
+def stable_answer(outcome: Ok[Any] | Err) -> str:
+    """What a call came to, as far as a re-run of the same steps on a correct backend
+    answers it the same (the run's transcript, `exchanged`): an error's type (and a
+    conflict's actual head), a count, flag or nothing as itself, a sequence's length,
+    any other value's type. Not a value's text, which names the run's directories and
+    carries the clock's times."""
+    if isinstance(outcome, Err):
+        error = outcome.error
+        actual = f" (actual {error.actual})" if isinstance(error, CheckpointConflictError) else ""
+        return f"raised {type(error).__name__}{actual}"
+    value = outcome.value
+    if value is None or isinstance(value, bool | int):
+        return f"returned {value!r}"
+    if isinstance(value, list | tuple):
+        return f"returned {len(value)} items"
+    return f"returned a {type(value).__name__}"
 
 
 def describe(outcome: Ok[Any] | Err) -> str:
