@@ -105,7 +105,7 @@ from .report import (
     exit_status_for,
 )
 from .roots import judge
-from .slices import BudgetPlan
+from .slices import BudgetPlan, longest_first
 
 __all__ = [
     "REPLAY_PASSED",
@@ -502,7 +502,7 @@ def _in_workers(
     )
     # Submitting no more than ``workers`` at a time keeps "started" true: a
     # submitted check is one a worker process is running.
-    waiting = list(reversed(checks))
+    waiting = list(reversed(longest_first(checks, run)))
     running: dict[Future[CheckResult], Check] = {}
     try:
         while waiting or running:

@@ -47,7 +47,7 @@ from checkpointspec.conformance.frontends.cli import main, run_header
 from checkpointspec.conformance.running.plan import CI_SEED, CI_VARIABLES, in_ci, plan_run
 from checkpointspec.conformance.running.registry import CHECKS_BY_NAME
 from checkpointspec.conformance.running.runner import run_check, run_kit
-from checkpointspec.conformance.running.slices import BudgetPlan
+from checkpointspec.conformance.running.slices import BudgetPlan, longest_first
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -133,6 +133,23 @@ def test_side_by_side_a_checks_shrinking_never_outlasts_the_run() -> None:
     last = plan.allowance_for(model)
     assert last is not None
     assert (last.cap, last.shrinking) == (pytest.approx(100.0), pytest.approx(100.0))
+
+
+def test_checks_side_by_side_start_longest_first_and_the_skipped_last() -> None:
+    run = plan_run("file", profile="quick", seed=1, workers=2)
+    single = CHECKS_BY_NAME["SEQ-001::seqs_are_contiguous_across_batches"]
+    model, prop = CHECKS_BY_NAME["SEQ-001::model_based"], CHECKS_BY_NAME[PROPERTY]
+    other_model = CHECKS_BY_NAME["CODEC-001::model_based_with_codec"]
+    # A crash check, but the file backend is not REPLICATED: it weighs nothing.
+    skipped = CHECKS_BY_NAME["DUR-004::acknowledged_writes_survive_failover"]
+    order = longest_first([single, skipped, model, prop, other_model], run)
+    assert [c.name for c in order] == [
+        model.name,
+        other_model.name,  # among checks of one kind, the order they were given in
+        prop.name,
+        single.name,
+        skipped.name,
+    ]
 
 
 def test_the_commanded_machine_is_capped_like_every_check() -> None:

@@ -499,9 +499,10 @@ class CheckpointerMachine(MachineBase):
             return
         i = open_handles[-1]
         cp = self.handles[i]
-        for session_id in CONFUSABLE_IDS:
-            call = f"handle {i}: read({session_id!r})"
-            got = self.backend_call(call, partial(read_all, cp, session_id))
+        reads = [(f"handle {i}: read({s!r})", partial(read_all, cp, s)) for s in CONFUSABLE_IDS]
+        for session_id, (call, _), got in zip(
+            CONFUSABLE_IDS, reads, self.backend_calls(reads), strict=True
+        ):
             if isinstance(got, Err):
                 # This handle is open, so "closed" means closing another handle broke it.
                 rule_id = (
