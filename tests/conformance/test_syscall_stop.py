@@ -302,3 +302,53 @@ def test_a_process_held_after_its_nth_send_has_sent_exactly_that() -> None:
     peer, held, received = asyncio.run(run())
     assert held == f"stopped 2 write to {peer}"
     assert received == b"onetwo"
+
+
+MANY_WRITES = textwrap.dedent(
+    """
+    import os, sys
+    store = sys.argv[1]
+    sys.stdin.readline()
+    fd = os.open(store + "/f", os.O_CREAT | os.O_WRONLY | os.O_APPEND, 0o644)
+    for _ in range(int(sys.argv[2])):
+        os.write(fd, b"x")
+    print("done", flush=True)
+    sys.stdin.readline()
+    """
+)
+
+
+def test_a_stopper_that_counted_more_calls_than_a_pipe_holds_still_ends_on_kill(
+    tmp_path: Path,
+) -> None:
+    # Ending before its target, the stopper process lists every call it counted; a
+    # kill that did not read the list left it blocked on a full pipe (a writer
+    # polling for a lock makes thousands of calls).
+    store = tmp_path / "store"
+    store.mkdir()
+    writes = 20_000  # a line each, far more than a pipe and the stream's buffer hold
+
+    async def run() -> None:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-c",
+            MANY_WRITES,
+            str(store),
+            str(writes),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+        )
+        try:
+            stopper = await SyscallStopper.start(process.pid, [store], writes + 10, patience=10.0)
+            await go(process)
+            assert process.stdout is not None
+            assert await process.stdout.readline() == b"done\n"
+            await stopper.kill()  # StopperHung here when the list stays unread
+            assert await process.wait() == -9
+            assert (store / "f").stat().st_size == writes
+        finally:
+            if process.returncode is None:
+                process.kill()
+            await process.wait()
+
+    asyncio.run(run())

@@ -850,10 +850,21 @@ class SyscallStopper:
         of every hold, whatever happened in it."""
         if self.process.stdin is not None and not self.process.stdin.is_closing():
             self.process.stdin.close()
-        await self._within(self.process.wait(), "exit, killing the traced process")
         if self._outcome is not None and not self._outcome.done():
             self._outcome.cancel()
+            await asyncio.wait([self._outcome])  # its read of stdout ended: ours may start
+        await self._within(self._read_to_exit(), "exit, killing the traced process")
         self._stderr.close()
+
+    async def _read_to_exit(self) -> None:
+        """Read what the stopper process still writes until it exits: ending before its
+        target, it lists every call it counted, and a list longer than a pipe holds (a
+        writer polling for a lock makes thousands of calls) would keep it from exiting
+        if nobody read it."""
+        assert self.process.stdout is not None
+        while await self.process.stdout.read(1 << 16):
+            pass
+        await self.process.wait()
 
     def stderr_tail(self, limit: int = 800) -> str:
         """The last ``limit`` characters the stopper process wrote to stderr."""
