@@ -42,6 +42,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import os
 import random
 import shutil
 import tempfile
@@ -118,6 +119,20 @@ LOCK_POLL: Final = 0.02
 """How often a silent reader is looked for among the waiters of ``/proc/locks``."""
 QUIET: Final = 0.3
 """Seconds a writer's processes must all sleep, using no CPU time, to count as waiting."""
+POLLING: Final = 1.0
+"""Seconds over which a writer polling for a lock (sleeping between attempts) is told
+apart from one at work: asleep at nearly every look, using little CPU time."""
+POLLING_ASLEEP: Final = 0.5
+"""The least share of looks over `POLLING` at which a polling writer's processes all
+sleep. Measured on the Node example's writer retrying its lock file under the
+stopper: asleep at 53-84% of the looks, using 14-35% of a CPU (each attempt is a few
+system calls, every one stopping it twice). A writer at work is not asleep: it runs,
+or stops at its traced calls, or waits for a CPU on a busy machine (runnable)."""
+POLLING_CPU: Final = 0.4
+"""The most of one CPU a polling writer's processes use over `POLLING`."""
+
+
+_TICKS_PER_SECOND: Final = os.sysconf("SC_CLK_TCK")
 
 
 def waits_on_a_lock(pid: int) -> bool:
@@ -224,8 +239,9 @@ class Hold(NamedTuple):
 
 async def hold_store(h: Harness, hold: Hold, calls: list[Call], rule_id: str) -> Path:
     """A new store for ``hold`` holding the writes before it: a copy of its files, or,
-    for a server backend (whose directory only names its data), prepared afresh."""
-    if hold.sends:
+    for a server backend (whose directory only names its data: its calls counted as
+    sends, or ExternalStorage declared), prepared afresh."""
+    if hold.sends or h.run.probe.external_storage:
         return await prepared(h, calls, hold.t, rule_id)
     return copy_store(h, hold.before)
 
@@ -444,22 +460,32 @@ async def counted_write(h: Harness, calls: list[Call], t: int, rule_id: str) -> 
 async def until_waiting(worker: WorkerClient, reply: asyncio.Future[WorkerReply]) -> bool:
     """True once ``worker`` waits in the middle of its request: every process of its
     tree sleeps (on a lock, a socket, a pipe) and uses no CPU time for ``QUIET``
-    seconds, or it waits on a file lock another holds; False when ``reply`` came
-    first. Bounded by the worker's reply deadline (`WorkerHung` from ``reply``)."""
+    seconds, or it waits on a file lock another holds, or it polls for a lock (over
+    `POLLING` seconds asleep at `POLLING_ASLEEP` of the looks, using at most
+    `POLLING_CPU` of a CPU: a store without ``flock``, such as the Node example's,
+    retries a lock file with pauses between); False when ``reply`` came first.
+    Bounded by the worker's reply deadline (`WorkerHung` from ``reply``)."""
     pid = worker.process.pid
     loop = asyncio.get_running_loop()
     quiet_since, used = loop.time(), tree_cpu_ticks(pid)
+    window_since, window_used, looks, asleep = quiet_since, used, 0, 0
     while not reply.done():
         await asyncio.wait([reply], timeout=LOCK_POLL)
         if reply.done():
             break
         if waits_on_a_lock(pid):
             return True
-        now = tree_cpu_ticks(pid)
-        if now != used or not tree_sleeps(pid):
+        now, sleeps = tree_cpu_ticks(pid), tree_sleeps(pid)
+        if now != used or not sleeps:
             quiet_since, used = loop.time(), now
         elif loop.time() - quiet_since >= QUIET:
             return True
+        looks, asleep = looks + 1, asleep + sleeps
+        if loop.time() - window_since >= POLLING:
+            busy = (now - window_used) / _TICKS_PER_SECOND / (loop.time() - window_since)
+            if asleep >= POLLING_ASLEEP * looks and busy <= POLLING_CPU:
+                return True
+            window_since, window_used, looks, asleep = loop.time(), now, 0, 0
     await reply  # its error, if it came to one (a hang, an exit), is the caller's to see
     return False
 
