@@ -17,7 +17,8 @@ Printed per backend: the wall time against its target (quick on a reference
 backend within 60 s, on the slow-import backend within 90 s, on 2 cores), the
 CPU time of the whole process tree, the wall time as a ratio to the memory
 backend's in the same run (the kit's own cost with a backend that costs
-nothing), the five longest checks from the report, and how many processes and
+nothing), the five longest checks from the report, every check that neither
+passed nor was skipped with its reason, and how many processes and
 threads the run created and which programs it started.
 
 Processes are counted with ``perf record`` on the ``task:task_newtask`` and
@@ -72,7 +73,8 @@ class Measured:
     exit_status: int
     longest_checks: list[tuple[str, float, str]]
     statuses: Counter[str]
-    errors: list[tuple[str, str]]
+    errors: list[tuple[str, str, str]]
+    """Every check that neither passed nor was skipped: name, status, reason."""
     processes: int | None = None
     threads: int | None = None
     programs: Counter[str] = field(default_factory=Counter)
@@ -167,7 +169,11 @@ def run_quick(backend: Backend, count: bool, scratch: Path) -> Measured:
         exit_status=decoded["exit_status"],
         longest_checks=[(c["name"], c["duration"], c["status"]) for c in checks[:5]],
         statuses=Counter(c["status"] for c in decoded["checks"]),
-        errors=[(c["name"], c["reason"]) for c in decoded["checks"] if c["status"] == "error"],
+        errors=[
+            (c["name"], c["status"], c["reason"])
+            for c in decoded["checks"]
+            if c["status"] not in ("passed", "skipped")
+        ],
     )
     if count:
         count_tasks(perf_data, measured)
@@ -185,8 +191,8 @@ def print_backend(backend: Backend, measured: Measured, memory_wall: float | Non
     )
     for name, duration, status in measured.longest_checks:
         print(f"    {duration:6.1f} s  {name} ({status})")
-    for name, reason in measured.errors:
-        print(f"    error in {name}: {reason.splitlines()[0] if reason else '(no reason)'}")
+    for name, status, reason in measured.errors:
+        print(f"    {status}: {name}: {reason.splitlines()[0] if reason else '(no reason)'}")
     if measured.processes is None:
         print("    processes: not counted (perf record cannot trace here)")
     else:
