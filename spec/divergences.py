@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Sequence
-from typing import Literal
+from typing import Final, Literal
 
 import msgspec
 
@@ -42,10 +42,12 @@ from .records import StoredEvent
 
 __all__ = [
     "ANSWER_RULE",
+    "WRONG_GENERATION",
     "Context",
     "Divergence",
     "crash",
     "crash_named",
+    "evidence_of",
     "in_context",
     "of_answer",
     "of_error",
@@ -318,19 +320,37 @@ def of_answer(operation: str, expected: object, got: object) -> Divergence | Non
     if got == expected and type(got) is type(expected):
         return None
     rule = ANSWER_RULE[operation]
-    shape = f"{operation} returned another value"
+    answer = _WRONG_ANSWERS[0]
     if isinstance(expected, int) and isinstance(got, int):
-        if got == 0:
-            shape = f"{operation} returned 0"
-        elif got < expected:
-            shape = f"{operation} returned less than the model"
-        else:
-            shape = f"{operation} returned more than the model"
-    return Divergence(rule, shape, expected=f"returns {expected!r}", got=f"returned {got!r}")
+        answer = _WRONG_ANSWERS[1 if got == 0 else 2 if got < expected else 3]
+    return Divergence(
+        rule, f"{operation} {answer}", expected=f"returns {expected!r}", got=f"returned {got!r}"
+    )
+
+
+_WRONG_ANSWERS: Final = (
+    "returned another value",
+    "returned 0",
+    "returned less than the model",
+    "returned more than the model",
+)
+"""How an answer other than the model's is shaped (after the operation's name)."""
 
 
 WRONG_GENERATION = "a conflict shows a generation other than the model's"
 """GEN-001's shape for a generation conflict that names the store's own generation."""
+
+
+def evidence_of(rule: str, shape: str) -> frozenset[str]:
+    """The shapes of ``rule`` whose plain sighting shows what a finding's other
+    explanation ``(rule, shape)`` says: that shape, and for a store's generation other
+    than the model's (`WRONG_GENERATION`) every wrong answer of ``generation()`` too,
+    which shows the same thing without a conflict (a stale ``expected_generation``
+    let through by a delete that did not count is then GEN-001's on every seed)."""
+    if (rule, shape) == ("GEN-001", WRONG_GENERATION):
+        return frozenset({shape, *(f"generation {answer}" for answer in _WRONG_ANSWERS)})
+    return frozenset({shape})
+
 
 TO_HEAD_CHANGED = "a truncate to the head changed the session"
 """TRUNC-005's shape wherever a truncate to the head is seen to have acted: its mtime

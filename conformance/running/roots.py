@@ -26,6 +26,7 @@ from typing import NamedTuple
 import msgspec
 
 from ...spec import RULES
+from ...spec.divergences import evidence_of
 from ..engines.run.kit_run import SuiteSelection
 from .registry import SUITES, rules_of_suite
 from .report import CheckResult, Defect, Finding, RuleResult, summarise_rules
@@ -100,11 +101,24 @@ def resolved(results: Sequence[CheckResult]) -> tuple[CheckResult, ...]:
     return tuple(_resolve(result, plain) for result in results)
 
 
+def _seen_plainly(
+    otherwise: tuple[str, str] | None, plain: Mapping[tuple[str, str], str]
+) -> str | None:
+    """The check that met ``otherwise`` (a rule and shape) plainly, by any of the shapes
+    that show it (`evidence_of`), or None."""
+    if otherwise is None:
+        return None
+    rule, shape = otherwise
+    return next(
+        (plain[(rule, s)] for s in sorted(evidence_of(rule, shape)) if (rule, s) in plain), None
+    )
+
+
 def _resolve(result: CheckResult, plain: Mapping[tuple[str, str], str]) -> CheckResult:
     moved: dict[str, str] = {}
     findings: list[Finding] = []
     for finding in result.findings:
-        seen_in = plain.get(finding.otherwise) if finding.otherwise is not None else None
+        seen_in = _seen_plainly(finding.otherwise, plain)
         if finding.otherwise is not None and seen_in is not None and finding.follows_from is None:
             root, shape = finding.otherwise
             moved[finding.rule] = root

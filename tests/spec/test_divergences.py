@@ -14,9 +14,11 @@ from checkpointspec.spec import (
     UserPrompt,
 )
 from checkpointspec.spec.divergences import (
+    WRONG_GENERATION,
     Context,
     crash,
     crash_named,
+    evidence_of,
     in_context,
     of_answer,
     of_error,
@@ -257,3 +259,14 @@ def test_a_stale_generation_let_through_keeps_a_wrong_generation_as_the_other_ex
             "GEN-001",
             "a conflict shows a generation other than the model's",
         )
+
+
+def test_a_wrong_generation_answer_shows_what_a_conflict_with_one_shows() -> None:
+    # A stale expected_generation let through is GEN-001's when the store's generation
+    # is seen wrong plainly: by a conflict naming it, or by generation() itself.
+    wrong = of_answer("generation", 1, 0)
+    assert wrong is not None
+    shows = evidence_of("GEN-001", WRONG_GENERATION)
+    assert wrong.shape in shows
+    assert WRONG_GENERATION in shows
+    assert evidence_of("TRUNC-001", "truncated events remain") == {"truncated events remain"}
