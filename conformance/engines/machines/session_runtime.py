@@ -32,7 +32,6 @@ from ....spec import (
     FOLD_RULE_OF_ORIGIN,
     STAGES,
     Capability,
-    CheckpointConflictError,
     Checkpointer,
     CompactionProgress,
     FileSnapshot,
@@ -58,6 +57,7 @@ from ..contract.violations import RuleViolation, expect
 from ..search.exploration import Diverging
 from ..search.transcripts import exchanged, new_run
 from ..target.provenance import open_checkpointer
+from .storage_runtime import answer_text
 
 __all__ = [
     "RESERVED_FOLDER",
@@ -571,9 +571,7 @@ def stable_answer(outcome: Ok[Any] | Err) -> str:
     any other value's type. Not a value's text, which names the run's directories and
     carries the clock's times."""
     if isinstance(outcome, Err):
-        error = outcome.error
-        actual = f" (actual {error.actual})" if isinstance(error, CheckpointConflictError) else ""
-        return f"raised {type(error).__name__}{actual}"
+        return answer_text(outcome)
     value = outcome.value
     if value is None or isinstance(value, bool | int):
         return f"returned {value!r}"

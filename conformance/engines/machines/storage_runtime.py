@@ -175,9 +175,7 @@ class MachineBase(Diverging, RuleBasedStateMachine):
     def backend_call(self, call: str, backend: Callable[[], Awaitable[A]]) -> Ok[A] | Err:
         """Run ``call`` on the backend alone (no model counterpart), entered as `compare`
         enters a call."""
-        outcome = self.run(run_backend(backend))
-        exchanged(call, answer_text(outcome))
-        return outcome
+        return self.backend_calls([(call, backend)])[0]
 
     def backend_calls(
         self, calls: Sequence[tuple[str, Callable[[], Awaitable[A]]]]
