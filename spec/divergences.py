@@ -42,6 +42,7 @@ from .records import StoredEvent
 
 __all__ = [
     "ANSWER_RULE",
+    "TO_HEAD_CHANGED",
     "WRONG_GENERATION",
     "Context",
     "Divergence",
@@ -341,15 +342,25 @@ WRONG_GENERATION = "a conflict shows a generation other than the model's"
 """GEN-001's shape for a generation conflict that names the store's own generation."""
 
 
-def evidence_of(rule: str, shape: str) -> frozenset[str]:
-    """The shapes of ``rule`` whose plain sighting shows what a finding's other
-    explanation ``(rule, shape)`` says: that shape, and for a store's generation other
-    than the model's (`WRONG_GENERATION`) every wrong answer of ``generation()`` too,
-    which shows the same thing without a conflict (a stale ``expected_generation``
-    let through by a delete that did not count is then GEN-001's on every seed)."""
+def evidence_of(rule: str, shape: str) -> frozenset[tuple[str, str]]:
+    """The rules and shapes whose plain sighting shows what a finding's other
+    explanation ``(rule, shape)`` says: that rule and shape, and for a store's
+    generation other than the model's (`WRONG_GENERATION`) two more sightings that
+    show the same thing without a conflict: every wrong answer of ``generation()``
+    (a stale ``expected_generation`` let through by a delete that did not count is
+    then GEN-001's on every seed), and a truncate to the head seen acting (TRUNC-005,
+    `TO_HEAD_CHANGED`: it moved the generation, so an expectation one above the
+    model's is let through, and the finding is TRUNC-005's). The finding follows
+    from the rule of the sighting met."""
     if (rule, shape) == ("GEN-001", WRONG_GENERATION):
-        return frozenset({shape, *(f"generation {answer}" for answer in _WRONG_ANSWERS)})
-    return frozenset({shape})
+        return frozenset(
+            {
+                (rule, shape),
+                *((rule, f"generation {answer}") for answer in _WRONG_ANSWERS),
+                ("TRUNC-005", TO_HEAD_CHANGED),
+            }
+        )
+    return frozenset({(rule, shape)})
 
 
 TO_HEAD_CHANGED = "a truncate to the head changed the session"

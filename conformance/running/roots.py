@@ -103,14 +103,18 @@ def resolved(results: Sequence[CheckResult]) -> tuple[CheckResult, ...]:
 
 def _seen_plainly(
     otherwise: tuple[str, str] | None, plain: Mapping[tuple[str, str], str]
-) -> str | None:
-    """The check that met ``otherwise`` (a rule and shape) plainly, by any of the shapes
-    that show it (`evidence_of`), or None."""
+) -> tuple[str, str, str] | None:
+    """The rule, shape and check of a plain sighting of ``otherwise`` (a rule and
+    shape) by any of the sightings that show it (`evidence_of`), or None."""
     if otherwise is None:
         return None
-    rule, shape = otherwise
     return next(
-        (plain[(rule, s)] for s in sorted(evidence_of(rule, shape)) if (rule, s) in plain), None
+        (
+            (rule, shape, plain[(rule, shape)])
+            for rule, shape in sorted(evidence_of(*otherwise))
+            if (rule, shape) in plain
+        ),
+        None,
     )
 
 
@@ -118,9 +122,9 @@ def _resolve(result: CheckResult, plain: Mapping[tuple[str, str], str]) -> Check
     moved: dict[str, str] = {}
     findings: list[Finding] = []
     for finding in result.findings:
-        seen_in = _seen_plainly(finding.otherwise, plain)
-        if finding.otherwise is not None and seen_in is not None and finding.follows_from is None:
-            root, shape = finding.otherwise
+        seen = _seen_plainly(finding.otherwise, plain)
+        if seen is not None and finding.follows_from is None:
+            root, shape, seen_in = seen
             moved[finding.rule] = root
             finding = msgspec.structs.replace(
                 finding,

@@ -25,7 +25,7 @@ from checkpointspec.conformance.running.registry import CHECKS_BY_NAME
 from checkpointspec.conformance.running.report import CheckResult, Finding
 from checkpointspec.conformance.running.roots import defects_of, resolved
 from checkpointspec.conformance.running.runner import report_of
-from checkpointspec.spec.divergences import Divergence
+from checkpointspec.spec.divergences import TO_HEAD_CHANGED, WRONG_GENERATION, Divergence
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
@@ -319,3 +319,48 @@ def test_an_inferred_blind_handle_stands_when_no_check_saw_the_answer_plainly() 
         READ_CHECK, CHECKS_BY_NAME[READ_CHECK].rules, "failed", 1.0, "READ-001", findings=(other,)
     )
     assert resolved([unrelated, alone])[1] == alone
+
+
+MACHINE_CHECK = "SEQ-001::model_based"
+TO_HEAD_CHECK = "TRUNC-005::truncate_to_head_changes_nothing"
+
+
+def _stale_generation_let_through() -> CheckResult:
+    """The model-based machine's finding: an ``expected_generation`` the model refuses
+    let through, whose other explanation is a store generation other than the model's."""
+    finding = Finding(
+        "GEN-002",
+        MACHINE_CHECK,
+        "append('s', [..], expected_generation=2) returned",
+        shape="append did not raise CheckpointConflictError (generation conflict)",
+        otherwise=("GEN-001", WRONG_GENERATION),
+    )
+    return CheckResult(
+        MACHINE_CHECK,
+        CHECKS_BY_NAME[MACHINE_CHECK].rules,
+        "failed",
+        1.0,
+        "GEN-002",
+        findings=(finding,),
+    )
+
+
+def test_a_stale_generation_let_through_follows_from_a_truncate_to_the_head_seen_acting() -> None:
+    # A truncate to the head that acts moves the generation one above the model's: an
+    # expectation one above is let through. Seen plainly, TRUNC-005 explains it.
+    acted = Finding("TRUNC-005", TO_HEAD_CHECK, "generation 1 -> 2", shape=TO_HEAD_CHANGED)
+    truncation = CheckResult(
+        TO_HEAD_CHECK,
+        CHECKS_BY_NAME[TO_HEAD_CHECK].rules,
+        "failed",
+        1.0,
+        "TRUNC-005",
+        findings=(acted,),
+    )
+    results = resolved([truncation, _stale_generation_let_through()])
+    (let_through,) = results[1].findings
+    assert (let_through.rule, let_through.follows_from) == ("GEN-002", "TRUNC-005")
+    assert TO_HEAD_CHECK in let_through.root_evidence
+    # Without the sighting it stands as its own root.
+    alone = _stale_generation_let_through()
+    assert resolved([alone]) == (alone,)

@@ -14,6 +14,7 @@ from checkpointspec.spec import (
     UserPrompt,
 )
 from checkpointspec.spec.divergences import (
+    TO_HEAD_CHANGED,
     WRONG_GENERATION,
     Context,
     crash,
@@ -267,6 +268,9 @@ def test_a_wrong_generation_answer_shows_what_a_conflict_with_one_shows() -> Non
     wrong = of_answer("generation", 1, 0)
     assert wrong is not None
     shows = evidence_of("GEN-001", WRONG_GENERATION)
-    assert wrong.shape in shows
-    assert WRONG_GENERATION in shows
-    assert evidence_of("TRUNC-001", "truncated events remain") == {"truncated events remain"}
+    assert (wrong.rule, wrong.shape) in shows
+    assert ("GEN-001", WRONG_GENERATION) in shows
+    # A truncate to the head seen acting moved the generation too: its rule explains it.
+    assert ("TRUNC-005", TO_HEAD_CHANGED) in shows
+    only = evidence_of("TRUNC-001", "truncated events remain")
+    assert only == {("TRUNC-001", "truncated events remain")}
