@@ -16,16 +16,32 @@ one process and one run:
 
 and prints, per kind, the calls made, the seconds taken, the calls per second and
 the **overhead**: the raw rate over the rate inside the kit (1.0 would be a kit that
-costs nothing; 10 means nine tenths of the check's time is the kit's). Kinds whose
-calls are made in worker processes (crash states, holds, processes, stress) are
-not counted here: their calls do not pass through this process.
+costs nothing; 10 means nine tenths of the check's time is the kit's).
+
+Kinds whose calls are made in worker processes do not pass through this process,
+so they are measured by their units (`WORKER_KINDS`: the stress workers' calls,
+kill states checked, writers held and killed), each check run alone with
+``--budget none`` on a backend that declares ``multi_process`` and ``durable`` (a
+check the backend's declarations skip says so):
+
+- the **stress** workers' calls per second, all processes together, against the
+  raw rate (the overhead as above: the workers' history recording, their pipes);
+- for the **crash** and **holds** kinds, the seconds per unit against the
+  **raw process**: a fresh interpreter that imports the backend, opens a store,
+  appends one event and closes it (median of 3), the least a writer in a process
+  of its own costs. 1.0 would be a kill state or held writer costing one such
+  process; the crash states rebuilt from one trace cost a fraction of one.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import re
 import shutil
+import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -47,6 +63,27 @@ KINDS: dict[str, tuple[str, ...]] = {
     ),
     "single": tuple(c.name for c in SUITES["storage"] if c.kind == "single"),
 }
+WORKER_KINDS: dict[str, str] = {
+    "stress": "MP-001::free_running_history",
+    "crash": "DUR-002::killed_at_every_system_call",
+    "holds": "KILL-001::killed_after_every_system_call",
+}
+"""A check of each kind that calls the backend in worker processes; the first number
+of its detail ("1740 calls of 4 processes", "checked 100 kill states ...", "killed
+writers right after 8 different system calls") is its count of units."""
+RAW_PROCESS = """
+import asyncio, sys, tempfile
+from checkpointspec.backends.registry import resolve_backend
+from checkpointspec.spec import BackendContext, UserPrompt
+
+async def write() -> None:
+    made = resolve_backend(sys.argv[1]).load()(BackendContext(path=sys.argv[2]))
+    cp = await made if asyncio.iscoroutine(made) else made
+    await cp.append("s", [UserPrompt("p")])
+    await cp.close()
+
+asyncio.run(write())
+"""
 
 
 def raw_rate(backend: str) -> float:
@@ -115,6 +152,48 @@ def kit_rate(backend: str, checks: tuple[str, ...], seed: int) -> tuple[int, flo
     return count[0], seconds
 
 
+def raw_process_seconds(backend: str) -> float:
+    """Seconds of a fresh interpreter that opens ``backend``, appends once and exits."""
+    times = []
+    for _ in range(3):
+        directory = tempfile.mkdtemp(prefix="bench-overhead-process-")
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-c", RAW_PROCESS, backend, directory], check=True)
+        times.append(time.perf_counter() - started)
+        shutil.rmtree(directory, ignore_errors=True)
+    return statistics.median(times)
+
+
+def worker_kind(backend: str, check: str, seed: int) -> tuple[int, float, str]:
+    """The units ``check`` reached (its detail's first number), its seconds, its detail."""
+    run = plan_run(backend, profile="quick", seed=seed, only=(check,), budget=float("inf"))
+    started = time.perf_counter()
+    result = run_check(CHECKS_BY_NAME[check], run)
+    seconds = time.perf_counter() - started
+    detail = result.detail or result.reason or ""
+    if result.status != "passed":
+        return 0, seconds, f"{check} {result.status}: {detail}"
+    units = re.search(r"\d[\d,]*", detail)
+    return (int(units.group().replace(",", "")) if units else 0), seconds, detail
+
+
+def print_worker_kinds(backend: str, raw: float, seed: int) -> None:
+    process = raw_process_seconds(backend)
+    print(f"  raw process (open, append, close in a fresh interpreter): {process:.2f} s")
+    print(f"  {'kind':<9} {'units':>7} {'seconds':>8} {'per unit':>9} {'overhead':>9}  detail")
+    for kind, check in WORKER_KINDS.items():
+        units, seconds, detail = worker_kind(backend, check, seed)
+        if not units:
+            print(f"  {kind:<9} {'-':>7} {seconds:>8.1f} {'-':>9} {'-':>9}  {detail}")
+            continue
+        if kind == "stress":
+            rate = units / seconds
+            per, overhead = f"{rate:,.0f}/s", raw / rate
+        else:
+            per, overhead = f"{seconds / units:.3f} s", seconds / units / process
+        print(f"  {kind:<9} {units:>7} {seconds:>8.1f} {per:>9} {overhead:>8.1f}x  {detail}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", action="append", default=None)
@@ -129,6 +208,7 @@ def main() -> int:
             rate = calls / seconds if seconds else 0.0
             overhead = raw / rate if rate else float("inf")
             print(f"  {kind:<9} {calls:>7} {seconds:>8.1f} {rate:>9,.0f} {overhead:>8.1f}x")
+        print_worker_kinds(backend, raw, args.seed)
     return 0
 
 

@@ -12,7 +12,7 @@ from ...spec import (
     InvalidArgumentError,
     SessionEvent,
 )
-from ..engines.machines.strategies import events
+from ..engines.machines.strategies import edge_events
 from ..engines.run.harness import Harness, read_all
 from ..engines.search.properties import run_property
 from ._support import expect, expect_error, snapshot, unchanged
@@ -34,7 +34,7 @@ def every_event_kind_round_trips(h: Harness) -> None:
             kinds == [type(e).__name__ for e in batch], "EVENT-001", f"event kinds changed: {kinds}"
         )
 
-    run_property(h, st.lists(events(), min_size=1, max_size=4), body)
+    run_property(h, st.lists(edge_events(), min_size=1, max_size=4), body)
 
 
 @check("EVENT-002", "APPEND-003")

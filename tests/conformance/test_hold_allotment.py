@@ -66,3 +66,16 @@ def test_holds_are_drawn_one_from_each_stretch_of_a_write(counted: int, take: in
 
 def test_a_write_with_fewer_calls_than_holds_is_held_at_each() -> None:
     assert spread(random.Random(0), 3, 4) == [1, 2, 3]
+
+
+@pytest.mark.parametrize(("counted", "take"), [(12, 2), (13, 2), (12, 3), (7, 4), (100, 4)])
+def test_two_holds_or_more_always_hold_a_write_at_its_middle(counted: int, take: int) -> None:
+    """A write made of equal pieces has its first piece done and its last not at the
+    middle call: every seed holds it there, so a write done in pieces shows on all."""
+    middle = 1 + counted // 2
+    for seed in range(30):
+        assert middle in spread(random.Random(seed), counted, take)
+
+
+def test_a_single_hold_is_drawn_anywhere_in_the_write() -> None:
+    assert len({spread(random.Random(seed), 12, 1)[0] for seed in range(30)}) > 1

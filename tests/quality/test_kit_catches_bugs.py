@@ -288,3 +288,14 @@ def test_list_order_at_the_mtime_resolution_is_judged_the_same_on_every_seed(nam
 def test_list_order_at_the_mtime_resolution_is_judged_the_same_on_ten_seeds(name: str) -> None:
     # The model-based machine lists too: its verdict must not depend on how fast it ran.
     _assert_list_order_judged(name, CLOCK_SEEDS, ("LIST-002::", MODEL_BASED))
+
+
+@pytest.mark.parametrize("seed", [2, 3])
+def test_a_store_per_handle_is_one_root_whatever_the_handles_ask(seed: int) -> None:
+    """Seed 2 races appends on two handles (each answers for its own log), seed 3 reads
+    and lists through a handle after the writer closed: both were other roots beside
+    HANDLE-001 before the machine probed whether its open handles share the store."""
+    report = run_kit(
+        plan_run(_target("StorePerHandle"), profile="quick", seed=seed, only=(MODEL_BASED,))
+    )
+    assert report.roots == ("HANDLE-001",), describe(report)

@@ -418,12 +418,22 @@ def _needs_sends(call: Call) -> None:
 
 def spread(rng: random.Random, counted: int, take: int) -> list[int]:
     """``take`` of the calls ``1..counted`` (all if fewer), one drawn from each of
-    ``take`` consecutive, near-equal stretches: even two holds reach a write's
-    middle, where a write done in pieces shows them."""
+    ``take`` consecutive, near-equal stretches, except that with two or more the
+    stretch holding the write's middle call takes that call: a write done in equal
+    pieces (a truncate cutting one event at a time, a batch written event by event)
+    has finished its first piece and not its last there, so the defect shows on
+    every seed, not only where a draw happened to fall between two pieces."""
     if counted <= take:
         return list(range(1, counted + 1))
     bounds = [1 + counted * i // take for i in range(take + 1)]
-    return [rng.randrange(start, end) for start, end in itertools.pairwise(bounds)]
+    drawn = [rng.randrange(start, end) for start, end in itertools.pairwise(bounds)]
+    if take >= 2:
+        middle = 1 + counted // 2
+        drawn = [
+            middle if start <= middle < end else n
+            for n, (start, end) in zip(drawn, itertools.pairwise(bounds), strict=True)
+        ]
+    return drawn
 
 
 async def _count_calls(

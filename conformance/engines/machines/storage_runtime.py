@@ -66,6 +66,8 @@ A = TypeVar("A")
 M = TypeVar("M")
 
 CURRENT = "current"
+PROBE_SESSION = "handles-probe"
+"""The session `MachineBase.blame_unshared_handles` writes to: no step uses it."""
 """An expected head or generation drawn as "whatever the model says it is now"."""
 
 
@@ -288,7 +290,7 @@ class MachineBase(Diverging, RuleBasedStateMachine):
         session_id, since = read
         try:
             compare_log(got, expected, session_id, call, self.ledger, since)
-        except RuleViolation:
+        except RuleViolation as diverged:
             seen = {marker_of(s.event) for s in got if isinstance(s, StoredEvent)}
             want = [marker_of(e.event) for e in expected]
             for event, marker in zip(expected, want, strict=True):
@@ -306,10 +308,50 @@ class MachineBase(Diverging, RuleBasedStateMachine):
                         f"{call} misses event {marker!r} (seq {event.seq}), which handle "
                         f"{writer} appended and still reads",
                     ) from None
+            self.blame_unshared_handles(i, diverged)
             raise
 
-    def check_listing(self, infos: Sequence[object], expected: list[str], call: str) -> None:
-        """LIST-001 and LIST-002 for a listing; a LIST-003 finding becomes a warning.
+    def blame_unshared_handles(self, i: int, seen: RuleViolation) -> None:
+        """After handle ``i``'s answer diverged (``seen``): append one event through
+        handle ``i`` to a session no step uses and read it through every other open
+        handle. A handle that misses it does not share the store with handle ``i``
+        (HANDLE-001): that explains what handle ``i`` saw, where the writer of what it
+        missed, or the handle that removed what it still has, can no longer be asked
+        (closed) or asked nothing of it. When every handle sees the probe, or no other
+        handle is open, ``seen`` stands."""
+        others = [k for k, mh in enumerate(self.model_handles) if k != i and not mh.closed]
+        if not others or self.model_handles[i].closed:
+            return
+        probe = self.new_batch(["user_prompt"])
+        (marker,) = markers_of(probe)
+        wrote = self.backend_call(
+            f"handle {i}: append({PROBE_SESSION!r}, 1 event) after {seen.rule_id}",
+            partial(self.handles[i].append, PROBE_SESSION, probe),
+        )
+        if not isinstance(wrote, Ok):
+            return
+        reads = [
+            (
+                f"handle {k}: read({PROBE_SESSION!r})",
+                partial(read_all, self.handles[k], PROBE_SESSION),
+            )
+            for k in others
+        ]
+        for k, got in zip(others, self.backend_calls(reads), strict=True):
+            if isinstance(got, Ok) and marker not in markers_of(s.event for s in got.value):
+                raise RuleViolation(
+                    "HANDLE-001",
+                    f"{seen.message}; the handles do not share one log: handle {k}: "
+                    f"read({PROBE_SESSION!r}) misses event {marker!r}, which handle {i} "
+                    f"appended just before",
+                ) from None
+
+    def check_listing(
+        self, infos: Sequence[object], expected: list[str], call: str, i: int | None = None
+    ) -> None:
+        """LIST-001 and LIST-002 for a listing through handle ``i``; a LIST-003 finding
+        becomes a warning. A listing that diverges is HANDLE-001 when handle ``i`` does
+        not share the store with another open handle (`blame_unshared_handles`).
 
         Sessions listed with one mtime are not judged on their order here: whether two
         modifications fell into one tick of the store's clock depends on how fast the
@@ -323,10 +365,13 @@ class MachineBase(Diverging, RuleBasedStateMachine):
         # append: APPEND-001), as the witness names a listing.
         divergence = of_listing([info.id for info in typed], expected, cause=self.made.get)
         if divergence is not None:
-            raise RuleViolation.of(
+            seen = RuleViolation.of(
                 divergence.at(call),
                 f"{call} listed {listed}; the existing sessions are {sorted(expected)}",
             )
+            if i is not None:
+                self.blame_unshared_handles(i, seen)
+            raise seen
         check_list_order(typed, call, ties=False)
         by_id = {info.id: info.mtime for info in typed}
         for a, b in itertools.combinations(expected, 2):

@@ -27,6 +27,8 @@ from ....spec import (
 
 __all__ = [
     "CONFUSABLE_IDS",
+    "EDGE_AFFIXES",
+    "edge_events",
     "event_batches",
     "events",
     "invalid_events_arguments",
@@ -53,6 +55,28 @@ CONFUSABLE_IDS: tuple[str, ...] = (
 )
 
 _text = st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\x00"), max_size=20)
+EDGE_AFFIXES: tuple[str, ...] = (
+    "",
+    " ",
+    "  ",
+    "\t",
+    "\n",
+    "\r\n",
+    "\r",
+    "\u00a0",
+    "\u2028",
+    "\ufeff",
+    "\u200b",
+)
+"""What a store's "tidy" text handling eats: whitespace a strip, a line reader or a
+normaliser removes or rewrites at either end of a text (EVENT-001). Arbitrary text
+rarely ends in them, so on some seeds a property would never try one."""
+_edge_text = st.builds(
+    lambda before, text, after: before + text + after,
+    st.sampled_from(EDGE_AFFIXES),
+    _text,
+    st.sampled_from(EDGE_AFFIXES),
+)
 _small_text = st.text(alphabet='ab \u00e9\n"\\{}', max_size=6)
 _ints = st.integers(min_value=0, max_value=2**53)
 
@@ -82,6 +106,12 @@ def events(text: st.SearchStrategy[str] = _text) -> st.SearchStrategy[SessionEve
         st.builds(RuntimeReminder, text=text),
         st.builds(RepairMessage, text=text, tool_call_id=st.none() | text),
     )
+
+
+def edge_events() -> st.SearchStrategy[SessionEvent]:
+    """Any event kind whose texts are arbitrary or begin or end in whitespace a store
+    may strip or rewrite (`EDGE_AFFIXES`): half of them are edge texts."""
+    return events(st.one_of(_text, _edge_text))
 
 
 def small_events() -> st.SearchStrategy[SessionEvent]:
