@@ -66,9 +66,9 @@ A = TypeVar("A")
 M = TypeVar("M")
 
 CURRENT = "current"
+"""An expected head or generation drawn as "whatever the model says it is now"."""
 PROBE_SESSION = "handles-probe"
 """The session `MachineBase.blame_unshared_handles` writes to: no step uses it."""
-"""An expected head or generation drawn as "whatever the model says it is now"."""
 
 
 def answer_text(outcome: Ok[T] | Err) -> str:
