@@ -222,9 +222,45 @@ def _search(session: SessionChain, reason: str, max_steps: int) -> tuple[list[An
             "head": "HEAD-001",
             "truncate": _truncate_rule(calls, result.failed_at, session, max_steps),
             "delete": "DELETE-001",
-        }.get(failed.kind, "APPEND-002" if isinstance(failed.outcome, Conflicted) else "MP-001")
+        }.get(failed.kind) or _append_rule(calls, result.failed_at, session, max_steps)
+        if failed.kind == "append" and rule_id == "TRUNC-003":
+            summary += (
+                "; with the truncates that succeeded taken as unconditional an order explains "
+                "it: a truncate accepted a stale expected_head"
+            )
     summary += f" (decided by the linearizability search: {reason})"
     return [Anomaly(rule_id, session.name, summary, tuple(culprits))], None
+
+
+def _append_rule(
+    calls: list[LogCall], failed_at: int, session: SessionChain, max_steps: int
+) -> str:
+    """The rule an append no order explains breaks: APPEND-002 for a conflict, MP-001
+    for an acknowledged append, except for a conflict whose actual head is where a
+    truncate that succeeded cut the log, and which the search gets past once those
+    truncates are unconditional: that truncate accepted a stale ``expected_head`` and
+    the conflict reports the log it left (TRUNC-003). An acknowledged append is never
+    put down to a truncate: a truncate made unconditional could also explain a lost
+    update's appends, which are the defect there."""
+    failed = calls[failed_at]
+    if failed.status != "conflict":
+        return "MP-001"
+    loosened = [
+        msgspec.structs.replace(c, expected_head=None)
+        if c.kind == "truncate"
+        and c.status == "ok"
+        and c.expected_head is not None
+        and c.to_seq == failed.value
+        else c
+        for c in calls
+    ]
+    if loosened == calls:
+        return "APPEND-002"
+    again = search_log(loosened, session.final, max_steps=max_steps)
+    passed_it = again.verdict == "linearizable" or (
+        again.verdict == "violation" and again.failed_at is not None and again.failed_at > failed_at
+    )
+    return "TRUNC-003" if passed_it else "APPEND-002"
 
 
 def _truncate_rule(
