@@ -21,8 +21,10 @@ Some verdicts hold for some seeds only, and the cases say which and why:
   inside appends would not reach.
 * ``TruncatesEventAtATime`` is caught by KILL-001's holds on every seed: the
   truncate of the crash workload cuts two events or more and gets two holds of
-  its own, one in each half of its calls (`holds.allot`, `holds.spread`); before
-  holds were allotted per kind of write, all eight went to appends and it passed.
+  its own, one of them at its middle call, where its first cut is done and its last
+  is not (`holds.allot`, `holds.spread`); before holds were allotted per kind of
+  write, all eight went to appends and it passed, and while both were drawn at
+  random it passed on seed 10.
 * ``StripsTrailingWhitespace`` also runs the whole quick profile (slow): the run
   must end with verdicts, none of them an error.
 * ``CachedHead`` is caught by MP-001 (processes acknowledged with the same head)
