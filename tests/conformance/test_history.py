@@ -705,24 +705,25 @@ def test_other_refused_truncates_say_nothing_of_the_expectation(
     assert unheeded_expectation(_refused_truncate(to_seq, expected, error)) is None
 
 
-def test_an_append_that_only_a_stale_truncate_explains_is_the_truncates() -> None:
-    """A truncate accepted with a stale expected_head (3 at head 4) and cut to 2; an
-    overlapping append's conflict saw head 2, which no order gives while the truncate
-    honours its head: the defect is the truncate's (TRUNC-003), not the append's, so a
-    declared truncate_without_expected_head explains it."""
+@pytest.mark.parametrize(
+    ("truncate_expected", "actual", "rule"),
+    [
+        # Accepted with a stale head (3 at head 4), it cut to 2; the conflict saw head 2,
+        # which no order gives while the truncate honours its head: the truncate's defect,
+        # so a declared truncate_without_expected_head explains it.
+        (3, 2, "TRUNC-003"),
+        # An honest truncate, and a conflict reporting a head no log ever had: the append's.
+        (4, 3, "APPEND-002"),
+    ],
+)
+def test_an_append_no_order_explains_is_a_stale_truncates_only_when_that_explains_it(
+    truncate_expected: int, actual: int, rule: str
+) -> None:
     h = History()
     h.append(1, "a1 a2 a3 a4", (0, 10), head=4)
-    h.truncate(2, 2, (15, 40), expected=3)
-    h.add(3, "append", (20, 30), Conflicted(4, 2), markers=("b1",), expected_head=4)
+    h.truncate(2, 2, (15, 40), expected=truncate_expected)
+    h.add(3, "append", (20, 30), Conflicted(4, actual), markers=("b1",), expected_head=4)
     verdict = h.check("a1 a2")
-    assert rules(verdict) == ["TRUNC-003"], verdict.report()
-    assert "accepted a stale expected_head" in verdict.anomalies[0].summary
-
-
-def test_an_append_no_order_explains_with_honest_truncates_stays_the_appends() -> None:
-    h = History()
-    h.append(1, "a1 a2 a3 a4", (0, 10), head=4)
-    h.truncate(2, 2, (15, 40), expected=4)
-    h.add(3, "append", (20, 30), Conflicted(4, 3), markers=("b1",), expected_head=4)
-    verdict = h.check("a1 a2")
-    assert rules(verdict) == ["APPEND-002"], verdict.report()
+    assert rules(verdict) == [rule], verdict.report()
+    explained = "accepted a stale expected_head" in verdict.anomalies[0].summary
+    assert explained == (rule == "TRUNC-003"), verdict.report()

@@ -217,12 +217,17 @@ def _search(session: SessionChain, reason: str, max_steps: int) -> tuple[list[An
             f"just before, the log could only be: {logs}"
         )
         culprits = [failed, *(ops[i] for i in result.in_flight if i < len(ops))]
-        rule_id = {
-            "read": "READ-003",
-            "head": "HEAD-001",
-            "truncate": _truncate_rule(calls, result.failed_at, session, max_steps),
-            "delete": "DELETE-001",
-        }.get(failed.kind) or _append_rule(calls, result.failed_at, session, max_steps)
+        match failed.kind:
+            case "read":
+                rule_id = "READ-003"
+            case "head":
+                rule_id = "HEAD-001"
+            case "truncate":
+                rule_id = _truncate_rule(calls, result.failed_at, session, max_steps)
+            case "delete":
+                rule_id = "DELETE-001"
+            case _:
+                rule_id = _append_rule(calls, result.failed_at, session, max_steps)
         if failed.kind == "append" and rule_id == "TRUNC-003":
             summary += (
                 "; with the truncates that succeeded taken as unconditional an order explains "
@@ -256,11 +261,16 @@ def _append_rule(
     ]
     if loosened == calls:
         return "APPEND-002"
-    again = search_log(loosened, session.final, max_steps=max_steps)
-    passed_it = again.verdict == "linearizable" or (
+    return "TRUNC-003" if _gets_past(loosened, failed_at, session, max_steps) else "APPEND-002"
+
+
+def _gets_past(calls: list[LogCall], failed_at: int, session: SessionChain, max_steps: int) -> bool:
+    """Whether the search, on ``calls`` (some made unconditional), orders the call at
+    ``failed_at`` and ends with the session's final log or fails only later."""
+    again = search_log(calls, session.final, max_steps=max_steps)
+    return again.verdict == "linearizable" or (
         again.verdict == "violation" and again.failed_at is not None and again.failed_at > failed_at
     )
-    return "TRUNC-003" if passed_it else "APPEND-002"
 
 
 def _truncate_rule(
@@ -277,11 +287,7 @@ def _truncate_rule(
         return "TRUNC-001"
     unconditional = [*calls]
     unconditional[failed_at] = msgspec.structs.replace(failed, expected_head=None)
-    again = search_log(unconditional, session.final, max_steps=max_steps)
-    passed_it = again.verdict == "linearizable" or (
-        again.verdict == "violation" and again.failed_at is not None and again.failed_at > failed_at
-    )
-    return "TRUNC-003" if passed_it else "TRUNC-001"
+    return "TRUNC-003" if _gets_past(unconditional, failed_at, session, max_steps) else "TRUNC-001"
 
 
 # -- entry point -------------------------------------------------------------------------------
