@@ -7,18 +7,23 @@ for a SHOULD rule), a short title and the normative statement. The catalog is da
 ``spec/SPEC.md``, the kit's suites and levels and its report tables are derived
 from it, and the project's tests fail when a rule has no check or a check names
 a rule that is not here. Ids are never reused or renumbered.
+
+The checkpointer contract's rules (`CHECKPOINTER_RULES`, the storage and session
+suites) are written out here; LangGraph checkpoint savers' are in
+`checkpointspec.spec.langgraph.rules`, ids apart from these. The kinds a rule
+is made of are in `checkpointspec.spec.rule_kinds`.
 """
 
 from __future__ import annotations
 
-import enum
 from typing import Final
 
-import msgspec
-
-from .capabilities import CAPABILITY_REASONS, Capability
+from .capabilities import Capability
+from .langgraph.rules import LANGGRAPH_RULES
+from .rule_kinds import LEVEL_MEANINGS, ConformanceLevel, Rule, RuleSuite, Strength
 
 __all__ = [
+    "CHECKPOINTER_RULES",
     "LEVEL_MEANINGS",
     "RULES",
     "RULES_BY_ID",
@@ -28,116 +33,6 @@ __all__ = [
     "Strength",
     "rule",
 ]
-
-
-class Strength(enum.StrEnum):
-    """MUST rules decide the exit status; SHOULD rules are reported as warnings."""
-
-    MUST = "MUST"
-    SHOULD = "SHOULD"
-
-
-class RuleSuite(enum.StrEnum):
-    """What a rule judges, and so which suite of the kit checks it (``--suite``)."""
-
-    STORAGE = "storage"
-    """The checkpointer itself: the storage contract."""
-    SESSION = "session"
-    """The session layer (fold, checkpoints, file snapshots, restore, compaction)
-    running on the checkpointer."""
-
-
-class ConformanceLevel(enum.StrEnum):
-    """A conformance level: a named set of MUST rules a backend attains when a run saw
-    every one of them hold. Members are in the order reports list the levels.
-
-    A backend that declares fewer capabilities is not a worse backend, so each
-    capability has its own level beside ``base``; the storage rules only checked
-    through the kit's ``StoreHooks`` opt-in have theirs, so that a backend which
-    cannot offer it still attains ``base``, and so do those only checked through
-    the ``ServerRouted`` opt-in (``connection_loss``: a server backend's
-    connections cut by the kit's proxy) and those only a backend served over the
-    stdio protocol can break (``stdio_protocol``); the session suite's rules are one
-    level whatever capability they need.
-    """
-
-    BASE = "base"
-    DELETE = "delete"
-    LIST = "list"
-    TRUNCATE = "truncate"
-    GENERATION = "generation"
-    DURABLE = "durable"
-    MULTI_PROCESS = "multi_process"
-    MAINTENANCE = "maintenance"
-    CODEC = "codec"
-    STORE_HOOKS = "store_hooks"
-    SESSION = "session"
-    REPLICATED = "replicated"
-    CONNECTION_LOSS = "connection_loss"
-    STDIO_PROTOCOL = "stdio_protocol"
-
-    @property
-    def capability(self) -> Capability | None:
-        """The capability whose storage rules this level holds; None for ``base``,
-        ``store_hooks``, ``session``, ``connection_loss`` and ``stdio_protocol``."""
-        return _CAPABILITY_OF_LEVEL.get(self)
-
-
-_CAPABILITY_OF_LEVEL: Final[dict[ConformanceLevel, Capability]] = {
-    ConformanceLevel(capability.value): capability for capability in Capability
-}
-assert len(_CAPABILITY_OF_LEVEL) == len(Capability), "every capability has its level"
-
-_MEANINGS_WITHOUT_CAPABILITY: Final[dict[ConformanceLevel, str]] = {
-    ConformanceLevel.BASE: "the core storage contract every backend meets",
-    ConformanceLevel.STORE_HOOKS: (
-        "a newer format and damaged data are refused, not repaired (needs StoreHooks)"
-    ),
-    ConformanceLevel.SESSION: (
-        "the session layer (fold, checkpoints, workspace, restore, compaction) works on it"
-    ),
-    ConformanceLevel.CONNECTION_LOSS: (
-        "connections to its server cut, delayed or reset lose no acknowledged write and "
-        "apply none twice (needs ServerRouted)"
-    ),
-    ConformanceLevel.STDIO_PROTOCOL: (
-        "served over the stdio protocol, it answers every request with one well-formed "
-        "reply of the request's id and nothing else (needs --process)"
-    ),
-}
-
-LEVEL_MEANINGS: Final[dict[ConformanceLevel, str]] = {
-    level: CAPABILITY_REASONS[level.capability]
-    if level.capability is not None
-    else _MEANINGS_WITHOUT_CAPABILITY[level]
-    for level in ConformanceLevel
-}
-"""What attaining each level shows, in one line; a capability's level shows what
-declaring the capability promises (`CAPABILITY_REASONS`)."""
-
-
-class Rule(msgspec.Struct, frozen=True):
-    """One numbered clause of the contract.
-
-    ``level`` is None exactly for a SHOULD rule (SHOULD rules decide no verdict, so
-    they count towards no level), and a session rule's level is
-    ``ConformanceLevel.SESSION``.
-    """
-
-    id: str
-    strength: Strength
-    capability: Capability | None
-    suite: RuleSuite
-    level: ConformanceLevel | None
-    title: str
-    statement: str
-    since: str = "0.1"
-
-    def __post_init__(self) -> None:
-        if (self.level is None) != (self.strength is Strength.SHOULD):
-            raise ValueError(f"{self.id}: a rule has a level exactly when it is a MUST rule")
-        if self.suite is RuleSuite.SESSION and self.level not in (None, ConformanceLevel.SESSION):
-            raise ValueError(f"{self.id}: a session rule's level is ConformanceLevel.SESSION")
 
 
 _M, _S = Strength.MUST, Strength.SHOULD
@@ -153,7 +48,7 @@ _DEL, _L, _T, _D, _P, _C, _G, _MT, _R = (
     Capability.REPLICATED,
 )
 
-RULES: Final[tuple[Rule, ...]] = (
+CHECKPOINTER_RULES: Final[tuple[Rule, ...]] = (
     # -- sequence numbers ---------------------------------------------------------
     Rule(
         "SEQ-001",
@@ -1055,7 +950,17 @@ RULES: Final[tuple[Rule, ...]] = (
     ),
 )
 
+"""The rules of the checkpointer contract: the storage and session suites."""
+
+RULES: Final[tuple[Rule, ...]] = CHECKPOINTER_RULES
+"""Every rule of every contract a run of the kit reports on, each id once. The
+LangGraph saver contract's (`LANGGRAPH_RULES`) join them when its suite runs
+from the command line; until then they are its contract value's own."""
+
+assert not {r.id for r in LANGGRAPH_RULES} & {r.id for r in RULES}, "an id is used twice"
+
 RULES_BY_ID: Final[dict[str, Rule]] = {r.id: r for r in RULES}
+assert len(RULES_BY_ID) == len(RULES), "a rule id is used twice"
 
 
 def rule(rule_id: str) -> Rule:

@@ -105,6 +105,8 @@ def render_spec() -> str:
         lines.append(f"- **{capability.name}** (`{capability.value}`): {reason}.\n")
     lines.append(_LEVELS_INTRO)
     for level, meaning in LEVEL_MEANINGS.items():
+        if not any(r.level is level for r in RULES):
+            continue  # a contract whose rules a run does not report yet
         lines.append(f"- `{level.value}`: {meaning}.\n")
     lines.append(_RULES_INTRO)
     area = ""

@@ -86,8 +86,9 @@ LEVELS: Final[tuple[LevelDefinition, ...]] = tuple(
         tuple(r.id for r in RULES if r.level is level),
     )
     for level in ConformanceLevel
+    if any(r.level is level for r in RULES)
 )
-"""Every level of the catalog, in the order reports list them."""
+"""Every level of the catalog with a rule in it, in the order reports list them."""
 
 LEVELS_BY_NAME: Final[dict[str, LevelDefinition]] = {level.name: level for level in LEVELS}
 

@@ -26,6 +26,7 @@ from checkpointspec.spec import (
     Strength,
     rule,
 )
+from checkpointspec.spec.langgraph import LANGGRAPH_RULES
 from checkpointspec.spec.specdoc import render_spec
 
 SPEC_DIR = Path(checkpointspec.spec.__file__).parent
@@ -109,7 +110,8 @@ def test_every_rule_of_an_area_is_in_the_same_suite() -> None:
 def test_every_level_has_a_meaning_and_a_must_rule() -> None:
     assert list(LEVEL_MEANINGS) == list(ConformanceLevel)
     assert all(meaning.strip() for meaning in LEVEL_MEANINGS.values())
-    assert {r.level for r in RULES if r.level is not None} == set(ConformanceLevel)
+    every_rule = RULES + LANGGRAPH_RULES
+    assert {r.level for r in every_rule if r.level is not None} == set(ConformanceLevel)
     assert {level.capability for level in ConformanceLevel} - {None} == set(Capability)
 
 
@@ -174,4 +176,17 @@ def test_rendered_spec_states_every_rule() -> None:
     for capability in Capability:
         assert f"**{capability.name}**" in rendered
     for level, meaning in LEVEL_MEANINGS.items():
-        assert f"- `{level.value}`: {meaning}." in rendered
+        if any(r.level is level for r in RULES):
+            assert f"- `{level.value}`: {meaning}." in rendered
+
+
+def test_the_langgraph_rules_are_a_catalog_of_their_own() -> None:
+    ids = [r.id for r in LANGGRAPH_RULES]
+    assert len(set(ids)) == len(ids)
+    assert not set(ids) & {r.id for r in RULES}
+    for r in LANGGRAPH_RULES:
+        assert RULE_ID.match(r.id), r.id
+        assert r.id.startswith("LG"), r.id
+        assert r.suite is RuleSuite.LANGGRAPH, r.id
+        assert r.level is ConformanceLevel.LANGGRAPH, r.id
+        assert r.capability is None, r.id  # an extended operation is detected, not declared

@@ -121,6 +121,7 @@ class Operation(Generic[Store]):
     arguments: st.SearchStrategy[JSONArgs]
     call: Callable[[Store, JSONArgs], Awaitable[object]]
     writes: bool = True
+    weight: int = 1
 
 
 @dataclass(frozen=True)
@@ -153,6 +154,11 @@ class Contract(Generic[Store, State]):
     """How the object a backend's factory returns becomes the store the operations
     call (a framework's store wrapped, its sync methods run in a thread); the
     object itself when None."""
+    prepare: Callable[[State, Call], Call | None] | None = None
+    """The call to make, from a drawn one and the model's state (a framework's call
+    built as the framework would build it there: a put continuing its parent's
+    versions); None when the drawn call has nothing to act on in that state, and
+    the machine skips it. Calls are made as drawn when this is None."""
     rules_by_id: Mapping[str, CatalogRule] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -56,6 +56,12 @@ class ContractMachineBase(Diverging, RuleBasedStateMachine, Generic[Store, State
 
     def make(self, call: Call) -> None:
         """Make ``call`` on the store and the model; a different answer is a finding."""
+        if self.contract.prepare is not None:
+            prepared = self.contract.prepare(self.state, call)
+            if prepared is None:
+                note(f"{call}: nothing to act on here, not made")
+                return
+            call = prepared
         next_state, expected = self.contract.step(self.state, call)
         got = self.loop.run_until_complete(self.contract.answer(self.store, call))
         actual: Answer | None = None if isinstance(got, BaseException) else got
@@ -101,6 +107,10 @@ def contract_machine(
         "root": root,
     }
     for operation in contract.operations:
-        namespace[operation.name] = rule(arguments=operation.arguments)(_step(operation))
+        # A weight of n is n rules of one name: Hypothesis picks among rules evenly, and
+        # prints (and enables) them by the function's name, so they read as one.
+        for copy in range(operation.weight):
+            key = operation.name if copy == 0 else f"{operation.name}__{copy + 1}"
+            namespace[key] = rule(arguments=operation.arguments)(_step(operation))
     name = "".join(part.capitalize() for part in contract.name.replace("-", "_").split("_"))
     return type(f"{name}Machine", (ContractMachineBase,), namespace)

@@ -1,0 +1,332 @@
+"""LangGraph-shaped savers written for the test suite: one correct, and one-bug variants.
+
+`DictSaver` has every method of a LangGraph ``BaseCheckpointSaver`` (both twins,
+the extended operations too) without importing LangGraph, storing in plain dicts
+with values deep-copied in and out, as a serializer would. Each subclass breaks
+one rule the way a real saver might. `make` is the factory the kit calls
+(``--langgraph langgraph_savers:make -o kind=NAME``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import threading
+from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import Any, NamedTuple
+
+from checkpointspec.spec import BackendContext
+
+WRITES_IDX_MAP = {"__error__": -1, "__scheduled__": -2, "__interrupt__": -3, "__resume__": -4}
+
+
+class CheckpointTuple(NamedTuple):
+    config: dict[str, Any]
+    checkpoint: dict[str, Any]
+    metadata: dict[str, Any]
+    parent_config: dict[str, Any] | None = None
+    pending_writes: list[tuple[str, str, Any]] | None = None
+
+
+class DictSaver:
+    """A correct saver: checkpoints by (thread, ns) then id, writes by checkpoint then
+    (task_id, index), one lock around every call."""
+
+    def __init__(self) -> None:
+        self.checkpoints: dict[
+            tuple[str, str], dict[str, tuple[dict[str, Any], dict[str, Any], str | None]]
+        ] = {}
+        self.writes: dict[tuple[str, str, str], dict[tuple[str, int], tuple[str, Any, str]]] = {}
+        self.lock = threading.Lock()
+
+    # -- sync twins ----------------------------------------------------------------
+    def put(
+        self,
+        config: dict[str, Any],
+        checkpoint: dict[str, Any],
+        metadata: dict[str, Any],
+        new_versions: dict[str, str],
+    ) -> dict[str, Any]:
+        c = config["configurable"]
+        with self.lock:
+            self.checkpoints.setdefault((c["thread_id"], c.get("checkpoint_ns", "")), {})[
+                checkpoint["id"]
+            ] = (
+                copy.deepcopy(checkpoint),
+                self._metadata(metadata),
+                c.get("checkpoint_id"),
+            )
+        return {
+            "configurable": {
+                "thread_id": c["thread_id"],
+                "checkpoint_ns": c.get("checkpoint_ns", ""),
+                "checkpoint_id": checkpoint["id"],
+            }
+        }
+
+    def _metadata(self, metadata: dict[str, Any]) -> dict[str, Any]:
+        return {
+            k: v.replace("\x00", "") if isinstance(v, str) else copy.deepcopy(v)
+            for k, v in metadata.items()
+        }
+
+    def put_writes(
+        self,
+        config: dict[str, Any],
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        c = config["configurable"]
+        key = (c["thread_id"], c.get("checkpoint_ns", ""), c["checkpoint_id"])
+        replace = all(ch in WRITES_IDX_MAP for ch, _ in writes)
+        with self.lock:
+            held = self.writes.setdefault(key, {})
+            before = set(held)
+            for idx, (channel, value) in enumerate(writes):
+                slot = (task_id, WRITES_IDX_MAP.get(channel, idx))
+                if self._stores(slot in before, replace):
+                    held[slot] = (channel, copy.deepcopy(value), task_path)
+
+    def _stores(self, held: bool, replace: bool) -> bool:
+        """Whether a write to a slot (``held`` before this call) is stored: a call of
+        special channels replaces, any other keeps the first."""
+        return replace or not held
+
+    def _tuple(self, thread: str, ns: str, cid: str) -> CheckpointTuple:
+        checkpoint, metadata, parent = self.checkpoints[(thread, ns)][cid]
+        held = self.writes.get((thread, ns, cid), {})
+        order = sorted(held, key=lambda slot: (held[slot][2], slot[0], slot[1]))
+        checkpoint = copy.deepcopy(checkpoint)
+        checkpoint["channel_values"] = {
+            k: v
+            for k, v in checkpoint["channel_values"].items()
+            if k in checkpoint["channel_versions"]
+        }
+        return CheckpointTuple(
+            {"configurable": {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": cid}},
+            checkpoint,
+            copy.deepcopy(metadata),
+            {"configurable": {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": parent}}
+            if parent
+            else None,
+            [(slot[0], held[slot][0], copy.deepcopy(held[slot][1])) for slot in order],
+        )
+
+    def get_tuple(self, config: dict[str, Any]) -> CheckpointTuple | None:
+        c = config["configurable"]
+        thread, ns = c["thread_id"], c.get("checkpoint_ns", "")
+        with self.lock:
+            held = self.checkpoints.get((thread, ns), {})
+            cid = c.get("checkpoint_id") or (max(held) if held else None)
+            if cid is None or cid not in held:
+                return None
+            return self._tuple(thread, ns, cid)
+
+    def list(
+        self,
+        config: dict[str, Any] | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: dict[str, Any] | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        c = (config or {}).get("configurable", {})
+        before_id = (before or {}).get("configurable", {}).get("checkpoint_id")
+        with self.lock:
+            found = []
+            for (thread, ns), held in sorted(self.checkpoints.items()):
+                if config is not None and thread != c["thread_id"]:
+                    continue
+                if "checkpoint_ns" in c and ns != c["checkpoint_ns"]:
+                    continue
+                for cid in sorted(held, reverse=True):
+                    if c.get("checkpoint_id") and cid != c["checkpoint_id"]:
+                        continue
+                    if before_id and cid >= before_id:
+                        continue
+                    if filter and any(held[cid][1].get(k) != v for k, v in filter.items()):
+                        continue
+                    found.append(self._tuple(thread, ns, cid))
+        yield from found if limit is None else found[:limit]
+
+    def delete_thread(self, thread_id: str) -> None:
+        with self.lock:
+            for key in [k for k in self.checkpoints if k[0] == thread_id]:
+                del self.checkpoints[key]
+            for key in [k for k in self.writes if k[0] == thread_id]:
+                del self.writes[key]
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        with self.lock:
+            for (thread, ns), held in list(self.checkpoints.items()):
+                for cid in [
+                    cid for cid, saved in held.items() if saved[1].get("run_id") in run_ids
+                ]:
+                    del held[cid]
+                    self.writes.pop((thread, ns, cid), None)
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        with self.lock:
+            for (thread, ns), held in list(self.checkpoints.items()):
+                if thread == source_thread_id:
+                    self.checkpoints[(target_thread_id, ns)] = copy.deepcopy(held)
+                    for cid in held:
+                        if (thread, ns, cid) in self.writes:
+                            self.writes[(target_thread_id, ns, cid)] = copy.deepcopy(
+                                self.writes[(thread, ns, cid)]
+                            )
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        with self.lock:
+            for (thread, ns), held in list(self.checkpoints.items()):
+                if thread not in thread_ids:
+                    continue
+                keep = max(held) if strategy == "keep_latest" and held else None
+                for cid in [cid for cid in held if cid != keep]:
+                    del held[cid]
+                    self.writes.pop((thread, ns, cid), None)
+
+    # -- async twins -------------------------------------------------------------------
+    async def aput(self, *args: Any) -> dict[str, Any]:
+        return self.put(*args)
+
+    async def aput_writes(self, *args: Any) -> None:
+        self.put_writes(*args)
+
+    async def aget_tuple(self, config: dict[str, Any]) -> CheckpointTuple | None:
+        return self.get_tuple(config)
+
+    async def alist(
+        self, config: dict[str, Any] | None, **kwargs: Any
+    ) -> AsyncIterator[CheckpointTuple]:
+        for item in self.list(config, **kwargs):
+            yield item
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        self.delete_thread(thread_id)
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        self.delete_for_runs(run_ids)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        self.copy_thread(source_thread_id, target_thread_id)
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        self.prune(thread_ids, strategy=strategy)
+
+
+class SortsWritesByTaskId(DictSaver):
+    """Pending writes sorted by task_id alone, not task_path first (LGWRITE-001)."""
+
+    def _tuple(self, thread: str, ns: str, cid: str) -> CheckpointTuple:
+        found = super()._tuple(thread, ns, cid)
+        return found._replace(pending_writes=sorted(found.pending_writes or [], key=lambda w: w[0]))
+
+
+class OverwritesRegularWrites(DictSaver):
+    """A retried task's regular writes replace the first (LGWRITE-002)."""
+
+    def _stores(self, held: bool, replace: bool) -> bool:
+        return True
+
+
+class LatestIsOldest(DictSaver):
+    """get_tuple without an id returns the oldest checkpoint: a sort the wrong way (LGGET-001)."""
+
+    def get_tuple(self, config: dict[str, Any]) -> CheckpointTuple | None:
+        c = config["configurable"]
+        if c.get("checkpoint_id"):
+            return super().get_tuple(config)
+        held = self.checkpoints.get((c["thread_id"], c.get("checkpoint_ns", "")), {})
+        return self._tuple(c["thread_id"], c.get("checkpoint_ns", ""), min(held)) if held else None
+
+
+class BeforeInclusive(DictSaver):
+    """``before`` keeps the checkpoint it names (LGLIST-003)."""
+
+    def list(
+        self,
+        config: dict[str, Any] | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: dict[str, Any] | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        if before is None:
+            yield from super().list(config, filter=filter, limit=limit)
+            return
+        before_id = before["configurable"]["checkpoint_id"]
+        everything = super().list(config, filter=filter)
+        found = [t for t in everything if t.config["configurable"]["checkpoint_id"] <= before_id]
+        yield from found if limit is None else found[:limit]
+
+
+class DeleteThreadRootOnly(DictSaver):
+    """delete_thread removes the root namespace only; a subgraph's checkpoints stay (LGDEL-001)."""
+
+    def delete_thread(self, thread_id: str) -> None:
+        with self.lock:
+            for key in [k for k in self.checkpoints if k[0] == thread_id and k[1] == ""]:
+                del self.checkpoints[key]
+
+
+class PruneDropsLatestWrites(DictSaver):
+    """prune keep_latest keeps the latest checkpoint but drops its writes (LGPRUNE-001)."""
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        super().prune(thread_ids, strategy=strategy)
+        with self.lock:
+            for key in [k for k in self.writes if k[0] in thread_ids]:
+                del self.writes[key]
+
+
+class UnlockedWrites(DictSaver):
+    """put_writes reads the held writes, yields, then stores a copy: two tasks writing
+    at once lose one's writes (LGMP-001)."""
+
+    async def aput_writes(
+        self,
+        config: dict[str, Any],
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        c = config["configurable"]
+        key = (c["thread_id"], c.get("checkpoint_ns", ""), c["checkpoint_id"])
+        held = dict(self.writes.get(key, {}))
+        await asyncio.sleep(0)
+        for idx, (channel, value) in enumerate(writes):
+            slot = (task_id, WRITES_IDX_MAP.get(channel, idx))
+            if slot not in held or channel in WRITES_IDX_MAP:
+                held[slot] = (channel, copy.deepcopy(value), task_path)
+        self.writes[key] = held
+
+
+class SyncOnly(DictSaver):
+    """A correct saver whose async twins raise NotImplementedError, as LangGraph's
+    sync SqliteSaver's do: the kit checks it through its sync methods."""
+
+    async def aget_tuple(self, config: dict[str, Any]) -> CheckpointTuple | None:
+        raise NotImplementedError("use the sync methods")
+
+
+KINDS: dict[str, type[DictSaver]] = {
+    cls.__name__: cls
+    for cls in (
+        DictSaver,
+        SortsWritesByTaskId,
+        OverwritesRegularWrites,
+        LatestIsOldest,
+        BeforeInclusive,
+        DeleteThreadRootOnly,
+        PruneDropsLatestWrites,
+        UnlockedWrites,
+        SyncOnly,
+    )
+}
+
+
+def make(ctx: BackendContext) -> DictSaver:
+    """The saver the option ``kind`` names (``DictSaver`` by default)."""
+    return KINDS[ctx.options.get("kind", "DictSaver")]()
