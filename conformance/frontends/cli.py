@@ -358,11 +358,14 @@ def _planned_run(args: argparse.Namespace) -> KitRun:
 
 def _backend_named(args: argparse.Namespace) -> str:
     """What the command line names as the backend: its name, the ``--process`` command,
-    or the ``--lite-agent`` factory."""
-    given = [a for a in (args.backend, args.process, args.lite_agent) if a is not None]
+    the ``--lite-agent`` factory or the ``--langgraph`` saver's."""
+    given = [
+        a for a in (args.backend, args.process, args.lite_agent, args.langgraph) if a is not None
+    ]
     if len(given) != 1:
         raise BackendLoadError(
-            "name a backend, or give --process COMMAND or --lite-agent MODULE#FACTORY (one of them)"
+            "name a backend, or give --process COMMAND, --lite-agent MODULE#FACTORY or "
+            "--langgraph MODULE:FACTORY (one of them)"
         )
     named: str = given[0]
     return named

@@ -233,9 +233,11 @@ class CheckItem(pytest.Item):
             parts = ["pytest", "--checkpointer-process", command]
             if "validate_protocol" in run.process_options:
                 parts.append("--checkpointer-validate-protocol")
+        elif run.suite == "langgraph":
+            parts = ["pytest", "--checkpointer-langgraph", run.backend.name]
         else:
             parts = ["pytest", "--checkpointer", run.backend.name]
-        if run.suite != DEFAULT_SUITE:
+        if run.suite not in (DEFAULT_SUITE, "langgraph"):
             parts += ["--checkpointer-suite", run.suite]
         if run.suite != "storage" and run.session_layer != DEFAULT_SESSION_LAYER:
             parts += ["--checkpointer-session-layer", run.session_layer]
@@ -266,13 +268,17 @@ def _value(config: pytest.Config, setting: Setting) -> Any:
 
 
 def _requested(config: pytest.Config) -> bool:
-    """Whether the command line asks for a run: --checkpointer or --checkpointer-process
-    (one of them), or --checkpointer-validate-protocol, which only a run takes."""
+    """Whether the command line asks for a run: --checkpointer, --checkpointer-process or
+    --checkpointer-langgraph (one of them), or --checkpointer-validate-protocol, which
+    only a run takes."""
     name = config.getoption("checkpointer")
     process = config.getoption("checkpointer_process")
-    if name and process:
-        raise pytest.UsageError("give --checkpointer or --checkpointer-process, not both")
-    return bool(name or process or config.getoption("checkpointer_validate_protocol"))
+    saver = config.getoption("checkpointer_langgraph")
+    if sum(1 for given in (name, process, saver) if given) > 1:
+        raise pytest.UsageError(
+            "give one of --checkpointer, --checkpointer-process and --checkpointer-langgraph"
+        )
+    return bool(name or process or saver or config.getoption("checkpointer_validate_protocol"))
 
 
 def _seed(config: pytest.Config, given: int | None) -> int | None:

@@ -223,6 +223,16 @@ SETTINGS: Final[tuple[Setting, ...]] = (
         "(docs/lite-agent.md; needs node)",
     ),
     Setting(
+        name="langgraph",
+        cli=("--langgraph",),
+        plugin="--checkpointer-langgraph",
+        metavar="MODULE:FACTORY",
+        feeds="backend_name",
+        help="a LangGraph checkpoint saver, checked against the LangGraph saver contract "
+        "(the langgraph suite): FACTORY gets the store's BackendContext and returns a saver, "
+        "an awaitable of one or a context manager yielding one (docs/langgraph.md)",
+    ),
+    Setting(
         name="declare",
         cli=("--declare",),
         plugin=None,
@@ -280,8 +290,8 @@ SETTINGS: Final[tuple[Setting, ...]] = (
         choices=tuple(SUITES),
         default=DEFAULT_SUITE,
         feeds="suite",
-        help="storage: the checkpointer; session: the session layer on it; all: both "
-        f"(default: {DEFAULT_SUITE})",
+        help="storage: the checkpointer; session: the session layer on it; all: both; "
+        f"langgraph: a LangGraph saver, what {{langgraph}} runs (default: {DEFAULT_SUITE})",
     ),
     Setting(
         name="session_layer",
@@ -491,7 +501,7 @@ def declared_names(texts: Sequence[str]) -> list[str]:
     return [name for text in texts for name in text.split(",") if name]
 
 
-_COMPOSED: Final = frozenset({"process", "expected_failures", "options", "outputs"})
+_COMPOSED: Final = frozenset({"backend_name", "process", "expected_failures", "options", "outputs"})
 """The `plan_run` keywords made from more than one setting, or from a list."""
 
 
@@ -509,6 +519,22 @@ def run_arguments(
         for s in settings_of(frontend)
         if s.feeds is not None and s.feeds not in _COMPOSED
     }
+    saver = values.get("langgraph")
+    if saver is not None:
+        if values.get("backend") is not None or values["process"] is not None:
+            raise BackendLoadError(
+                f"{flag('langgraph', frontend)} names the backend: give no other one"
+            )
+        if values["suite"] not in (DEFAULT_SUITE, "langgraph"):
+            raise BackendLoadError(
+                f"{flag('langgraph', frontend)} runs the langgraph suite, not {values['suite']}"
+            )
+        arguments["suite"] = "langgraph"
+    elif values["suite"] == "langgraph":
+        raise BackendLoadError(
+            f"the langgraph suite checks a saver: give {flag('langgraph', frontend)} MODULE:FACTORY"
+        )
+    arguments["backend_name"] = saver if saver is not None else values.get("backend")
     declared = declared_names(values.get("declare", []))
     process = _lite_agent_process(values.get("lite_agent"), declared) or values["process"]
     if values["validate_protocol"] and process is None:

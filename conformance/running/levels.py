@@ -86,9 +86,8 @@ LEVELS: Final[tuple[LevelDefinition, ...]] = tuple(
         tuple(r.id for r in RULES if r.level is level),
     )
     for level in ConformanceLevel
-    if any(r.level is level for r in RULES)
 )
-"""Every level of the catalog with a rule in it, in the order reports list them."""
+"""Every level of the catalog, in the order reports list them."""
 
 LEVELS_BY_NAME: Final[dict[str, LevelDefinition]] = {level.name: level for level in LEVELS}
 
@@ -129,7 +128,7 @@ def _judge(
         return result("unverified", f"{first.id} {first.status}: {first.reason}")
     absent = [rule_id for rule_id in level.rules if rule_id not in verdicts]
     if absent:
-        suite = "session" if level.name == "session" else "storage"
+        suite = level.name if level.name in ("session", "langgraph") else "storage"
         return result("not_run", f"{absent[0]} not run: the run did not check the {suite} suite")
     not_run = [v for v in found if v.status == "not_run"]
     if not_run:
@@ -142,7 +141,11 @@ def _judge(
 
 def _needs_undeclared(verdict: RuleResult, declared: frozenset[str]) -> bool:
     """True when every check of the rule needs a capability the backend does not
-    declare (the rule's own, or one the check needs besides)."""
+    declare (the rule's own, or one the check needs besides). A LangGraph rule is
+    skipped only for an operation or twin the saver does not implement, which its
+    contract makes optional (LangGraph's suite: "not implemented")."""
+    if verdict.id.startswith("LG"):
+        return True
     checks = [c for c in (*ALL_CHECKS, *SESSION_CHECKS) if c.rule_id == verdict.id]
     return bool(checks) and all({n.value for n in c.needs} - declared for c in checks)
 
@@ -154,7 +157,14 @@ def judge_levels(
     and the capabilities the backend declares (``KitReport.capabilities``)."""
     verdicts = {r.id: r for r in rules}
     declared = frozenset(capabilities)
-    return tuple(_judge(level, verdicts, declared) for level in LEVELS)
+    # A saver's run and a checkpointer's judge different backends: neither lists the
+    # other's levels.
+    saver = any(r.startswith("LG") for r in verdicts)
+    return tuple(
+        _judge(level, verdicts, declared)
+        for level in LEVELS
+        if (level.name == "langgraph") == saver
+    )
 
 
 def attained(levels: Iterable[LevelResult]) -> tuple[str, ...]:

@@ -19,9 +19,9 @@ import os
 import random
 import shutil
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Final, Literal, TypeAlias
+from typing import Final, Literal, TypeAlias, cast
 
 import msgspec
 
@@ -35,12 +35,14 @@ from ...backends.registry import (
 )
 from ...spec import (
     CAPABILITY_REASONS,
+    BackendContext,
     Capability,
     ExternalStorage,
     RefusesBeforeTheBackend,
     StoreHooks,
 )
 from ..checks.base import Check
+from ..engines.contract.langgraph import open_saver
 from ..engines.run.kit_run import BackendProbe, KitRun, OutputName, ReportOutputs, SuiteSelection
 from ..engines.run.profiles import DEFAULT_PROFILE, PROFILES, Profile
 from ..engines.search.replay import Reproduction
@@ -122,6 +124,38 @@ def probe_backend(target: BackendTarget) -> BackendProbe:
     try:
         return asyncio.run(probe())
     except BackendLoadError:  # NotACheckpointerError among them
+        raise
+    except Exception as exc:
+        raise FactoryFailedError(target.ref.target, exc) from exc
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def probe_saver(target: BackendTarget) -> BackendProbe:
+    """Open and close one LangGraph saver of ``target`` (``--langgraph``) on a scratch
+    store. Raises `BackendLoadError` when that fails or the saver offers neither twin
+    (no working ``get_tuple`` nor ``aget_tuple``)."""
+    factory = cast("Callable[[BackendContext], object]", target.factory())
+    scratch = Path(tempfile.mkdtemp(prefix="checkpointspec-probe-"))
+
+    async def probe() -> BackendProbe:
+        handle = await open_saver(factory, target.context(scratch))
+        try:
+            if not handle.twins:
+                raise FactoryFailedError(
+                    target.ref.target,
+                    TypeError(
+                        f"{type(handle.saver).__name__} is not a LangGraph checkpoint saver: "
+                        "neither get_tuple nor aget_tuple answers"
+                    ),
+                )
+        finally:
+            await handle.close()
+        return BackendProbe(frozenset(), has_hooks=False)
+
+    try:
+        return asyncio.run(probe())
+    except BackendLoadError:
         raise
     except Exception as exc:
         raise FactoryFailedError(target.ref.target, exc) from exc
@@ -241,7 +275,8 @@ def plan_run(
         or with ``process`` (and no name) against a backend in another process that speaks
         the stdio protocol, every message checked against its schema with ``validate_protocol``.
 
-        ``suite`` picks the checks (``storage``, ``session`` or ``all``; ``only`` narrows
+        ``suite`` picks the checks (``storage``, ``session`` or ``all``; ``langgraph``
+        for a LangGraph saver's factory, probed as one, `probe_saver`; ``only`` narrows
         them to the checks whose name starts with an entry or that verify a rule it
         names); session checks run ``session_layer`` (``MODULE`` or ``MODULE:OBJECT``)
         on the backend. ``expected_failures`` are the ``--xfail`` rules, or a mapping of
@@ -270,7 +305,8 @@ def plan_run(
     backend, process_options = _backend(backend_name, process, validate_protocol)
     user_options = dict(options or {})
     try:
-        probe = probe_backend(BackendTarget(backend, user_options | process_options))
+        target = BackendTarget(backend, user_options | process_options)
+        probe = probe_saver(target) if suite == "langgraph" else probe_backend(target)
     except BackendLoadError as exc:
         raise RunSettingError("backend", str(exc)) from exc
     chosen = PROFILES[profile] if isinstance(profile, str) else profile

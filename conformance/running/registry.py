@@ -40,6 +40,7 @@ from ..checks import (
     identity,
     integrity,
     kill,
+    langgraph,
     listing,
     maintenance,
     network,
@@ -60,6 +61,7 @@ __all__ = [
     "ALL_CHECKS",
     "CHECKS_BY_NAME",
     "DEFAULT_SUITE",
+    "LANGGRAPH_CHECKS",
     "SESSION_AREAS",
     "SESSION_CHECKS",
     "SUITES",
@@ -114,6 +116,9 @@ SESSION_CHECKS: tuple[Check, ...] = (
 )
 """The session suite: the session layer (``--session-layer``) on the checkpointer."""
 
+LANGGRAPH_CHECKS: tuple[Check, ...] = langgraph.CHECKS
+"""The langgraph suite: a LangGraph checkpoint saver (``--langgraph``) against its contract."""
+
 DEFAULT_SUITE: Final[SuiteSelection] = "storage"
 """The suite of a run that names none: the CLI, the pytest plugin and `run_kit` alike."""
 
@@ -121,6 +126,7 @@ SUITES: dict[SuiteSelection, tuple[Check, ...]] = {
     "storage": ALL_CHECKS,
     "session": SESSION_CHECKS,
     "all": ALL_CHECKS + SESSION_CHECKS,
+    "langgraph": LANGGRAPH_CHECKS,
 }
 """The checks of each suite."""
 assert set(SUITES) == set(get_args(SuiteSelection))
@@ -130,8 +136,8 @@ SESSION_AREAS: frozenset[str] = frozenset(
 )
 """The rule areas of the session suite's rules (FOLD, CKPT, SNAP, RESTORE, COMPACT)."""
 
-CHECKS_BY_NAME: dict[str, Check] = {c.name: c for c in SUITES["all"]}
-"""Every check of both suites by check name (``RULE-ID::function_name``)."""
+CHECKS_BY_NAME: dict[str, Check] = {c.name: c for c in SUITES["all"] + LANGGRAPH_CHECKS}
+"""Every check of every suite by check name (``RULE-ID::function_name``)."""
 
 _SESSION_NAMES = frozenset(c.name for c in SESSION_CHECKS)
 
@@ -146,14 +152,17 @@ def suite_of_rule(rule_id: str) -> SuiteSelection:
 
     Raises `UnknownRuleError` (one line, naming the id) for an id the catalog lacks.
     """
-    return (
-        "session" if RULES_BY_ID[check_rule_id(rule_id)].suite is RuleSuite.SESSION else "storage"
-    )
+    suite = RULES_BY_ID[check_rule_id(rule_id)].suite
+    if suite is RuleSuite.SESSION:
+        return "session"
+    return "langgraph" if suite is RuleSuite.LANGGRAPH else "storage"
 
 
 def rules_of_suite(suite: SuiteSelection) -> frozenset[str]:
     """The ids of the catalog's rules a run of ``suite`` reports on."""
-    return frozenset(r.id for r in RULES if suite in ("all", r.suite))
+    if suite == "all":  # the checkpointer's two suites; a saver's is another backend's
+        return frozenset(r.id for r in RULES if r.suite is not RuleSuite.LANGGRAPH)
+    return frozenset(r.id for r in RULES if r.suite == suite)
 
 
 class UnknownCheckError(LookupError):
@@ -196,7 +205,7 @@ def select_checks(
         hint = ""
         elsewhere = [
             name
-            for name in ("storage", "session")
+            for name in ("storage", "session", "langgraph")
             if name != suite and any(_matches(c, w) for c in SUITES[name] for w in wanted)
         ]
         if suite is not None and elsewhere:

@@ -10,7 +10,7 @@ what each does to the model, `judge` the rule an answer breaks.
 """
 
 from .calls import EXTENDED_OPERATIONS, OPERATIONS, READS, apply, prepare
-from .judge import rule_for
+from .judge import difference, rule_for
 from .model import SPECIAL_CHANNELS, SaverState, TupleView, group_order
 from .rules import LANGGRAPH_RULES
 
@@ -23,6 +23,7 @@ __all__ = [
     "SaverState",
     "TupleView",
     "apply",
+    "difference",
     "group_order",
     "prepare",
     "rule_for",

@@ -183,8 +183,9 @@ def prepare(
         )
     if operation == "copy_thread":
         source, onto = args
-        if source == onto or onto in state.threads():
-            return None
+        threads = state.threads()
+        if source == onto or onto in threads or source not in threads:
+            return None  # a copy onto a thread in use, or of nothing, LangGraph leaves open
     return tuple(intent)
 
 
@@ -270,6 +271,8 @@ def apply(state: SaverState, operation: str, call: Sequence[object]) -> tuple[Sa
                         "Mapping[str, Mapping[str, str]]", cp["versions_seen"]
                     ).items()
                 },
+                cast("int", cp["v"]),
+                str(cp["ts"]),
             ),
         )
         after.next_id = max(after.next_id, _number_of(key[2]) + 1)

@@ -17,7 +17,7 @@ from typing import cast
 from .calls import special
 from .model import CheckpointKey, SaverState, TupleView
 
-__all__ = ["rule_for"]
+__all__ = ["difference", "rule_for"]
 
 _WRITE_RULES = {
     "put": "LGPUT-001",
@@ -124,7 +124,7 @@ def _field_rule(
     state: SaverState, key: CheckpointKey, expected: TupleView, actual: TupleView
 ) -> str:
     """The rule of the first field in which two tuples of one checkpoint differ."""
-    if actual.get("id") != expected["id"]:
+    if any(actual.get(f) != expected[f] for f in ("id", "v", "ts")):
         return "LGGET-003"
     if (
         actual.get("channel_versions") != expected["channel_versions"]
@@ -231,3 +231,82 @@ def _listing_rule(
         if want_view != got_view:
             return _contents_rule(state, want_view, got_view, latest_asked=False)
     raise ValueError("the listings do not differ")
+
+
+_FIELDS = (
+    "checkpoint_id",
+    "thread_id",
+    "checkpoint_ns",
+    "id",
+    "v",
+    "ts",
+    "channel_versions",
+    "versions_seen",
+    "channel_values",
+    "metadata",
+    "parent",
+    "pending_writes",
+)
+
+
+def _short(value: object, most: int = 240) -> str:
+    text = repr(value)
+    return text if len(text) <= most else text[: most - 1] + "…"
+
+
+def _name(key: CheckpointKey) -> str:
+    thread, ns, cid = key
+    return f"{thread}/{ns or '-'}/{cid[:8]}"
+
+
+def _field_difference(expected: TupleView, actual: Mapping[str, object]) -> tuple[str, str]:
+    for field in _FIELDS:
+        if actual.get(field) != expected.get(field):
+            return (
+                f"its {field} differs",
+                f"checkpoint {_name(_key(expected))}: {field} {_short(actual.get(field))}, "
+                f"the contract's {_short(expected.get(field))}",
+            )
+    return ("its fields differ", f"checkpoint {_name(_key(expected))}: {_short(actual)}")
+
+
+def difference(
+    operation: str, expected: object, actual: object, *, raised: str = ""
+) -> tuple[str, str]:
+    """What differs between the saver's answer and the model's, as a shape (the same
+    for the same defect whatever the example's values: what makes findings one
+    defect) and a sentence with the values, short enough to read in a report.
+    ``raised`` names the exception the saver raised instead of answering."""
+    if raised:
+        return (f"{operation} raised {raised.split(':')[0]}", f"raised {raised}")
+    if operation == "get_tuple":
+        if expected is None:
+            return (
+                "a checkpoint where none is held",
+                f"returned checkpoint {_name(_key(actual))}; the contract: None",
+            )
+        if actual is None:
+            return (
+                "None for a held checkpoint",
+                f"returned None; the contract: checkpoint {_name(_key(expected))}",
+            )
+        return _field_difference(cast("TupleView", expected), cast("Mapping[str, object]", actual))
+    if operation == "list":
+        want = [_key(v) for v in cast("list[TupleView]", expected)]
+        if not isinstance(actual, list):
+            return ("list answered no listing", f"returned {_short(actual)}")
+        got = [_key(v) for v in actual if isinstance(v, dict)]
+        listed = f"listed {', '.join(map(_name, got)) or 'nothing'}; the contract lists {', '.join(map(_name, want)) or 'nothing'}"
+        if set(got) - set(want):
+            return ("a checkpoint listed that should not be", listed)
+        if set(want) - set(got):
+            return ("a checkpoint missing from the listing", listed)
+        if got != want:
+            return ("the listing in another order or with repeats", listed)
+        for want_view, got_view in zip(cast("list[TupleView]", expected), actual, strict=True):
+            if want_view != got_view:
+                return _field_difference(want_view, cast("Mapping[str, object]", got_view))
+    return (
+        f"{operation} answered otherwise",
+        f"returned {_short(actual)}; the contract: {_short(expected)}",
+    )

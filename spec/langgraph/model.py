@@ -50,7 +50,7 @@ CheckpointKey: TypeAlias = tuple[str, str, str]
 
 TupleView: TypeAlias = dict[str, object]
 """A CheckpointTuple as plain data: ``thread_id``, ``checkpoint_ns``,
-``checkpoint_id`` (its config's), ``id`` (its checkpoint's), ``channel_values``,
+``checkpoint_id`` (its config's), ``id``, ``v`` and ``ts`` (its checkpoint's), ``channel_values``,
 ``channel_versions``, ``versions_seen``, ``metadata``, ``parent`` (``[thread_id, checkpoint_ns,
 checkpoint_id]`` of its parent_config, or None) and ``pending_writes``
 (``[task_id, channel, value]`` lists)."""
@@ -66,6 +66,8 @@ class StoredCheckpoint(msgspec.Struct, frozen=True):
     parent: str | None
     seen: dict[str, dict[str, str]] = msgspec.field(default_factory=dict)
     """versions_seen: per node, the channel versions it has seen."""
+    v: int = 1
+    ts: str = ""
 
 
 class StoredWrite(msgspec.Struct, frozen=True):
@@ -137,6 +139,8 @@ def view_of(
         "checkpoint_ns": checkpoint_ns,
         "checkpoint_id": checkpoint_id,
         "id": stored.id,
+        "v": stored.v,
+        "ts": stored.ts,
         "channel_values": tagged(stored.values),
         "channel_versions": dict(stored.versions),
         "versions_seen": {node: dict(seen) for node, seen in stored.seen.items()},

@@ -131,7 +131,8 @@ LANGGRAPH_RULES: Final[tuple[Rule, ...]] = (
         "LGGET-003",
         "A tuple's config names its checkpoint",
         "A CheckpointTuple's config names the thread_id, checkpoint_ns and checkpoint_id "
-        "of the checkpoint it carries, and its checkpoint's id is that checkpoint_id.",
+        "of the checkpoint it carries, its checkpoint's id is that checkpoint_id, and its "
+        "v and ts are those the checkpoint was put with.",
     ),
     # -- list --------------------------------------------------------------------------
     _must(
@@ -192,7 +193,9 @@ LANGGRAPH_RULES: Final[tuple[Rule, ...]] = (
         "copy_thread copies a thread whole",
         "After copy_thread(source, target) onto a target with no checkpoints, the target "
         "reads back as the source did (every namespace, checkpoint id, order, metadata, "
-        "parent, channel value and pending write) and the source is unchanged.",
+        "parent, channel value and pending write) and the source is unchanged. Copying a "
+        "thread with no checkpoints may do nothing or raise (LangGraph's suite allows "
+        "both): the kit does not ask it.",
     ),
     _must(
         "LGPRUNE-001",

@@ -208,10 +208,11 @@ def test_the_judge_names_a_checkpoint_a_delete_left_by_the_delete() -> None:
     assert rule_for(state, "get_tuple", ("t", "child", None), None, left) == "LGDEL-001"
 
 
-def test_a_copy_onto_a_thread_with_checkpoints_is_not_drawn() -> None:
+def test_a_copy_onto_a_thread_in_use_or_of_nothing_is_not_drawn() -> None:
     state = SaverState()
     put = prepare(state, "put", ("t2", "", "latest", {}, [], [], METADATA, "async"))
     assert put is not None
     state, _ = apply(state, "put", put)
     assert prepare(state, "copy_thread", ("t1", "t2", "async")) is None
     assert prepare(state, "copy_thread", ("t2", "t3", "async")) == ("t2", "t3", "async")
+    assert prepare(state, "copy_thread", ("t9", "t3", "async")) is None  # nothing to copy

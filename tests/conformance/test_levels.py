@@ -11,8 +11,8 @@ from checkpointspec.conformance.running.levels import (
     level_of_rule,
 )
 from checkpointspec.conformance.running.plan import plan_run
-from checkpointspec.conformance.running.registry import ALL_CHECKS, suite_of_rule
-from checkpointspec.conformance.running.report import CheckResult, LevelResult
+from checkpointspec.conformance.running.registry import ALL_CHECKS, rules_of_suite, suite_of_rule
+from checkpointspec.conformance.running.report import CheckResult, LevelResult, summarise_rules
 from checkpointspec.conformance.running.runner import run_kit
 from checkpointspec.spec import (
     LEVEL_MEANINGS,
@@ -22,7 +22,7 @@ from checkpointspec.spec import (
     ConformanceLevel,
     Strength,
 )
-from kit_outputs import ALL_CAPABILITIES, errored, every_rule_passed, failed, report_of
+from kit_outputs import ALL_CAPABILITIES, errored, every_rule_passed, failed, passed, report_of
 
 NAMES = (
     "base",
@@ -39,6 +39,7 @@ NAMES = (
     "replicated",
     "connection_loss",
     "stdio_protocol",
+    "langgraph",
 )
 
 
@@ -72,6 +73,9 @@ def test_a_storage_level_holds_the_rules_of_its_capability() -> None:
             continue
         if level.name == "stdio_protocol":  # what only a backend behind --process can break
             assert level.rules == ("PROTO-001",)
+            continue
+        if level.name == "langgraph":  # a saver's contract, one level like the session's
+            assert all(suite_of_rule(r) == "langgraph" for r in level.rules)
             continue
         assert level.capability == (None if level.name == "base" else Capability(level.name)), (
             level.name
@@ -108,8 +112,9 @@ def _levels(report_levels: tuple[LevelResult, ...]) -> dict[str, LevelResult]:
 
 def test_all_passed_attains_every_storage_level_and_not_the_session_one() -> None:
     levels = _levels(report_of(every_rule_passed()).levels)
-    assert [n for n in NAMES if levels[n].status == "attained"] == [
-        n for n in NAMES if n != "session"
+    assert "langgraph" not in levels  # a saver's level is no checkpointer's
+    assert [n for n in NAMES if n in levels and levels[n].status == "attained"] == [
+        n for n in NAMES if n not in ("session", "langgraph")
     ]
     assert levels["session"].status == "not_run"
     assert "did not check the session suite" in levels["session"].reason
@@ -224,3 +229,11 @@ def test_the_line_gives_an_unverified_levels_rule_and_status_not_the_whole_reaso
     line = describe_levels(report_of(checks).levels)
     assert line.startswith("levels: attained base, delete, ")
     assert " · unverified store_hooks (INTEG-002 skipped) · " in line
+
+
+def test_a_savers_run_lists_the_langgraph_level_only() -> None:
+    suite = rules_of_suite("langgraph")
+    checks = [passed(f"{rule}::check") for rule in sorted(suite)]
+    levels = _levels(judge_levels(summarise_rules(checks, (), {}, rule_ids=suite), ()))
+    assert list(levels) == ["langgraph"]
+    assert levels["langgraph"].status == "attained"

@@ -29,7 +29,10 @@ def served(backend: str) -> str:
     ("argv", "said"),
     [
         (["run", "memory", "--process", "x"], "one of them"),
-        (["run"], "name a backend, or give --process COMMAND or --lite-agent MODULE#FACTORY"),
+        (
+            ["run"],
+            "name a backend, or give --process COMMAND, --lite-agent MODULE#FACTORY or --langgraph",
+        ),
         (["run", "memory", "--validate-protocol"], "--validate-protocol checks a --process"),
         (["run", "--process", "  "], "--process needs a command"),
         (["run", "--process", "node 'unclosed"], "No closing quotation"),

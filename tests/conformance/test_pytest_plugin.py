@@ -369,7 +369,10 @@ def test_a_process_backend_runs_through_the_plugin(pytester: pytest.Pytester) ->
 @pytest.mark.parametrize(
     ("args", "said"),
     [
-        (["--checkpointer", "memory", "--checkpointer-process", "x"], "not both"),
+        (
+            ["--checkpointer", "memory", "--checkpointer-process", "x"],
+            "give one of --checkpointer, --checkpointer-process and",
+        ),
         (
             ["--checkpointer", "memory", "--checkpointer-validate-protocol"],
             "checks a --checkpointer-process",

@@ -1,6 +1,7 @@
 """The catalog and the kit cannot drift: every rule is checked, every check names real rules.
 
-The kit's checks are two suites (storage, session); "every check" here is both.
+The kit's checks are three suites (storage and session for a checkpointer, langgraph
+for a LangGraph saver); "every check" here is all three.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from checkpointspec.conformance.running.registry import (
 )
 from checkpointspec.spec import RULES, RULES_BY_ID
 
-EVERY_CHECK = SUITES["all"]
+EVERY_CHECK = SUITES["all"] + SUITES["langgraph"]
 
 PENDING: dict[str, str] = {}
 """Rules whose checks are being written elsewhere; each says where they will be."""
@@ -64,6 +65,10 @@ def test_checks_live_in_the_module_of_their_rule_area() -> None:
         if module == "session_model":
             # the session layer's state machine judges every session area at once
             assert siblings <= {"RESTORE", "FOLD"}, c.name
+            continue
+        if module == "langgraph":
+            # a LangGraph saver's suite is one contract's: its scenarios are data in one module
+            assert all(s.startswith("LG") for s in siblings), c.name
             continue
         # the storage model-based checks sit with the rule they are named after
         assert siblings == {area}, f"{c.name} shares {module}.py with areas {sorted(siblings)}"
@@ -111,10 +116,15 @@ def test_a_rules_suite_is_the_catalogs() -> None:
 
 def test_every_rule_belongs_to_one_suite() -> None:
     storage, session = rules_of_suite("storage"), rules_of_suite("session")
+    langgraph = rules_of_suite("langgraph")
     assert not storage & session
-    assert storage | session == rules_of_suite("all") == {r.id for r in RULES}
+    assert not (storage | session) & langgraph
+    assert storage | session == rules_of_suite("all")
+    assert storage | session | langgraph == {r.id for r in RULES}
     assert "FOLD-001" in session
     assert "MAINT-001" in storage
+    assert "LGPUT-001" in langgraph
+    assert suite_of_rule("LGPUT-001") == "langgraph"
 
 
 def test_selection_within_a_suite_points_at_the_other_one() -> None:

@@ -154,6 +154,11 @@ class Contract(Generic[Store, State]):
     """How the object a backend's factory returns becomes the store the operations
     call (a framework's store wrapped, its sync methods run in a thread); the
     object itself when None."""
+    describe: Callable[[State, Call, Answer, Answer | None, str], tuple[str, str]] | None = None
+    """What differs between the model's answer and the store's (the last argument the
+    exception the store raised instead, or ""): a shape free of the example's values
+    (what makes two findings one defect) and a sentence with them. None: the finding
+    shows both answers whole."""
     prepare: Callable[[State, Call], Call | None] | None = None
     """The call to make, from a drawn one and the model's state (a framework's call
     built as the framework would build it there: a put continuing its parent's

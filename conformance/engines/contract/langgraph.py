@@ -39,6 +39,7 @@ from ....spec.langgraph import (
     SaverState,
     TupleView,
     apply,
+    difference,
     group_order,
     prepare,
     rule_for,
@@ -186,6 +187,8 @@ def view_of_tuple(found: object) -> TupleView:
         "checkpoint_ns": config.get("checkpoint_ns"),
         "checkpoint_id": config.get("checkpoint_id"),
         "id": checkpoint.get("id"),
+        "v": checkpoint.get("v"),
+        "ts": checkpoint.get("ts"),
         "channel_values": tagged(checkpoint.get("channel_values")),
         "channel_versions": checkpoint.get("channel_versions"),
         "versions_seen": checkpoint.get("versions_seen"),
@@ -402,6 +405,17 @@ def _judge(state: SaverState, call: Call, expected: Answer, actual: Answer | Non
     )
 
 
+def _describe(
+    state: SaverState, call: Call, expected: Answer, actual: Answer | None, raised: str
+) -> tuple[str, str]:
+    return difference(
+        call.operation,
+        expected.value if isinstance(expected, Returned) else None,
+        actual.value if isinstance(actual, Returned) else None,
+        raised=raised,
+    )
+
+
 async def _close(handle: SaverHandle) -> None:
     await handle.close()
 
@@ -424,6 +438,7 @@ def langgraph_contract(
         judge=_judge,
         error_name=lambda exc: None,
         close=_close,
+        describe=_describe,
         prepare=_prepare,
     )
 

@@ -69,10 +69,15 @@ class ContractMachineBase(Diverging, RuleBasedStateMachine, Generic[Store, State
         note(f"{call} {seen}")
         if actual != expected:
             rule_id = self.contract.judge(self.state, call, expected, actual)
+            shape, said = "", f"{seen}; the contract's model {answer_text(expected)}"
+            if self.contract.describe is not None:
+                raised = "" if actual is not None else f"{type(got).__name__}: {got}"
+                shape, said = self.contract.describe(self.state, call, expected, actual, raised)
             raise RuleViolation(
                 rule_id,
-                f"{call} {seen}; the contract's model {answer_text(expected)}",
+                f"{call} {said}",
                 catalog=self.contract.rules_by_id,
+                shape=shape,
             )
         self.state = next_state
 
@@ -84,11 +89,13 @@ class ContractMachineBase(Diverging, RuleBasedStateMachine, Generic[Store, State
             shutil.rmtree(self.path, ignore_errors=True)
 
 
-def _step(operation: Operation[Any]) -> Callable[[ContractMachineBase[Any, Any], Any], None]:
+def _step(
+    operation: Operation[Any], name: str
+) -> Callable[[ContractMachineBase[Any, Any], Any], None]:
     def step(self: ContractMachineBase[Any, Any], arguments: Any) -> None:
         self.make(Call(operation.name, tuple(arguments)))
 
-    step.__name__ = step.__qualname__ = operation.name
+    step.__name__ = step.__qualname__ = name
     step.__doc__ = f"One call of {operation.name}, beside the model."
     return step
 
@@ -107,10 +114,11 @@ def contract_machine(
         "root": root,
     }
     for operation in contract.operations:
-        # A weight of n is n rules of one name: Hypothesis picks among rules evenly, and
-        # prints (and enables) them by the function's name, so they read as one.
+        # A weight of n is n rules, each of its own name: Hypothesis switches rules off
+        # per example by name (swarm testing), and copies of one name would be off
+        # together, leaving the operation out of half the examples whatever its weight.
         for copy in range(operation.weight):
             key = operation.name if copy == 0 else f"{operation.name}__{copy + 1}"
-            namespace[key] = rule(arguments=operation.arguments)(_step(operation))
+            namespace[key] = rule(arguments=operation.arguments)(_step(operation, key))
     name = "".join(part.capitalize() for part in contract.name.replace("-", "_").split("_"))
     return type(f"{name}Machine", (ContractMachineBase,), namespace)

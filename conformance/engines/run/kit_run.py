@@ -28,9 +28,10 @@ from .profiles import Profile
 
 __all__ = ["BackendProbe", "KitRun", "OutputName", "ReportOutputs", "SuiteSelection"]
 
-SuiteSelection: TypeAlias = Literal["storage", "session", "all"]
+SuiteSelection: TypeAlias = Literal["storage", "session", "all", "langgraph"]
 """What a run checks: the checkpointer (``storage``), the session layer on it
-(``session``), or both (``all``); `checkpointspec.conformance.running.registry`
+(``session``), or both (``all``); or a LangGraph checkpoint saver (``langgraph``,
+``--langgraph``), a contract of its own. `checkpointspec.conformance.running.registry`
 holds each suite's checks."""
 
 
@@ -141,7 +142,10 @@ class KitRun(msgspec.Struct, frozen=True, kw_only=True):
         """The command that reruns the check named ``check`` as this run ran it: the same
         backend, options, profile, seed and cap (a session check with its suite and
         layer). A failure's reproduce blob is added by whoever has it."""
-        return self._command("session" if session_check else "storage", f" --only {check}")
+        suite = "session" if session_check else "storage"
+        return self._command(
+            "langgraph" if self.suite == "langgraph" else suite, f" --only {check}"
+        )
 
     def rerun_command(self) -> str:
         """The command that runs this run's work again: its backend, suite, options,
@@ -152,7 +156,9 @@ class KitRun(msgspec.Struct, frozen=True, kw_only=True):
         # The backend's name is what the command line said: module:function, a
         # built-in, or a ``--process`` backend's command, quoted already.
         command = f"checkpointspec run {self.backend.name}"
-        if suite != "storage":
+        if suite == "langgraph":  # --langgraph names the saver's factory and the suite
+            command = f"checkpointspec run --langgraph {self.backend.name}"
+        elif suite != "storage":
             command += f" --suite {suite}"
             if self.session_layer != DEFAULT_SESSION_LAYER:
                 command += f" --session-layer {shlex.quote(self.session_layer)}"

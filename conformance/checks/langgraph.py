@@ -1,0 +1,681 @@
+"""The langgraph suite: a LangGraph checkpoint saver against the LangGraph saver contract.
+
+Three kinds of check, each naming the rule it verifies first:
+
+- **scenarios**, one or more per rule: a graph's calls written out (`Scenario`), made
+  through each twin the saver offers and judged call by call against the model
+  (`checkpointspec.spec.langgraph`), so that every rule is exercised on every run
+  whatever the search draws. LangGraph's own conformance suite (0.0.2) is a subset
+  of them (docs/langgraph.md maps it test by test);
+- the **model-based machine** (`model_based`): random sequences of every operation the
+  saver implements, through both twins, shrunk to the fewest calls that still
+  diverge;
+- **concurrent tasks** (`concurrent_tasks`): parallel nodes' put_writes and reads made
+  at once on one saver, judged by the linearizability checker.
+
+A scenario needing an extended operation the saver does not implement (LangGraph's
+own detection: its async method is not overridden) is skipped, as LangGraph's suite
+reports the capability "not implemented".
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import cast
+
+from ...spec import BackendContext
+from ...spec.langgraph import LANGGRAPH_RULES, SaverState, apply, difference, prepare, rule_for
+from ..engines.contract.contract import Call, Returned, plain
+from ..engines.contract.langgraph import (
+    SaverHandle,
+    Twin,
+    call_saver,
+    langgraph_contract,
+    offers_of,
+    open_saver,
+)
+from ..engines.contract.violations import RuleViolation
+from ..engines.history.linearizable import Diverged, Recorded, Undecided, check_linearizable
+from ..engines.machines.contract import contract_machine
+from ..engines.processes.contract_programs import record_calls
+from ..engines.run.harness import CheckSkipped, Harness, NothingExercised
+from ..engines.search.stateful import run_machine
+from .base import Check, check
+
+__all__ = ["CHECKS", "SCENARIOS", "Scenario"]
+
+Intent = tuple[str, tuple[object, ...]]
+
+
+def _opener(h: Harness) -> Callable[[Path], Awaitable[SaverHandle]]:
+    """How this check opens a saver on a store directory: the run's factory, given that
+    directory's `BackendContext`."""
+    target = h.target
+    factory = cast("Callable[[BackendContext], object]", target.factory())
+    return lambda path: open_saver(factory, target.context(path))
+
+
+# -- scenarios -------------------------------------------------------------------------------
+
+_META = {"source": "loop", "step": 1, "run_id": "run-1"}
+
+
+def put(
+    thread: str = "t1",
+    ns: str = "",
+    values: dict[str, object] | None = None,
+    *,
+    parent: str = "latest",
+    removed: Sequence[str] = (),
+    emptied: Sequence[str] = (),
+    **metadata: object,
+) -> Intent:
+    """A put intent: the next checkpoint of ``thread``/``ns`` continuing its latest
+    (``parent="none"``: a new root), setting ``values``, with ``metadata`` over the
+    default ``source``, ``step`` and ``run_id``."""
+    return (
+        "put",
+        (thread, ns, parent, dict(values or {}), list(removed), list(emptied), _META | metadata),
+    )
+
+
+def writes(
+    task: str, *pairs: tuple[str, object], thread: str = "t1", ns: str = "", which: int = -1
+) -> Intent:
+    """A put_writes intent: ``task``'s writes to the checkpoint ``which`` (an index into
+    the namespace's ids, oldest first; -1 the latest)."""
+    return ("put_writes", (thread, ns, which, [list(p) for p in pairs], task))
+
+
+def get(thread: str = "t1", ns: str = "", which: int | str | None = None) -> Intent:
+    """A get_tuple intent: the latest (None), the checkpoint at index ``which``, or an
+    id the saver never held (``"unknown"``)."""
+    return ("get_tuple", (thread, ns, which))
+
+
+def listing(
+    thread: str | None = "t1",
+    ns: str | None = "",
+    *,
+    which: int | None = None,
+    filter: dict[str, object] | None = None,
+    before: int | None = None,
+    limit: int | None = None,
+) -> Intent:
+    """A list intent; ``ns=None`` lists every namespace, ``thread=None`` every thread;
+    ``which`` names one checkpoint, ``before`` the checkpoint whose id bounds it."""
+    return ("list", (thread, ns, which, filter, before, limit))
+
+
+def every(*threads: str) -> list[Intent]:
+    """Read everything of ``threads``: each thread's listing across namespaces."""
+    return [listing(t, None) for t in threads]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A graph's calls written out, judged call by call against the model."""
+
+    rule: str
+    name: str
+    summary: str
+    calls: tuple[Intent, ...]
+    twins: tuple[Twin, ...] | None = None
+    """The twin of each call, in turn (LGTWIN-001's mixes them); None: the whole
+    scenario through each twin the saver offers."""
+
+    def needs(self) -> frozenset[str]:
+        return frozenset(op for op, _ in self.calls)
+
+
+async def play(h: Harness, scenario: Scenario) -> None:
+    """Make ``scenario``'s calls on a fresh saver per twin, each beside the model; the
+    first answer the model does not give is a `RuleViolation` of the rule it breaks."""
+    open_one = _opener(h)
+    probe = await open_one(h.new_store())
+    try:
+        offers = offers_of(probe)
+    finally:
+        await probe.close()
+    missing = sorted(op for op in scenario.needs() if not offers.get(op))
+    if missing:
+        raise CheckSkipped(
+            f"the saver does not implement {', '.join(missing)} (neither the async method nor "
+            "the sync one is overridden from BaseCheckpointSaver, or its twin raises "
+            "NotImplementedError)"
+        )
+    if scenario.twins is not None:
+        if not all(
+            twin in offers[op] for (op, _), twin in zip(scenario.calls, scenario.twins, strict=True)
+        ):
+            raise CheckSkipped("the saver offers one twin only: there is no other to agree with")
+        rounds = [list(scenario.twins)]
+    else:
+        twins = sorted({t for op in scenario.needs() for t in offers[op]})
+        rounds = [
+            [twin] * len(scenario.calls)
+            for twin in twins
+            if all(twin in offers[op] for op in scenario.needs())
+        ]
+    for twins_of_calls in rounds:
+        await _play_once(await open_one(h.new_store()), scenario, twins_of_calls)
+
+
+async def _play_once(handle: SaverHandle, scenario: Scenario, twins: Sequence[Twin]) -> None:
+    state = SaverState()
+    try:
+        for (operation, intent), twin in zip(scenario.calls, twins, strict=True):
+            made = prepare(state, operation, (*intent, twin))
+            if made is None:
+                raise AssertionError(f"{scenario.name}: {operation}{intent} has nothing to act on")
+            after, expected = apply(state, operation, made)
+            call = Call(operation, made)
+            raised = ""
+            try:
+                got: object = plain(await call_saver(handle, operation, made))
+            except Exception as exc:  # the saver's exception is evidence
+                got, raised = None, f"{type(exc).__name__}: {exc}"
+            want = plain(expected)
+            if raised or got != want:
+                rule_id = rule_for(state, operation, made[:-1], want, got, answered=not raised)
+                shape, said = difference(operation, want, got, raised=raised)
+                raise RuleViolation(rule_id, f"{scenario.name}: {_shown(call)} {said}", shape=shape)
+            state = after
+    finally:
+        await handle.close()
+
+
+def _shown(call: Call) -> str:
+    """A call as a finding shows it: a put by the checkpoint it puts, not its whole dict."""
+    if call.operation == "put":
+        thread, ns, parent, checkpoint = call.arguments[:4]
+        cid = cast("dict[str, object]", checkpoint)["id"]
+        return f"put({thread!r}, {ns!r}, parent={parent!r}, id={cid!r}, {call.arguments[-1]})"
+    return str(call)
+
+
+def _scenario_check(scenario: Scenario) -> Check:
+    async def run(h: Harness) -> None:
+        await play(h, scenario)
+
+    run.__name__ = run.__qualname__ = scenario.name
+    run.__doc__ = f"{scenario.rule}: {scenario.summary}"
+    return check(scenario.rule)(run)
+
+
+_TYPES: dict[str, object] = {
+    "text": "naïve — 中文 \u2028 ",
+    "bytes": b"\x00\xff raw",
+    "float": 0.1,
+    "integer": 2**62,
+    "flag": True,
+    "none": None,
+    "nested": {"messages": [{"role": "user", "content": "hi"}, [1, 2.5, False]]},
+}
+
+SCENARIOS: tuple[Scenario, ...] = (
+    Scenario(
+        "LGPUT-001",
+        "put_returns_its_config_and_is_found",
+        "a put checkpoint is named by the config put returns, found by id, as the latest and listed",
+        (
+            put(values={"count": 1}),
+            get(),
+            get(which=0),
+            listing(),
+            put(values={"count": 2}),
+            get(which=0),
+            listing(),
+        ),
+    ),
+    Scenario(
+        "LGPUT-002",
+        "metadata_reads_back",
+        "metadata of every kind reads back as put, through get_tuple and list",
+        (
+            put(
+                note="naïve 中文",
+                writes={"node": {"count": 1}},
+                score=0.5,
+                flag=False,
+                nothing=None,
+            ),
+            get(),
+            listing(),
+        ),
+    ),
+    Scenario(
+        "LGPUT-003",
+        "parents_link_back",
+        "each checkpoint's parent_config names the one its config named; a new root has none",
+        (put(), put(), put(parent="none"), put(), every("t1")[0]),
+    ),
+    Scenario(
+        "LGPUT-004",
+        "threads_and_namespaces_apart",
+        "checkpoints of other threads and namespaces are neither returned nor listed",
+        (
+            put("t1", "", {"a": 1}),
+            put("t1", "child:1", {"a": 2}),
+            put("t2", "", {"a": 3}),
+            get("t1", ""),
+            get("t1", "child:1"),
+            get("t2", ""),
+            get("t2", "child:1"),
+            listing("t1", ""),
+            listing("t1", "child:1"),
+            listing("t2", None),
+        ),
+    ),
+    Scenario(
+        "LGCHAN-001",
+        "values_read_back_as_of_their_versions",
+        "values of every kind read back, and a channel not rewritten still reads its earlier value",
+        (
+            put(values=_TYPES),
+            put(values={"count": 1}),
+            put(values={"text": "changed"}),
+            get(),
+            get(which=0),
+            listing(),
+        ),
+    ),
+    Scenario(
+        "LGCHAN-002",
+        "removed_and_empty_channels_are_gone",
+        "versions read back as put; a removed channel and one put empty have no value",
+        (
+            put(values={"a": 1, "b": 2, "c": 3}),
+            put(values={"b": 4}, removed=["a"], emptied=["c"]),
+            get(),
+            get(which=0),
+        ),
+    ),
+    Scenario(
+        "LGWRITE-001",
+        "writes_read_back_in_order",
+        "pending writes of several tasks read back in (task_path, task_id, index) order",
+        (
+            put(),
+            writes("task-b", ("messages", 1), ("count", 2)),
+            writes("task-a", ("messages", 3)),
+            writes("task-c", ("__interrupt__", "stop"), ("__error__", "boom")),
+            get(),
+            listing(),
+        ),
+    ),
+    Scenario(
+        "LGWRITE-002",
+        "a_retried_task_writes_once",
+        "a regular write put again by the same task keeps the first",
+        (
+            put(),
+            writes("task-a", ("x", "first"), ("y", 1)),
+            writes("task-a", ("x", "second"), ("y", 2)),
+            get(),
+        ),
+    ),
+    Scenario(
+        "LGWRITE-003",
+        "special_writes_replace",
+        "a task's later error or interrupt replaces its earlier one; two in one call keep the last",
+        (
+            put(),
+            writes("task-a", ("__error__", "first")),
+            writes("task-a", ("__error__", "second")),
+            writes("task-a", ("__interrupt__", "one"), ("__interrupt__", "two")),
+            get(),
+        ),
+    ),
+    Scenario(
+        "LGWRITE-004",
+        "writes_stay_with_their_checkpoint",
+        "a new checkpoint starts with no writes, and writes of other checkpoints never show",
+        (
+            put(),
+            writes("task-a", ("x", 1)),
+            put(),
+            get(),
+            get(which=0),
+            put("t1", "child:1"),
+            writes("task-a", ("x", 2), ns="child:1"),
+            get(),
+            put("t2"),
+            get("t2"),
+        ),
+    ),
+    Scenario(
+        "LGGET-001",
+        "latest_is_the_greatest_id",
+        "without an id, get_tuple returns the newest checkpoint, also after a fork from an older one",
+        (put(), put(), get(), put(parent="none"), get()),
+    ),
+    Scenario(
+        "LGGET-002",
+        "unknown_is_none",
+        "an unknown id, thread or namespace gives None",
+        (get(), put(), get(which="unknown"), get("t9"), get("t1", "child:9")),
+    ),
+    Scenario(
+        "LGGET-003",
+        "the_tuple_names_its_checkpoint",
+        "a tuple's config and checkpoint name the checkpoint asked for",
+        (put(), put(), get(which=0), get(which=1), get()),
+    ),
+    Scenario(
+        "LGLIST-001",
+        "list_newest_first",
+        "a thread's checkpoints are listed newest first, per namespace or all, or the one named",
+        (
+            put(),
+            put(),
+            put("t1", "child:1"),
+            put(),
+            listing(),
+            listing("t1", None),
+            listing(which=1),
+            listing("t1", "child:1"),
+        ),
+    ),
+    Scenario(
+        "LGLIST-002",
+        "filter_matches_metadata",
+        "a filter keeps exactly the checkpoints whose metadata has every key and value",
+        (
+            put(source="input", step=-1),
+            put(source="loop", step=0),
+            put(source="loop", step=1),
+            listing(filter={"source": "loop"}),
+            listing(filter={"source": "loop", "step": 1}),
+            listing(filter={"source": "update"}),
+            listing(filter={"absent": "x"}),
+            listing(filter={}),
+        ),
+    ),
+    Scenario(
+        "LGLIST-003",
+        "before_lists_older_only",
+        "before yields the checkpoints older than the one it names, never that one",
+        (
+            put(),
+            put(),
+            put(),
+            listing(before=2),
+            listing(before=0),
+            listing(before=2, filter={"source": "loop"}),
+        ),
+    ),
+    Scenario(
+        "LGLIST-004",
+        "limit_lists_the_first",
+        "limit yields the first checkpoints the unlimited listing yields; limit 0 none",
+        (
+            put(),
+            put(),
+            put(),
+            listing(limit=0),
+            listing(limit=1),
+            listing(limit=2),
+            listing(limit=9),
+            listing(before=2, limit=1),
+        ),
+    ),
+    Scenario(
+        "LGLIST-005",
+        "list_none_lists_every_thread",
+        "list(None) yields every checkpoint of every thread, filtered",
+        (
+            put("t1"),
+            put("t2"),
+            put("t2", "child:1"),
+            listing(None),
+            listing(None, filter={"source": "loop"}),
+        ),
+    ),
+    Scenario(
+        "LGDEL-001",
+        "delete_thread_removes_it_whole",
+        "delete_thread removes every namespace, value and write of the thread and nothing else",
+        (
+            put("t1", "", {"a": 1}),
+            writes("task-a", ("x", 1)),
+            put("t1", "child:1", {"a": 2}),
+            put("t2", "", {"a": 3}),
+            writes("task-a", ("x", 2), thread="t2"),
+            ("delete_thread", ("t1",)),
+            *every("t1", "t2"),
+            get("t1"),
+            ("delete_thread", ("t9",)),
+            *every("t2"),
+        ),
+    ),
+    Scenario(
+        "LGRUNS-001",
+        "delete_for_runs_removes_those_runs",
+        "delete_for_runs removes the runs' checkpoints and writes everywhere, keeps every other value",
+        (
+            put("t1", "", {"a": 1, "b": 1}, run_id="run-1"),
+            writes("task-a", ("x", 1)),
+            put("t1", "", {"b": 2}, run_id="run-2"),
+            put("t1", "child:1", {"a": 3}, run_id="run-1"),
+            put("t2", "", {"a": 4}, run_id="run-2"),
+            ("delete_for_runs", (["run-1"],)),
+            *every("t1", "t2"),
+            ("delete_for_runs", (["run-9"],)),
+            ("delete_for_runs", ([],)),
+            *every("t1", "t2"),
+        ),
+    ),
+    Scenario(
+        "LGCOPY-001",
+        "copy_thread_copies_it_whole",
+        "copy_thread makes the target read as the source did, and leaves the source as it was",
+        (
+            put("t1", "", {"a": 1, "b": 1}),
+            writes("task-a", ("x", 1), ("__error__", "e")),
+            put("t1", "", {"b": 2}),
+            put("t1", "child:1", {"a": 3}),
+            ("copy_thread", ("t1", "t3")),
+            *every("t3", "t1"),
+            get("t3"),
+        ),
+    ),
+    Scenario(
+        "LGPRUNE-001",
+        "prune_keeps_the_latest_whole",
+        "prune keeps each namespace's latest checkpoint with its values and writes, other threads untouched",
+        (
+            put("t1", "", {"a": 1, "b": 1}),
+            put("t1", "", {"b": 2}),
+            writes("task-a", ("x", 1)),
+            put("t1", "child:1", {"a": 3}),
+            put("t1", "child:1", {"a": 4}),
+            put("t2", "", {"a": 5}),
+            put("t2", "", {"a": 6}),
+            ("prune", (["t1"], "keep_latest")),
+            *every("t1", "t2"),
+            ("prune", (["t9"], "keep_latest")),
+            *every("t2"),
+        ),
+    ),
+    Scenario(
+        "LGPRUNE-002",
+        "prune_delete_removes_the_threads",
+        "prune with strategy delete removes the threads whole, other threads untouched",
+        (
+            put("t1", "", {"a": 1}),
+            writes("task-a", ("x", 1)),
+            put("t1", "child:1", {"a": 2}),
+            put("t2", "", {"a": 3}),
+            ("prune", (["t1"], "delete")),
+            *every("t1", "t2"),
+        ),
+    ),
+    Scenario(
+        "LGTWIN-001",
+        "twins_are_one_saver",
+        "what the async methods store the sync ones read, and the other way round",
+        (
+            put(values={"a": 1}),
+            get(),
+            put(values={"a": 2}),
+            writes("task-a", ("x", 1)),
+            get(),
+            listing(),
+            writes("task-b", ("x", 2)),
+            listing(),
+        ),
+        twins=("async", "sync", "sync", "async", "sync", "async", "sync", "async"),
+    ),
+)
+"""Every scenario, in the catalog's order of rules."""
+
+
+# -- the model-based machine -------------------------------------------------------------------
+
+MACHINE_RULES: tuple[str, ...] = tuple(
+    r.id
+    for r in LANGGRAPH_RULES
+    if r.id.split("-")[0] not in ("LGRUNS", "LGCOPY", "LGPRUNE", "LGTWIN", "LGMP")
+)
+"""The rules the machine judges on every saver: the base operations'. What it finds
+of an extended operation's rule is reported under that rule, which its scenario
+passes or skips."""
+
+
+def model_based(h: Harness) -> None:
+    """LGPUT-001: random sequences of the saver's operations through both twins agree with the model."""
+    open_one = _opener(h)
+
+    async def offered() -> dict[str, tuple[Twin, ...]]:
+        handle = await open_one(h.new_store())
+        try:
+            return offers_of(handle)
+        finally:
+            await handle.close()
+
+    contract = langgraph_contract(asyncio.run(offered()))
+    machine = contract_machine(contract, open_one, h.root)
+    run_machine(h, machine, examples=h.profile.stateful_examples, steps=h.profile.stateful_steps)
+
+
+# -- concurrent tasks ---------------------------------------------------------------------------
+
+TASKS_AT_ONCE = 4
+
+
+def _tasks_history_calls(twin: Twin, round_: int) -> tuple[Call, list[list[Call]]]:
+    """The first put and then each parallel task's calls, as the model prepares them."""
+    state = SaverState()
+    base = prepare(state, "put", (*put(values={"round": round_})[1], twin))
+    assert base is not None
+    state, _ = apply(state, "put", base)
+    programs: list[list[Call]] = []
+    for task in range(TASKS_AT_ONCE):
+        name = f"task-{task}"
+        calls: list[Call] = []
+        for intent in (
+            writes(name, ("messages", task), ("count", round_)),
+            writes(name, ("__error__", f"error {task}")),
+            get(),
+        ):
+            made = prepare(state, intent[0], (*intent[1], twin))
+            assert made is not None
+            if intent[0] == "put_writes":
+                state.next_write += 1  # each task's values its own, as prepare numbers them
+            calls.append(Call(intent[0], made))
+        programs.append(calls)
+    return Call("put", base), programs
+
+
+async def _tasks_round(h: Harness, twin: Twin, round_: int, *, at_once: bool) -> list[Recorded]:
+    """One round: the first put, the tasks' calls (at once, or one task after another),
+    and a last read of the checkpoint, every call recorded."""
+    handle = await _opener(h)(h.new_store())
+    contract = langgraph_contract(offers_of(handle))
+    base, programs = _tasks_history_calls(twin, round_)
+    try:
+        history = await record_calls(contract, handle, [base], process=0)
+        if at_once:
+            histories = await asyncio.gather(
+                *(record_calls(contract, handle, calls, p + 1) for p, calls in enumerate(programs))
+            )
+        else:
+            histories = [
+                await record_calls(contract, handle, calls, p + 1)
+                for p, calls in enumerate(programs)
+            ]
+        final = await record_calls(contract, handle, [Call("get_tuple", ("t1", "", None, twin))], 0)
+    finally:
+        await handle.close()
+    return history + [r for each in histories for r in each] + final
+
+
+def _one_at_a_time_finding(history: Sequence[Recorded]) -> RuleViolation | None:
+    """The first call of ``history`` (made one at a time, in order) whose answer the
+    model does not give, as the finding of the rule it breaks; None if all agree."""
+    state = SaverState()
+    for recorded in history:
+        call = recorded.call
+        after, expected = apply(state, call.operation, call.arguments)
+        want = plain(expected)
+        got = recorded.answer.value if isinstance(recorded.answer, Returned) else None
+        if recorded.raised or got != want:
+            rule_id = rule_for(
+                state, call.operation, call.arguments[:-1], want, got, answered=not recorded.raised
+            )
+            shape, said = difference(call.operation, want, got, raised=recorded.raised)
+            return RuleViolation(
+                rule_id, f"tasks one after another: {_shown(call)} {said}", shape=shape
+            )
+        state = after
+    return None
+
+
+async def concurrent_tasks(h: Harness) -> None:
+    """LGMP-001: parallel tasks' put_writes and reads made at once on one saver have the outcome of some order."""
+    open_one = _opener(h)
+    handle = await open_one(h.new_store())
+    try:
+        offers = offers_of(handle)
+    finally:
+        await handle.close()
+    twins = [t for t in offers["put_writes"] if t in offers["get_tuple"] and t in offers["put"]]
+    if not twins:
+        raise CheckSkipped("the saver offers no twin with put, put_writes and get_tuple")
+    contract = langgraph_contract(offers)
+    judged = 0
+    rounds = max(1, h.profile.stateful_examples // 10)
+    for round_ in h.slice.within(range(rounds), f"rounds of tasks at once (of {rounds})"):
+        for twin in twins:
+            # What the same calls do one at a time is the sequential contract's to judge:
+            # only what they do at once, and not one after another, is a concurrency defect.
+            alone = _one_at_a_time_finding(await _tasks_round(h, twin, round_, at_once=False))
+            if alone is not None:
+                raise alone
+            history = await _tasks_round(h, twin, round_, at_once=True)
+            verdict = check_linearizable(contract, history)
+            if isinstance(verdict, Diverged):
+                raise RuleViolation(
+                    "LGMP-001",
+                    f"{TASKS_AT_ONCE} tasks through the {twin} twin, at once on one saver: "
+                    f"{verdict.message()}",
+                    shape="an outcome of tasks at once that no order of them gives",
+                )
+            if not isinstance(verdict, Undecided):
+                judged += 1
+    if judged == 0:
+        raise NothingExercised("no history of tasks at once was decided before the run's cap")
+    h.measure(f"{judged} rounds of {TASKS_AT_ONCE} tasks at once")
+
+
+CHECKS: tuple[Check, ...] = (
+    *(_scenario_check(s) for s in SCENARIOS),
+    check(*MACHINE_RULES, kind="model")(model_based),
+    check("LGMP-001", kind="processes")(concurrent_tasks),
+)
+"""The langgraph suite, scenarios first (one or more per rule), then the machine and
+the concurrent tasks."""

@@ -1,0 +1,128 @@
+"""The langgraph suite end to end (``--langgraph``): a correct saver passes every rule,
+and each one-bug saver fails with its rule as the run's one defect."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from checkpointspec.conformance.checks.langgraph import SCENARIOS
+from checkpointspec.conformance.frontends.cli import main
+from checkpointspec.conformance.running.plan import plan_run
+from checkpointspec.conformance.running.registry import rules_of_suite
+from checkpointspec.conformance.running.report import KitReport
+from checkpointspec.conformance.running.runner import run_kit
+from checkpointspec.spec.langgraph import LANGGRAPH_RULES
+
+pytest_plugins = ["pytester"]
+
+SAVERS = "langgraph_savers:make"
+
+
+def _run(kind: str, seed: int = 1) -> KitReport:
+    run = plan_run(
+        SAVERS, suite="langgraph", options={"kind": kind}, profile="quick", seed=seed, workers=1
+    )
+    return run_kit(run)
+
+
+def test_a_correct_saver_passes_every_rule() -> None:
+    report = _run("DictSaver")
+    statuses = {r.id: r.status for r in report.rules}
+    assert set(statuses) == {r.id for r in LANGGRAPH_RULES} == rules_of_suite("langgraph")
+    assert set(statuses.values()) == {"passed"}, statuses
+    assert report.exit_status == 0
+    assert [level.name for level in report.levels] == ["langgraph"]
+
+
+def test_a_sync_only_saver_is_checked_through_its_sync_twin() -> None:
+    report = _run("SyncOnly")
+    statuses = {r.id: r.status for r in report.rules}
+    assert statuses.pop("LGTWIN-001") == "skipped"  # no second twin to agree with
+    assert set(statuses.values()) == {"passed"}, statuses
+    assert report.exit_status == 0
+
+
+@pytest.mark.parametrize(
+    ("kind", "rule_id"),
+    [
+        ("UnlockedWrites", "LGMP-001"),
+        pytest.param("BeforeInclusive", "LGLIST-003", marks=pytest.mark.slow),
+        pytest.param("SortsWritesByTaskId", "LGWRITE-001", marks=pytest.mark.slow),
+        pytest.param("OverwritesRegularWrites", "LGWRITE-002", marks=pytest.mark.slow),
+        pytest.param("LatestIsOldest", "LGGET-001", marks=pytest.mark.slow),
+        pytest.param("DeleteThreadRootOnly", "LGDEL-001", marks=pytest.mark.slow),
+        pytest.param("PruneDropsLatestWrites", "LGPRUNE-001", marks=pytest.mark.slow),
+    ],
+)
+def test_a_one_bug_saver_is_one_defect_of_its_rule(kind: str, rule_id: str) -> None:
+    report = _run(kind)
+    assert report.exit_status == 1
+    assert [d.rule for d in report.defects] == [rule_id], report.defects
+    assert report.roots == (rule_id,)
+    for failed in (c for c in report.checks if c.status == "failed"):
+        assert failed.replay.startswith(f"checkpointspec run --langgraph {SAVERS} --option kind=")
+
+
+def test_every_rule_has_a_scenario_but_the_machines() -> None:
+    # Every rule is exercised by a written-out scenario on every run, whatever the
+    # machine draws; concurrency has its own check.
+    assert {s.rule for s in SCENARIOS} | {"LGMP-001"} == {r.id for r in LANGGRAPH_RULES}
+
+
+def test_the_langgraph_suite_needs_a_saver() -> None:
+    with pytest.raises(Exception, match="langgraph"):
+        plan_run("memory", suite="storage", only=["LGPUT-001"])
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [["memory"], ["--suite", "session"], ["--process", "node x.js"]],
+    ids=["a backend too", "another suite", "a process too"],
+)
+def test_langgraph_names_the_backend_and_the_suite(
+    extra: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["run", "--langgraph", SAVERS, *extra, "-q"]) == 2
+    assert "--langgraph" in capsys.readouterr().err
+
+
+def test_the_langgraph_suite_without_a_saver_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["run", "memory", "--suite", "langgraph", "-q"]) == 2
+    assert "--langgraph" in capsys.readouterr().err
+
+
+def test_a_factory_returning_no_saver_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--langgraph", "checkpointspec.backends.memory:make", "-q"]) == 2
+    assert "not a LangGraph checkpoint saver" in capsys.readouterr().err
+
+
+def test_the_pytest_plugin_runs_the_langgraph_suite(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parent))  # langgraph_savers
+    pytester.makepyfile(onebug=LAST_WRITE_WINS)
+    result = pytester.runpytest_subprocess(
+        "--checkpointer-langgraph",
+        "onebug:make",
+        "--checkpointer-seed",
+        "1",
+        "--checkpointer-only",
+        "LGWRITE",
+        "-p",
+        "no:cacheprovider",
+    )
+    result.assert_outcomes(passed=3, failed=1)
+    result.stdout.fnmatch_lines(
+        ["*LGWRITE-002::* broke LGWRITE-002", "*--checkpointer-langgraph onebug:make*"]
+    )
+
+
+LAST_WRITE_WINS = """
+import langgraph_savers
+
+def make(ctx):
+    return langgraph_savers.OverwritesRegularWrites()
+"""
