@@ -11,7 +11,10 @@ Three kinds of check, each naming the rule it verifies first:
   saver implements, through both twins, shrunk to the fewest calls that still
   diverge;
 - **concurrent tasks** (`concurrent_tasks`): parallel nodes' put_writes and reads made
-  at once on one saver, judged by the linearizability checker.
+  at once on one saver, judged by the linearizability checker;
+- **a writer killed** (`writer_killed_at_each_call`): a graph's calls made in a worker
+  process, killed right after each system call that changes a file under the store,
+  and what it left read back and judged like any history.
 
 A scenario needing an extended operation the saver does not implement (LangGraph's
 own detection: its async method is not overridden) is skipped, as LangGraph's suite
@@ -30,6 +33,7 @@ from ...spec import BackendContext
 from ...spec.langgraph import LANGGRAPH_RULES, SaverState, apply, difference, prepare, rule_for
 from ..engines.contract.contract import Call, Returned, plain
 from ..engines.contract.langgraph import (
+    LANGGRAPH_CONTRACT,
     SaverHandle,
     Twin,
     call_saver,
@@ -37,7 +41,12 @@ from ..engines.contract.langgraph import (
     offers_of,
     open_saver,
 )
+from ..engines.contract.langgraph import (
+    readback as _readback,
+)
 from ..engines.contract.violations import RuleViolation
+from ..engines.crash.contract_kills import killed_at_each_call
+from ..engines.crash.stopper import stopper_unavailable
 from ..engines.history.linearizable import Diverged, Recorded, Undecided, check_linearizable
 from ..engines.machines.contract import contract_machine
 from ..engines.processes.contract_programs import record_calls
@@ -539,7 +548,7 @@ SCENARIOS: tuple[Scenario, ...] = (
 MACHINE_RULES: tuple[str, ...] = tuple(
     r.id
     for r in LANGGRAPH_RULES
-    if r.id.split("-")[0] not in ("LGRUNS", "LGCOPY", "LGPRUNE", "LGTWIN", "LGMP")
+    if r.id.split("-")[0] not in ("LGRUNS", "LGCOPY", "LGPRUNE", "LGTWIN", "LGKILL", "LGMP")
 )
 """The rules the machine judges on every saver: the base operations'. What it finds
 of an extended operation's rule is reported under that rule, which its scenario
@@ -672,9 +681,82 @@ async def concurrent_tasks(h: Harness) -> None:
     h.measure(f"{judged} rounds of {TASKS_AT_ONCE} tasks at once")
 
 
+# -- a writer killed -------------------------------------------------------------------------
+
+KILLED_PROGRAM: tuple[Intent, ...] = (
+    put(values={"messages": ["hi"], "count": 1}),
+    writes("task-a", ("messages", "a"), ("count", 2)),
+    writes("task-b", ("__interrupt__", "wait")),
+    put(values={"count": 3}),
+    put("t1", "child:1", {"payload": "raw"}),
+    writes("task-a", ("scratch", {"k": 1}), ns="child:1"),
+)
+"""What the killed writer does: a graph's steps, values carried, writes of two tasks.
+Its values are JSON's kinds only: the program reaches the worker process as JSON."""
+
+
+def _killed_program(twin: Twin) -> list[Call]:
+    state, calls = SaverState(), []
+    for operation, intent in KILLED_PROGRAM:
+        made = prepare(state, operation, (*intent, twin))
+        assert made is not None
+        state, _ = apply(state, operation, made)
+        calls.append(Call(operation, made))
+    return calls
+
+
+async def writer_killed_at_each_call(h: Harness) -> None:
+    """LGKILL-001: a writer killed after each of its file-changing system calls leaves an order's prefix."""
+    reason = stopper_unavailable()
+    if reason is not None:
+        raise CheckSkipped(f"writers cannot be held at a system call here: {reason}")
+    handle = await _opener(h)(h.new_store())
+    try:
+        offers = offers_of(handle)
+    finally:
+        await handle.close()
+    twin = next((t for t in offers["put"] if t in offers["put_writes"]), None)
+    if twin is None or not offers["list"]:
+        raise CheckSkipped("the saver offers no twin with put and put_writes")
+    program = _killed_program(twin)
+    # What the calls do when no one is killed is the sequential rules' to judge: only a
+    # state a kill left, and no prefix of the calls gives, is LGKILL-001's.
+    alone = await _opener(h)(h.new_store())
+    history = await record_calls(LANGGRAPH_CONTRACT, alone, program, 0)
+    try:
+        history += await record_calls(LANGGRAPH_CONTRACT, alone, list(_readback(program)), 0)
+    finally:
+        await alone.close()
+    unkilled = _one_at_a_time_finding(history)
+    if unkilled is not None:
+        raise unkilled
+    try:
+        covered = await killed_at_each_call(LANGGRAPH_CONTRACT_REF, h.target, h.root, program)
+    except RuleViolation as found:
+        raise RuleViolation(
+            "LGKILL-001",
+            found.message,
+            shape="a state a killed writer left that no prefix of its calls gives",
+        ) from found
+    if covered.calls == 0:
+        raise CheckSkipped(
+            "the saver changed no file under its store's directory: it keeps its data "
+            "elsewhere (in memory, on a server), which a killed process cannot leave half-written"
+        )
+    if not covered.killed:
+        raise NothingExercised(f"no writer was held at any of its {covered.calls} system calls")
+    h.measure(f"a writer killed at {len(covered.killed)} of {covered.calls} system calls")
+
+
+LANGGRAPH_CONTRACT_REF = "checkpointspec.conformance.engines.contract.langgraph:LANGGRAPH_CONTRACT"
+
+
 CHECKS: tuple[Check, ...] = (
     *(_scenario_check(s) for s in SCENARIOS),
     check(*MACHINE_RULES, kind="model")(model_based),
+    check("LGKILL-001", kind="crash", replay_note="a kill at a moment of a real process")(
+        writer_killed_at_each_call
+    ),
     check("LGMP-001", kind="processes")(concurrent_tasks),
 )
 """The langgraph suite, scenarios first (one or more per rule), then the machine and

@@ -220,6 +220,16 @@ LANGGRAPH_RULES: Final[tuple[Rule, ...]] = (
         "the same answers.",
     ),
     _must(
+        "LGKILL-001",
+        "A killed writer leaves whole checkpoints",
+        "A process killed at any moment of its calls leaves the saver as some of its "
+        "calls in order left it: every call answered before the kill reads back, and the "
+        "call cut short is whole or absent (no checkpoint without its values, no half of "
+        "a put_writes). Silent in LangGraph's docs; a graph's process can die at any "
+        "moment, and a resumed graph reads what it left. Checked for savers that keep "
+        "their data in files under the store's directory.",
+    ),
+    _must(
         "LGMP-001",
         "Concurrent tasks lose nothing",
         "Calls made at once by several tasks of one process on one saver (a graph's "

@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import os
+import pickle
 import threading
 from collections.abc import AsyncIterator, Iterator, Sequence
+from pathlib import Path
 from typing import Any, NamedTuple
 
 from checkpointspec.spec import BackendContext
@@ -311,6 +314,46 @@ class SyncOnly(DictSaver):
         raise NotImplementedError("use the sync methods")
 
 
+class FileSaver(DictSaver):
+    """A correct saver on a file: every change is written to a new file, flushed and
+    renamed over the old one, so a killed writer leaves the old state or the new."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__()
+        self.file = path / "saver.pickle"
+        if self.file.exists():
+            self.checkpoints, self.writes = pickle.loads(self.file.read_bytes())
+
+    def _save(self) -> None:
+        fresh = self.file.with_suffix(".new")
+        with open(fresh, "wb") as out:
+            out.write(pickle.dumps((self.checkpoints, self.writes)))
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(fresh, self.file)
+
+    def put(self, *args: Any) -> dict[str, Any]:
+        config = super().put(*args)
+        self._save()
+        return config
+
+    def put_writes(self, *args: Any) -> None:
+        super().put_writes(*args)
+        self._save()
+
+
+class TornFileSaver(FileSaver):
+    """Rewrites its file in place, in two writes: a writer killed between them leaves
+    a file that no longer loads (LGKILL-001)."""
+
+    def _save(self) -> None:
+        data = pickle.dumps((self.checkpoints, self.writes))
+        with open(self.file, "wb") as out:
+            out.write(data[: len(data) // 2])
+            out.flush()
+            out.write(data[len(data) // 2 :])
+
+
 KINDS: dict[str, type[DictSaver]] = {
     cls.__name__: cls
     for cls in (
@@ -323,10 +366,13 @@ KINDS: dict[str, type[DictSaver]] = {
         PruneDropsLatestWrites,
         UnlockedWrites,
         SyncOnly,
+        FileSaver,
+        TornFileSaver,
     )
 }
 
 
 def make(ctx: BackendContext) -> DictSaver:
     """The saver the option ``kind`` names (``DictSaver`` by default)."""
-    return KINDS[ctx.options.get("kind", "DictSaver")]()
+    kind = KINDS[ctx.options.get("kind", "DictSaver")]
+    return kind(ctx.path) if issubclass(kind, FileSaver) else kind()

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from checkpointspec.conformance.checks.langgraph import SCENARIOS
+from checkpointspec.conformance.engines.crash.stopper import stopper_unavailable
 from checkpointspec.conformance.frontends.cli import main
 from checkpointspec.conformance.running.plan import plan_run
 from checkpointspec.conformance.running.registry import rules_of_suite
@@ -30,6 +31,7 @@ def test_a_correct_saver_passes_every_rule() -> None:
     report = _run("DictSaver")
     statuses = {r.id: r.status for r in report.rules}
     assert set(statuses) == {r.id for r in LANGGRAPH_RULES} == rules_of_suite("langgraph")
+    assert statuses.pop("LGKILL-001") == "skipped"  # it keeps nothing in files to tear
     assert set(statuses.values()) == {"passed"}, statuses
     assert report.exit_status == 0
     assert [level.name for level in report.levels] == ["langgraph"]
@@ -39,6 +41,7 @@ def test_a_sync_only_saver_is_checked_through_its_sync_twin() -> None:
     report = _run("SyncOnly")
     statuses = {r.id: r.status for r in report.rules}
     assert statuses.pop("LGTWIN-001") == "skipped"  # no second twin to agree with
+    assert statuses.pop("LGKILL-001") == "skipped"
     assert set(statuses.values()) == {"passed"}, statuses
     assert report.exit_status == 0
 
@@ -66,8 +69,29 @@ def test_a_one_bug_saver_is_one_defect_of_its_rule(kind: str, rule_id: str) -> N
 
 def test_every_rule_has_a_scenario_but_the_machines() -> None:
     # Every rule is exercised by a written-out scenario on every run, whatever the
-    # machine draws; concurrency has its own check.
-    assert {s.rule for s in SCENARIOS} | {"LGMP-001"} == {r.id for r in LANGGRAPH_RULES}
+    # machine draws; concurrency and kills have checks of their own.
+    own = {"LGMP-001", "LGKILL-001"}
+    assert {s.rule for s in SCENARIOS} | own == {r.id for r in LANGGRAPH_RULES}
+
+
+@pytest.mark.parametrize(
+    ("kind", "status"),
+    [("TornFileSaver", "failed"), pytest.param("FileSaver", "passed", marks=pytest.mark.slow)],
+)
+def test_a_writer_killed_at_each_call(kind: str, status: str) -> None:
+    reason = stopper_unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    run = plan_run(
+        SAVERS, suite="langgraph", options={"kind": kind}, only=["LGKILL"], seed=1, workers=1
+    )
+    report = run_kit(run)
+    (result,) = report.checks
+    assert result.status == status, result.reason
+    if status == "failed":
+        assert report.roots == ("LGKILL-001",)
+        said = " ".join(f"{f.summary} {f.detail} {f.message}" for f in result.findings)
+        assert "read back after the writer was killed" in said, said
 
 
 def test_the_langgraph_suite_needs_a_saver() -> None:

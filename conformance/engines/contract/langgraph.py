@@ -49,17 +49,20 @@ from .contract import Answer, Call, Contract, JSONArgs, Operation, Returned, pla
 
 __all__ = [
     "CHANNELS",
+    "LANGGRAPH_CONTRACT",
     "NAMESPACES",
     "THREADS",
     "VALUES",
     "SaverHandle",
     "Twin",
+    "adapt_saver",
     "awaitable_of",
     "call_saver",
     "langgraph_contract",
     "offered_operations",
     "offers_of",
     "open_saver",
+    "readback",
     "view_of_tuple",
 ]
 
@@ -126,8 +129,13 @@ async def open_saver(
 ) -> SaverHandle:
     """The saver ``factory`` makes for ``ctx``, entered if it is a context manager, with
     the twins it offers found by asking each for a checkpoint no thread holds."""
+    return await adapt_saver(factory(ctx))
+
+
+async def adapt_saver(made: object) -> SaverHandle:
+    """What a factory returned, made a `SaverHandle`: awaited if it is awaitable,
+    entered if it is a context manager (left on `SaverHandle.close`)."""
     stack = contextlib.AsyncExitStack()
-    made = factory(ctx)
     if inspect.isawaitable(made):
         made = await made
     if hasattr(made, "__aenter__") and hasattr(made, "__aexit__"):
@@ -440,7 +448,33 @@ def langgraph_contract(
         close=_close,
         describe=_describe,
         prepare=_prepare,
+        readback=readback,
+        adapt=adapt_saver,
     )
+
+
+def readback(calls: Sequence[Call]) -> tuple[Call, ...]:
+    """The reads that see everything ``calls`` may have changed: each thread's listing
+    across namespaces and each namespace's latest, through the twin the calls used."""
+    twin = calls[0].arguments[-1] if calls else "async"
+    touched = sorted(
+        {
+            (str(c.arguments[0]), str(c.arguments[1]))
+            for c in calls
+            if c.operation in ("put", "put_writes")
+        }
+    )
+    threads = sorted({thread for thread, _ in touched})
+    return (
+        *(Call("list", (thread, None, None, None, None, None, twin)) for thread in threads),
+        *(Call("get_tuple", (thread, ns, None, twin)) for thread, ns in touched),
+    )
+
+
+LANGGRAPH_CONTRACT: Final = langgraph_contract({op: ("async", "sync") for op in OPERATIONS})
+"""The contract with every operation through either twin: what a worker process loads
+(``checkpointspec.conformance.engines.contract.langgraph:LANGGRAPH_CONTRACT``) to make
+a program's calls, each through the twin it names, and what the crash checks judge."""
 
 
 def offers_of(handle: SaverHandle) -> dict[str, tuple[Twin, ...]]:

@@ -94,8 +94,15 @@ async def killed_at_each_call(
         if not outcome.startswith("stopped "):
             continue  # the run took another path and ended first: nothing held
         killed.append(point)
-        history += await read_back(contract, target, path, reads, process=1)
         where = outcome.split(" ", 2)[2] if outcome.count(" ") >= 2 else f"call {point}"
+        try:
+            history += await read_back(contract, target, path, reads, process=1)
+        except Exception as exc:
+            exc.add_note(
+                f"read back after the writer was killed right after its store-changing "
+                f"system call {point} of {counted} ({where})"
+            )
+            raise
         judge_history(
             contract,
             history,

@@ -30,6 +30,7 @@ import msgspec
 from ....backends.registry import BackendTarget, import_object
 from ..contract.contract import Call, Contract
 from ..history.linearizable import Recorded
+from ..target.provenance import blame_backend
 from .contract_programs import record_calls
 from .groups import kill_group
 
@@ -72,9 +73,16 @@ async def open_contract_store(
     contract: Contract[Store, State], target: BackendTarget, path: Path
 ) -> Store:
     """The store in ``path``, opened in this process through ``target``'s factory
-    (sync or async) and adapted by ``contract``."""
-    made: object = target.factory()(target.context(path))
-    return await contract.store_of(await made if asyncio.iscoroutine(made) else made)
+    (sync or async) and adapted by ``contract``. What the factory or the adapted
+    store raises is the backend's (a store a killed writer left that no longer
+    opens is evidence, not a kit error)."""
+    factory = target.factory()
+    try:
+        made: object = factory(target.context(path))
+        return await contract.store_of(await made if asyncio.iscoroutine(made) else made)
+    except Exception as exc:
+        blame_backend(exc, f"opening the store in {path}")
+        raise
 
 
 class ContractWorker:
