@@ -24,6 +24,7 @@ reports the capability "not implemented".
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,6 +53,7 @@ from ..engines.machines.contract import contract_machine
 from ..engines.processes.contract_programs import record_calls
 from ..engines.run.harness import CheckSkipped, Harness, NothingExercised
 from ..engines.search.stateful import run_machine
+from ..engines.target.provenance import blame_backend
 from .base import Check, check
 
 __all__ = ["CHECKS", "SCENARIOS", "Scenario"]
@@ -548,7 +550,8 @@ SCENARIOS: tuple[Scenario, ...] = (
 MACHINE_RULES: tuple[str, ...] = tuple(
     r.id
     for r in LANGGRAPH_RULES
-    if r.id.split("-")[0] not in ("LGRUNS", "LGCOPY", "LGPRUNE", "LGTWIN", "LGKILL", "LGMP")
+    if r.id.split("-")[0]
+    not in ("LGRUNS", "LGCOPY", "LGPRUNE", "LGTWIN", "LGSETUP", "LGKILL", "LGMP")
 )
 """The rules the machine judges on every saver: the base operations'. What it finds
 of an extended operation's rule is reported under that rule, which its scenario
@@ -681,6 +684,74 @@ async def concurrent_tasks(h: Harness) -> None:
     h.measure(f"{judged} rounds of {TASKS_AT_ONCE} tasks at once")
 
 
+# -- setup() again -----------------------------------------------------------------------------
+
+SETUP_PROGRAM: tuple[Intent, ...] = (
+    put(values={"count": 1}),
+    writes("task-a", ("messages", "kept")),
+    put("t1", "child:1", {"count": 2}),
+)
+
+
+async def _setup(handle: SaverHandle) -> None:
+    """Call the saver's setup(), awaited if it is a coroutine, in a thread if it is not."""
+    setup = getattr(handle.saver, "setup", None)
+    assert callable(setup), "the check asked whether the saver has setup() first"
+    try:
+        if inspect.iscoroutinefunction(setup):
+            await setup()
+        else:
+            await asyncio.to_thread(setup)
+    except Exception as exc:  # what setup() raises is the saver's, evidence for LGSETUP-001
+        blame_backend(exc, "setup()")
+        raise
+
+
+async def setup_runs_again(h: Harness) -> None:
+    """LGSETUP-001: setup() again on a saver in use, and on two savers of one store at once, keeps everything."""
+    open_one = _opener(h)
+    path = h.new_store()
+    first = await open_one(path)
+    try:
+        if not callable(getattr(first.saver, "setup", None)):
+            raise CheckSkipped("the saver has no setup()")
+        twin = next((t for t in first.twins if "put_writes" in first.operations[t]), None)
+        if twin is None:
+            raise CheckSkipped("the saver offers no twin with put and put_writes")
+        program = _killed_program(twin, SETUP_PROGRAM)
+        history = await record_calls(LANGGRAPH_CONTRACT, first, program, 0)
+        await _setup(first)
+        await _setup(first)
+        second = await open_one(path)
+        try:
+            await asyncio.gather(_setup(first), _setup(second))
+            reads = list(_readback(program))
+            history += await record_calls(LANGGRAPH_CONTRACT, first, reads, 0)
+            shared = await record_calls(LANGGRAPH_CONTRACT, second, reads, 1)
+        finally:
+            await second.close()
+    finally:
+        await first.close()
+    found = _one_at_a_time_finding(history)
+    if found is not None:
+        raise RuleViolation(
+            "LGSETUP-001",
+            f"after setup() ran again on the saver in use and on a second saver at once: {found.message}",
+            shape="setup() run again lost or changed what the store held",
+        )
+    if any(r.answer != Returned([]) and r.answer != Returned(None) for r in shared):
+        found = _one_at_a_time_finding([*history[: len(program)], *shared])
+        if found is not None:
+            raise RuleViolation(
+                "LGSETUP-001",
+                f"read through the second saver after both ran setup() at once: {found.message}",
+                shape="setup() run again lost or changed what the store held",
+            )
+        h.measure("setup() ran again on a saver in use and on two savers of one store at once")
+    else:
+        h.measure("setup() ran again on a saver in use; a second saver does not share its store")
+
+
 # -- a writer killed -------------------------------------------------------------------------
 
 KILLED_PROGRAM: tuple[Intent, ...] = (
@@ -695,9 +766,10 @@ KILLED_PROGRAM: tuple[Intent, ...] = (
 Its values are JSON's kinds only: the program reaches the worker process as JSON."""
 
 
-def _killed_program(twin: Twin) -> list[Call]:
+def _killed_program(twin: Twin, intents: Sequence[Intent] = KILLED_PROGRAM) -> list[Call]:
+    """``intents`` (by default `KILLED_PROGRAM`) as the calls the model prepares."""
     state, calls = SaverState(), []
-    for operation, intent in KILLED_PROGRAM:
+    for operation, intent in intents:
         made = prepare(state, operation, (*intent, twin))
         assert made is not None
         state, _ = apply(state, operation, made)
@@ -754,6 +826,7 @@ LANGGRAPH_CONTRACT_REF = "checkpointspec.conformance.engines.contract.langgraph:
 CHECKS: tuple[Check, ...] = (
     *(_scenario_check(s) for s in SCENARIOS),
     check(*MACHINE_RULES, kind="model")(model_based),
+    check("LGSETUP-001")(setup_runs_again),
     check("LGKILL-001", kind="crash", replay_note="a kill at a moment of a real process")(
         writer_killed_at_each_call
     ),

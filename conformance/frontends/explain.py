@@ -12,11 +12,19 @@ from __future__ import annotations
 import textwrap
 
 from ...spec import CAPABILITY_REASONS, RULES_BY_ID, RuleSuite
-from ..running.registry import SUITES, check_rule_id
+from ..running.registry import CHECKS_BY_NAME, check_rule_id
 
 __all__ = ["explain_rule"]
 
 _WIDTH = 78
+
+
+def _how_to_run(suite: RuleSuite) -> str:
+    if suite is RuleSuite.STORAGE:
+        return ""
+    if suite is RuleSuite.LANGGRAPH:
+        return " (--langgraph MODULE:FACTORY)"
+    return f" (--suite {suite.value})"
 
 
 def explain_rule(rule_id: str) -> str:
@@ -25,11 +33,13 @@ def explain_rule(rule_id: str) -> str:
     Raises `UnknownRuleError` (one line, naming the id) for an id the catalog lacks.
     """
     rule = RULES_BY_ID[check_rule_id(rule_id)]
-    if rule.capability is None:
+    if rule.suite is RuleSuite.LANGGRAPH:
+        needs = "a LangGraph saver; skipped where it lacks the operation or twin the rule is about"
+    elif rule.capability is None:
         needs = "no capability: every backend"
     else:
         needs = f"{rule.capability.value}: {CAPABILITY_REASONS[rule.capability]}"
-    checks = [c for c in SUITES["all"] if rule.id in c.rules]
+    checks = [c for c in CHECKS_BY_NAME.values() if rule.id in c.rules]
     lines = [
         f"{rule.id} ({rule.strength.value}) {rule.title}",
         "",
@@ -43,8 +53,7 @@ def explain_rule(rule_id: str) -> str:
         "",
         f"needs:  {needs}",
         f"level:  {rule.level.value if rule.level else 'none (a SHOULD rule decides no verdict)'}",
-        f"suite:  {rule.suite.value}"
-        + ("" if rule.suite is RuleSuite.STORAGE else f" (--suite {rule.suite.value})"),
+        f"suite:  {rule.suite.value}" + _how_to_run(rule.suite),
         f"since:  {rule.since}",
         f"checks: {len(checks)}",
         *(f"  {c.name}  {c.summary.removeprefix(f'{c.rule_id}: ')}" for c in checks),

@@ -220,6 +220,15 @@ LANGGRAPH_RULES: Final[tuple[Rule, ...]] = (
         "the same answers.",
     ),
     _must(
+        "LGSETUP-001",
+        "setup() may run again",
+        "Where a saver has setup(), calling it again on a saver in use, and on two savers "
+        "of one store at once, raises nothing and keeps every checkpoint and pending "
+        "write the store holds. Silent in LangGraph's docs; applications call setup() on "
+        "every start, often from several processes at once, and a migration that is not "
+        "idempotent, or that they race on, fails them or loses a graph's state.",
+    ),
+    _must(
         "LGKILL-001",
         "A killed writer leaves whole checkpoints",
         "A process killed at any moment of its calls leaves the saver as some of its "

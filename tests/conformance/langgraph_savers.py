@@ -324,8 +324,14 @@ class FileSaver(DictSaver):
         if self.file.exists():
             self.checkpoints, self.writes = pickle.loads(self.file.read_bytes())
 
+    def setup(self) -> None:
+        """Make the store's file if there is none yet; a store that has one keeps it."""
+        with self.lock:
+            if not self.file.exists():
+                self._save()
+
     def _save(self) -> None:
-        fresh = self.file.with_suffix(".new")
+        fresh = self.file.with_suffix(f".{os.getpid()}.{id(self)}.new")
         with open(fresh, "wb") as out:
             out.write(pickle.dumps((self.checkpoints, self.writes)))
             out.flush()
@@ -340,6 +346,26 @@ class FileSaver(DictSaver):
     def put_writes(self, *args: Any) -> None:
         super().put_writes(*args)
         self._save()
+
+
+class SetupStartsOver(FileSaver):
+    """setup() creates the store afresh, as a migration that drops and recreates its
+    tables would (LGSETUP-001)."""
+
+    def setup(self) -> None:
+        with self.lock:
+            self.checkpoints, self.writes = {}, {}
+        self._save()
+
+
+class SetupRefusesAnExistingStore(FileSaver):
+    """setup() raises when the store exists, as a migration that is not idempotent does
+    (LGSETUP-001)."""
+
+    def setup(self) -> None:
+        if self.file.exists():
+            raise RuntimeError("table checkpoints already exists")
+        super().setup()
 
 
 class TornFileSaver(FileSaver):
@@ -367,6 +393,8 @@ KINDS: dict[str, type[DictSaver]] = {
         UnlockedWrites,
         SyncOnly,
         FileSaver,
+        SetupStartsOver,
+        SetupRefusesAnExistingStore,
         TornFileSaver,
     )
 }

@@ -9,6 +9,7 @@ import pytest
 from checkpointspec.conformance.checks.langgraph import SCENARIOS
 from checkpointspec.conformance.engines.crash.stopper import stopper_unavailable
 from checkpointspec.conformance.frontends.cli import main
+from checkpointspec.conformance.frontends.explain import explain_rule
 from checkpointspec.conformance.running.plan import plan_run
 from checkpointspec.conformance.running.registry import rules_of_suite
 from checkpointspec.conformance.running.report import KitReport
@@ -32,6 +33,7 @@ def test_a_correct_saver_passes_every_rule() -> None:
     statuses = {r.id: r.status for r in report.rules}
     assert set(statuses) == {r.id for r in LANGGRAPH_RULES} == rules_of_suite("langgraph")
     assert statuses.pop("LGKILL-001") == "skipped"  # it keeps nothing in files to tear
+    assert statuses.pop("LGSETUP-001") == "skipped"  # it has no setup()
     assert set(statuses.values()) == {"passed"}, statuses
     assert report.exit_status == 0
     assert [level.name for level in report.levels] == ["langgraph"]
@@ -42,6 +44,7 @@ def test_a_sync_only_saver_is_checked_through_its_sync_twin() -> None:
     statuses = {r.id: r.status for r in report.rules}
     assert statuses.pop("LGTWIN-001") == "skipped"  # no second twin to agree with
     assert statuses.pop("LGKILL-001") == "skipped"
+    assert statuses.pop("LGSETUP-001") == "skipped"
     assert set(statuses.values()) == {"passed"}, statuses
     assert report.exit_status == 0
 
@@ -69,8 +72,8 @@ def test_a_one_bug_saver_is_one_defect_of_its_rule(kind: str, rule_id: str) -> N
 
 def test_every_rule_has_a_scenario_but_the_machines() -> None:
     # Every rule is exercised by a written-out scenario on every run, whatever the
-    # machine draws; concurrency and kills have checks of their own.
-    own = {"LGMP-001", "LGKILL-001"}
+    # machine draws; concurrency, kills and setup() have checks of their own.
+    own = {"LGMP-001", "LGKILL-001", "LGSETUP-001"}
     assert {s.rule for s in SCENARIOS} | own == {r.id for r in LANGGRAPH_RULES}
 
 
@@ -150,3 +153,25 @@ import langgraph_savers
 def make(ctx):
     return langgraph_savers.OverwritesRegularWrites()
 """
+
+
+def test_explain_says_how_a_langgraph_rule_is_run_and_what_checks_it() -> None:
+    text = explain_rule("LGKILL-001")
+    assert "suite:  langgraph (--langgraph MODULE:FACTORY)" in text
+    assert "LGKILL-001::writer_killed_at_each_call" in text
+
+
+@pytest.mark.parametrize(
+    ("kind", "status"),
+    [
+        ("FileSaver", "passed"),
+        ("SetupStartsOver", "failed"),
+        ("SetupRefusesAnExistingStore", "failed"),
+    ],
+)
+def test_setup_runs_again(kind: str, status: str) -> None:
+    run = plan_run(
+        SAVERS, suite="langgraph", options={"kind": kind}, only=["LGSETUP"], seed=1, workers=1
+    )
+    (result,) = run_kit(run).checks
+    assert result.status == status, result.reason
