@@ -142,8 +142,10 @@ def _judge(
 def _needs_undeclared(verdict: RuleResult, declared: frozenset[str]) -> bool:
     """True when every check of the rule needs a capability the backend does not
     declare (the rule's own, or one the check needs besides). A LangGraph rule is
-    skipped only for an operation or twin the saver does not implement, which its
-    contract makes optional (LangGraph's suite: "not implemented")."""
+    skipped only for what the saver does not have (an extended operation or a twin,
+    setup(), data in files under its store), which its contract leaves optional, as
+    LangGraph's suite reports "not implemented"; what this machine lacks leaves a
+    check not checked, never skipped."""
     if verdict.id.startswith("LG"):
         return True
     checks = [c for c in (*ALL_CHECKS, *SESSION_CHECKS) if c.rule_id == verdict.id]
