@@ -25,7 +25,7 @@ import asyncio
 import contextlib
 import copy
 import inspect
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Literal, cast
 
@@ -56,7 +56,6 @@ __all__ = [
     "SaverHandle",
     "Twin",
     "adapt_saver",
-    "awaitable_of",
     "call_saver",
     "langgraph_contract",
     "offered_operations",
@@ -480,10 +479,3 @@ a program's calls, each through the twin it names, and what the crash checks jud
 def offers_of(handle: SaverHandle) -> dict[str, tuple[Twin, ...]]:
     """Per operation, the twins ``handle`` offers it through."""
     return {op: handle.twins_of(op) for op in OPERATIONS}
-
-
-def awaitable_of(
-    factory: Callable[[BackendContext], object],
-) -> Callable[[BackendContext], Awaitable[SaverHandle]]:
-    """``factory`` as an opener of handles."""
-    return lambda ctx: open_saver(factory, ctx)
