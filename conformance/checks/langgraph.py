@@ -40,9 +40,7 @@ from ..engines.contract.langgraph import (
     LANGGRAPH_CONTRACT,
     SaverHandle,
     Twin,
-    call_saver,
     langgraph_contract,
-    offers_of,
     open_saver,
 )
 from ..engines.contract.langgraph import (
@@ -62,6 +60,12 @@ from .base import Check, check
 __all__ = ["CHECKS", "SCENARIOS", "Scenario"]
 
 Intent = tuple[str, tuple[object, ...]]
+
+
+def _offers(h: Harness) -> dict[str, tuple[Twin, ...]]:
+    """Per operation, the twins the saver offers it through, as the kit's probe found
+    them before the run (`checkpointspec.conformance.running.plan.probe_saver`)."""
+    return {op: cast("tuple[Twin, ...]", twins) for op, twins in h.run.probe.saver_offers.items()}
 
 
 def _opener(h: Harness) -> Callable[[Path], Awaitable[SaverHandle]]:
@@ -149,11 +153,7 @@ async def play(h: Harness, scenario: Scenario) -> None:
     """Make ``scenario``'s calls on a fresh saver per twin, each beside the model; the
     first answer the model does not give is a `RuleViolation` of the rule it breaks."""
     open_one = _opener(h)
-    probe = await open_one(h.new_store())
-    try:
-        offers = offers_of(probe)
-    finally:
-        await probe.close()
+    offers = _offers(h)
     missing = sorted(op for op in scenario.needs() if not offers.get(op))
     if missing:
         raise CheckSkipped(
@@ -179,27 +179,48 @@ async def play(h: Harness, scenario: Scenario) -> None:
 
 
 async def _play_once(handle: SaverHandle, scenario: Scenario, twins: Sequence[Twin]) -> None:
-    state = SaverState()
     try:
-        for (operation, intent), twin in zip(scenario.calls, twins, strict=True):
-            made = prepare(state, operation, (*intent, twin))
-            if made is None:
-                raise AssertionError(f"{scenario.name}: {operation}{intent} has nothing to act on")
-            after, expected = apply(state, operation, made)
-            call = Call(operation, made)
-            raised = ""
-            try:
-                got: object = plain(await call_saver(handle, operation, made))
-            except Exception as exc:  # the saver's exception is evidence
-                got, raised = None, f"{type(exc).__name__}: {exc}"
-            want = plain(expected)
-            if raised or got != want:
-                rule_id = rule_for(state, operation, made[:-1], want, got, answered=not raised)
-                shape, said = difference(operation, want, got, raised=raised)
-                raise RuleViolation(rule_id, f"{scenario.name}: {_shown(call)} {said}", shape=shape)
-            state = after
+        history = await record_calls(
+            LANGGRAPH_CONTRACT, handle, prepared(scenario.calls, twins), process=0
+        )
     finally:
         await handle.close()
+    found = first_divergence(history, scenario.name)
+    if found is not None:
+        raise found
+
+
+def prepared(intents: Sequence[Intent], twins: Sequence[Twin]) -> list[Call]:
+    """``intents`` as the calls the model prepares, one after another, each through its
+    twin in ``twins``."""
+    state, calls = SaverState(), []
+    for (operation, intent), twin in zip(intents, twins, strict=True):
+        made = prepare(state, operation, (*intent, twin))
+        if made is None:
+            raise AssertionError(f"{operation}{intent} has nothing to act on")
+        state, _ = apply(state, operation, made)
+        calls.append(Call(operation, made))
+    return calls
+
+
+def first_divergence(history: Sequence[Recorded], where: str) -> RuleViolation | None:
+    """The first call of ``history`` (made one at a time, in order) whose answer the
+    model does not give, as the finding of the rule it breaks (``where`` says what the
+    calls were); None if every answer is the model's."""
+    state = SaverState()
+    for recorded in history:
+        call = recorded.call
+        after, expected = apply(state, call.operation, call.arguments)
+        want = plain(expected)
+        got = recorded.answer.value if isinstance(recorded.answer, Returned) else None
+        if recorded.raised or got != want:
+            rule_id = rule_for(
+                state, call.operation, call.arguments[:-1], want, got, answered=not recorded.raised
+            )
+            shape, said = difference(call.operation, want, got, raised=recorded.raised)
+            return RuleViolation(rule_id, f"{where}: {_shown(call)} {said}", shape=shape)
+        state = after
+    return None
 
 
 def _shown(call: Call) -> str:
@@ -564,15 +585,7 @@ passes or skips."""
 def model_based(h: Harness) -> None:
     """LGPUT-001: random sequences of the saver's operations through both twins agree with the model."""
     open_one = _opener(h)
-
-    async def offered() -> dict[str, tuple[Twin, ...]]:
-        handle = await open_one(h.new_store())
-        try:
-            return offers_of(handle)
-        finally:
-            await handle.close()
-
-    contract = langgraph_contract(asyncio.run(offered()))
+    contract = langgraph_contract(_offers(h))
     machine = contract_machine(contract, open_one, h.root)
     run_machine(h, machine, examples=h.profile.stateful_examples, steps=h.profile.stateful_steps)
 
@@ -584,33 +597,27 @@ TASKS_AT_ONCE = 4
 
 def _tasks_history_calls(twin: Twin, round_: int) -> tuple[Call, list[list[Call]]]:
     """The first put and then each parallel task's calls, as the model prepares them."""
-    state = SaverState()
-    base = prepare(state, "put", (*put(values={"round": round_})[1], twin))
-    assert base is not None
-    state, _ = apply(state, "put", base)
-    programs: list[list[Call]] = []
-    for task in range(TASKS_AT_ONCE):
-        name = f"task-{task}"
-        calls: list[Call] = []
+    per_task: list[Intent] = [
+        intent
+        for task in range(TASKS_AT_ONCE)
         for intent in (
-            writes(name, ("messages", task), ("count", round_)),
-            writes(name, ("__error__", f"error {task}")),
+            writes(f"task-{task}", ("messages", task), ("count", round_)),
+            writes(f"task-{task}", ("__error__", f"error {task}")),
             get(),
-        ):
-            made = prepare(state, intent[0], (*intent[1], twin))
-            assert made is not None
-            if intent[0] == "put_writes":
-                state.next_write += 1  # each task's values its own, as prepare numbers them
-            calls.append(Call(intent[0], made))
-        programs.append(calls)
-    return Call("put", base), programs
+        )
+    ]
+    base, *calls = prepared(
+        [put(values={"round": round_}), *per_task], [twin] * (1 + len(per_task))
+    )
+    each = len(per_task) // TASKS_AT_ONCE
+    return base, [calls[n : n + each] for n in range(0, len(calls), each)]
 
 
 async def _tasks_round(h: Harness, twin: Twin, round_: int, *, at_once: bool) -> list[Recorded]:
     """One round: the first put, the tasks' calls (at once, or one task after another),
     and a last read of the checkpoint, every call recorded."""
     handle = await _opener(h)(h.new_store())
-    contract = langgraph_contract(offers_of(handle))
+    contract = langgraph_contract(_offers(h))
     base, programs = _tasks_history_calls(twin, round_)
     try:
         history = await record_calls(contract, handle, [base], process=0)
@@ -629,35 +636,9 @@ async def _tasks_round(h: Harness, twin: Twin, round_: int, *, at_once: bool) ->
     return history + [r for each in histories for r in each] + final
 
 
-def _one_at_a_time_finding(history: Sequence[Recorded]) -> RuleViolation | None:
-    """The first call of ``history`` (made one at a time, in order) whose answer the
-    model does not give, as the finding of the rule it breaks; None if all agree."""
-    state = SaverState()
-    for recorded in history:
-        call = recorded.call
-        after, expected = apply(state, call.operation, call.arguments)
-        want = plain(expected)
-        got = recorded.answer.value if isinstance(recorded.answer, Returned) else None
-        if recorded.raised or got != want:
-            rule_id = rule_for(
-                state, call.operation, call.arguments[:-1], want, got, answered=not recorded.raised
-            )
-            shape, said = difference(call.operation, want, got, raised=recorded.raised)
-            return RuleViolation(
-                rule_id, f"tasks one after another: {_shown(call)} {said}", shape=shape
-            )
-        state = after
-    return None
-
-
 async def concurrent_tasks(h: Harness) -> None:
     """LGMP-001: parallel tasks' put_writes and reads made at once on one saver have the outcome of some order."""
-    open_one = _opener(h)
-    handle = await open_one(h.new_store())
-    try:
-        offers = offers_of(handle)
-    finally:
-        await handle.close()
+    offers = _offers(h)
     twins = [t for t in offers["put_writes"] if t in offers["get_tuple"] and t in offers["put"]]
     if not twins:
         raise CheckSkipped("the saver offers no twin with put, put_writes and get_tuple")
@@ -668,7 +649,9 @@ async def concurrent_tasks(h: Harness) -> None:
         for twin in twins:
             # What the same calls do one at a time is the sequential contract's to judge:
             # only what they do at once, and not one after another, is a concurrency defect.
-            alone = _one_at_a_time_finding(await _tasks_round(h, twin, round_, at_once=False))
+            alone = first_divergence(
+                await _tasks_round(h, twin, round_, at_once=False), "tasks one after another"
+            )
             if alone is not None:
                 raise alone
             history = await _tasks_round(h, twin, round_, at_once=True)
@@ -721,7 +704,7 @@ async def setup_runs_again(h: Harness) -> None:
         twin = next((t for t in first.twins if "put_writes" in first.operations[t]), None)
         if twin is None:
             raise CheckSkipped("the saver offers no twin with put and put_writes")
-        program = _killed_program(twin, SETUP_PROGRAM)
+        program = prepared(SETUP_PROGRAM, [twin] * len(SETUP_PROGRAM))
         history = await record_calls(LANGGRAPH_CONTRACT, first, program, 0)
         await _setup(first)
         await _setup(first)
@@ -735,7 +718,7 @@ async def setup_runs_again(h: Harness) -> None:
             await second.close()
     finally:
         await first.close()
-    found = _one_at_a_time_finding(history)
+    found = first_divergence(history, "setup() again")
     if found is not None:
         raise RuleViolation(
             "LGSETUP-001",
@@ -743,7 +726,7 @@ async def setup_runs_again(h: Harness) -> None:
             shape="setup() run again lost or changed what the store held",
         )
     if any(r.answer != Returned([]) and r.answer != Returned(None) for r in shared):
-        found = _one_at_a_time_finding([*history[: len(program)], *shared])
+        found = first_divergence([*history[: len(program)], *shared], "setup() again")
         if found is not None:
             raise RuleViolation(
                 "LGSETUP-001",
@@ -769,31 +752,16 @@ KILLED_PROGRAM: tuple[Intent, ...] = (
 Its values are JSON's kinds only: the program reaches the worker process as JSON."""
 
 
-def _killed_program(twin: Twin, intents: Sequence[Intent] = KILLED_PROGRAM) -> list[Call]:
-    """``intents`` (by default `KILLED_PROGRAM`) as the calls the model prepares."""
-    state, calls = SaverState(), []
-    for operation, intent in intents:
-        made = prepare(state, operation, (*intent, twin))
-        assert made is not None
-        state, _ = apply(state, operation, made)
-        calls.append(Call(operation, made))
-    return calls
-
-
 async def writer_killed_at_each_call(h: Harness) -> None:
     """LGKILL-001: a writer killed after each of its file-changing system calls leaves an order's prefix."""
     reason = stopper_unavailable()
     if reason is not None:  # this machine's lack, not the saver's: nothing is judged
         raise NothingExercised(f"writers cannot be held at a system call here: {reason}")
-    handle = await _opener(h)(h.new_store())
-    try:
-        offers = offers_of(handle)
-    finally:
-        await handle.close()
+    offers = _offers(h)
     twin = next((t for t in offers["put"] if t in offers["put_writes"]), None)
     if twin is None or not offers["list"]:
         raise CheckSkipped("the saver offers no twin with put and put_writes")
-    program = _killed_program(twin)
+    program = prepared(KILLED_PROGRAM, [twin] * len(KILLED_PROGRAM))
     # What the calls do when no one is killed is the sequential rules' to judge: only a
     # state a kill left, and no prefix of the calls gives, is LGKILL-001's.
     alone = await _opener(h)(h.new_store())
@@ -802,7 +770,7 @@ async def writer_killed_at_each_call(h: Harness) -> None:
         history += await record_calls(LANGGRAPH_CONTRACT, alone, list(_readback(program)), 0)
     finally:
         await alone.close()
-    unkilled = _one_at_a_time_finding(history)
+    unkilled = first_divergence(history, "the calls without a kill")
     if unkilled is not None:
         raise unkilled
     try:

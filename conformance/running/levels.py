@@ -53,7 +53,7 @@ from typing import Final
 import msgspec
 
 from ...spec import LEVEL_MEANINGS, RULES, Capability, ConformanceLevel
-from .registry import ALL_CHECKS, SESSION_CHECKS
+from .registry import ALL_CHECKS, SESSION_CHECKS, suite_of_rule
 from .report import LevelResult, LevelStatus, RuleResult
 
 __all__ = [
@@ -146,7 +146,7 @@ def _needs_undeclared(verdict: RuleResult, declared: frozenset[str]) -> bool:
     setup(), data in files under its store), which its contract leaves optional, as
     LangGraph's suite reports "not implemented"; what this machine lacks leaves a
     check not checked, never skipped."""
-    if verdict.id.startswith("LG"):
+    if suite_of_rule(verdict.id) == "langgraph":
         return True
     checks = [c for c in (*ALL_CHECKS, *SESSION_CHECKS) if c.rule_id == verdict.id]
     return bool(checks) and all({n.value for n in c.needs} - declared for c in checks)
@@ -161,7 +161,7 @@ def judge_levels(
     declared = frozenset(capabilities)
     # A saver's run and a checkpointer's judge different backends: neither lists the
     # other's levels.
-    saver = any(r.startswith("LG") for r in verdicts)
+    saver = any(suite_of_rule(r) == "langgraph" for r in verdicts)
     return tuple(
         _judge(level, verdicts, declared)
         for level in LEVELS

@@ -19,7 +19,7 @@ import os
 import random
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from pathlib import Path
 from typing import Final, Literal, TypeAlias, cast
 
@@ -42,7 +42,7 @@ from ...spec import (
     StoreHooks,
 )
 from ..checks.base import Check
-from ..engines.contract.langgraph import open_saver
+from ..engines.contract.langgraph import offers_of, open_saver
 from ..engines.run.kit_run import BackendProbe, KitRun, OutputName, ReportOutputs, SuiteSelection
 from ..engines.run.profiles import DEFAULT_PROFILE, PROFILES, Profile
 from ..engines.search.replay import Reproduction
@@ -96,14 +96,29 @@ class ReproduceNeedsOneCheck(RunSettingError):
         self.selected = selected
 
 
+def _on_scratch(
+    target: BackendTarget, probe: Callable[[Path], Coroutine[object, object, BackendProbe]]
+) -> BackendProbe:
+    """``probe`` run on a scratch store that is removed after it; what it raises that is
+    not a `BackendLoadError` is the factory's failure (`FactoryFailedError`)."""
+    scratch = Path(tempfile.mkdtemp(prefix="checkpointspec-probe-"))
+    try:
+        return asyncio.run(probe(scratch))
+    except BackendLoadError:  # NotACheckpointerError among them
+        raise
+    except Exception as exc:
+        raise FactoryFailedError(target.ref.target, exc) from exc
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
 def probe_backend(target: BackendTarget) -> BackendProbe:
     """Open and close one handle of ``target`` on a scratch store. Raises `BackendLoadError`
     if that fails: the module does not import, the factory raises, or what it returns is
     not a Checkpointer (the message names the members it lacks)."""
     factory = target.factory()
-    scratch = Path(tempfile.mkdtemp(prefix="checkpointspec-probe-"))
 
-    async def probe() -> BackendProbe:
+    async def probe(scratch: Path) -> BackendProbe:
         cp = await open_checkpointer(factory, target.context(scratch))
         try:
             capabilities = frozenset(Capability(c) for c in cp.capabilities)
@@ -121,46 +136,33 @@ def probe_backend(target: BackendTarget) -> BackendProbe:
             left_behind=await drop_or_say_why(cp, scratch) if external else "",
         )
 
-    try:
-        return asyncio.run(probe())
-    except BackendLoadError:  # NotACheckpointerError among them
-        raise
-    except Exception as exc:
-        raise FactoryFailedError(target.ref.target, exc) from exc
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    return _on_scratch(target, probe)
 
 
 def probe_saver(target: BackendTarget) -> BackendProbe:
     """Open and close one LangGraph saver of ``target`` (``--langgraph``) on a scratch
-    store. Raises `BackendLoadError` when that fails or the saver offers neither twin
-    (no working ``get_tuple`` nor ``aget_tuple``)."""
+    store, noting the twins it offers each operation through (`BackendProbe.saver_offers`,
+    what every check of the run reads). Raises `BackendLoadError` when that fails or the
+    saver offers neither twin (no working ``get_tuple`` nor ``aget_tuple``)."""
     factory = cast("Callable[[BackendContext], object]", target.factory())
-    scratch = Path(tempfile.mkdtemp(prefix="checkpointspec-probe-"))
 
-    async def probe() -> BackendProbe:
+    async def probe(scratch: Path) -> BackendProbe:
         handle = await open_saver(factory, target.context(scratch))
         try:
-            if not handle.twins:
-                raise FactoryFailedError(
-                    target.ref.target,
-                    TypeError(
-                        f"{type(handle.saver).__name__} is not a LangGraph checkpoint saver: "
-                        "neither get_tuple nor aget_tuple answers"
-                    ),
-                )
+            offers = offers_of(handle)
         finally:
             await handle.close()
-        return BackendProbe(frozenset(), has_hooks=False)
+        if not handle.twins:
+            raise FactoryFailedError(
+                target.ref.target,
+                TypeError(
+                    f"{type(handle.saver).__name__} is not a LangGraph checkpoint saver: "
+                    "neither get_tuple nor aget_tuple answers"
+                ),
+            )
+        return BackendProbe(frozenset(), has_hooks=False, saver_offers=dict(offers))
 
-    try:
-        return asyncio.run(probe())
-    except BackendLoadError:
-        raise
-    except Exception as exc:
-        raise FactoryFailedError(target.ref.target, exc) from exc
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    return _on_scratch(target, probe)
 
 
 async def drop_or_say_why(handle: object, directory: Path) -> str:

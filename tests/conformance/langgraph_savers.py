@@ -31,6 +31,12 @@ class CheckpointTuple(NamedTuple):
     pending_writes: list[tuple[str, str, Any]] | None = None
 
 
+def _writes_key(config: dict[str, Any]) -> tuple[str, str, str]:
+    """The checkpoint a put_writes config names: (thread, namespace, id)."""
+    c = config["configurable"]
+    return (c["thread_id"], c.get("checkpoint_ns", ""), c["checkpoint_id"])
+
+
 class DictSaver:
     """A correct saver: checkpoints by (thread, ns) then id, writes by checkpoint then
     (task_id, index), one lock around every call."""
@@ -80,8 +86,7 @@ class DictSaver:
         task_id: str,
         task_path: str = "",
     ) -> None:
-        c = config["configurable"]
-        key = (c["thread_id"], c.get("checkpoint_ns", ""), c["checkpoint_id"])
+        key = _writes_key(config)
         replace = all(ch in WRITES_IDX_MAP for ch, _ in writes)
         with self.lock:
             held = self.writes.setdefault(key, {})
@@ -295,13 +300,14 @@ class UnlockedWrites(DictSaver):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        c = config["configurable"]
-        key = (c["thread_id"], c.get("checkpoint_ns", ""), c["checkpoint_id"])
+        key = _writes_key(config)
+        replace = all(ch in WRITES_IDX_MAP for ch, _ in writes)
         held = dict(self.writes.get(key, {}))
+        before = set(held)
         await asyncio.sleep(0)
         for idx, (channel, value) in enumerate(writes):
             slot = (task_id, WRITES_IDX_MAP.get(channel, idx))
-            if slot not in held or channel in WRITES_IDX_MAP:
+            if self._stores(slot in before, replace):
                 held[slot] = (channel, copy.deepcopy(value), task_path)
         self.writes[key] = held
 
