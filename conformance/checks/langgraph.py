@@ -27,8 +27,9 @@ under its store) is skipped, saying so, as LangGraph's suite reports a capabilit
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
@@ -48,12 +49,16 @@ from ..engines.contract.langgraph import (
 )
 from ..engines.contract.violations import RuleViolation
 from ..engines.crash.contract_kills import killed_at_each_call
+from ..engines.crash.contract_power_loss import TraceUnusable, power_loss_states
+from ..engines.crash.recorder import tracer_unavailable
 from ..engines.crash.stopper import stopper_unavailable
 from ..engines.history.linearizable import Diverged, Recorded, Undecided, check_linearizable
 from ..engines.machines.contract import contract_machine
 from ..engines.processes.contract_programs import record_calls
+from ..engines.processes.contract_worker import run_programs_in_processes
 from ..engines.run.harness import CheckSkipped, Harness, NothingExercised
 from ..engines.search.stateful import run_machine
+from ..engines.target.fault_serde import FaultySerde
 from ..engines.target.provenance import blame_backend
 from .base import Check, check
 
@@ -575,7 +580,17 @@ MACHINE_RULES: tuple[str, ...] = tuple(
     r.id
     for r in LANGGRAPH_RULES
     if r.id.split("-")[0]
-    not in ("LGRUNS", "LGCOPY", "LGPRUNE", "LGTWIN", "LGSETUP", "LGKILL", "LGMP")
+    not in (
+        "LGRUNS",
+        "LGCOPY",
+        "LGPRUNE",
+        "LGTWIN",
+        "LGSETUP",
+        "LGKILL",
+        "LGMP",
+        "LGPOWER",
+        "LGCODEC",
+    )
 )
 """The rules the machine judges on every saver: the base operations'. What it finds
 of an extended operation's rule is reported under that rule, which its scenario
@@ -636,16 +651,42 @@ async def _tasks_round(h: Harness, twin: Twin, round_: int, *, at_once: bool) ->
     return history + [r for each in histories for r in each] + final
 
 
-async def concurrent_tasks(h: Harness) -> None:
-    """LGMP-001: parallel tasks' put_writes and reads made at once on one saver have the outcome of some order."""
+async def _tasks_in_processes_round(h: Harness, twin: Twin, round_: int) -> list[Recorded]:
+    """One round with each task in a worker process of its own, each with a saver of
+    one store: the first put and the last read made in this process."""
+    contract = langgraph_contract(_offers(h))
+    base, programs = _tasks_history_calls(twin, round_)
+    path = h.new_store()
+    handle = await _opener(h)(path)
+    try:
+        history = await record_calls(contract, handle, [base], len(programs))
+    finally:
+        await handle.close()
+    history += await run_programs_in_processes(LANGGRAPH_CONTRACT_REF, h.target, path, programs)
+    handle = await _opener(h)(path)
+    try:
+        final = Call("get_tuple", ("t1", "", None, twin))
+        return history + await record_calls(contract, handle, [final], len(programs))
+    finally:
+        await handle.close()
+
+
+async def _judge_tasks(
+    h: Harness,
+    rule_id: str,
+    rounds: int,
+    how: str,
+    at_once: Callable[[Twin, int], Awaitable[list[Recorded]]],
+) -> None:
+    """``rounds`` rounds of the tasks through each twin, made ``how`` by ``at_once``,
+    each judged by the linearizability checker; a finding is ``rule_id``'s."""
     offers = _offers(h)
     twins = [t for t in offers["put_writes"] if t in offers["get_tuple"] and t in offers["put"]]
     if not twins:
         raise CheckSkipped("the saver offers no twin with put, put_writes and get_tuple")
     contract = langgraph_contract(offers)
     judged = 0
-    rounds = max(1, h.profile.stateful_examples // 10)
-    for round_ in h.slice.within(range(rounds), f"rounds of tasks at once (of {rounds})"):
+    for round_ in h.slice.within(range(rounds), f"rounds of tasks {how} (of {rounds})"):
         for twin in twins:
             # What the same calls do one at a time is the sequential contract's to judge:
             # only what they do at once, and not one after another, is a concurrency defect.
@@ -654,20 +695,38 @@ async def concurrent_tasks(h: Harness) -> None:
             )
             if alone is not None:
                 raise alone
-            history = await _tasks_round(h, twin, round_, at_once=True)
-            verdict = check_linearizable(contract, history)
+            verdict = check_linearizable(contract, await at_once(twin, round_))
             if isinstance(verdict, Diverged):
                 raise RuleViolation(
-                    "LGMP-001",
-                    f"{TASKS_AT_ONCE} tasks through the {twin} twin, at once on one saver: "
-                    f"{verdict.message()}",
-                    shape="an outcome of tasks at once that no order of them gives",
+                    rule_id,
+                    f"{TASKS_AT_ONCE} tasks through the {twin} twin, {how}: {verdict.message()}",
+                    shape=f"an outcome of tasks {how} that no order of them gives",
                 )
             if not isinstance(verdict, Undecided):
                 judged += 1
     if judged == 0:
-        raise NothingExercised("no history of tasks at once was decided before the run's cap")
-    h.measure(f"{judged} rounds of {TASKS_AT_ONCE} tasks at once")
+        raise NothingExercised(f"no history of tasks {how} was decided before the run's cap")
+    h.measure(f"{judged} rounds of {TASKS_AT_ONCE} tasks {how}")
+
+
+async def concurrent_tasks(h: Harness) -> None:
+    """LGMP-001: parallel tasks' put_writes and reads made at once on one saver have the outcome of some order."""
+
+    async def at_once(twin: Twin, round_: int) -> list[Recorded]:
+        return await _tasks_round(h, twin, round_, at_once=True)
+
+    rounds = max(1, h.profile.stateful_examples // 10)
+    await _judge_tasks(h, "LGMP-001", rounds, "at once on one saver", at_once)
+
+
+async def tasks_in_processes(h: Harness) -> None:
+    """LGMP-002: parallel tasks, each in a process of its own with a saver of one store, lose nothing."""
+
+    async def in_processes(twin: Twin, round_: int) -> list[Recorded]:
+        return await _tasks_in_processes_round(h, twin, round_)
+
+    how = "in processes of their own, with savers of one store"
+    await _judge_tasks(h, "LGMP-002", h.profile.process_rounds, how, in_processes)
 
 
 # -- setup() again -----------------------------------------------------------------------------
@@ -752,27 +811,38 @@ KILLED_PROGRAM: tuple[Intent, ...] = (
 Its values are JSON's kinds only: the program reaches the worker process as JSON."""
 
 
-async def writer_killed_at_each_call(h: Harness) -> None:
-    """LGKILL-001: a writer killed after each of its file-changing system calls leaves an order's prefix."""
-    reason = stopper_unavailable()
-    if reason is not None:  # this machine's lack, not the saver's: nothing is judged
-        raise NothingExercised(f"writers cannot be held at a system call here: {reason}")
+def _writer_twin(h: Harness) -> Twin:
+    """The twin a crashed writer calls through: one with put and put_writes."""
     offers = _offers(h)
     twin = next((t for t in offers["put"] if t in offers["put_writes"]), None)
     if twin is None or not offers["list"]:
         raise CheckSkipped("the saver offers no twin with put and put_writes")
+    return twin
+
+
+async def _writer_program(h: Harness, twin: Twin) -> list[Call]:
+    """`KILLED_PROGRAM` through ``twin``, once made and read back in this process with no
+    crash: what the calls do then is the sequential rules' to judge, so only a state a
+    crash left, and no prefix of the calls gives, is a crash rule's."""
     program = prepared(KILLED_PROGRAM, [twin] * len(KILLED_PROGRAM))
-    # What the calls do when no one is killed is the sequential rules' to judge: only a
-    # state a kill left, and no prefix of the calls gives, is LGKILL-001's.
     alone = await _opener(h)(h.new_store())
     history = await record_calls(LANGGRAPH_CONTRACT, alone, program, 0)
     try:
         history += await record_calls(LANGGRAPH_CONTRACT, alone, list(_readback(program)), 0)
     finally:
         await alone.close()
-    unkilled = first_divergence(history, "the calls without a kill")
-    if unkilled is not None:
-        raise unkilled
+    uncrashed = first_divergence(history, "the calls without a crash")
+    if uncrashed is not None:
+        raise uncrashed
+    return program
+
+
+async def writer_killed_at_each_call(h: Harness) -> None:
+    """LGKILL-001: a writer killed after each of its file-changing system calls leaves an order's prefix."""
+    reason = stopper_unavailable()
+    if reason is not None:  # this machine's lack, not the saver's: nothing is judged
+        raise NothingExercised(f"writers cannot be held at a system call here: {reason}")
+    program = await _writer_program(h, _writer_twin(h))
     try:
         covered = await killed_at_each_call(LANGGRAPH_CONTRACT_REF, h.target, h.root, program)
     except RuleViolation as found:
@@ -791,7 +861,205 @@ async def writer_killed_at_each_call(h: Harness) -> None:
     h.measure(f"a writer killed at {len(covered.killed)} of {covered.calls} system calls")
 
 
+async def power_loss_at_each_operation(h: Harness) -> None:
+    """LGPOWER-001: after a power loss at any point of a traced writer, every answered call reads back whole."""
+    reason = tracer_unavailable()
+    if reason is not None:  # this machine's lack, not the saver's: nothing is judged
+        raise NothingExercised(f"a writer cannot be traced here: {reason}")
+    program = await _writer_program(h, _writer_twin(h))
+    try:
+        covered = await power_loss_states(
+            LANGGRAPH_CONTRACT_REF,
+            h.target,
+            h.root,
+            program,
+            budget=h.profile.traced_states,
+            seed=h.seed,
+        )
+    except RuleViolation as found:
+        raise RuleViolation(
+            "LGPOWER-001",
+            found.message,
+            shape="a state a power loss left that no prefix of the answered calls gives",
+        ) from found
+    except TraceUnusable as exc:
+        raise NothingExercised(f"the writer's trace cannot be judged: {exc}") from exc
+    if covered.operations == 0:
+        raise CheckSkipped(
+            "the saver changed no file under its store's directory: it keeps its data "
+            "elsewhere (in memory, on a server), which a power loss here cannot reach"
+        )
+    h.measure(
+        f"{covered.states} of {covered.possible} crash states judged "
+        f"({covered.operations} store operations traced)"
+    )
+
+
 LANGGRAPH_CONTRACT_REF = "checkpointspec.conformance.engines.contract.langgraph:LANGGRAPH_CONTRACT"
+
+
+# -- the serializer failing ---------------------------------------------------------------------
+
+SERDE_PROGRAM: tuple[Intent, ...] = (
+    put(values={"messages": ["hi"], "count": 1}),
+    writes("task-a", ("messages", "a"), ("count", 2)),
+)
+"""What the saver holds before its serializer fails."""
+
+SERDE_FAILING: tuple[Intent, ...] = (
+    put(values={"count": 3, "messages": ["more"], "payload": {"k": [1, 2]}}),
+    writes("task-b", ("messages", "b"), ("count", 4), ("payload", "c")),
+    writes("task-c", ("__interrupt__", "wait"), ("__error__", "boom")),
+)
+"""The calls made with the serializer failing at each value in turn, then once more
+with it working: a graph's step, a task's writes, a task's special writes."""
+
+MOST_VALUES = 64
+"""The most values one call is failed at: a bound, should a saver serialise without end."""
+
+
+_SERDE_SHAPES = {
+    "LGCODEC-001": "a call whose serializer failed left part of it stored, or answered",
+    "LGCODEC-002": "a read whose serializer failed answered without the value, or changed the store",
+}
+
+
+class _SerdeRun:
+    """One saver with a `FaultySerde` in place of its own: its calls made through one
+    twin, the model taking those that were answered, everything judged as it goes."""
+
+    def __init__(self, handle: SaverHandle, serde: FaultySerde, twin: Twin) -> None:
+        self.handle, self.serde, self.twin = handle, serde, twin
+        self.state = SaverState()
+        self.history: list[Recorded] = []
+        self.made: list[Call] = []
+        self.dumps = self.loads = 0
+        """How many values the last call serialised, and read."""
+
+    def prepared(self, intent: Intent) -> Call:
+        """``intent`` as the call the model prepares in its state now."""
+        operation, arguments = intent
+        made = prepare(self.state, operation, (*arguments, self.twin))
+        assert made is not None, f"{operation}{arguments} has nothing to act on"
+        return Call(operation, made)
+
+    async def make(
+        self, call: Call, *, fail_dumps: int | None = None, fail_loads: int | None = None
+    ) -> Recorded:
+        """Make ``call`` with the serializer failing as told; the recorded call."""
+        self.serde.fail_at(dumps=fail_dumps, loads=fail_loads)
+        try:
+            (recorded,) = await record_calls(LANGGRAPH_CONTRACT, self.handle, [call], 0)
+        finally:
+            self.dumps, self.loads = self.serde.dumps, self.serde.loads
+            self.serde.fail_at()
+        return recorded
+
+    def taken(self, recorded: Recorded) -> None:
+        """``recorded`` was made whole: the model takes it, the history holds it."""
+        call = recorded.call
+        self.history.append(recorded)
+        if call.operation in ("put", "put_writes"):
+            self.state, _ = apply(self.state, call.operation, call.arguments)
+            self.made.append(call)
+
+    async def read_back(self, rule_id: str, after: str) -> None:
+        """Read everything back with the serializer working; the first answer the model
+        does not give (this one or any before) is a finding of ``rule_id``."""
+        self.history += await record_calls(
+            LANGGRAPH_CONTRACT, self.handle, list(_readback(self.made)), 0
+        )
+        found = first_divergence(self.history, after)
+        if found is not None:
+            raise RuleViolation(rule_id, found.message, shape=_SERDE_SHAPES[rule_id]) from found
+
+
+async def _serialising_fails(run: _SerdeRun, intent: Intent) -> int:
+    """Make ``intent``'s call with the serializer failing at its 1st value, its 2nd, …,
+    then whole: each failed call must raise and leave the store as it was (LGCODEC-001).
+    Returns how many values the call serialises."""
+    for value in range(1, MOST_VALUES + 1):
+        call = run.prepared(intent)
+        recorded = await run.make(call, fail_dumps=value)
+        if run.dumps < value:  # it serialised fewer values: made whole
+            run.taken(recorded)
+            return value - 1
+        shown = f"{_shown(call)} whose serializer failed at its value {value}"
+        if not recorded.raised:
+            raise RuleViolation(
+                "LGCODEC-001",
+                f"{shown} answered {recorded.answer}: the graph is told it was stored",
+                shape=_SERDE_SHAPES["LGCODEC-001"],
+            )
+        await run.read_back("LGCODEC-001", f"after {shown} (it raised {recorded.raised})")
+    return MOST_VALUES
+
+
+async def _deserialising_fails(run: _SerdeRun, read: Call) -> int:
+    """Make ``read`` with the serializer failing at its 1st value read, its 2nd, …, then
+    whole: each must raise or answer as the model does, and the store read whole after
+    it (LGCODEC-002). Returns how many values the read deserialises."""
+    for value in range(1, MOST_VALUES + 1):
+        recorded = await run.make(read, fail_loads=value)
+        if run.loads < value:
+            run.taken(recorded)
+            return value - 1
+        shown = f"{_shown(read)} whose serializer failed at its value {value}"
+        if not recorded.raised:  # an answer despite the failure is judged like any other
+            run.taken(recorded)
+        await run.read_back("LGCODEC-002", f"{shown}, and reading again")
+    return MOST_VALUES
+
+
+@contextlib.asynccontextmanager
+async def _serde_run(h: Harness) -> AsyncIterator[_SerdeRun]:
+    """A fresh saver with a `FaultySerde` in place of its own, holding `SERDE_PROGRAM`;
+    skipped for a saver whose serializer the kit cannot reach."""
+    twin = _writer_twin(h)
+    handle = await _opener(h)(h.new_store())
+    try:
+        own = getattr(handle.saver, "serde", None)
+        if not callable(getattr(own, "dumps_typed", None)):
+            raise CheckSkipped(
+                "the saver has no serde with dumps_typed: the kit reaches a saver's "
+                "serializer through the serde attribute BaseCheckpointSaver sets"
+            )
+        serde = FaultySerde(own)
+        try:
+            setattr(handle.saver, "serde", serde)  # noqa: B010 - the saver's, untyped
+        except (AttributeError, TypeError) as exc:
+            raise CheckSkipped(f"the saver's serde cannot be replaced: {exc}") from exc
+        run = _SerdeRun(handle, serde, twin)
+        serialised = 0
+        for intent in SERDE_PROGRAM:
+            run.taken(await run.make(run.prepared(intent)))
+            serialised += run.dumps
+        if serialised == 0:
+            raise NothingExercised(
+                "the saver serialised no value through its serde attribute: it keeps "
+                "another serializer, which the kit cannot reach"
+            )
+        yield run
+    finally:
+        await handle.close()
+
+
+async def serialising_fails(h: Harness) -> None:
+    """LGCODEC-001: a put or put_writes whose serializer fails at any of its values raises and stores nothing."""
+    async with _serde_run(h) as run:
+        values = [await _serialising_fails(run, intent) for intent in SERDE_FAILING]
+        await run.read_back("LGCODEC-001", "after the calls whose serializer failed")
+    h.measure(f"{len(values)} calls failed at each of their {sum(values)} values serialised")
+
+
+async def deserialising_fails(h: Harness) -> None:
+    """LGCODEC-002: a read whose serializer fails at any of its values answers nothing wrong and changes nothing."""
+    async with _serde_run(h) as run:
+        for intent in SERDE_FAILING:
+            run.taken(await run.make(run.prepared(intent)))
+        reads = list(_readback(run.made))
+        values = [await _deserialising_fails(run, read) for read in reads]
+    h.measure(f"{len(reads)} reads failed at each of their {sum(values)} values read")
 
 
 CHECKS: tuple[Check, ...] = (
@@ -802,6 +1070,14 @@ CHECKS: tuple[Check, ...] = (
         writer_killed_at_each_call
     ),
     check("LGMP-001", kind="processes")(concurrent_tasks),
+    check("LGMP-002", kind="processes", replay_note="how the processes' calls interleave")(
+        tasks_in_processes
+    ),
+    check("LGCODEC-001")(serialising_fails),
+    check("LGCODEC-002")(deserialising_fails),
+    check("LGPOWER-001", kind="crash", replay_note="the system calls a real process made")(
+        power_loss_at_each_operation
+    ),
 )
 """The langgraph suite, scenarios first (one or more per rule), then the machine and
 the concurrent tasks."""

@@ -33,6 +33,8 @@ from ...backends.stdio.bridges import (
     LiteAgentBridgeError,
     lite_agent_command,
 )
+from ...spec.capabilities import Capability
+from ...spec.langgraph.rules import LANGGRAPH_DECLARABLE
 from ..engines.run.kit_run import OutputName, ReportOutputs
 from ..engines.run.profiles import DEFAULT_PROFILE, PROFILES
 from ..engines.search.budget import budget_option, format_seconds
@@ -235,14 +237,15 @@ SETTINGS: Final[tuple[Setting, ...]] = (
     Setting(
         name="declare",
         cli=("--declare",),
-        plugin=None,
-        frontends=CLI_ONLY,  # tells --lite-agent's bridge, which only the CLI offers
+        plugin="--checkpointer-declare",
         many=True,
         metavar="NAME[,NAME]",
         feeds="process",
-        help="with {lite_agent}: what the bridge cannot see on the object, from "
-        + ", ".join(LITE_AGENT_DECLARABLE)
-        + " (repeatable)",
+        help="what the object cannot show of itself (repeatable): with {langgraph}, what "
+        "the saver claims, from "
+        + ", ".join(c.value for c in LANGGRAPH_DECLARABLE)
+        + "; with --lite-agent (CLI only), what the bridge cannot see, from "
+        + ", ".join(LITE_AGENT_DECLARABLE),
     ),
     Setting(
         name="validate_protocol",
@@ -512,7 +515,8 @@ def run_arguments(
     name. A rule listed as expected to fail without a reason gets ``unexplained``.
 
     Raises `BackendLoadError` (a usage error) for settings that do not go together:
-    ``--declare`` without ``--lite-agent``, ``--validate-protocol`` without a process,
+    ``--declare`` without ``--langgraph`` or ``--lite-agent`` (or naming what neither
+    can declare), ``--validate-protocol`` without a process,
     or a lite-agent factory the bridge cannot serve."""
     arguments = {
         s.feeds: values[s.name]
@@ -536,6 +540,15 @@ def run_arguments(
         )
     arguments["backend_name"] = saver if saver is not None else values.get("backend")
     declared = declared_names(values.get("declare", []))
+    if saver is not None:
+        arguments["declared"] = _saver_declarations(declared, frontend)
+        declared = []
+    elif declared and values.get("lite_agent") is None:
+        bridge = " or the --lite-agent bridge what it cannot see" if frontend == "cli" else ""
+        raise BackendLoadError(
+            f"{flag('declare', frontend)} tells what a {flag('langgraph', frontend)} saver "
+            f"claims{bridge}: give that too"
+        )
     process = _lite_agent_process(values.get("lite_agent"), declared) or values["process"]
     if values["validate_protocol"] and process is None:
         raise BackendLoadError(
@@ -556,11 +569,22 @@ def run_arguments(
     }
 
 
+def _saver_declarations(declared: Sequence[str], frontend: Frontend) -> tuple[Capability, ...]:
+    """What ``--declare`` says a LangGraph saver claims; a usage error for a name it
+    cannot declare."""
+    known = {c.value: c for c in LANGGRAPH_DECLARABLE}
+    unknown = [d for d in declared if d not in known]
+    if unknown:
+        raise BackendLoadError(
+            f"{flag('declare', frontend)} {','.join(unknown)} is not declarable for a "
+            "LangGraph saver; declarable: " + ", ".join(known)
+        )
+    return tuple(dict.fromkeys(known[d] for d in declared))
+
+
 def _lite_agent_process(factory: str | None, declared: list[str]) -> str | None:
     """The ``--process`` command ``--lite-agent`` stands for (None without it)."""
     if factory is None:
-        if declared:
-            raise BackendLoadError("--declare tells the --lite-agent bridge what it cannot see")
         return None
     try:
         return lite_agent_command(factory, declared)

@@ -41,6 +41,7 @@ from ...spec import (
     RefusesBeforeTheBackend,
     StoreHooks,
 )
+from ...spec.langgraph.rules import LANGGRAPH_DECLARABLE
 from ..checks.base import Check
 from ..engines.contract.langgraph import offers_of, open_saver
 from ..engines.run.kit_run import BackendProbe, KitRun, OutputName, ReportOutputs, SuiteSelection
@@ -139,11 +140,17 @@ def probe_backend(target: BackendTarget) -> BackendProbe:
     return _on_scratch(target, probe)
 
 
-def probe_saver(target: BackendTarget) -> BackendProbe:
+def probe_saver(target: BackendTarget, declared: Iterable[Capability] = ()) -> BackendProbe:
     """Open and close one LangGraph saver of ``target`` (``--langgraph``) on a scratch
     store, noting the twins it offers each operation through (`BackendProbe.saver_offers`,
-    what every check of the run reads). Raises `BackendLoadError` when that fails or the
-    saver offers neither twin (no working ``get_tuple`` nor ``aget_tuple``)."""
+    what every check of the run reads) and what its author ``declared`` of it (its
+    capabilities, from `LANGGRAPH_DECLARABLE`). Raises `BackendLoadError` when that
+    fails or the saver offers neither twin (no working ``get_tuple`` nor ``aget_tuple``)."""
+    claims = frozenset(declared)
+    if not claims <= LANGGRAPH_DECLARABLE.keys():
+        raise BackendLoadError(
+            "a LangGraph saver declares only " + ", ".join(c.value for c in LANGGRAPH_DECLARABLE)
+        )
     factory = cast("Callable[[BackendContext], object]", target.factory())
 
     async def probe(scratch: Path) -> BackendProbe:
@@ -160,7 +167,7 @@ def probe_saver(target: BackendTarget) -> BackendProbe:
                     "neither get_tuple nor aget_tuple answers"
                 ),
             )
-        return BackendProbe(frozenset(), has_hooks=False, saver_offers=dict(offers))
+        return BackendProbe(claims, has_hooks=False, saver_offers=dict(offers))
 
     return _on_scratch(target, probe)
 
@@ -272,13 +279,15 @@ def plan_run(
     budget: float | None = None,
     accept_incomplete: bool = False,
     environ: Mapping[str, str] | None = None,
+    declared: Iterable[Capability] = (),
 ) -> KitRun:
     """The run of the kit against ``backend_name`` (a built-in name or ``module:function``),
         or with ``process`` (and no name) against a backend in another process that speaks
         the stdio protocol, every message checked against its schema with ``validate_protocol``.
 
         ``suite`` picks the checks (``storage``, ``session`` or ``all``; ``langgraph``
-        for a LangGraph saver's factory, probed as one, `probe_saver`; ``only`` narrows
+        for a LangGraph saver's factory, probed as one, `probe_saver`, with what its
+        author ``declared``; ``only`` narrows
         them to the checks whose name starts with an entry or that verify a rule it
         names); session checks run ``session_layer`` (``MODULE`` or ``MODULE:OBJECT``)
         on the backend. ``expected_failures`` are the ``--xfail`` rules, or a mapping of
@@ -308,7 +317,12 @@ def plan_run(
     user_options = dict(options or {})
     try:
         target = BackendTarget(backend, user_options | process_options)
-        probe = probe_saver(target) if suite == "langgraph" else probe_backend(target)
+        if suite == "langgraph":
+            probe = probe_saver(target, declared)
+        elif declared:
+            raise BackendLoadError("only a LangGraph saver is declared to (--declare)")
+        else:
+            probe = probe_backend(target)
     except BackendLoadError as exc:
         raise RunSettingError("backend", str(exc)) from exc
     chosen = PROFILES[profile] if isinstance(profile, str) else profile

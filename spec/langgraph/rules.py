@@ -16,16 +16,27 @@ from __future__ import annotations
 
 from typing import Final
 
+from ..capabilities import Capability
 from ..rule_kinds import ConformanceLevel, Rule, RuleSuite, Strength
 
-__all__ = ["LANGGRAPH_RULES"]
+__all__ = ["LANGGRAPH_DECLARABLE", "LANGGRAPH_RULES"]
+
+LANGGRAPH_DECLARABLE: Final[dict[Capability, str]] = {
+    Capability.DURABLE: (
+        "every answered put and put_writes survives a killed process and a power loss"
+    ),
+    Capability.MULTI_PROCESS: "savers in several processes may use one store at once",
+}
+"""What a saver's author may declare of it (``--declare``): LangGraph's interface
+says neither, and a saver cannot show either on its object. The rules needing one
+are skipped for a saver that does not declare it."""
 
 
-def _must(rule_id: str, title: str, statement: str) -> Rule:
+def _must(rule_id: str, title: str, statement: str, capability: Capability | None = None) -> Rule:
     return Rule(
         rule_id,
         Strength.MUST,
-        None,
+        capability,
         RuleSuite.LANGGRAPH,
         ConformanceLevel.LANGGRAPH,
         title,
@@ -247,6 +258,46 @@ LANGGRAPH_RULES: Final[tuple[Rule, ...]] = (
         "checkpoint or write is lost, duplicated or attached to another checkpoint. "
         "LangGraph's docs state no concurrency contract; parallel nodes call put_writes "
         "at once, so a saver that cannot take it loses a graph's state.",
+    ),
+    _must(
+        "LGMP-002",
+        "Savers in several processes lose nothing",
+        "Calls made at once through savers of one store in several processes (graphs "
+        "run by several workers on one database) have the outcome of some order of them "
+        "one at a time: no acknowledged checkpoint or write is lost, duplicated or "
+        "attached to another checkpoint. For savers declared multi_process: LangGraph's "
+        "docs state no concurrency contract, and a deployment with several workers "
+        "relies on one.",
+        Capability.MULTI_PROCESS,
+    ),
+    _must(
+        "LGPOWER-001",
+        "A power loss keeps every answered call",
+        "After a power loss at any moment of a writer's calls, the saver reads as some "
+        "of its calls in order left it, with every call answered before the loss among "
+        "them and the call in flight whole or absent. For savers declared durable that "
+        "keep their data in files under the store's directory: what was answered is what "
+        "a resumed graph starts from.",
+        Capability.DURABLE,
+    ),
+    _must(
+        "LGCODEC-001",
+        "A failed serialisation stores nothing",
+        "A put or put_writes during which the saver's serde fails to serialise a value "
+        "raises, and leaves the saver as it was: no checkpoint without its channel "
+        "values, no part of the writes; the saver keeps working. Silent in LangGraph's "
+        "docs; a graph resumed after the error treats a task with any writes as done, so "
+        "half of a task's writes is a task's output lost for good.",
+    ),
+    _must(
+        "LGCODEC-002",
+        "A failed deserialisation is never an answer",
+        "A get_tuple or list during which the saver's serde fails to deserialise a value "
+        "raises; it never answers with the value missing or another in its place, and "
+        "once the serde works again every checkpoint and write reads back as it was put "
+        "(nothing dropped or rewritten because it did not load). Silent in LangGraph's "
+        "docs; a graph handed a checkpoint short of a channel runs on from a state it "
+        "never had.",
     ),
 )
 """The LangGraph saver contract, in the order SPEC.md lists it."""

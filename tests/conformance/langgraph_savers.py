@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import fcntl
 import os
 import pickle
 import threading
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -37,11 +38,23 @@ def _writes_key(config: dict[str, Any]) -> tuple[str, str, str]:
     return (c["thread_id"], c.get("checkpoint_ns", ""), c["checkpoint_id"])
 
 
+class PickleSerde:
+    """A serializer with LangGraph's typed interface (``serde``), pickling."""
+
+    def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
+        return ("pickle", pickle.dumps(obj))
+
+    def loads_typed(self, data: tuple[str, bytes]) -> Any:
+        return pickle.loads(data[1])
+
+
 class DictSaver:
     """A correct saver: checkpoints by (thread, ns) then id, writes by checkpoint then
-    (task_id, index), one lock around every call."""
+    (task_id, index), one lock around every call; every value passes through its
+    ``serde``, each call's values serialised before anything is stored."""
 
     def __init__(self) -> None:
+        self.serde: Any = PickleSerde()
         self.checkpoints: dict[
             tuple[str, str], dict[str, tuple[dict[str, Any], dict[str, Any], str | None]]
         ] = {}
@@ -57,11 +70,12 @@ class DictSaver:
         new_versions: dict[str, str],
     ) -> dict[str, Any]:
         c = config["configurable"]
+        serialised = self.serde.dumps_typed(checkpoint)
         with self.lock:
             self.checkpoints.setdefault((c["thread_id"], c.get("checkpoint_ns", "")), {})[
                 checkpoint["id"]
             ] = (
-                copy.deepcopy(checkpoint),
+                serialised,
                 self._metadata(metadata),
                 c.get("checkpoint_id"),
             )
@@ -88,13 +102,18 @@ class DictSaver:
     ) -> None:
         key = _writes_key(config)
         replace = all(ch in WRITES_IDX_MAP for ch, _ in writes)
+        serialised = self._serialised(writes)
         with self.lock:
             held = self.writes.setdefault(key, {})
             before = set(held)
-            for idx, (channel, value) in enumerate(writes):
+            for idx, ((channel, _), value) in enumerate(zip(writes, serialised, strict=True)):
                 slot = (task_id, WRITES_IDX_MAP.get(channel, idx))
                 if self._stores(slot in before, replace):
-                    held[slot] = (channel, copy.deepcopy(value), task_path)
+                    held[slot] = (channel, value, task_path)
+
+    def _serialised(self, writes: Sequence[tuple[str, Any]]) -> Iterable[Any]:
+        """The writes' values serialised, every one before any is stored."""
+        return [self.serde.dumps_typed(value) for _, value in writes]
 
     def _stores(self, held: bool, replace: bool) -> bool:
         """Whether a write to a slot (``held`` before this call) is stored: a call of
@@ -105,7 +124,7 @@ class DictSaver:
         checkpoint, metadata, parent = self.checkpoints[(thread, ns)][cid]
         held = self.writes.get((thread, ns, cid), {})
         order = sorted(held, key=lambda slot: (held[slot][2], slot[0], slot[1]))
-        checkpoint = copy.deepcopy(checkpoint)
+        checkpoint = self.serde.loads_typed(checkpoint)
         checkpoint["channel_values"] = {
             k: v
             for k, v in checkpoint["channel_values"].items()
@@ -118,7 +137,7 @@ class DictSaver:
             {"configurable": {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": parent}}
             if parent
             else None,
-            [(slot[0], held[slot][0], copy.deepcopy(held[slot][1])) for slot in order],
+            [(slot[0], held[slot][0], self.serde.loads_typed(held[slot][1])) for slot in order],
         )
 
     def get_tuple(self, config: dict[str, Any]) -> CheckpointTuple | None:
@@ -308,8 +327,33 @@ class UnlockedWrites(DictSaver):
         for idx, (channel, value) in enumerate(writes):
             slot = (task_id, WRITES_IDX_MAP.get(channel, idx))
             if self._stores(slot in before, replace):
-                held[slot] = (channel, copy.deepcopy(value), task_path)
+                held[slot] = (channel, self.serde.dumps_typed(value), task_path)
         self.writes[key] = held
+
+
+class WritesAsItSerialises(DictSaver):
+    """put_writes stores each write as soon as it is serialised: a value that fails to
+    serialise leaves the writes before it stored (LGCODEC-001)."""
+
+    def _serialised(self, writes: Sequence[tuple[str, Any]]) -> Iterable[Any]:
+        return (self.serde.dumps_typed(value) for _, value in writes)
+
+
+class SkipsWhatDoesNotLoad(DictSaver):
+    """A pending write whose value fails to deserialise is left out of the tuple, as
+    if it had never been written (LGCODEC-002)."""
+
+    def _tuple(self, thread: str, ns: str, cid: str) -> CheckpointTuple:
+        held = self.writes.get((thread, ns, cid), {})
+        loadable = {}
+        for slot, (channel, value, path) in held.items():
+            try:
+                self.serde.loads_typed(value)
+            except Exception:
+                continue
+            loadable[slot] = (channel, value, path)
+        self.writes[(thread, ns, cid)] = loadable
+        return super()._tuple(thread, ns, cid)
 
 
 class SyncOnly(DictSaver):
@@ -320,15 +364,59 @@ class SyncOnly(DictSaver):
         raise NotImplementedError("use the sync methods")
 
 
+class StoreLock:
+    """A `FileSaver`'s lock: the saver's own thread lock and an exclusive lock on the
+    store's lock file, the store's file read afresh on entry and written back on exit
+    when the call changed it. Every `DictSaver` call takes ``self.lock``, so each one
+    is a transaction of the whole store, across processes too."""
+
+    def __init__(self, saver: FileSaver) -> None:
+        self.saver = saver
+        self.thread_lock = threading.Lock()
+        self.held: Any = None
+        self.read = b""
+
+    def __enter__(self) -> None:
+        self.thread_lock.acquire()
+        try:
+            self.held = open(self.saver.file.with_suffix(".lock"), "a+b")
+            fcntl.flock(self.held, fcntl.LOCK_EX)
+            self.read = self.saver.load()
+        except BaseException:
+            self._release()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            saver = self.saver
+            if exc[0] is None and pickle.dumps((saver.checkpoints, saver.writes)) != self.read:
+                saver._save()
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        if self.held is not None:
+            self.held.close()  # releases the file lock
+            self.held = None
+        self.thread_lock.release()
+
+
 class FileSaver(DictSaver):
-    """A correct saver on a file: every change is written to a new file, flushed and
-    renamed over the old one, so a killed writer leaves the old state or the new."""
+    """A correct saver on a file, for several processes and durable: each call holds
+    the store's lock (`StoreLock`) over the file read afresh, and a change is written
+    to a new file, synced, renamed over the old one and the rename synced, so a killed
+    writer or a power loss leaves the old state or the new."""
 
     def __init__(self, path: Path) -> None:
         super().__init__()
         self.file = path / "saver.pickle"
-        if self.file.exists():
-            self.checkpoints, self.writes = pickle.loads(self.file.read_bytes())
+        self.lock = StoreLock(self)  # type: ignore[assignment]
+
+    def load(self) -> bytes:
+        """Read the store's file into the saver's dicts; the bytes read (b"" for none)."""
+        data = self.file.read_bytes() if self.file.exists() else b""
+        self.checkpoints, self.writes = pickle.loads(data) if data else ({}, {})
+        return data
 
     def setup(self) -> None:
         """Make the store's file if there is none yet; a store that has one keeps it."""
@@ -343,15 +431,38 @@ class FileSaver(DictSaver):
             out.flush()
             os.fsync(out.fileno())
         os.replace(fresh, self.file)
+        self._sync_directory()
 
-    def put(self, *args: Any) -> dict[str, Any]:
-        config = super().put(*args)
-        self._save()
-        return config
+    def _sync_directory(self) -> None:
+        directory = os.open(self.file.parent, os.O_RDONLY)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)
 
-    def put_writes(self, *args: Any) -> None:
-        super().put_writes(*args)
-        self._save()
+
+class KeepsItsOwnCopy(FileSaver):
+    """Reads the store's file once, when opened, and writes its own copy back on every
+    change: savers in two processes overwrite each other's work (LGMP-002)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.read_once = False
+
+    def load(self) -> bytes:
+        if not self.read_once:
+            self.read_once = True
+            return super().load()
+        return b"-"  # never equal to what is written: every change is saved
+
+
+class RenamesUnsynced(FileSaver):
+    """Renames its new file over the old one and answers, without syncing the
+    directory: a power loss may take the rename back, and an answered call with it
+    (LGPOWER-001)."""
+
+    def _sync_directory(self) -> None:
+        pass
 
 
 class SetupStartsOver(FileSaver):
@@ -361,7 +472,6 @@ class SetupStartsOver(FileSaver):
     def setup(self) -> None:
         with self.lock:
             self.checkpoints, self.writes = {}, {}
-        self._save()
 
 
 class SetupRefusesAnExistingStore(FileSaver):
@@ -397,8 +507,12 @@ KINDS: dict[str, type[DictSaver]] = {
         DeleteThreadRootOnly,
         PruneDropsLatestWrites,
         UnlockedWrites,
+        WritesAsItSerialises,
+        SkipsWhatDoesNotLoad,
         SyncOnly,
         FileSaver,
+        KeepsItsOwnCopy,
+        RenamesUnsynced,
         SetupStartsOver,
         SetupRefusesAnExistingStore,
         TornFileSaver,

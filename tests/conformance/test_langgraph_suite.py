@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from checkpointspec.conformance.checks.langgraph import SCENARIOS
+from checkpointspec.conformance.engines.crash.recorder import tracer_unavailable
 from checkpointspec.conformance.engines.crash.stopper import stopper_unavailable
 from checkpointspec.conformance.frontends.cli import main
 from checkpointspec.conformance.frontends.explain import explain_rule
@@ -14,6 +15,7 @@ from checkpointspec.conformance.running.plan import plan_run
 from checkpointspec.conformance.running.registry import rules_of_suite
 from checkpointspec.conformance.running.report import KitReport
 from checkpointspec.conformance.running.runner import run_kit
+from checkpointspec.spec import Capability
 from checkpointspec.spec.langgraph import LANGGRAPH_RULES
 
 pytest_plugins = ["pytester"]
@@ -34,6 +36,8 @@ def test_a_correct_saver_passes_every_rule() -> None:
     assert set(statuses) == {r.id for r in LANGGRAPH_RULES} == rules_of_suite("langgraph")
     assert statuses.pop("LGKILL-001") == "skipped"  # it keeps nothing in files to tear
     assert statuses.pop("LGSETUP-001") == "skipped"  # it has no setup()
+    assert statuses.pop("LGMP-002") == "skipped"  # not declared multi_process
+    assert statuses.pop("LGPOWER-001") == "skipped"  # not declared durable
     assert set(statuses.values()) == {"passed"}, statuses
     assert report.exit_status == 0
     assert [level.name for level in report.levels] == ["langgraph"]
@@ -45,6 +49,8 @@ def test_a_sync_only_saver_is_checked_through_its_sync_twin() -> None:
     assert statuses.pop("LGTWIN-001") == "skipped"  # no second twin to agree with
     assert statuses.pop("LGKILL-001") == "skipped"
     assert statuses.pop("LGSETUP-001") == "skipped"
+    assert statuses.pop("LGMP-002") == "skipped"
+    assert statuses.pop("LGPOWER-001") == "skipped"
     assert set(statuses.values()) == {"passed"}, statuses
     assert report.exit_status == 0
 
@@ -73,7 +79,8 @@ def test_a_one_bug_saver_is_one_defect_of_its_rule(kind: str, rule_id: str) -> N
 def test_every_rule_has_a_scenario_but_the_machines() -> None:
     # Every rule is exercised by a written-out scenario on every run, whatever the
     # machine draws; concurrency, kills and setup() have checks of their own.
-    own = {"LGMP-001", "LGKILL-001", "LGSETUP-001"}
+    own = {"LGMP-001", "LGMP-002", "LGKILL-001", "LGPOWER-001", "LGSETUP-001"}
+    own |= {"LGCODEC-001", "LGCODEC-002"}
     assert {s.rule for s in SCENARIOS} | own == {r.id for r in LANGGRAPH_RULES}
 
 
@@ -175,3 +182,79 @@ def test_setup_runs_again(kind: str, status: str) -> None:
     )
     (result,) = run_kit(run).checks
     assert result.status == status, result.reason
+
+
+def _declared_run(kind: str, only: str) -> KitReport:
+    run = plan_run(
+        SAVERS,
+        suite="langgraph",
+        options={"kind": kind},
+        only=[only],
+        seed=1,
+        workers=1,
+        declared=[Capability.DURABLE, Capability.MULTI_PROCESS],
+    )
+    return run_kit(run)
+
+
+@pytest.mark.parametrize(
+    ("kind", "status"),
+    [("FileSaver", "passed"), ("KeepsItsOwnCopy", "failed")],
+)
+def test_savers_in_several_processes(kind: str, status: str) -> None:
+    report = _declared_run(kind, "LGMP-002")
+    (result,) = report.checks
+    assert result.status == status, result.reason
+    if status == "failed":
+        assert report.roots == ("LGMP-002",)
+        assert result.replay.startswith(
+            f"checkpointspec run --langgraph {SAVERS} --declare durable,multi_process "
+        )
+
+
+@pytest.mark.skipif(tracer_unavailable() is not None, reason=str(tracer_unavailable()))
+@pytest.mark.parametrize(
+    ("kind", "status"),
+    [("FileSaver", "passed"), ("RenamesUnsynced", "failed")],
+)
+def test_a_power_loss_at_each_operation(kind: str, status: str) -> None:
+    report = _declared_run(kind, "LGPOWER-001")
+    (result,) = report.checks
+    assert result.status == status, result.reason
+    if status == "failed":
+        assert report.roots == ("LGPOWER-001",)
+        said = " ".join(f.message for f in result.findings)
+        assert "power loss after op #" in said, said
+
+
+@pytest.mark.parametrize(
+    ("kind", "rule_id"),
+    [
+        ("DictSaver", None),
+        ("WritesAsItSerialises", "LGCODEC-001"),
+        ("SkipsWhatDoesNotLoad", "LGCODEC-002"),
+    ],
+)
+def test_the_serializer_failing(kind: str, rule_id: str | None) -> None:
+    only = [rule_id] if rule_id is not None else ["LGCODEC"]
+    run = plan_run(SAVERS, suite="langgraph", options={"kind": kind}, only=only, seed=1, workers=1)
+    report = run_kit(run)
+    if rule_id is None:
+        assert [c.status for c in report.checks] == ["passed", "passed"], report.checks
+        assert all("values " in c.detail for c in report.checks)
+    else:
+        (result,) = report.checks
+        assert result.status == "failed"
+        assert report.roots == (rule_id,)
+        said = " ".join(f.message for f in result.findings)
+        assert "whose serializer failed at its value" in said, said
+
+
+def test_a_saver_declares_only_what_the_contract_knows(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--langgraph", SAVERS, "--declare", "codec", "-q"]) == 2
+    assert "declarable: durable, multi_process" in capsys.readouterr().err
+
+
+def test_declaring_needs_a_saver(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "memory", "--declare", "durable", "-q"]) == 2
+    assert "--langgraph" in capsys.readouterr().err

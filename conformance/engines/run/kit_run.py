@@ -162,6 +162,9 @@ class KitRun(msgspec.Struct, frozen=True, kw_only=True):
         command = f"checkpointspec run {self.backend.name}"
         if suite == "langgraph":  # --langgraph names the saver's factory and the suite
             command = f"checkpointspec run --langgraph {self.backend.name}"
+            claims = sorted(c.value for c in self.probe.capabilities)
+            if claims:  # a saver's capabilities are what its author declared
+                command += f" --declare {','.join(claims)}"
         elif suite != "storage":
             command += f" --suite {suite}"
             if self.session_layer != DEFAULT_SESSION_LAYER:
