@@ -29,11 +29,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import random
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import cast
+from typing import Final, cast
 
+from ...backends.postgres.cluster import Cluster, ClusterError, make_cluster
 from ...spec import BackendContext
 from ...spec.langgraph import LANGGRAPH_RULES, SaverState, apply, difference, prepare, rule_for
 from ..engines.contract.contract import Call, Returned, plain
@@ -54,7 +56,7 @@ from ..engines.crash.recorder import tracer_unavailable
 from ..engines.crash.stopper import stopper_unavailable
 from ..engines.history.linearizable import Diverged, Recorded, Undecided, check_linearizable
 from ..engines.machines.contract import contract_machine
-from ..engines.processes.contract_programs import record_calls
+from ..engines.processes.contract_programs import judge_history, record_calls
 from ..engines.processes.contract_worker import run_programs_in_processes
 from ..engines.run.harness import CheckSkipped, Harness, NothingExercised
 from ..engines.search.stateful import run_machine
@@ -590,6 +592,7 @@ MACHINE_RULES: tuple[str, ...] = tuple(
         "LGMP",
         "LGPOWER",
         "LGCODEC",
+        "LGSRV",
     )
 )
 """The rules the machine judges on every saver: the base operations'. What it finds
@@ -898,6 +901,97 @@ async def power_loss_at_each_operation(h: Harness) -> None:
 LANGGRAPH_CONTRACT_REF = "checkpointspec.conformance.engines.contract.langgraph:LANGGRAPH_CONTRACT"
 
 
+# -- the server killed ---------------------------------------------------------------------------
+
+UNREACHABLE_SERVER: Final = "postgresql://checkpointspec@127.0.0.1:1/unreachable"
+"""The ``dsn`` option a saver is first opened with: a saver that takes its server from
+the option cannot open (nothing listens on port 1), one that does not opens anyway."""
+
+
+async def _open_with(h: Harness, path: Path, dsn: str) -> SaverHandle:
+    factory = cast("Callable[[BackendContext], object]", h.target.factory())
+    return await open_saver(factory, h.target.context(path, options={"dsn": dsn}))
+
+
+async def _takes_its_server_from_the_options(h: Harness) -> bool:
+    """Whether the saver opens on the server the ``dsn`` option names: opened with an
+    unreachable one, it fails."""
+    try:
+        handle = await _open_with(h, h.new_store(), UNREACHABLE_SERVER)
+    except Exception:  # the saver's: it tried the server it was given
+        return True
+    await handle.close()
+    return False
+
+
+async def _killed_round(
+    h: Harness, cluster: Cluster, program: Sequence[Call], rng: random.Random
+) -> None:
+    """Make ``program`` on a fresh store of ``cluster``, kill the server right after a
+    call drawn with ``rng`` was answered or a moment into it, start it again, read
+    everything back through a fresh saver and judge the history."""
+    path = h.new_store()
+    handle = await _open_with(h, path, cluster.dsn)
+    killed_at = rng.randrange(len(program))
+    history: list[Recorded] = []
+    try:
+        history += await record_calls(LANGGRAPH_CONTRACT, handle, program[:killed_at], 0)
+        call = program[killed_at]
+        if rng.random() < 0.5:  # right after the server answered the call
+            history += await record_calls(LANGGRAPH_CONTRACT, handle, [call], 0)
+            await asyncio.to_thread(cluster.crash)
+            when = f"right after {_shown(call)} was answered"
+        else:  # a moment into the call, drawn with the seed
+            in_flight = asyncio.ensure_future(record_calls(LANGGRAPH_CONTRACT, handle, [call], 0))
+            await asyncio.sleep(rng.uniform(0.0, 0.02))  # a random kill moment, not a wait
+            await asyncio.to_thread(cluster.crash)
+            history += await in_flight
+            when = f"a moment into {_shown(call)}"
+    finally:
+        with contextlib.suppress(Exception):  # its connection died with the server
+            await handle.close()
+    await asyncio.to_thread(cluster.start)
+    again = await _open_with(h, path, cluster.dsn)
+    try:
+        history += await record_calls(LANGGRAPH_CONTRACT, again, list(_readback(program)), 1)
+    finally:
+        await again.close()
+    try:
+        judge_history(LANGGRAPH_CONTRACT, history, f"the server was killed {when}")
+    except RuleViolation as found:
+        raise RuleViolation(
+            "LGSRV-001",
+            found.message,
+            shape="a state a killed server kept that no prefix of the answered calls gives",
+        ) from found
+
+
+async def server_killed(h: Harness) -> None:
+    """LGSRV-001: the saver's PostgreSQL server killed at a moment of its calls and started again keeps every answered call."""
+    if not await _takes_its_server_from_the_options(h):
+        raise CheckSkipped(
+            "the saver opened with an unreachable server in its dsn option: it keeps its "
+            "data elsewhere (files, memory), or takes its server from somewhere the kit "
+            "cannot point at a server of its own"
+        )
+    program = await _writer_program(h, _writer_twin(h))
+    try:
+        cluster = await asyncio.to_thread(make_cluster)
+    except ClusterError as exc:  # this machine's lack, not the saver's
+        raise NothingExercised(f"no PostgreSQL server can be launched here: {exc}") from exc
+    rng = random.Random(h.seed)
+    kills = 0
+    try:
+        for _ in h.slice.within(range(h.profile.server_kills), "server kills"):
+            await _killed_round(h, cluster, program, rng)
+            kills += 1
+    finally:
+        await asyncio.to_thread(cluster.remove)
+    h.measure(
+        f"the server killed {kills} times, each at a call of {len(program)} drawn with the seed"
+    )
+
+
 # -- the serializer failing ---------------------------------------------------------------------
 
 SERDE_PROGRAM: tuple[Intent, ...] = (
@@ -1072,6 +1166,9 @@ CHECKS: tuple[Check, ...] = (
     check("LGMP-001", kind="processes")(concurrent_tasks),
     check("LGMP-002", kind="processes", replay_note="how the processes' calls interleave")(
         tasks_in_processes
+    ),
+    check("LGSRV-001", kind="crash", replay_note="where in the server's work a kill lands")(
+        server_killed
     ),
     check("LGCODEC-001")(serialising_fails),
     check("LGCODEC-002")(deserialising_fails),

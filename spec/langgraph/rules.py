@@ -281,6 +281,18 @@ LANGGRAPH_RULES: Final[tuple[Rule, ...]] = (
         Capability.DURABLE,
     ),
     _must(
+        "LGSRV-001",
+        "A killed server keeps every answered call",
+        "After the database server a saver keeps its data in is killed at any moment of "
+        "the saver's calls and started again, the saver reads as some of its calls in "
+        "order left it, with every call answered before the kill among them and the call "
+        "cut short whole or absent (no checkpoint without its values, no half of a "
+        "put_writes). For savers declared durable that take their server's URL from the "
+        "options they are opened with (dsn): a server restarts after a crash, and a "
+        "resumed graph reads what it kept.",
+        Capability.DURABLE,
+    ),
+    _must(
         "LGCODEC-001",
         "A failed serialisation stores nothing",
         "A put or put_writes during which the saver's serde fails to serialise a value "

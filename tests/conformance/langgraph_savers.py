@@ -10,6 +10,7 @@ one rule the way a real saver might. `make` is the factory the kit calls
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import fcntl
 import os
@@ -496,6 +497,76 @@ class TornFileSaver(FileSaver):
             out.write(data[len(data) // 2 :])
 
 
+class RowLock:
+    """A `ServerSaver`'s lock: the saver's thread lock and a transaction holding the
+    store's row (``FOR UPDATE``), read into the saver's dicts on entry and written
+    back on exit, committed with it."""
+
+    def __init__(self, saver: ServerSaver) -> None:
+        self.saver = saver
+        self.thread_lock = threading.Lock()
+        self.transaction: Any = None
+
+    def __enter__(self) -> None:
+        self.thread_lock.acquire()
+        try:
+            saver = self.saver
+            self.transaction = saver.conn.transaction()
+            self.transaction.__enter__()
+            (state,) = saver.conn.execute(
+                "SELECT state FROM langgraph_test_saver WHERE name = %s FOR UPDATE",
+                (saver.name,),
+            ).fetchone()
+            saver.checkpoints, saver.writes = pickle.loads(state)
+        except BaseException:
+            self.thread_lock.release()
+            raise
+
+    def __exit__(self, *exc: Any) -> None:
+        try:
+            saver = self.saver
+            if exc[0] is None:
+                saver.conn.execute(
+                    "UPDATE langgraph_test_saver SET state = %s WHERE name = %s",
+                    (pickle.dumps((saver.checkpoints, saver.writes)), saver.name),
+                )
+            self.transaction.__exit__(*exc)
+        finally:
+            self.thread_lock.release()
+
+
+class ServerSaver(DictSaver):
+    """A correct saver on a PostgreSQL server (``--option dsn=...``): a store is a row
+    of one table, named by the store's directory, and each call a transaction that
+    locks the row, reads it, and writes back what the call changed."""
+
+    CONNECT_OPTIONS = ""
+
+    def __init__(self, dsn: str, name: str) -> None:
+        import psycopg
+
+        super().__init__()
+        self.conn = psycopg.connect(dsn, autocommit=True, options=self.CONNECT_OPTIONS)
+        self.name = name
+        with contextlib.suppress(psycopg.errors.UniqueViolation):  # made at once elsewhere
+            self.conn.execute(
+                "CREATE TABLE IF NOT EXISTS langgraph_test_saver "
+                "(name text PRIMARY KEY, state bytea NOT NULL)"
+            )
+        self.conn.execute(
+            "INSERT INTO langgraph_test_saver VALUES (%s, %s) ON CONFLICT DO NOTHING",
+            (name, pickle.dumps(({}, {}))),
+        )
+        self.lock = RowLock(self)  # type: ignore[assignment]
+
+
+class CommitsUnsynced(ServerSaver):
+    """Commits with ``synchronous_commit=off``: the server answers before its log is
+    on disk, and a server killed then loses answered calls (LGSRV-001)."""
+
+    CONNECT_OPTIONS = "-c synchronous_commit=off"
+
+
 KINDS: dict[str, type[DictSaver]] = {
     cls.__name__: cls
     for cls in (
@@ -516,11 +587,24 @@ KINDS: dict[str, type[DictSaver]] = {
         SetupStartsOver,
         SetupRefusesAnExistingStore,
         TornFileSaver,
+        ServerSaver,
+        CommitsUnsynced,
     )
 }
 
 
-def make(ctx: BackendContext) -> DictSaver:
-    """The saver the option ``kind`` names (``DictSaver`` by default)."""
+def make(ctx: BackendContext) -> object:
+    """The saver the option ``kind`` names (``DictSaver`` by default); a server saver as
+    a context manager that closes its connection."""
     kind = KINDS[ctx.options.get("kind", "DictSaver")]
+    if issubclass(kind, ServerSaver):
+        return _closing(kind(ctx.options["dsn"], str(ctx.path)))
     return kind(ctx.path) if issubclass(kind, FileSaver) else kind()
+
+
+@contextlib.contextmanager
+def _closing(saver: ServerSaver) -> Iterator[ServerSaver]:
+    try:
+        yield saver
+    finally:
+        saver.conn.close()

@@ -38,6 +38,7 @@ def test_a_correct_saver_passes_every_rule() -> None:
     assert statuses.pop("LGSETUP-001") == "skipped"  # it has no setup()
     assert statuses.pop("LGMP-002") == "skipped"  # not declared multi_process
     assert statuses.pop("LGPOWER-001") == "skipped"  # not declared durable
+    assert statuses.pop("LGSRV-001") == "skipped"
     assert set(statuses.values()) == {"passed"}, statuses
     assert report.exit_status == 0
     assert [level.name for level in report.levels] == ["langgraph"]
@@ -51,6 +52,7 @@ def test_a_sync_only_saver_is_checked_through_its_sync_twin() -> None:
     assert statuses.pop("LGSETUP-001") == "skipped"
     assert statuses.pop("LGMP-002") == "skipped"
     assert statuses.pop("LGPOWER-001") == "skipped"
+    assert statuses.pop("LGSRV-001") == "skipped"
     assert set(statuses.values()) == {"passed"}, statuses
     assert report.exit_status == 0
 
@@ -80,7 +82,7 @@ def test_every_rule_has_a_scenario_but_the_machines() -> None:
     # Every rule is exercised by a written-out scenario on every run, whatever the
     # machine draws; concurrency, kills and setup() have checks of their own.
     own = {"LGMP-001", "LGMP-002", "LGKILL-001", "LGPOWER-001", "LGSETUP-001"}
-    own |= {"LGCODEC-001", "LGCODEC-002"}
+    own |= {"LGCODEC-001", "LGCODEC-002", "LGSRV-001"}
     assert {s.rule for s in SCENARIOS} | own == {r.id for r in LANGGRAPH_RULES}
 
 
@@ -258,3 +260,28 @@ def test_a_saver_declares_only_what_the_contract_knows(capsys: pytest.CaptureFix
 def test_declaring_needs_a_saver(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["run", "memory", "--declare", "durable", "-q"]) == 2
     assert "--langgraph" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("kind", "status"),
+    [("ServerSaver", "passed"), ("CommitsUnsynced", "failed"), ("FileSaver", "skipped")],
+)
+def test_the_server_killed(kind: str, status: str, postgres_dsn: str) -> None:
+    run = plan_run(
+        SAVERS,
+        suite="langgraph",
+        options={"kind": kind, "dsn": postgres_dsn},
+        only=["LGSRV"],
+        seed=1,
+        workers=1,
+        declared=[Capability.DURABLE],
+    )
+    report = run_kit(run)
+    (result,) = report.checks
+    assert result.status == status, result.reason
+    if status == "failed":
+        assert report.roots == ("LGSRV-001",)
+        said = " ".join(f.message for f in result.findings)
+        assert "after the server was killed" in said, said
+    if status == "skipped":
+        assert "unreachable server" in result.reason
