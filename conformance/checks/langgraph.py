@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Final, cast
 
 from ...backends.postgres.cluster import Cluster, ClusterError, make_cluster
-from ...spec import BackendContext
+from ...spec import BackendContext, ServerAddress
 from ...spec.langgraph import LANGGRAPH_RULES, SaverState, apply, difference, prepare, rule_for
 from ..engines.contract.contract import Call, Returned, plain
 from ..engines.contract.langgraph import (
@@ -54,8 +54,10 @@ from ..engines.crash.contract_kills import killed_at_each_call
 from ..engines.crash.contract_power_loss import TraceUnusable, power_loss_states
 from ..engines.crash.recorder import tracer_unavailable
 from ..engines.crash.stopper import stopper_unavailable
+from ..engines.crash.verdicts import quiet
 from ..engines.history.linearizable import Diverged, Recorded, Undecided, check_linearizable
 from ..engines.machines.contract import contract_machine
+from ..engines.network.proxy import Direction, Fault, FaultProxy
 from ..engines.processes.contract_programs import judge_history, record_calls
 from ..engines.processes.contract_worker import run_programs_in_processes
 from ..engines.run.harness import CheckSkipped, Harness, NothingExercised
@@ -951,45 +953,139 @@ async def _killed_round(
         with contextlib.suppress(Exception):  # its connection died with the server
             await handle.close()
     await asyncio.to_thread(cluster.start)
+    await _read_back_and_judge(
+        h,
+        cluster,
+        path,
+        program,
+        history,
+        RuleViolation(
+            "LGSRV-001",
+            f"after the server was killed {when}",
+            shape="a state a killed server kept that no prefix of the answered calls gives",
+        ),
+    )
+
+
+async def _read_back_and_judge(
+    h: Harness,
+    cluster: Cluster,
+    path: Path,
+    program: Sequence[Call],
+    history: list[Recorded],
+    finding: RuleViolation,
+) -> None:
+    """Read everything ``program`` may have changed through a fresh saver straight to
+    ``cluster`` and judge it with ``history``; what no order explains is raised as
+    ``finding``, its message (what happened) followed by the history checker's."""
     again = await _open_with(h, path, cluster.dsn)
     try:
         history += await record_calls(LANGGRAPH_CONTRACT, again, list(_readback(program)), 1)
     finally:
         await again.close()
     try:
-        judge_history(LANGGRAPH_CONTRACT, history, f"the server was killed {when}")
+        judge_history(LANGGRAPH_CONTRACT, history, finding.message)
     except RuleViolation as found:
-        raise RuleViolation(
-            "LGSRV-001",
-            found.message,
-            shape="a state a killed server kept that no prefix of the answered calls gives",
-        ) from found
+        raise RuleViolation(finding.rule_id, found.message, shape=finding.shape) from found
 
 
-async def server_killed(h: Harness) -> None:
-    """LGSRV-001: the saver's PostgreSQL server killed at a moment of its calls and started again keeps every answered call."""
+@contextlib.asynccontextmanager
+async def _server_of_its_own(h: Harness) -> AsyncIterator[Cluster]:
+    """A throwaway PostgreSQL cluster for a saver that takes its server from the ``dsn``
+    option; skipped for one that does not, not judged where none can be launched."""
     if not await _takes_its_server_from_the_options(h):
         raise CheckSkipped(
             "the saver opened with an unreachable server in its dsn option: it keeps its "
             "data elsewhere (files, memory), or takes its server from somewhere the kit "
             "cannot point at a server of its own"
         )
-    program = await _writer_program(h, _writer_twin(h))
     try:
         cluster = await asyncio.to_thread(make_cluster)
     except ClusterError as exc:  # this machine's lack, not the saver's
         raise NothingExercised(f"no PostgreSQL server can be launched here: {exc}") from exc
+    try:
+        yield cluster
+    finally:
+        await asyncio.to_thread(cluster.remove)
+
+
+async def server_killed(h: Harness) -> None:
+    """LGSRV-001: the saver's PostgreSQL server killed at a moment of its calls and started again keeps every answered call."""
+    program = await _writer_program(h, _writer_twin(h))
     rng = random.Random(h.seed)
     kills = 0
-    try:
+    async with _server_of_its_own(h) as cluster:
         for _ in h.slice.within(range(h.profile.server_kills), "server kills"):
             await _killed_round(h, cluster, program, rng)
             kills += 1
-    finally:
-        await asyncio.to_thread(cluster.remove)
     h.measure(
         f"the server killed {kills} times, each at a call of {len(program)} drawn with the seed"
     )
+
+
+def _cut_of(seed: int, round_: int, connection: int, calls: int) -> Fault:
+    """The cut of a saver's ``connection`` in ``round_``: within the first two chunks per
+    call of one direction (a call is a request and its response, or a pipeline of them),
+    so that it lands among the calls; towards the client two times in three, where a
+    lost response to a commit is a call whose outcome the saver cannot know; half
+    inside a chunk, a third with a reset."""
+    rng = random.Random(f"{seed}:{round_}:{connection}")
+    direction: Direction = "to_client" if rng.random() < 2 / 3 else "to_server"
+    return Fault(
+        cut=direction,
+        at_chunk=rng.randrange(2 * calls),
+        torn_bytes=rng.randint(1, 12) if rng.random() < 0.5 else 0,
+        reset=rng.random() < 1 / 3,
+    )
+
+
+async def _cut_round(h: Harness, cluster: Cluster, program: Sequence[Call], round_: int) -> int:
+    """Make ``program`` on a fresh store of ``cluster`` through a proxy that cuts each of
+    the saver's connections at a byte drawn with the seed, then read everything back
+    straight from the server and judge the history. Returns how many cuts fired."""
+    path = h.new_store()
+    target = ServerAddress("127.0.0.1", cluster.port)
+    with FaultProxy(target) as proxy, quiet():
+        routed = cluster.dsn.replace(f":{cluster.port}/", f":{proxy.address.port}/")
+        handle = await _open_with(h, path, routed)
+        # Armed once the saver is open: its connection is cut among its calls, not in
+        # the factory's setup().
+        proxy.arm(lambda connection: _cut_of(h.seed, round_, connection, len(program)))
+        try:
+            history = await record_calls(LANGGRAPH_CONTRACT, handle, program, 0)
+        finally:
+            with contextlib.suppress(Exception):  # a cut connection may not close cleanly
+                await handle.close()
+        fired = list(proxy.fired)
+    cuts = "; ".join(f"connection {f.connection}: {f.fault.describe()}" for f in fired)
+    await _read_back_and_judge(
+        h,
+        cluster,
+        path,
+        program,
+        history,
+        RuleViolation(
+            "LGSRV-002",
+            f"the saver's connections cut ({cuts or 'none fired'})",
+            shape="a state cut connections left that no prefix of the answered calls gives",
+        ),
+    )
+    return len(fired)
+
+
+async def connections_cut(h: Harness) -> None:
+    """LGSRV-002: a saver whose connections to its server are cut at any byte keeps every answered call and halves none."""
+    program = await _writer_program(h, _writer_twin(h))
+    cuts = rounds = 0
+    async with _server_of_its_own(h) as cluster:
+        for round_ in h.slice.within(range(h.profile.server_kills), "rounds of cut connections"):
+            cuts += await _cut_round(h, cluster, program, round_)
+            rounds += 1
+    if cuts == 0:
+        raise NothingExercised(
+            f"no connection was cut in {rounds} rounds: the calls were too short"
+        )
+    h.measure(f"{cuts} connections cut in {rounds} rounds of {len(program)} calls")
 
 
 # -- the serializer failing ---------------------------------------------------------------------
@@ -1170,6 +1266,7 @@ CHECKS: tuple[Check, ...] = (
     check("LGSRV-001", kind="crash", replay_note="where in the server's work a kill lands")(
         server_killed
     ),
+    check("LGSRV-002", kind="stress", replay_note="which call a cut lands in")(connections_cut),
     check("LGCODEC-001")(serialising_fails),
     check("LGCODEC-002")(deserialising_fails),
     check("LGPOWER-001", kind="crash", replay_note="the system calls a real process made")(

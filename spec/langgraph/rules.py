@@ -293,6 +293,16 @@ LANGGRAPH_RULES: Final[tuple[Rule, ...]] = (
         Capability.DURABLE,
     ),
     _must(
+        "LGSRV-002",
+        "A cut connection keeps every answered call",
+        "When a saver's connections to its database server are cut at any byte of its "
+        "calls (a response lost, a request torn, a reset), every call answered before "
+        "reads back afterwards, and every call that raised is whole or absent (no "
+        "checkpoint without its values, no half of a put_writes). For savers that take "
+        "their server's URL from the options they are opened with (dsn): networks drop "
+        "connections, and a graph retried after the error reads what was kept.",
+    ),
+    _must(
         "LGCODEC-001",
         "A failed serialisation stores nothing",
         "A put or put_writes during which the saver's serde fails to serialise a value "

@@ -560,6 +560,28 @@ class ServerSaver(DictSaver):
         self.lock = RowLock(self)  # type: ignore[assignment]
 
 
+class CommitsEachWrite(ServerSaver):
+    """Stores a task's writes one transaction each: a connection cut or a server killed
+    between them leaves half of a put_writes (LGSRV-001, LGSRV-002)."""
+
+    def put_writes(
+        self,
+        config: dict[str, Any],
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        key = _writes_key(config)
+        replace = all(ch in WRITES_IDX_MAP for ch, _ in writes)
+        before = set(self.writes.get(key, {}))
+        for idx, (channel, value) in enumerate(writes):
+            with self.lock:  # a transaction each
+                held = self.writes.setdefault(key, {})
+                slot = (task_id, WRITES_IDX_MAP.get(channel, idx))
+                if self._stores(slot in before, replace):
+                    held[slot] = (channel, self.serde.dumps_typed(value), task_path)
+
+
 class CommitsUnsynced(ServerSaver):
     """Commits with ``synchronous_commit=off``: the server answers before its log is
     on disk, and a server killed then loses answered calls (LGSRV-001)."""
@@ -588,6 +610,7 @@ KINDS: dict[str, type[DictSaver]] = {
         SetupRefusesAnExistingStore,
         TornFileSaver,
         ServerSaver,
+        CommitsEachWrite,
         CommitsUnsynced,
     )
 }

@@ -39,6 +39,7 @@ def test_a_correct_saver_passes_every_rule() -> None:
     assert statuses.pop("LGMP-002") == "skipped"  # not declared multi_process
     assert statuses.pop("LGPOWER-001") == "skipped"  # not declared durable
     assert statuses.pop("LGSRV-001") == "skipped"
+    assert statuses.pop("LGSRV-002") == "skipped"  # it is on no server
     assert set(statuses.values()) == {"passed"}, statuses
     assert report.exit_status == 0
     assert [level.name for level in report.levels] == ["langgraph"]
@@ -53,6 +54,7 @@ def test_a_sync_only_saver_is_checked_through_its_sync_twin() -> None:
     assert statuses.pop("LGMP-002") == "skipped"
     assert statuses.pop("LGPOWER-001") == "skipped"
     assert statuses.pop("LGSRV-001") == "skipped"
+    assert statuses.pop("LGSRV-002") == "skipped"  # it is on no server
     assert set(statuses.values()) == {"passed"}, statuses
     assert report.exit_status == 0
 
@@ -82,7 +84,7 @@ def test_every_rule_has_a_scenario_but_the_machines() -> None:
     # Every rule is exercised by a written-out scenario on every run, whatever the
     # machine draws; concurrency, kills and setup() have checks of their own.
     own = {"LGMP-001", "LGMP-002", "LGKILL-001", "LGPOWER-001", "LGSETUP-001"}
-    own |= {"LGCODEC-001", "LGCODEC-002", "LGSRV-001"}
+    own |= {"LGCODEC-001", "LGCODEC-002", "LGSRV-001", "LGSRV-002"}
     assert {s.rule for s in SCENARIOS} | own == {r.id for r in LANGGRAPH_RULES}
 
 
@@ -263,15 +265,21 @@ def test_declaring_needs_a_saver(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 @pytest.mark.parametrize(
-    ("kind", "status"),
-    [("ServerSaver", "passed"), ("CommitsUnsynced", "failed"), ("FileSaver", "skipped")],
+    ("kind", "rule_id", "status"),
+    [
+        ("ServerSaver", "LGSRV-001", "passed"),
+        ("CommitsUnsynced", "LGSRV-001", "failed"),
+        ("FileSaver", "LGSRV-001", "skipped"),
+        ("ServerSaver", "LGSRV-002", "passed"),
+        ("CommitsEachWrite", "LGSRV-002", "failed"),
+    ],
 )
-def test_the_server_killed(kind: str, status: str, postgres_dsn: str) -> None:
+def test_the_server_faults(kind: str, rule_id: str, status: str, postgres_dsn: str) -> None:
     run = plan_run(
         SAVERS,
         suite="langgraph",
         options={"kind": kind, "dsn": postgres_dsn},
-        only=["LGSRV"],
+        only=[rule_id],
         seed=1,
         workers=1,
         declared=[Capability.DURABLE],
@@ -280,8 +288,8 @@ def test_the_server_killed(kind: str, status: str, postgres_dsn: str) -> None:
     (result,) = report.checks
     assert result.status == status, result.reason
     if status == "failed":
-        assert report.roots == ("LGSRV-001",)
+        assert report.roots == (rule_id,)
         said = " ".join(f.message for f in result.findings)
-        assert "after the server was killed" in said, said
+        assert "after the server was killed" in said or "connections cut" in said, said
     if status == "skipped":
         assert "unreachable server" in result.reason
