@@ -282,7 +282,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         (
             put(
                 note="naïve 中文",
-                writes={"node": {"count": 1}},
+                parents={"": "00000000-0000-6000-8000-000000000000", "x": {"count": 1}},
                 score=0.5,
                 flag=False,
                 nothing=None,

@@ -34,6 +34,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Final, cast
 
+import msgspec
+
 from .model import (
     SPECIAL_CHANNELS,
     CheckpointKey,
@@ -305,6 +307,11 @@ def apply(state: SaverState, operation: str, call: Sequence[object]) -> tuple[Sa
             if key[0] not in thread_ids:
                 continue
             if keep_latest and key[2] == state.latest(key[0], key[1]):
+                # Its parent is pruned: a parent_config naming it would lead a graph's
+                # history to a checkpoint that is gone (PostgresSaver documents None).
+                kept = state.stored(key)
+                assert kept is not None
+                after.put(key, msgspec.structs.replace(kept, parent=None))
                 after.carried[key] = rule_id
             else:
                 after.remove(key, rule_id)

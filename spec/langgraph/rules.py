@@ -213,8 +213,10 @@ LANGGRAPH_RULES: Final[tuple[Rule, ...]] = (
         "prune keep_latest keeps the latest of each namespace",
         "After prune(thread_ids) (strategy keep_latest), each namespace of those threads "
         "holds only its latest checkpoint, which reads back whole (values and pending "
-        "writes); other threads are unchanged, and unknown threads change nothing and "
-        "raise nothing.",
+        "writes) with no parent (its parent is pruned: a parent_config naming it would "
+        "lead a graph's history to a checkpoint that is gone, and LangGraph's "
+        "PostgresSaver documents None); other threads are unchanged, and unknown threads "
+        "change nothing and raise nothing.",
     ),
     _must(
         "LGPRUNE-002",

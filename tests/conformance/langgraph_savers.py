@@ -214,6 +214,9 @@ class DictSaver:
                 for cid in [cid for cid in held if cid != keep]:
                     del held[cid]
                     self.writes.pop((thread, ns, cid), None)
+                if keep is not None:  # its parent is gone: it has none
+                    checkpoint, metadata, _ = held[keep]
+                    held[keep] = (checkpoint, metadata, None)
 
     # -- async twins -------------------------------------------------------------------
     async def aput(self, *args: Any) -> dict[str, Any]:

@@ -301,8 +301,11 @@ METADATA: Final = st.fixed_dictionaries(
         "step": st.integers(-1, 4),
         "run_id": st.sampled_from((RUN_IDS[0], RUN_IDS[0], RUN_IDS[1])),
     },
-    optional={"note": _TEXT, "writes": st.dictionaries(st.sampled_from(TASKS), _TEXT, max_size=2)},
+    optional={"note": _TEXT, "parents": st.dictionaries(st.sampled_from(TASKS), _TEXT, max_size=2)},
 )
+"""Metadata as a graph writes it. Never ``writes``, a key LangGraph's metadata no longer
+has: the SQLite and in-memory savers keep it, the PostgreSQL ones drop it on purpose
+(``get_serializable_checkpoint_metadata``), and the docs do not say which is right."""
 FILTERS: Final = st.one_of(
     st.none(),
     st.fixed_dictionaries(
