@@ -33,9 +33,8 @@ import random
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, cast
+from typing import TYPE_CHECKING, Final, cast
 
-from ...backends.postgres.cluster import Cluster, ClusterError, make_cluster
 from ...spec import BackendContext, ServerAddress
 from ...spec.langgraph import LANGGRAPH_RULES, SaverState, apply, difference, prepare, rule_for
 from ..engines.contract.contract import Call, Returned, plain
@@ -65,6 +64,9 @@ from ..engines.search.stateful import run_machine
 from ..engines.target.fault_serde import FaultySerde
 from ..engines.target.provenance import blame_backend
 from .base import Check, check
+
+if TYPE_CHECKING:  # the postgres extra's; imported where a server is launched
+    from ...backends.postgres.cluster import Cluster
 
 __all__ = ["CHECKS", "SCENARIOS", "Scenario"]
 
@@ -254,6 +256,8 @@ _TYPES: dict[str, object] = {
     "text": "naïve — 中文 \u2028 ",
     "bytes": b"\x00\xff raw",
     "float": 0.1,
+    "large float": 1e16,  # JSON writes it 1e+16: a float, not the integer it equals
+    "negative zero": -0.0,
     "integer": 2**62,
     "flag": True,
     "none": None,
@@ -999,6 +1003,13 @@ async def _server_of_its_own(h: Harness) -> AsyncIterator[Cluster]:
             "data elsewhere (files, memory), or takes its server from somewhere the kit "
             "cannot point at a server of its own"
         )
+    try:  # the package needs psycopg (the postgres extra), which the core does not
+        from ...backends.postgres.cluster import ClusterError, make_cluster
+    except ImportError as exc:
+        raise NothingExercised(
+            f"the kit launches its PostgreSQL server with the postgres extra ({exc}): "
+            "pip install 'checkpointspec[postgres]'"
+        ) from exc
     try:
         cluster = await asyncio.to_thread(make_cluster)
     except ClusterError as exc:  # this machine's lack, not the saver's
