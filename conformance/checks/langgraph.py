@@ -806,6 +806,80 @@ async def setup_runs_again(h: Harness) -> None:
         h.measure("setup() ran again on a saver in use; a second saver does not share its store")
 
 
+SETUP_AT_ONCE = 4
+"""How many savers of one fresh store run setup() at once."""
+
+LEAVE_SETUP: Final = {"setup": "caller"}
+"""The option telling a factory to leave setup() to the kit."""
+
+
+async def _fresh_savers(h: Harness, path: Path, count: int) -> list[SaverHandle]:
+    """``count`` savers of the store in ``path``, their factory told to leave setup() to
+    the kit; their twins are those the run's probe found (a store not set up may answer
+    nothing)."""
+    factory = cast("Callable[[BackendContext], object]", h.target.factory())
+    context = h.target.context(path, options=LEAVE_SETUP)
+    twins = _offers(h)["get_tuple"]
+    return [await open_saver(factory, context, twins) for _ in range(count)]
+
+
+async def _needs_setup(h: Harness) -> bool:
+    """Whether a saver its factory left setup() to the caller for cannot store yet: if
+    it can, the factory set the store up anyway, or the saver does on first use."""
+    (handle,) = await _fresh_savers(h, h.new_store(), 1)
+    try:
+        if not callable(getattr(handle.saver, "setup", None)):
+            raise CheckSkipped("the saver has no setup()")
+        twin = handle.twins_of("put")[0]
+        (stored,) = await record_calls(
+            LANGGRAPH_CONTRACT, handle, prepared(SETUP_PROGRAM[:1], [twin]), 0
+        )
+        return bool(stored.raised)
+    finally:
+        with contextlib.suppress(Exception):  # a saver on a store it could not use
+            await handle.close()
+
+
+async def setup_at_once_on_a_fresh_store(h: Harness) -> None:
+    """LGSETUP-002: setup() run at once by several savers of a fresh store raises in none and leaves it complete."""
+    if not await _needs_setup(h):
+        raise CheckSkipped(
+            "a saver opened with setup=caller in its options stores before setup() runs: "
+            "its factory sets the store up itself, or the saver does on first use"
+        )
+    path = h.new_store()
+    savers = await _fresh_savers(h, path, SETUP_AT_ONCE)
+    try:
+        raised = [
+            exc
+            for exc in await asyncio.gather(*(_setup(s) for s in savers), return_exceptions=True)
+            if isinstance(exc, Exception)
+        ]
+        if raised:
+            said = "; ".join(sorted({f"{type(e).__name__}: {e}".splitlines()[0] for e in raised}))
+            raise RuleViolation(
+                "LGSETUP-002",
+                f"{len(raised)} of {SETUP_AT_ONCE} savers running setup() at once on a fresh "
+                f"store raised: {said}",
+                shape="setup() at once on a fresh store raised",
+            )
+        twin = next((t for t in savers[0].twins if "put_writes" in savers[0].operations[t]), None)
+        if twin is None:
+            raise CheckSkipped("the saver offers no twin with put and put_writes")
+        program = prepared(SETUP_PROGRAM, [twin] * len(SETUP_PROGRAM))
+        history = await record_calls(LANGGRAPH_CONTRACT, savers[0], program, 0)
+        history += await record_calls(LANGGRAPH_CONTRACT, savers[-1], list(_readback(program)), 1)
+    finally:
+        for saver in savers:
+            await saver.close()
+    found = first_divergence(history, f"after {SETUP_AT_ONCE} savers ran setup() at once")
+    if found is not None:
+        raise RuleViolation(
+            "LGSETUP-002", found.message, shape="setup() at once left a store that loses calls"
+        )
+    h.measure(f"{SETUP_AT_ONCE} savers ran setup() at once on a fresh store, which then works")
+
+
 # -- a writer killed -------------------------------------------------------------------------
 
 KILLED_PROGRAM: tuple[Intent, ...] = (
@@ -1267,6 +1341,7 @@ CHECKS: tuple[Check, ...] = (
     *(_scenario_check(s) for s in SCENARIOS),
     check(*MACHINE_RULES, kind="model")(model_based),
     check("LGSETUP-001")(setup_runs_again),
+    check("LGSETUP-002", kind="processes")(setup_at_once_on_a_fresh_store),
     check("LGKILL-001", kind="crash", replay_note="a kill at a moment of a real process")(
         writer_killed_at_each_call
     ),

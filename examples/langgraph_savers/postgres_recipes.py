@@ -29,7 +29,8 @@ older snapshot (a long query, a REPEATABLE READ transaction): with schemas, one
 store's setup would wait on every other store's.
 
 **setup() once at a time.** The factory calls ``setup()``, as LangGraph's docs
-require before first use, holding a session advisory lock on the store in the
+require before first use (unless the kit, with ``--option setup=caller`` in
+``ctx.options``, runs it itself), holding a session advisory lock on the store in the
 server's own database (the DSN's), so two processes opening one new directory
 do not migrate it at once (they fail on each other's ``CREATE TABLE IF NOT
 EXISTS`` and migration rows, and can leave an index invalid for good). The lock
@@ -217,7 +218,8 @@ def postgres(ctx: BackendContext) -> Iterator[object]:
         conn = Connection.connect(claim.acquire(), row_factory=dict_row, **_CONNECT)
         try:
             saver = PostgresSaver(conn)
-            saver.setup()
+            if ctx.options.get("setup") != "caller":  # the kit runs it itself (LGSETUP-002)
+                saver.setup()
         except BaseException:
             conn.close()
             raise
@@ -242,7 +244,8 @@ async def async_postgres(ctx: BackendContext) -> AsyncIterator[object]:
         conn = await AsyncConnection.connect(conninfo, row_factory=dict_row, **_CONNECT)
         try:
             saver = AsyncPostgresSaver(conn)
-            await saver.setup()
+            if ctx.options.get("setup") != "caller":  # the kit runs it itself (LGSETUP-002)
+                await saver.setup()
         except BaseException:
             await conn.close()
             raise

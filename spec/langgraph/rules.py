@@ -242,6 +242,16 @@ LANGGRAPH_RULES: Final[tuple[Rule, ...]] = (
         "idempotent, or that they race on, fails them or loses a graph's state.",
     ),
     _must(
+        "LGSETUP-002",
+        "setup() at once on a fresh store",
+        "setup() run at once by several savers of one store nobody has set up yet (the "
+        "workers of a deployment starting together) raises in none of them and leaves "
+        "the store complete: every saver then stores and reads. Silent in LangGraph's "
+        "docs, which ask every saver to run setup() before its first use; workers "
+        "starting at once do exactly that. Checked for savers whose factory leaves "
+        "setup() to the caller when its options say setup=caller.",
+    ),
+    _must(
         "LGKILL-001",
         "A killed writer leaves whole checkpoints",
         "A process killed at any moment of its calls leaves the saver as some of its "

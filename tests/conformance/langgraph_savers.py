@@ -16,6 +16,7 @@ import fcntl
 import os
 import pickle
 import threading
+import time
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -545,7 +546,7 @@ class ServerSaver(DictSaver):
 
     CONNECT_OPTIONS = ""
 
-    def __init__(self, dsn: str, name: str) -> None:
+    def __init__(self, dsn: str, name: str, *, set_up: bool = True) -> None:
         import psycopg
 
         super().__init__()
@@ -556,11 +557,33 @@ class ServerSaver(DictSaver):
                 "CREATE TABLE IF NOT EXISTS langgraph_test_saver "
                 "(name text PRIMARY KEY, state bytea NOT NULL)"
             )
+        self.lock = RowLock(self)  # type: ignore[assignment]
+        if set_up:
+            self.setup()
+
+    def setup(self) -> None:
+        """Make the store's row if it has none; a store that has one keeps it."""
         self.conn.execute(
             "INSERT INTO langgraph_test_saver VALUES (%s, %s) ON CONFLICT DO NOTHING",
-            (name, pickle.dumps(({}, {}))),
+            (self.name, pickle.dumps(({}, {}))),
         )
-        self.lock = RowLock(self)  # type: ignore[assignment]
+
+
+class SetupRacesOnAFreshStore(ServerSaver):
+    """setup() looks for the store's row and, finding none, inserts it a moment later:
+    savers setting one fresh store up at once all insert, and all but one raise
+    (LGSETUP-002)."""
+
+    def setup(self) -> None:
+        found = self.conn.execute(
+            "SELECT 1 FROM langgraph_test_saver WHERE name = %s", (self.name,)
+        ).fetchone()
+        if found is None:
+            time.sleep(0.05)  # a migration's work between its look and its write
+            self.conn.execute(
+                "INSERT INTO langgraph_test_saver VALUES (%s, %s)",
+                (self.name, pickle.dumps(({}, {}))),
+            )
 
 
 class CommitsEachWrite(ServerSaver):
@@ -613,6 +636,7 @@ KINDS: dict[str, type[DictSaver]] = {
         SetupRefusesAnExistingStore,
         TornFileSaver,
         ServerSaver,
+        SetupRacesOnAFreshStore,
         CommitsEachWrite,
         CommitsUnsynced,
     )
@@ -624,7 +648,8 @@ def make(ctx: BackendContext) -> object:
     a context manager that closes its connection."""
     kind = KINDS[ctx.options.get("kind", "DictSaver")]
     if issubclass(kind, ServerSaver):
-        return _closing(kind(ctx.options["dsn"], str(ctx.path)))
+        set_up = ctx.options.get("setup") != "caller"  # else the kit runs setup()
+        return _closing(kind(ctx.options["dsn"], str(ctx.path), set_up=set_up))
     return kind(ctx.path) if issubclass(kind, FileSaver) else kind()
 
 

@@ -68,8 +68,8 @@ VERDICTS = {
     "recipes:in_memory": ((), {"LGCODEC-001"}),
     "recipes:sqlite": (BOTH_CLAIMS, set()),
     "recipes:async_sqlite": (BOTH_CLAIMS, set()),
-    "postgres_recipes:postgres": (BOTH_CLAIMS, {"LGCHAN-001"}),
-    "postgres_recipes:async_postgres": (BOTH_CLAIMS, {"LGCHAN-001"}),
+    "postgres_recipes:postgres": (BOTH_CLAIMS, {"LGCHAN-001", "LGSETUP-002"}),
+    "postgres_recipes:async_postgres": (BOTH_CLAIMS, {"LGCHAN-001", "LGSETUP-002"}),
 }
 """Each recipe's declarations and the rules it fails, as docs/langgraph.md publishes."""
 

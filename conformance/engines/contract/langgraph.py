@@ -124,16 +124,20 @@ class SaverHandle:
 
 
 async def open_saver(
-    factory: Callable[[BackendContext], object], ctx: BackendContext
+    factory: Callable[[BackendContext], object],
+    ctx: BackendContext,
+    twins: Sequence[Twin] | None = None,
 ) -> SaverHandle:
     """The saver ``factory`` makes for ``ctx``, entered if it is a context manager, with
-    the twins it offers found by asking each for a checkpoint no thread holds."""
-    return await adapt_saver(factory(ctx))
+    the twins it offers found by asking each for a checkpoint no thread holds (or
+    ``twins``, known already: a saver whose store is not set up cannot be asked)."""
+    return await adapt_saver(factory(ctx), twins)
 
 
-async def adapt_saver(made: object) -> SaverHandle:
+async def adapt_saver(made: object, known: Sequence[Twin] | None = None) -> SaverHandle:
     """What a factory returned, made a `SaverHandle`: awaited if it is awaitable,
-    entered if it is a context manager (left on `SaverHandle.close`)."""
+    entered if it is a context manager (left on `SaverHandle.close`); its twins are
+    ``known`` or found by asking each."""
     stack = contextlib.AsyncExitStack()
     if inspect.isawaitable(made):
         made = await made
@@ -147,6 +151,8 @@ async def adapt_saver(made: object) -> SaverHandle:
         "async": offered_operations(made, "async"),
         "sync": offered_operations(made, "sync"),
     }
+    if known is not None:
+        return SaverHandle(made, tuple(known), operations, stack)
     twins: list[Twin] = []
     probe = {"configurable": {"thread_id": "probe-thread", "checkpoint_ns": ""}}
     for twin in ("async", "sync"):
