@@ -880,6 +880,76 @@ async def setup_at_once_on_a_fresh_store(h: Harness) -> None:
     h.measure(f"{SETUP_AT_ONCE} savers ran setup() at once on a fresh store, which then works")
 
 
+async def _setup_in_a_transaction(handle: SaverHandle) -> BaseException | None:
+    """Run the saver's setup() inside a transaction opened on its ``conn`` (psycopg's
+    ``transaction()``); what it raised, None if it completed. Skipped for a saver with
+    no such connection."""
+    conn = getattr(handle.saver, "conn", None)
+    transaction = getattr(conn, "transaction", None)
+    if not callable(transaction):
+        raise CheckSkipped(
+            "the saver has no conn with transaction() (a psycopg connection) to open a "
+            "caller's transaction on"
+        )
+    setup = getattr(handle.saver, "setup", None)
+    assert callable(setup), "the check asked whether the saver needs setup() first"
+    try:
+        if inspect.iscoroutinefunction(setup):
+            async with transaction():
+                await setup()
+        else:
+
+            def in_transaction() -> None:
+                with transaction():
+                    setup()
+
+            await asyncio.to_thread(in_transaction)
+    except Exception as exc:  # what setup() raised is the saver's, and allowed
+        return exc
+    return None
+
+
+async def setup_in_a_transaction(h: Harness) -> None:
+    """LGSETUP-003: setup() inside a caller's transaction completes, or raises and leaves the store as it was."""
+    if not await _needs_setup(h):
+        raise CheckSkipped(
+            "a saver opened with setup=caller in its options stores before setup() runs: "
+            "its factory sets the store up itself, or the saver does on first use"
+        )
+    (handle,) = await _fresh_savers(h, h.new_store(), 1)
+    try:
+        raised = await _setup_in_a_transaction(handle)
+        what = "raised " + f"{type(raised).__name__}" if raised is not None else "completed"
+        try:
+            await _setup(handle)
+        except Exception as exc:
+            raise RuleViolation(
+                "LGSETUP-003",
+                f"setup() in a caller's transaction {what}; setup() outside one then raised "
+                f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
+                shape="setup() in a caller's transaction left a store setup() cannot finish",
+            ) from exc
+        twin = next((t for t in handle.twins if "put_writes" in handle.operations[t]), None)
+        if twin is None:
+            raise CheckSkipped("the saver offers no twin with put and put_writes")
+        program = prepared(SETUP_PROGRAM, [twin] * len(SETUP_PROGRAM))
+        history = await record_calls(LANGGRAPH_CONTRACT, handle, program, 0)
+        history += await record_calls(LANGGRAPH_CONTRACT, handle, list(_readback(program)), 0)
+    finally:
+        with contextlib.suppress(Exception):
+            await handle.close()
+    found = first_divergence(
+        history, f"after setup() in a caller's transaction {what} and again outside"
+    )
+    if found is not None:
+        raise RuleViolation(
+            "LGSETUP-003",
+            found.message,
+            shape="setup() in a caller's transaction left a store that loses calls",
+        )
+    h.measure(f"setup() in a caller's transaction {what}; the store then works")
+
+
 # -- a writer killed -------------------------------------------------------------------------
 
 KILLED_PROGRAM: tuple[Intent, ...] = (
@@ -1342,6 +1412,7 @@ CHECKS: tuple[Check, ...] = (
     check(*MACHINE_RULES, kind="model")(model_based),
     check("LGSETUP-001")(setup_runs_again),
     check("LGSETUP-002", kind="processes")(setup_at_once_on_a_fresh_store),
+    check("LGSETUP-003")(setup_in_a_transaction),
     check("LGKILL-001", kind="crash", replay_note="a kill at a moment of a real process")(
         writer_killed_at_each_call
     ),

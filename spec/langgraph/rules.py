@@ -252,6 +252,18 @@ LANGGRAPH_RULES: Final[tuple[Rule, ...]] = (
         "setup() to the caller when its options say setup=caller.",
     ),
     _must(
+        "LGSETUP-003",
+        "setup() in a caller's transaction",
+        "setup() run inside a transaction the caller opened on the saver's connection "
+        "either completes, or raises and leaves the store as it was: setup() run "
+        "afterwards outside a transaction then sets the store up whole, and it keeps and "
+        "reads a graph's calls. Silent in LangGraph's docs; applications run migrations "
+        "inside transactions, and a setup() that records a migration its failed "
+        "transaction undid leaves a store every later setup() trusts. Checked for savers "
+        "whose conn attribute has transaction() (psycopg's connections) and whose "
+        "factory leaves setup() to the caller when its options say setup=caller.",
+    ),
+    _must(
         "LGKILL-001",
         "A killed writer leaves whole checkpoints",
         "A process killed at any moment of its calls leaves the saver as some of its "

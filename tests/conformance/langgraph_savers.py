@@ -551,7 +551,7 @@ class ServerSaver(DictSaver):
 
         super().__init__()
         self.conn = psycopg.connect(dsn, autocommit=True, options=self.CONNECT_OPTIONS)
-        self.name = name
+        self.dsn, self.name = dsn, name
         with contextlib.suppress(psycopg.errors.UniqueViolation):  # made at once elsewhere
             self.conn.execute(
                 "CREATE TABLE IF NOT EXISTS langgraph_test_saver "
@@ -584,6 +584,25 @@ class SetupRacesOnAFreshStore(ServerSaver):
                 "INSERT INTO langgraph_test_saver VALUES (%s, %s)",
                 (self.name, pickle.dumps(({}, {}))),
             )
+
+
+class TrustsAMarkMadeElsewhere(ServerSaver):
+    """setup() marks the store set up on a connection of its own before its work, which
+    includes a statement no transaction may hold, and trusts the mark ever after: run
+    in a caller's transaction, the work is undone and the mark stays (LGSETUP-003)."""
+
+    def setup(self) -> None:
+        import psycopg
+
+        with psycopg.connect(self.dsn, autocommit=True) as marks:
+            marks.execute("CREATE TABLE IF NOT EXISTS langgraph_test_marks (name text PRIMARY KEY)")
+            if marks.execute(
+                "SELECT 1 FROM langgraph_test_marks WHERE name = %s", (self.name,)
+            ).fetchone():
+                return
+            marks.execute("INSERT INTO langgraph_test_marks VALUES (%s)", (self.name,))
+        self.conn.execute("VACUUM langgraph_test_saver")  # refused inside a transaction
+        super().setup()
 
 
 class CommitsEachWrite(ServerSaver):
@@ -637,6 +656,7 @@ KINDS: dict[str, type[DictSaver]] = {
         TornFileSaver,
         ServerSaver,
         SetupRacesOnAFreshStore,
+        TrustsAMarkMadeElsewhere,
         CommitsEachWrite,
         CommitsUnsynced,
     )

@@ -37,6 +37,7 @@ def test_a_correct_saver_passes_every_rule() -> None:
     assert statuses.pop("LGKILL-001") == "skipped"  # it keeps nothing in files to tear
     assert statuses.pop("LGSETUP-001") == "skipped"  # it has no setup()
     assert statuses.pop("LGSETUP-002") == "skipped"
+    assert statuses.pop("LGSETUP-003") == "skipped"
     assert statuses.pop("LGMP-002") == "skipped"  # not declared multi_process
     assert statuses.pop("LGPOWER-001") == "skipped"  # not declared durable
     assert statuses.pop("LGSRV-001") == "skipped"
@@ -53,6 +54,7 @@ def test_a_sync_only_saver_is_checked_through_its_sync_twin() -> None:
     assert statuses.pop("LGKILL-001") == "skipped"
     assert statuses.pop("LGSETUP-001") == "skipped"
     assert statuses.pop("LGSETUP-002") == "skipped"
+    assert statuses.pop("LGSETUP-003") == "skipped"
     assert statuses.pop("LGMP-002") == "skipped"
     assert statuses.pop("LGPOWER-001") == "skipped"
     assert statuses.pop("LGSRV-001") == "skipped"
@@ -85,7 +87,8 @@ def test_a_one_bug_saver_is_one_defect_of_its_rule(kind: str, rule_id: str) -> N
 def test_every_rule_has_a_scenario_but_the_machines() -> None:
     # Every rule is exercised by a written-out scenario on every run, whatever the
     # machine draws; concurrency, kills and setup() have checks of their own.
-    own = {"LGMP-001", "LGMP-002", "LGKILL-001", "LGPOWER-001", "LGSETUP-001", "LGSETUP-002"}
+    own = {"LGMP-001", "LGMP-002", "LGKILL-001", "LGPOWER-001"}
+    own |= {"LGSETUP-001", "LGSETUP-002", "LGSETUP-003"}
     own |= {"LGCODEC-001", "LGCODEC-002", "LGSRV-001", "LGSRV-002"}
     assert {s.rule for s in SCENARIOS} | own == {r.id for r in LANGGRAPH_RULES}
 
@@ -205,7 +208,7 @@ def _declared_run(kind: str, only: str) -> KitReport:
 
 @pytest.mark.parametrize(
     ("kind", "status"),
-    [("FileSaver", "passed"), ("KeepsItsOwnCopy", "failed")],
+    [pytest.param("FileSaver", "passed", marks=pytest.mark.slow), ("KeepsItsOwnCopy", "failed")],
 )
 def test_savers_in_several_processes(kind: str, status: str) -> None:
     report = _declared_run(kind, "LGMP-002")
@@ -277,6 +280,8 @@ def test_declaring_needs_a_saver(capsys: pytest.CaptureFixture[str]) -> None:
         ("ServerSaver", "LGSETUP-002", "passed"),
         ("SetupRacesOnAFreshStore", "LGSETUP-002", "failed"),
         ("FileSaver", "LGSETUP-002", "skipped"),
+        ("ServerSaver", "LGSETUP-003", "passed"),
+        ("TrustsAMarkMadeElsewhere", "LGSETUP-003", "failed"),
     ],
 )
 def test_the_server_faults(kind: str, rule_id: str, status: str, postgres_dsn: str) -> None:
@@ -296,7 +301,8 @@ def test_the_server_faults(kind: str, rule_id: str, status: str, postgres_dsn: s
         assert report.roots == (rule_id,)
         said = " ".join(f.message for f in result.findings)
         assert any(
-            words in said for words in ("server was killed", "connections cut", "at once")
+            words in said
+            for words in ("server was killed", "connections cut", "at once", "transaction")
         ), said
     if status == "skipped":
         assert "unreachable server" in result.reason or "setup=caller" in result.reason
