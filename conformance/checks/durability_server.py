@@ -51,7 +51,7 @@ import random
 import signal
 import tempfile
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Final
 
@@ -59,14 +59,15 @@ from ...spec import Checkpointer, ServerControl, ServerLaunching, UserPrompt
 from ..engines.contract.violations import RuleViolation, expect
 from ..engines.crash.disk import SimulatedDisk
 from ..engines.crash.recorder import (
+    NotAttached,
     TracedRun,
     TraceError,
     attach_argv,
     attach_unavailable,
+    attached,
     parse_trace,
-    tracer_of,
 )
-from ..engines.crash.states import CrashPlan, CrashSpec, CrashState, Image
+from ..engines.crash.states import CrashPlan, CrashSpec, CrashState, Image, server_crash_specs
 from ..engines.crash.verdicts import (
     Call,
     Round,
@@ -240,20 +241,6 @@ async def server_killed_keeps_acknowledged_writes(h: Harness) -> None:
 # -- the power cut, from the server's trace ------------------------------------------------
 
 
-async def _attached(tracer: asyncio.subprocess.Process, pids: Sequence[int]) -> None:
-    """Return once ``tracer`` traces every one of ``pids``."""
-    deadline = time.monotonic() + _PATIENCE
-    waiting = list(pids)
-    while waiting:
-        if tracer.returncode is not None:
-            raise CheckSkipped(f"strace could not attach to the server (exit {tracer.returncode})")
-        if time.monotonic() > deadline:
-            raise CheckSkipped(f"strace did not attach to processes {waiting} in {_PATIENCE:g}s")
-        waiting = [pid for pid in waiting if tracer_of(pid) == 0]
-        if waiting:
-            await asyncio.sleep(0.01)  # polled, with the deadline above
-
-
 async def _run_traced(
     h: Harness, server: ServerControl, store: Path, calls: list[Call], trace_file: Path
 ) -> bytes:
@@ -270,7 +257,10 @@ async def _run_traced(
             stderr=asyncio.subprocess.DEVNULL,
         )
         try:
-            await _attached(tracer, pids)
+            try:
+                await attached(tracer, pids, _PATIENCE)
+            except NotAttached as exc:
+                raise CheckSkipped(str(exc)) from exc
             transcript = await drive_traced_worker(worker, store, options, calls, "DUR-003")
         finally:
             await worker.close()
@@ -312,55 +302,9 @@ async def _record_round(
     )
 
 
-def _overwrites(plan: CrashPlan) -> frozenset[int]:
-    """The writes that land wholly within the size their file had when they were issued."""
-    sizes = {ino: len(data) for ino, data in plan.base.data.items()}
-    found = set()
-    for op in plan.ops:
-        if op.kind == "write":
-            end = op.offset + len(op.data)
-            if end <= sizes.get(op.ino, 0):
-                found.add(op.number)
-            sizes[op.ino] = max(sizes.get(op.ino, 0), end)
-        elif op.kind == "truncate":
-            sizes[op.ino] = op.offset
-    return frozenset(found)
-
-
-def _sector_atomic(plan: CrashPlan, spec: CrashSpec, overwrites: frozenset[int]) -> bool:
-    """False for a tear that fills an overwrite with zeros or garbage.
-
-    A server overwrites its files in place (PostgreSQL rewrites the last page of a
-    preallocated WAL segment at every commit, records synced before included).
-    A write that stops short leaves the sectors it did not reach as they were, which
-    the tears cut at a sector boundary build; zeros and garbage stand for blocks a
-    file grew by before their data came, which an overwrite allocates none of.
-    """
-    tear = plan.tear_of(spec)
-    if tear is None or tear.fill == "":
-        return True
-    torn = plan.last_write(spec.point)
-    return torn is None or torn.number not in overwrites
-
-
 def _cut_after_acknowledgements(rnd: Round, rng: random.Random, left: int) -> list[CrashSpec]:
-    """The power cut right after each acknowledgement (the durable image then) first,
-    then states drawn with the seed, ``left`` in all (fewer when tears of overwrites
-    are left out: `_sector_atomic`)."""
-    acknowledged = sorted({s.end for s in rnd.steps if s.end > 0})
-    first = [
-        CrashSpec(point, "durable", 0, "durable image (every pending op lost)")
-        for point in acknowledged
-    ]
-    first = first[:left] if len(first) <= left else sorted(rng.sample(first, left))
-    overwrites = _overwrites(rnd.plan)
-    rest = [
-        spec
-        for spec in rnd.plan.sample(left, rng)
-        if spec not in first and _sector_atomic(rnd.plan, spec, overwrites)
-    ]
-    wanted = left - len(first)
-    return first + (rng.sample(rest, wanted) if len(rest) > wanted else rest)
+    """`server_crash_specs` after the round's acknowledgements."""
+    return server_crash_specs(rnd.plan, {s.end for s in rnd.steps if s.end > 0}, rng, left)
 
 
 @check("DUR-003", "APPEND-003", "INTEG-001", kind="crash")

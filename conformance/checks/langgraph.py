@@ -1,27 +1,34 @@
 """The langgraph suite: a LangGraph checkpoint saver against the LangGraph saver contract.
 
-Five kinds of check, each naming the rule it verifies first:
+Each check names the rule it verifies first:
 
-- **scenarios**, one per rule of the operations and twins: a graph's calls written out (`Scenario`), made
-  through each twin the saver offers and judged call by call against the model
-  (`checkpointspec.spec.langgraph`), so that every rule is exercised on every run
-  whatever the search draws. LangGraph's own conformance suite (0.0.2) is a subset
-  of them (docs/langgraph.md maps it test by test);
+- **scenarios**, one per rule of the operations and twins: a graph's calls written
+  out (`Scenario`), made through each twin the saver offers and judged call by call
+  against the model (`checkpointspec.spec.langgraph`), so that every rule is
+  exercised on every run whatever the search draws. LangGraph's own conformance
+  suite (0.0.2) is a subset of them (docs/langgraph.md maps it test by test);
 - the **model-based machine** (`model_based`): random sequences of every operation the
   saver implements, through both twins, shrunk to the fewest calls that still
   diverge;
-- **concurrent tasks** (`concurrent_tasks`): parallel nodes' put_writes and reads made
-  at once on one saver, judged by the linearizability checker;
-- **setup() again** (`setup_runs_again`): on a saver in use, and on two savers of one
-  store at once;
-- **a writer killed** (`writer_killed_at_each_call`): a graph's calls made in a worker
-  process, killed right after each system call that changes a file under the store,
-  and what it left read back and judged like any history.
+- **tasks at once** (`concurrent_tasks`, `tasks_in_processes`): parallel nodes'
+  put_writes and reads, on one saver or each in a process of its own with a saver of
+  one store, judged by the linearizability checker;
+- **setup()** (`setup_runs_again`, `setup_at_once_on_a_fresh_store`,
+  `setup_in_a_transaction`): again on a store in use, at once by several savers of a
+  fresh store, inside a caller's transaction;
+- **crashes** (`writer_killed_at_each_call`, `power_loss_at_each_operation`,
+  `server_killed`, `connections_cut`): a graph's calls made by a writer killed right
+  after each system call that changes a file under the store, traced and rebuilt
+  after a power loss at any point, on a PostgreSQL server the kit kills, or through
+  connections the kit cuts; what they left read back and judged like any history;
+- **the serializer failing** (`serialising_fails`, `deserialising_fails`): the
+  saver's serde made to fail at each value of a call in turn.
 
 A check needing what the saver does not have (an extended operation, by LangGraph's
 own detection: its method is not overridden; a second twin; setup(); data in files
-under its store) is skipped, saying so, as LangGraph's suite reports a capability
-"not implemented"; the saver's level is still attained.
+under its store or on a server it takes from its options; a declaration) is skipped,
+saying so, as LangGraph's suite reports a capability "not implemented"; the saver's
+level is still attained.
 """
 
 from __future__ import annotations
@@ -51,7 +58,8 @@ from ..engines.contract.langgraph import (
 from ..engines.contract.violations import RuleViolation
 from ..engines.crash.contract_kills import killed_at_each_call
 from ..engines.crash.contract_power_loss import TraceUnusable, power_loss_states
-from ..engines.crash.recorder import tracer_unavailable
+from ..engines.crash.contract_server_power_loss import server_power_loss_states
+from ..engines.crash.recorder import attach_unavailable, tracer_unavailable
 from ..engines.crash.stopper import stopper_unavailable
 from ..engines.crash.verdicts import quiet
 from ..engines.history.linearizable import Diverged, Recorded, Undecided, check_linearizable
@@ -823,9 +831,10 @@ async def _fresh_savers(h: Harness, path: Path, count: int) -> list[SaverHandle]
     return [await open_saver(factory, context, twins) for _ in range(count)]
 
 
-async def _needs_setup(h: Harness) -> bool:
-    """Whether a saver its factory left setup() to the caller for cannot store yet: if
-    it can, the factory set the store up anyway, or the saver does on first use."""
+async def _leaves_setup_to_the_kit(h: Harness) -> None:
+    """Skip unless a saver whose factory was told to leave setup() to the kit cannot
+    store yet: if it can, the factory set the store up anyway, or the saver does on
+    first use, and there is no fresh store to set up."""
     (handle,) = await _fresh_savers(h, h.new_store(), 1)
     try:
         if not callable(getattr(handle.saver, "setup", None)):
@@ -834,19 +843,29 @@ async def _needs_setup(h: Harness) -> bool:
         (stored,) = await record_calls(
             LANGGRAPH_CONTRACT, handle, prepared(SETUP_PROGRAM[:1], [twin]), 0
         )
-        return bool(stored.raised)
     finally:
         with contextlib.suppress(Exception):  # a saver on a store it could not use
             await handle.close()
-
-
-async def setup_at_once_on_a_fresh_store(h: Harness) -> None:
-    """LGSETUP-002: setup() run at once by several savers of a fresh store raises in none and leaves it complete."""
-    if not await _needs_setup(h):
+    if not stored.raised:
         raise CheckSkipped(
             "a saver opened with setup=caller in its options stores before setup() runs: "
             "its factory sets the store up itself, or the saver does on first use"
         )
+
+
+async def _stores_and_reads(writer: SaverHandle, reader: SaverHandle) -> list[Recorded]:
+    """`SETUP_PROGRAM` made through ``writer`` and read back through ``reader``."""
+    twin = next((t for t in writer.twins if "put_writes" in writer.operations[t]), None)
+    if twin is None:
+        raise CheckSkipped("the saver offers no twin with put and put_writes")
+    program = prepared(SETUP_PROGRAM, [twin] * len(SETUP_PROGRAM))
+    history = await record_calls(LANGGRAPH_CONTRACT, writer, program, 0)
+    return history + await record_calls(LANGGRAPH_CONTRACT, reader, list(_readback(program)), 1)
+
+
+async def setup_at_once_on_a_fresh_store(h: Harness) -> None:
+    """LGSETUP-002: setup() run at once by several savers of a fresh store raises in none and leaves it complete."""
+    await _leaves_setup_to_the_kit(h)
     path = h.new_store()
     savers = await _fresh_savers(h, path, SETUP_AT_ONCE)
     try:
@@ -863,12 +882,7 @@ async def setup_at_once_on_a_fresh_store(h: Harness) -> None:
                 f"store raised: {said}",
                 shape="setup() at once on a fresh store raised",
             )
-        twin = next((t for t in savers[0].twins if "put_writes" in savers[0].operations[t]), None)
-        if twin is None:
-            raise CheckSkipped("the saver offers no twin with put and put_writes")
-        program = prepared(SETUP_PROGRAM, [twin] * len(SETUP_PROGRAM))
-        history = await record_calls(LANGGRAPH_CONTRACT, savers[0], program, 0)
-        history += await record_calls(LANGGRAPH_CONTRACT, savers[-1], list(_readback(program)), 1)
+        history = await _stores_and_reads(savers[0], savers[-1])
     finally:
         for saver in savers:
             await saver.close()
@@ -911,11 +925,7 @@ async def _setup_in_a_transaction(handle: SaverHandle) -> BaseException | None:
 
 async def setup_in_a_transaction(h: Harness) -> None:
     """LGSETUP-003: setup() inside a caller's transaction completes, or raises and leaves the store as it was."""
-    if not await _needs_setup(h):
-        raise CheckSkipped(
-            "a saver opened with setup=caller in its options stores before setup() runs: "
-            "its factory sets the store up itself, or the saver does on first use"
-        )
+    await _leaves_setup_to_the_kit(h)
     (handle,) = await _fresh_savers(h, h.new_store(), 1)
     try:
         raised = await _setup_in_a_transaction(handle)
@@ -929,12 +939,7 @@ async def setup_in_a_transaction(h: Harness) -> None:
                 f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
                 shape="setup() in a caller's transaction left a store setup() cannot finish",
             ) from exc
-        twin = next((t for t in handle.twins if "put_writes" in handle.operations[t]), None)
-        if twin is None:
-            raise CheckSkipped("the saver offers no twin with put and put_writes")
-        program = prepared(SETUP_PROGRAM, [twin] * len(SETUP_PROGRAM))
-        history = await record_calls(LANGGRAPH_CONTRACT, handle, program, 0)
-        history += await record_calls(LANGGRAPH_CONTRACT, handle, list(_readback(program)), 0)
+        history = await _stores_and_reads(handle, handle)
     finally:
         with contextlib.suppress(Exception):
             await handle.close()
@@ -1194,6 +1199,38 @@ def _cut_of(seed: int, round_: int, connection: int, calls: int) -> Fault:
     )
 
 
+async def server_power_cut(h: Harness) -> None:
+    """LGSRV-003: a power cut of the saver's PostgreSQL server's host at any point of its calls keeps every answered call."""
+    reason = attach_unavailable()
+    if reason is not None:  # this machine's lack, not the saver's: nothing is judged
+        raise NothingExercised(f"the server cannot be traced here: {reason}")
+    program = await _writer_program(h, _writer_twin(h))
+    async with _server_of_its_own(h) as cluster:
+        try:
+            covered = await server_power_loss_states(
+                LANGGRAPH_CONTRACT_REF,
+                h.target,
+                h.root,
+                program,
+                cluster,
+                budget=h.profile.server_states,
+                seed=h.seed,
+            )
+        except RuleViolation as found:
+            raise RuleViolation(
+                "LGSRV-003",
+                found.message,
+                shape="a state a power cut of the server left that no prefix of the answered "
+                "calls gives",
+            ) from found
+        except TraceUnusable as exc:
+            raise NothingExercised(f"the server's trace cannot be judged: {exc}") from exc
+    h.measure(
+        f"{covered.states} power cuts of the server judged, of {covered.possible} "
+        f"({covered.operations} operations on its data directory traced)"
+    )
+
+
 async def _cut_round(h: Harness, cluster: Cluster, program: Sequence[Call], round_: int) -> int:
     """Make ``program`` on a fresh store of ``cluster`` through a proxy that cuts each of
     the saver's connections at a byte drawn with the seed, then read everything back
@@ -1424,6 +1461,9 @@ CHECKS: tuple[Check, ...] = (
         server_killed
     ),
     check("LGSRV-002", kind="stress", replay_note="which call a cut lands in")(connections_cut),
+    check("LGSRV-003", kind="crash", replay_note="the system calls a real server made")(
+        server_power_cut
+    ),
     check("LGCODEC-001")(serialising_fails),
     check("LGCODEC-002")(deserialising_fails),
     check("LGPOWER-001", kind="crash", replay_note="the system calls a real process made")(

@@ -327,6 +327,17 @@ LANGGRAPH_RULES: Final[tuple[Rule, ...]] = (
         "connections, and a graph retried after the error reads what was kept.",
     ),
     _must(
+        "LGSRV-003",
+        "A power cut of the server's host keeps every answered call",
+        "After a power cut of the host of the database server a saver keeps its data in, "
+        "at any moment of the saver's calls, the server started again on what its disk "
+        "kept reads as some of the calls in order left it, with every call answered "
+        "before the cut among them and the call in flight whole or absent. For savers "
+        "declared durable that take their server's URL from the options they are opened "
+        "with (dsn): an answered call is what a resumed graph starts from.",
+        Capability.DURABLE,
+    ),
+    _must(
         "LGCODEC-001",
         "A failed serialisation stores nothing",
         "A put or put_writes during which the saver's serde fails to serialise a value "

@@ -7,7 +7,10 @@ from pathlib import Path
 
 import pytest
 from checkpointspec.conformance.checks.langgraph import SCENARIOS
-from checkpointspec.conformance.engines.crash.recorder import tracer_unavailable
+from checkpointspec.conformance.engines.crash.recorder import (
+    attach_unavailable,
+    tracer_unavailable,
+)
 from checkpointspec.conformance.engines.crash.stopper import stopper_unavailable
 from checkpointspec.conformance.frontends.cli import main
 from checkpointspec.conformance.frontends.explain import explain_rule
@@ -42,6 +45,7 @@ def test_a_correct_saver_passes_every_rule() -> None:
     assert statuses.pop("LGPOWER-001") == "skipped"  # not declared durable
     assert statuses.pop("LGSRV-001") == "skipped"
     assert statuses.pop("LGSRV-002") == "skipped"  # it is on no server
+    assert statuses.pop("LGSRV-003") == "skipped"
     assert set(statuses.values()) == {"passed"}, statuses
     assert report.exit_status == 0
     assert [level.name for level in report.levels] == ["langgraph"]
@@ -59,6 +63,7 @@ def test_a_sync_only_saver_is_checked_through_its_sync_twin() -> None:
     assert statuses.pop("LGPOWER-001") == "skipped"
     assert statuses.pop("LGSRV-001") == "skipped"
     assert statuses.pop("LGSRV-002") == "skipped"  # it is on no server
+    assert statuses.pop("LGSRV-003") == "skipped"
     assert set(statuses.values()) == {"passed"}, statuses
     assert report.exit_status == 0
 
@@ -89,7 +94,7 @@ def test_every_rule_has_a_scenario_but_the_machines() -> None:
     # machine draws; concurrency, kills and setup() have checks of their own.
     own = {"LGMP-001", "LGMP-002", "LGKILL-001", "LGPOWER-001"}
     own |= {"LGSETUP-001", "LGSETUP-002", "LGSETUP-003"}
-    own |= {"LGCODEC-001", "LGCODEC-002", "LGSRV-001", "LGSRV-002"}
+    own |= {"LGCODEC-001", "LGCODEC-002", "LGSRV-001", "LGSRV-002", "LGSRV-003"}
     assert {s.rule for s in SCENARIOS} | own == {r.id for r in LANGGRAPH_RULES}
 
 
@@ -269,6 +274,9 @@ def test_declaring_needs_a_saver(capsys: pytest.CaptureFixture[str]) -> None:
     assert "--langgraph" in capsys.readouterr().err
 
 
+_ATTACHES = pytest.mark.skipif(attach_unavailable() is not None, reason=str(attach_unavailable()))
+
+
 @pytest.mark.parametrize(
     ("kind", "rule_id", "status"),
     [
@@ -282,6 +290,8 @@ def test_declaring_needs_a_saver(capsys: pytest.CaptureFixture[str]) -> None:
         ("FileSaver", "LGSETUP-002", "skipped"),
         ("ServerSaver", "LGSETUP-003", "passed"),
         ("TrustsAMarkMadeElsewhere", "LGSETUP-003", "failed"),
+        pytest.param("ServerSaver", "LGSRV-003", "passed", marks=_ATTACHES),
+        pytest.param("CommitsUnsynced", "LGSRV-003", "failed", marks=_ATTACHES),
     ],
 )
 def test_the_server_faults(kind: str, rule_id: str, status: str, postgres_dsn: str) -> None:
@@ -302,7 +312,13 @@ def test_the_server_faults(kind: str, rule_id: str, status: str, postgres_dsn: s
         said = " ".join(f.message for f in result.findings)
         assert any(
             words in said
-            for words in ("server was killed", "connections cut", "at once", "transaction")
+            for words in (
+                "server was killed",
+                "connections cut",
+                "at once",
+                "transaction",
+                "power cut of the server",
+            )
         ), said
     if status == "skipped":
         assert "unreachable server" in result.reason or "setup=caller" in result.reason

@@ -10,5 +10,6 @@
 | `holds` | writers held right after one of their system calls (KILL-001, READ-003) |
 | `contract_kills` | a writer of any `Contract` killed right after each of its store-changing system calls, the store read back and judged as a history |
 | `contract_power_loss` | a power loss at any point of a traced writer of any `Contract`, each crash state read back and judged as a history |
+| `contract_server_power_loss` | the same for a store kept by a server the kit controls: the server's data directory traced, each crash state started as a server and read back |
 | `killed_layer_run` | a restore or compaction in a child process killed at a fault point or system call (RESTORE-006, KILL-001) |
 """

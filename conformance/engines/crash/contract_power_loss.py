@@ -41,7 +41,7 @@ from .disk import SimulatedDisk
 from .recorder import TraceError, parse_trace, tracer_argv
 from .states import CrashPlan
 
-__all__ = ["PowerLosses", "TraceUnusable", "power_loss_states"]
+__all__ = ["PowerLosses", "TraceUnusable", "before_the_loss", "power_loss_states"]
 
 Store = TypeVar("Store")
 State = TypeVar("State", bound=Hashable)
@@ -61,7 +61,7 @@ class TraceUnusable(Exception):
     cannot place): neither a pass nor a finding."""
 
 
-def _before_the_loss(
+def before_the_loss(
     records: Sequence[Recorded], program: Sequence[Call], replies: Sequence[int], point: int
 ) -> list[Recorded]:
     """The calls answered by the time ops 1..``point`` were issued, and the one then in
@@ -132,7 +132,7 @@ async def power_loss_states(
         crashed = store.parent / f"{store.name}-state-{number}"
         crashed.mkdir()
         state.materialise(crashed)
-        history = _before_the_loss(records, program, replies, spec.point)
+        history = before_the_loss(records, program, replies, spec.point)
         history += await read_back(contract, target, crashed, reads, process=1)
         judge_history(contract, history, f"a {spec} ({len(run.ops)} store operations traced)")
     return PowerLosses(len(run.ops), len(specs), possible)

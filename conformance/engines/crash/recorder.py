@@ -29,12 +29,14 @@ What the trace cannot show, and how that is handled:
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import os
 import posixpath
 import re
 import shutil
 import subprocess
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,10 +46,12 @@ from .states import Image, Op, append_op
 
 __all__ = [
     "TRACED_CALLS",
+    "NotAttached",
     "TraceError",
     "TracedRun",
     "attach_argv",
     "attach_unavailable",
+    "attached",
     "parse_trace",
     "tracer_argv",
     "tracer_of",
@@ -131,6 +135,27 @@ def attach_argv(trace_file: Path | str, pids: Sequence[int]) -> list[str]:
     processes strace starts), so they run slower than under `tracer_argv`.
     """
     return [*_recording(trace_file), *(arg for pid in pids for arg in ("-p", str(pid)))]
+
+
+class NotAttached(Exception):
+    """strace could not attach to the processes it was given (the message says which)."""
+
+
+async def attached(
+    tracer: asyncio.subprocess.Process, pids: Sequence[int], patience: float
+) -> None:
+    """Return once ``tracer`` (started with `attach_argv`) traces every one of ``pids``;
+    `NotAttached` if it exits first or ``patience`` seconds pass."""
+    deadline = time.monotonic() + patience
+    waiting = list(pids)
+    while waiting:
+        if tracer.returncode is not None:
+            raise NotAttached(f"strace could not attach to the server (exit {tracer.returncode})")
+        if time.monotonic() > deadline:
+            raise NotAttached(f"strace did not attach to processes {waiting} in {patience:g}s")
+        waiting = [pid for pid in waiting if tracer_of(pid) == 0]
+        if waiting:
+            await asyncio.sleep(0.01)  # polled, with the deadline above
 
 
 def tracer_of(pid: int) -> int | None:

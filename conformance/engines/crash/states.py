@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import posixpath
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Final, NamedTuple
 
@@ -50,6 +50,7 @@ __all__ = [
     "Op",
     "Tear",
     "append_op",
+    "server_crash_specs",
     "tears",
 ]
 
@@ -404,3 +405,55 @@ def _reachable(directory: str, dirs: set[str] | frozenset[str]) -> bool:
             return False
         directory = posixpath.dirname(directory)
     return True  # the root itself always exists
+
+
+def _overwrites(plan: CrashPlan) -> frozenset[int]:
+    """The writes that land wholly within the size their file had when they were issued."""
+    sizes = {ino: len(data) for ino, data in plan.base.data.items()}
+    found = set()
+    for op in plan.ops:
+        if op.kind == "write":
+            end = op.offset + len(op.data)
+            if end <= sizes.get(op.ino, 0):
+                found.add(op.number)
+            sizes[op.ino] = max(sizes.get(op.ino, 0), end)
+        elif op.kind == "truncate":
+            sizes[op.ino] = op.offset
+    return frozenset(found)
+
+
+def _sector_atomic(plan: CrashPlan, spec: CrashSpec, overwrites: frozenset[int]) -> bool:
+    """False for a tear that fills an overwrite with zeros or garbage.
+
+    A server overwrites its files in place (PostgreSQL rewrites the last page of a
+    preallocated WAL segment at every commit, records synced before included).
+    A write that stops short leaves the sectors it did not reach as they were, which
+    the tears cut at a sector boundary build; zeros and garbage stand for blocks a
+    file grew by before their data came, which an overwrite allocates none of.
+    """
+    tear = plan.tear_of(spec)
+    if tear is None or tear.fill == "":
+        return True
+    torn = plan.last_write(spec.point)
+    return torn is None or torn.number not in overwrites
+
+
+def server_crash_specs(
+    plan: CrashPlan, acknowledged: Iterable[int], rng: random.Random, left: int
+) -> list[CrashSpec]:
+    """The power cuts of a server's data directory to judge, ``left`` in all (fewer when
+    tears of overwrites are left out: a server overwrites in place, `_sector_atomic`):
+    the cut right after each of the ``acknowledged`` points (how many ops had completed
+    when a call was answered; the durable image then) first, then states drawn with
+    ``rng``."""
+    points = sorted({point for point in acknowledged if point > 0})
+    first = [CrashSpec(p, "durable", 0, "durable image (every pending op lost)") for p in points]
+    first = first[:left] if len(first) <= left else sorted(rng.sample(first, left))
+    overwrites = _overwrites(plan)
+    rest = [
+        spec
+        for spec in plan.sample(left, rng)
+        if spec not in first and _sector_atomic(plan, spec, overwrites)
+    ]
+    wanted = left - len(first)
+    return first + (rng.sample(rest, wanted) if len(rest) > wanted else rest)
