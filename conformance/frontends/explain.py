@@ -12,6 +12,7 @@ from __future__ import annotations
 import textwrap
 
 from ...spec import CAPABILITY_REASONS, RULES_BY_ID, RuleSuite
+from ...spec.langgraph.rules import LANGGRAPH_DECLARABLE
 from ..running.registry import CHECKS_BY_NAME, check_rule_id
 
 __all__ = ["explain_rule"]
@@ -33,7 +34,12 @@ def explain_rule(rule_id: str) -> str:
     Raises `UnknownRuleError` (one line, naming the id) for an id the catalog lacks.
     """
     rule = RULES_BY_ID[check_rule_id(rule_id)]
-    if rule.suite is RuleSuite.LANGGRAPH:
+    if rule.suite is RuleSuite.LANGGRAPH and rule.capability is not None:
+        needs = (
+            f"a LangGraph saver declared {rule.capability.value} (--declare "
+            f"{rule.capability.value}): {LANGGRAPH_DECLARABLE[rule.capability]}"
+        )
+    elif rule.suite is RuleSuite.LANGGRAPH:
         needs = "a LangGraph saver; skipped where it lacks the operation or twin the rule is about"
     elif rule.capability is None:
         needs = "no capability: every backend"

@@ -23,7 +23,8 @@ __all__ = ["LANGGRAPH_DECLARABLE", "LANGGRAPH_RULES"]
 
 LANGGRAPH_DECLARABLE: Final[dict[Capability, str]] = {
     Capability.DURABLE: (
-        "every answered put and put_writes survives a killed process and a power loss"
+        "every answered put and put_writes survives a killed process, a power loss, and "
+        "its server killed or its server's host power-cut"
     ),
     Capability.MULTI_PROCESS: "savers in several processes may use one store at once",
 }

@@ -182,6 +182,11 @@ def test_explain_says_how_a_langgraph_rule_is_run_and_what_checks_it() -> None:
     assert "LGKILL-001::writer_killed_at_each_call" in text
 
 
+def test_explain_names_the_declaration_a_langgraph_rule_needs() -> None:
+    assert "a LangGraph saver declared durable (--declare durable)" in explain_rule("LGSRV-003")
+    assert "declared multi_process" in explain_rule("LGMP-002")
+
+
 @pytest.mark.parametrize(
     ("kind", "status"),
     [
