@@ -78,9 +78,10 @@ MACHINE = "LGPUT-001::model_based"
 
 @pytest.mark.parametrize("recipe", list(VERDICTS))
 def test_langgraphs_savers_get_the_published_verdicts(
-    recipe: str, request: pytest.FixtureRequest
+    recipe: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     declared, failing = VERDICTS[recipe]
+    monkeypatch.syspath_prepend(str(REPO))  # the recipes are examples.langgraph_savers
     options = {}
     only: list[str] = []
     if recipe.startswith("postgres_recipes"):
