@@ -37,7 +37,7 @@ import asyncio
 import contextlib
 import inspect
 import random
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, cast
@@ -87,12 +87,15 @@ def _offers(h: Harness) -> dict[str, tuple[Twin, ...]]:
     return {op: cast("tuple[Twin, ...]", twins) for op, twins in h.run.probe.saver_offers.items()}
 
 
-def _opener(h: Harness) -> Callable[[Path], Awaitable[SaverHandle]]:
+def _opener(
+    h: Harness, options: Mapping[str, str] | None = None, twins: Sequence[Twin] | None = None
+) -> Callable[[Path], Awaitable[SaverHandle]]:
     """How this check opens a saver on a store directory: the run's factory, given that
-    directory's `BackendContext`."""
+    directory's `BackendContext` with ``options`` added to the run's; the saver's twins
+    found by asking it, or ``twins`` when given (`open_saver`)."""
     target = h.target
     factory = cast("Callable[[BackendContext], object]", target.factory())
-    return lambda path: open_saver(factory, target.context(path))
+    return lambda path: open_saver(factory, target.context(path, options=options), twins)
 
 
 # -- scenarios -------------------------------------------------------------------------------
@@ -825,10 +828,8 @@ async def _fresh_savers(h: Harness, path: Path, count: int) -> list[SaverHandle]
     """``count`` savers of the store in ``path``, their factory told to leave setup() to
     the kit; their twins are those the run's probe found (a store not set up may answer
     nothing)."""
-    factory = cast("Callable[[BackendContext], object]", h.target.factory())
-    context = h.target.context(path, options=LEAVE_SETUP)
-    twins = _offers(h)["get_tuple"]
-    return [await open_saver(factory, context, twins) for _ in range(count)]
+    open_one = _opener(h, LEAVE_SETUP, _offers(h)["get_tuple"])
+    return [await open_one(path) for _ in range(count)]
 
 
 async def _leaves_setup_to_the_kit(h: Harness) -> None:
@@ -978,21 +979,27 @@ def _writer_twin(h: Harness) -> Twin:
     return twin
 
 
-async def _writer_program(h: Harness, twin: Twin) -> list[Call]:
-    """`KILLED_PROGRAM` through ``twin``, once made and read back in this process with no
-    crash: what the calls do then is the sequential rules' to judge, so only a state a
-    crash left, and no prefix of the calls gives, is a crash rule's."""
-    program = prepared(KILLED_PROGRAM, [twin] * len(KILLED_PROGRAM))
+async def _without_faults(h: Harness, intents: Sequence[Intent], twin: Twin) -> list[Call]:
+    """``intents`` through ``twin``, once made and read back in this process with no
+    fault: what the calls do then is the sequential rules' to judge (raised as found),
+    so only what a crash or a failing serializer left, and the calls alone do not
+    give, is the fault's rule's."""
+    program = prepared(intents, [twin] * len(intents))
     alone = await _opener(h)(h.new_store())
     history = await record_calls(LANGGRAPH_CONTRACT, alone, program, 0)
     try:
         history += await record_calls(LANGGRAPH_CONTRACT, alone, list(_readback(program)), 0)
     finally:
         await alone.close()
-    uncrashed = first_divergence(history, "the calls without a crash")
-    if uncrashed is not None:
-        raise uncrashed
+    found = first_divergence(history, "the calls without a fault")
+    if found is not None:
+        raise found
     return program
+
+
+async def _writer_program(h: Harness, twin: Twin) -> list[Call]:
+    """`KILLED_PROGRAM` through ``twin``, judged first without a fault (`_without_faults`)."""
+    return await _without_faults(h, KILLED_PROGRAM, twin)
 
 
 async def writer_killed_at_each_call(h: Harness) -> None:
@@ -1064,8 +1071,8 @@ the option cannot open (nothing listens on port 1), one that does not opens anyw
 
 
 async def _open_with(h: Harness, path: Path, dsn: str) -> SaverHandle:
-    factory = cast("Callable[[BackendContext], object]", h.target.factory())
-    return await open_saver(factory, h.target.context(path, options={"dsn": dsn}))
+    """A saver of the store in ``path`` on the server ``dsn`` names."""
+    return await _opener(h, {"dsn": dsn})(path)
 
 
 async def _takes_its_server_from_the_options(h: Harness) -> bool:
@@ -1398,6 +1405,7 @@ async def _serde_run(h: Harness) -> AsyncIterator[_SerdeRun]:
     """A fresh saver with a `FaultySerde` in place of its own, holding `SERDE_PROGRAM`;
     skipped for a saver whose serializer the kit cannot reach."""
     twin = _writer_twin(h)
+    await _without_faults(h, (*SERDE_PROGRAM, *SERDE_FAILING), twin)
     handle = await _opener(h)(h.new_store())
     try:
         own = getattr(handle.saver, "serde", None)

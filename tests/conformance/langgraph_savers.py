@@ -104,14 +104,25 @@ class DictSaver:
     ) -> None:
         key = _writes_key(config)
         replace = all(ch in WRITES_IDX_MAP for ch, _ in writes)
-        serialised = self._serialised(writes)
-        with self.lock:
-            held = self.writes.setdefault(key, {})
-            before = set(held)
-            for idx, ((channel, _), value) in enumerate(zip(writes, serialised, strict=True)):
-                slot = (task_id, WRITES_IDX_MAP.get(channel, idx))
-                if self._stores(slot in before, replace):
-                    held[slot] = (channel, value, task_path)
+        entries = (
+            ((task_id, WRITES_IDX_MAP.get(channel, idx)), channel, value)
+            for idx, ((channel, _), value) in enumerate(
+                zip(writes, self._serialised(writes), strict=True)
+            )
+        )
+        before: set[tuple[str, int]] | None = None
+        for batch in self._transactions(entries):
+            with self.lock:
+                held = self.writes.setdefault(key, {})
+                before = set(held) if before is None else before
+                for slot, channel, value in batch:
+                    if self._stores(slot in before, replace):
+                        held[slot] = (channel, value, task_path)
+
+    def _transactions(self, entries: Iterator[Any]) -> Iterable[Iterable[Any]]:
+        """The writes of one call, in the batches stored under one lock each: all at
+        once (each entry is serialised as the batch is stored)."""
+        return [entries]
 
     def _serialised(self, writes: Sequence[tuple[str, Any]]) -> Iterable[Any]:
         """The writes' values serialised, every one before any is stored."""
@@ -609,22 +620,8 @@ class CommitsEachWrite(ServerSaver):
     """Stores a task's writes one transaction each: a connection cut or a server killed
     between them leaves half of a put_writes (LGSRV-001, LGSRV-002)."""
 
-    def put_writes(
-        self,
-        config: dict[str, Any],
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> None:
-        key = _writes_key(config)
-        replace = all(ch in WRITES_IDX_MAP for ch, _ in writes)
-        before = set(self.writes.get(key, {}))
-        for idx, (channel, value) in enumerate(writes):
-            with self.lock:  # a transaction each
-                held = self.writes.setdefault(key, {})
-                slot = (task_id, WRITES_IDX_MAP.get(channel, idx))
-                if self._stores(slot in before, replace):
-                    held[slot] = (channel, self.serde.dumps_typed(value), task_path)
+    def _transactions(self, entries: Iterator[Any]) -> Iterable[Iterable[Any]]:
+        return ([entry] for entry in entries)
 
 
 class CommitsUnsynced(ServerSaver):
