@@ -99,6 +99,7 @@ from .restoration import (
     plan_restore,
 )
 from .rules import (
+    FRAMEWORK_LEVELS,
     LEVEL_MEANINGS,
     RULES,
     RULES_BY_ID,
@@ -161,6 +162,7 @@ __all__ = [
     "DEFAULT_SNAPSHOT_LIMIT",
     "EVENT_TYPES",
     "FOLD_RULE_OF_ORIGIN",
+    "FRAMEWORK_LEVELS",
     "LEVEL_MEANINGS",
     "MAX_SESSION_ID_LENGTH",
     "RESERVED_DIR",

@@ -15,7 +15,14 @@ import msgspec
 
 from .capabilities import CAPABILITY_REASONS, Capability
 
-__all__ = ["LEVEL_MEANINGS", "ConformanceLevel", "Rule", "RuleSuite", "Strength"]
+__all__ = [
+    "FRAMEWORK_LEVELS",
+    "LEVEL_MEANINGS",
+    "ConformanceLevel",
+    "Rule",
+    "RuleSuite",
+    "Strength",
+]
 
 
 class Strength(enum.StrEnum):
@@ -35,6 +42,8 @@ class RuleSuite(enum.StrEnum):
     running on the checkpointer."""
     LANGGRAPH = "langgraph"
     """A LangGraph checkpoint saver (``--langgraph``): a contract of its own."""
+    OPENAI_SESSION = "openai_session"
+    """An OpenAI Agents SDK session (``--openai-session``): a contract of its own."""
 
 
 class ConformanceLevel(enum.StrEnum):
@@ -48,8 +57,8 @@ class ConformanceLevel(enum.StrEnum):
     the ``ServerRouted`` opt-in (``connection_loss``: a server backend's
     connections cut by the kit's proxy) and those only a backend served over the
     stdio protocol can break (``stdio_protocol``); the session suite's rules are one
-    level whatever capability they need, and so are a LangGraph saver's
-    (``langgraph``).
+    level whatever capability they need, and so are each framework's store
+    interface's (``langgraph``, ``openai_session``): `FRAMEWORK_LEVELS`.
     """
 
     BASE = "base"
@@ -67,6 +76,7 @@ class ConformanceLevel(enum.StrEnum):
     CONNECTION_LOSS = "connection_loss"
     STDIO_PROTOCOL = "stdio_protocol"
     LANGGRAPH = "langgraph"
+    OPENAI_SESSION = "openai_session"
 
     @property
     def capability(self) -> Capability | None:
@@ -96,6 +106,10 @@ _MEANINGS_WITHOUT_CAPABILITY: Final[dict[ConformanceLevel, str]] = {
         "as a LangGraph checkpoint saver it keeps every checkpoint, channel value and "
         "pending write a graph gave it, and answers get_tuple and list as LangGraph expects"
     ),
+    ConformanceLevel.OPENAI_SESSION: (
+        "as an OpenAI Agents session it keeps every item added, in order and exactly, "
+        "gives the latest ones and pops each once, whoever else uses the store"
+    ),
     ConformanceLevel.STDIO_PROTOCOL: (
         "served over the stdio protocol, it answers every request with one well-formed "
         "reply of the request's id and nothing else (needs --process)"
@@ -110,6 +124,14 @@ LEVEL_MEANINGS: Final[dict[ConformanceLevel, str]] = {
 }
 """What attaining each level shows, in one line; a capability's level shows what
 declaring the capability promises (`CAPABILITY_REASONS`)."""
+
+
+FRAMEWORK_LEVELS: Final[dict[RuleSuite, ConformanceLevel]] = {
+    RuleSuite.LANGGRAPH: ConformanceLevel.LANGGRAPH,
+    RuleSuite.OPENAI_SESSION: ConformanceLevel.OPENAI_SESSION,
+}
+"""The suites of another framework's store interface, each a contract of its own with
+one level: a backend checked against one of them is checked against nothing else."""
 
 
 class Rule(msgspec.Struct, frozen=True):
@@ -134,7 +156,8 @@ class Rule(msgspec.Struct, frozen=True):
             raise ValueError(f"{self.id}: a rule has a level exactly when it is a MUST rule")
         if self.suite is RuleSuite.SESSION and self.level not in (None, ConformanceLevel.SESSION):
             raise ValueError(f"{self.id}: a session rule's level is ConformanceLevel.SESSION")
-        if (self.suite is RuleSuite.LANGGRAPH) != (self.level is ConformanceLevel.LANGGRAPH) and (
-            self.level is not None
-        ):
-            raise ValueError(f"{self.id}: a LangGraph rule's level is ConformanceLevel.LANGGRAPH")
+        own = FRAMEWORK_LEVELS.get(self.suite)
+        if self.level is not None and self.level in FRAMEWORK_LEVELS.values() and own is None:
+            raise ValueError(f"{self.id}: only a framework's rule counts towards {self.level}")
+        if own is not None and self.level not in (None, own):
+            raise ValueError(f"{self.id}: a {self.suite} rule's level is {own}")

@@ -20,10 +20,19 @@ from typing import Final
 
 from .capabilities import Capability
 from .langgraph.rules import LANGGRAPH_RULES
-from .rule_kinds import LEVEL_MEANINGS, ConformanceLevel, Rule, RuleSuite, Strength
+from .openai_session.rules import OPENAI_SESSION_RULES
+from .rule_kinds import (
+    FRAMEWORK_LEVELS,
+    LEVEL_MEANINGS,
+    ConformanceLevel,
+    Rule,
+    RuleSuite,
+    Strength,
+)
 
 __all__ = [
     "CHECKPOINTER_RULES",
+    "FRAMEWORK_LEVELS",
     "LEVEL_MEANINGS",
     "RULES",
     "RULES_BY_ID",
@@ -952,7 +961,7 @@ CHECKPOINTER_RULES: Final[tuple[Rule, ...]] = (
 
 """The rules of the checkpointer contract: the storage and session suites."""
 
-RULES: Final[tuple[Rule, ...]] = CHECKPOINTER_RULES + LANGGRAPH_RULES
+RULES: Final[tuple[Rule, ...]] = CHECKPOINTER_RULES + LANGGRAPH_RULES + OPENAI_SESSION_RULES
 """Every rule of every contract the kit checks, each id once."""
 
 RULES_BY_ID: Final[dict[str, Rule]] = {r.id: r for r in RULES}

@@ -95,8 +95,11 @@ _RULES_INTRO = """
 
 Each area of rules is checked by one suite of the kit: `storage` judges the
 checkpointer itself, `session` the session layer running on it (`--suite session`),
-and `langgraph` a LangGraph checkpoint saver (`--langgraph MODULE:FACTORY`), a
-contract of its own whose rules are the `LG` areas (docs/langgraph.md).
+`langgraph` a LangGraph checkpoint saver (`--langgraph MODULE:FACTORY`), a
+contract of its own whose rules are the `LG` areas (docs/langgraph.md), and
+`openai_session` an OpenAI Agents session store (`--openai-session
+MODULE:FACTORY`), a contract of its own whose rules are the `OAS` areas
+(docs/openai-agents.md).
 """
 
 

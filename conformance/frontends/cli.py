@@ -69,6 +69,7 @@ from ...backends.stdio.bridges import LiteAgentBridgeError, describe_lite_agent
 from ...reference import cli as operator
 from ...spec import RULES
 from ..checks.base import Check
+from ..engines.run.frameworks import FRAMEWORKS
 from ..engines.run.kit_run import KitRun, OutputName, ReportOutputs
 from ..engines.search.budget import format_seconds
 from ..engines.search.replay import HYPOTHESIS_VERSION
@@ -358,14 +359,14 @@ def _planned_run(args: argparse.Namespace) -> KitRun:
 
 def _backend_named(args: argparse.Namespace) -> str:
     """What the command line names as the backend: its name, the ``--process`` command,
-    the ``--lite-agent`` factory or the ``--langgraph`` saver's."""
-    given = [
-        a for a in (args.backend, args.process, args.lite_agent, args.langgraph) if a is not None
-    ]
+    the ``--lite-agent`` factory or a framework's (``--langgraph``, ``--openai-session``)."""
+    frameworks = [getattr(args, f.setting) for f in FRAMEWORKS.values()]
+    given = [a for a in (args.backend, args.process, args.lite_agent, *frameworks) if a is not None]
     if len(given) != 1:
         raise BackendLoadError(
-            "name a backend, or give --process COMMAND, --lite-agent MODULE#FACTORY or "
-            "--langgraph MODULE:FACTORY (one of them)"
+            "name a backend, or give --process COMMAND, --lite-agent MODULE#FACTORY, "
+            + ", ".join(f"{f.flag} MODULE:FACTORY" for f in FRAMEWORKS.values())
+            + " (one of them)"
         )
     named: str = given[0]
     return named

@@ -12,7 +12,7 @@ from __future__ import annotations
 import textwrap
 
 from ...spec import CAPABILITY_REASONS, RULES_BY_ID, RuleSuite
-from ...spec.langgraph.rules import LANGGRAPH_DECLARABLE
+from ..engines.run.frameworks import FRAMEWORKS
 from ..running.registry import CHECKS_BY_NAME, check_rule_id
 
 __all__ = ["explain_rule"]
@@ -23,8 +23,9 @@ _WIDTH = 78
 def _how_to_run(suite: RuleSuite) -> str:
     if suite is RuleSuite.STORAGE:
         return ""
-    if suite is RuleSuite.LANGGRAPH:
-        return " (--langgraph MODULE:FACTORY)"
+    framework = FRAMEWORKS.get(suite.value)
+    if framework is not None:
+        return f" ({framework.flag} MODULE:FACTORY)"
     return f" (--suite {suite.value})"
 
 
@@ -34,13 +35,16 @@ def explain_rule(rule_id: str) -> str:
     Raises `UnknownRuleError` (one line, naming the id) for an id the catalog lacks.
     """
     rule = RULES_BY_ID[check_rule_id(rule_id)]
-    if rule.suite is RuleSuite.LANGGRAPH and rule.capability is not None:
+    framework = FRAMEWORKS.get(rule.suite.value)
+    if framework is not None and rule.capability is not None:
         needs = (
-            f"a LangGraph saver declared {rule.capability.value} (--declare "
-            f"{rule.capability.value}): {LANGGRAPH_DECLARABLE[rule.capability]}"
+            f"{framework.what} declared {rule.capability.value} (--declare "
+            f"{rule.capability.value}): {framework.declarable[rule.capability]}"
         )
     elif rule.suite is RuleSuite.LANGGRAPH:
         needs = "a LangGraph saver; skipped where it lacks the operation or twin the rule is about"
+    elif framework is not None:
+        needs = f"{framework.what}; skipped where it lacks what the rule is about"
     elif rule.capability is None:
         needs = "no capability: every backend"
     else:

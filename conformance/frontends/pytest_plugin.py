@@ -66,6 +66,7 @@ import pytest
 
 from ...backends.registry import BackendLoadError
 from ..checks.base import Check
+from ..engines.run.frameworks import FRAMEWORKS
 from ..engines.run.kit_run import KitRun
 from ..engines.search.replay import ReproduceError
 from ..engines.target.session_layer import DEFAULT_SESSION_LAYER
@@ -233,11 +234,14 @@ class CheckItem(pytest.Item):
             parts = ["pytest", "--checkpointer-process", command]
             if "validate_protocol" in run.process_options:
                 parts.append("--checkpointer-validate-protocol")
-        elif run.suite == "langgraph":
-            parts = ["pytest", "--checkpointer-langgraph", run.backend.name]
+        elif run.suite in FRAMEWORKS:
+            parts = ["pytest", FRAMEWORKS[run.suite].plugin_flag, run.backend.name]
+            claims = sorted(c.value for c in run.probe.capabilities)
+            if claims:  # what its author declared, as the run was told
+                parts += ["--checkpointer-declare", ",".join(claims)]
         else:
             parts = ["pytest", "--checkpointer", run.backend.name]
-        if run.suite not in (DEFAULT_SUITE, "langgraph"):
+        if run.suite != DEFAULT_SUITE and run.suite not in FRAMEWORKS:
             parts += ["--checkpointer-suite", run.suite]
         if run.suite != "storage" and run.session_layer != DEFAULT_SESSION_LAYER:
             parts += ["--checkpointer-session-layer", run.session_layer]
@@ -269,16 +273,15 @@ def _value(config: pytest.Config, setting: Setting) -> Any:
 
 def _requested(config: pytest.Config) -> bool:
     """Whether the command line asks for a run: --checkpointer, --checkpointer-process or
-    --checkpointer-langgraph (one of them), or --checkpointer-validate-protocol, which
-    only a run takes."""
-    name = config.getoption("checkpointer")
-    process = config.getoption("checkpointer_process")
-    saver = config.getoption("checkpointer_langgraph")
-    if sum(1 for given in (name, process, saver) if given) > 1:
-        raise pytest.UsageError(
-            "give one of --checkpointer, --checkpointer-process and --checkpointer-langgraph"
-        )
-    return bool(name or process or saver or config.getoption("checkpointer_validate_protocol"))
+    a framework's flag (--checkpointer-langgraph, --checkpointer-openai-session; one of
+    them), or --checkpointer-validate-protocol, which only a run takes."""
+    flags = ["--checkpointer", "--checkpointer-process"] + [
+        f.plugin_flag for f in FRAMEWORKS.values()
+    ]
+    given = [f for f in flags if config.getoption(f.removeprefix("--").replace("-", "_"))]
+    if len(given) > 1:
+        raise pytest.UsageError(f"give one of {', '.join(flags[:-1])} and {flags[-1]}")
+    return bool(given or config.getoption("checkpointer_validate_protocol"))
 
 
 def _seed(config: pytest.Config, given: int | None) -> int | None:

@@ -34,7 +34,7 @@ from ...backends.stdio.bridges import (
     lite_agent_command,
 )
 from ...spec.capabilities import Capability
-from ...spec.langgraph.rules import LANGGRAPH_DECLARABLE
+from ..engines.run.frameworks import FRAMEWORKS, Framework
 from ..engines.run.kit_run import OutputName, ReportOutputs
 from ..engines.run.profiles import DEFAULT_PROFILE, PROFILES
 from ..engines.search.budget import budget_option, format_seconds
@@ -224,15 +224,17 @@ SETTINGS: Final[tuple[Setting, ...]] = (
         "bridge shipped with the kit, e.g. {lite_agent} ./dist/store.js#createStore "
         "(docs/lite-agent.md; needs node)",
     ),
-    Setting(
-        name="langgraph",
-        cli=("--langgraph",),
-        plugin="--checkpointer-langgraph",
-        metavar="MODULE:FACTORY",
-        feeds="backend_name",
-        help="a LangGraph checkpoint saver, checked against the LangGraph saver contract "
-        "(the langgraph suite): FACTORY gets the store's BackendContext and returns a saver, "
-        "an awaitable of one or a context manager yielding one (docs/langgraph.md)",
+    *(
+        Setting(
+            name=framework.setting,
+            cli=(framework.flag,),
+            plugin=framework.plugin_flag,
+            metavar="MODULE:FACTORY",
+            feeds="backend_name",
+            help=f"{framework.what}, checked against its contract (the {framework.suite.value} "
+            f"suite): {framework.factory} ({framework.doc})",
+        )
+        for framework in FRAMEWORKS.values()
     ),
     Setting(
         name="declare",
@@ -241,9 +243,12 @@ SETTINGS: Final[tuple[Setting, ...]] = (
         many=True,
         metavar="NAME[,NAME]",
         feeds="process",
-        help="what the object cannot show of itself (repeatable): with {langgraph}, what "
-        "the saver claims, from "
-        + ", ".join(c.value for c in LANGGRAPH_DECLARABLE)
+        help="what the object cannot show of itself (repeatable): with "
+        + "; with ".join(
+            f"{{{f.setting}}}, what {f.what} claims, from "
+            + ", ".join(c.value for c in f.declarable)
+            for f in FRAMEWORKS.values()
+        )
         + "; with --lite-agent (CLI only), what the bridge cannot see, from "
         + ", ".join(LITE_AGENT_DECLARABLE),
     ),
@@ -294,7 +299,8 @@ SETTINGS: Final[tuple[Setting, ...]] = (
         default=DEFAULT_SUITE,
         feeds="suite",
         help="storage: the checkpointer; session: the session layer on it; all: both; "
-        f"langgraph: a LangGraph saver, what {{langgraph}} runs (default: {DEFAULT_SUITE})",
+        + "; ".join(f"{f.suite.value}: what {{{f.setting}}} runs" for f in FRAMEWORKS.values())
+        + f" (default: {DEFAULT_SUITE})",
     ),
     Setting(
         name="session_layer",
@@ -515,39 +521,43 @@ def run_arguments(
     name. A rule listed as expected to fail without a reason gets ``unexplained``.
 
     Raises `BackendLoadError` (a usage error) for settings that do not go together:
-    ``--declare`` without ``--langgraph`` or ``--lite-agent`` (or naming what neither
-    can declare), ``--validate-protocol`` without a process,
+    ``--declare`` without a framework's flag (`FRAMEWORKS`) or ``--lite-agent`` (or
+    naming what neither can declare), two framework flags, ``--validate-protocol`` without a process,
     or a lite-agent factory the bridge cannot serve."""
     arguments = {
         s.feeds: values[s.name]
         for s in settings_of(frontend)
         if s.feeds is not None and s.feeds not in _COMPOSED
     }
-    saver = values.get("langgraph")
-    if saver is not None:
+    framework = _framework_named(values, frontend)
+    given = values.get(framework.setting) if framework is not None else None
+    if framework is not None:
         if values.get("backend") is not None or values["process"] is not None:
             raise BackendLoadError(
-                f"{flag('langgraph', frontend)} names the backend: give no other one"
+                f"{flag(framework.setting, frontend)} names the backend: give no other one"
             )
-        if values["suite"] not in (DEFAULT_SUITE, "langgraph"):
+        if values["suite"] not in (DEFAULT_SUITE, framework.suite.value):
             raise BackendLoadError(
-                f"{flag('langgraph', frontend)} runs the langgraph suite, not {values['suite']}"
+                f"{flag(framework.setting, frontend)} runs the {framework.suite.value} suite, "
+                f"not {values['suite']}"
             )
-        arguments["suite"] = "langgraph"
-    elif values["suite"] == "langgraph":
+        arguments["suite"] = framework.suite.value
+    elif values["suite"] in FRAMEWORKS:
+        wanted = FRAMEWORKS[values["suite"]]
         raise BackendLoadError(
-            f"the langgraph suite checks a saver: give {flag('langgraph', frontend)} MODULE:FACTORY"
+            f"the {wanted.suite.value} suite checks {wanted.what}: give "
+            f"{flag(wanted.setting, frontend)} MODULE:FACTORY"
         )
-    arguments["backend_name"] = saver if saver is not None else values.get("backend")
+    arguments["backend_name"] = given if given is not None else values.get("backend")
     declared = declared_names(values.get("declare", []))
-    if saver is not None:
-        arguments["declared"] = _saver_declarations(declared, frontend)
+    if framework is not None:
+        arguments["declared"] = _framework_declarations(framework, declared, frontend)
         declared = []
     elif declared and values.get("lite_agent") is None:
         bridge = " or the --lite-agent bridge what it cannot see" if frontend == "cli" else ""
+        flags = " or ".join(flag(f.setting, frontend) for f in FRAMEWORKS.values())
         raise BackendLoadError(
-            f"{flag('declare', frontend)} tells what a {flag('langgraph', frontend)} saver "
-            f"claims{bridge}: give that too"
+            f"{flag('declare', frontend)} tells what a {flags} store claims{bridge}: give that too"
         )
     process = _lite_agent_process(values.get("lite_agent"), declared) or values["process"]
     if values["validate_protocol"] and process is None:
@@ -569,15 +579,29 @@ def run_arguments(
     }
 
 
-def _saver_declarations(declared: Sequence[str], frontend: Frontend) -> tuple[Capability, ...]:
-    """What ``--declare`` says a LangGraph saver claims; a usage error for a name it
+def _framework_named(values: Mapping[str, Any], frontend: Frontend) -> Framework | None:
+    """The framework whose flag names the backend (None: none does); a usage error
+    when two do."""
+    named = [f for f in FRAMEWORKS.values() if values.get(f.setting) is not None]
+    if len(named) > 1:
+        raise BackendLoadError(
+            " and ".join(flag(f.setting, frontend) for f in named)
+            + " each name the backend: give one"
+        )
+    return named[0] if named else None
+
+
+def _framework_declarations(
+    framework: Framework, declared: Sequence[str], frontend: Frontend
+) -> tuple[Capability, ...]:
+    """What ``--declare`` says ``framework``'s store claims; a usage error for a name it
     cannot declare."""
-    known = {c.value: c for c in LANGGRAPH_DECLARABLE}
+    known = {c.value: c for c in framework.declarable}
     unknown = [d for d in declared if d not in known]
     if unknown:
         raise BackendLoadError(
-            f"{flag('declare', frontend)} {','.join(unknown)} is not declarable for a "
-            "LangGraph saver; declarable: " + ", ".join(known)
+            f"{flag('declare', frontend)} {','.join(unknown)} is not declarable for "
+            f"{framework.what}; declarable: " + ", ".join(known)
         )
     return tuple(dict.fromkeys(known[d] for d in declared))
 

@@ -53,6 +53,7 @@ from typing import Final
 import msgspec
 
 from ...spec import LEVEL_MEANINGS, RULES, Capability, ConformanceLevel
+from ..engines.run.frameworks import FRAMEWORKS
 from .registry import ALL_CHECKS, SESSION_CHECKS, suite_of_rule
 from .report import LevelResult, LevelStatus, RuleResult
 
@@ -128,7 +129,7 @@ def _judge(
         return result("unverified", f"{first.id} {first.status}: {first.reason}")
     absent = [rule_id for rule_id in level.rules if rule_id not in verdicts]
     if absent:
-        suite = level.name if level.name in ("session", "langgraph") else "storage"
+        suite = level.name if level.name in ("session", *FRAMEWORKS) else "storage"
         return result("not_run", f"{absent[0]} not run: the run did not check the {suite} suite")
     not_run = [v for v in found if v.status == "not_run"]
     if not_run:
@@ -141,12 +142,12 @@ def _judge(
 
 def _needs_undeclared(verdict: RuleResult, declared: frozenset[str]) -> bool:
     """True when every check of the rule needs a capability the backend does not
-    declare (the rule's own, or one the check needs besides). A LangGraph rule is
-    skipped only for what the saver does not have (an extended operation or a twin,
+    declare (the rule's own, or one the check needs besides). A framework's rule is
+    skipped only for what its store does not have (an extended operation or a twin,
     setup(), data in files under its store), which its contract leaves optional, as
     LangGraph's suite reports "not implemented"; what this machine lacks leaves a
     check not checked, never skipped."""
-    if suite_of_rule(verdict.id) == "langgraph":
+    if suite_of_rule(verdict.id) in FRAMEWORKS:
         return True
     checks = [c for c in (*ALL_CHECKS, *SESSION_CHECKS) if c.rule_id == verdict.id]
     return bool(checks) and all({n.value for n in c.needs} - declared for c in checks)
@@ -159,13 +160,15 @@ def judge_levels(
     and the capabilities the backend declares (``KitReport.capabilities``)."""
     verdicts = {r.id: r for r in rules}
     declared = frozenset(capabilities)
-    # A saver's run and a checkpointer's judge different backends: neither lists the
-    # other's levels.
-    saver = any(suite_of_rule(r) == "langgraph" for r in verdicts)
+    # A framework's store and a checkpointer are different backends: a run lists the
+    # levels of the contract it checked only.
+    suites = {suite_of_rule(r) for r in verdicts}
+    framework = next((s for s in suites if s in FRAMEWORKS), None)
     return tuple(
         _judge(level, verdicts, declared)
         for level in LEVELS
-        if (level.name == "langgraph") == saver
+        if (level.name in FRAMEWORKS and level.name == framework)
+        or (level.name not in FRAMEWORKS and framework is None)
     )
 
 

@@ -14,6 +14,7 @@ which one, so that each front end can name it by its own flag.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import math
 import os
 import random
@@ -41,9 +42,11 @@ from ...spec import (
     RefusesBeforeTheBackend,
     StoreHooks,
 )
-from ...spec.langgraph.rules import LANGGRAPH_DECLARABLE
 from ..checks.base import Check
 from ..engines.contract.langgraph import offers_of, open_saver
+from ..engines.contract.openai_session import METHODS as SESSION_METHODS
+from ..engines.contract.openai_session import open_sessions
+from ..engines.run.frameworks import FRAMEWORKS, Framework, framework_of_suite
 from ..engines.run.kit_run import BackendProbe, KitRun, OutputName, ReportOutputs, SuiteSelection
 from ..engines.run.profiles import DEFAULT_PROFILE, PROFILES, Profile
 from ..engines.search.replay import Reproduction
@@ -140,17 +143,22 @@ def probe_backend(target: BackendTarget) -> BackendProbe:
     return _on_scratch(target, probe)
 
 
+def _declared(framework: Framework, declared: Iterable[Capability]) -> frozenset[Capability]:
+    claims = frozenset(declared)
+    if not claims <= framework.declarable.keys():
+        raise BackendLoadError(
+            f"{framework.what} declares only " + ", ".join(c.value for c in framework.declarable)
+        )
+    return claims
+
+
 def probe_saver(target: BackendTarget, declared: Iterable[Capability] = ()) -> BackendProbe:
     """Open and close one LangGraph saver of ``target`` (``--langgraph``) on a scratch
     store, noting the twins it offers each operation through (`BackendProbe.saver_offers`,
     what every check of the run reads) and what its author ``declared`` of it (its
     capabilities, from `LANGGRAPH_DECLARABLE`). Raises `BackendLoadError` when that
     fails or the saver offers neither twin (no working ``get_tuple`` nor ``aget_tuple``)."""
-    claims = frozenset(declared)
-    if not claims <= LANGGRAPH_DECLARABLE.keys():
-        raise BackendLoadError(
-            "a LangGraph saver declares only " + ", ".join(c.value for c in LANGGRAPH_DECLARABLE)
-        )
+    claims = _declared(FRAMEWORKS["langgraph"], declared)
     factory = cast("Callable[[BackendContext], object]", target.factory())
 
     async def probe(scratch: Path) -> BackendProbe:
@@ -170,6 +178,57 @@ def probe_saver(target: BackendTarget, declared: Iterable[Capability] = ()) -> B
         return BackendProbe(claims, has_hooks=False, saver_offers=dict(offers))
 
     return _on_scratch(target, probe)
+
+
+def probe_session_store(target: BackendTarget, declared: Iterable[Capability] = ()) -> BackendProbe:
+    """Open one OpenAI Agents session of ``target`` (``--openai-session``) on a scratch
+    store, ask it for its items and close it, with what its author ``declared`` of it
+    (from `OPENAI_SESSION_DECLARABLE`). Raises `BackendLoadError` when that fails or the
+    object lacks a method of the ``Session`` protocol (the message names them) or has
+    one that is not a coroutine function."""
+    claims = _declared(FRAMEWORKS["openai_session"], declared)
+    factory = target.factory()
+
+    async def probe(scratch: Path) -> BackendProbe:
+        store = await open_sessions(factory, target.context(scratch))
+        try:
+            session = await store.session("checkpointspec-probe")
+            missing = [m for m in SESSION_METHODS if not callable(getattr(session, m, None))]
+            not_async = [
+                m
+                for m in SESSION_METHODS
+                if m not in missing and not inspect.iscoroutinefunction(getattr(session, m))
+            ]
+            if missing or not_async:
+                said = "; ".join(
+                    part
+                    for part in (
+                        f"it has no {', '.join(missing)}" if missing else "",
+                        f"{', '.join(not_async)} {'is' if len(not_async) == 1 else 'are'} not async"
+                        if not_async
+                        else "",
+                    )
+                    if part
+                )
+                raise FactoryFailedError(
+                    target.ref.target,
+                    TypeError(f"{type(session).__name__} is not an OpenAI Agents Session: {said}"),
+                )
+            await session.get_items()  # type: ignore[attr-defined]
+        finally:
+            await store.close()
+        return BackendProbe(claims, has_hooks=False)
+
+    return _on_scratch(target, probe)
+
+
+def probe_framework(
+    framework: Framework, target: BackendTarget, declared: Iterable[Capability]
+) -> BackendProbe:
+    """``framework``'s store of ``target`` probed as its suite's checks need it."""
+    if framework.suite.value == "langgraph":
+        return probe_saver(target, declared)
+    return probe_session_store(target, declared)
 
 
 async def drop_or_say_why(handle: object, directory: Path) -> str:
@@ -286,8 +345,9 @@ def plan_run(
         the stdio protocol, every message checked against its schema with ``validate_protocol``.
 
         ``suite`` picks the checks (``storage``, ``session`` or ``all``; ``langgraph``
-        for a LangGraph saver's factory, probed as one, `probe_saver`, with what its
-        author ``declared``; ``only`` narrows
+        for a LangGraph saver's factory, ``openai_session`` for an OpenAI Agents
+        session's, probed as one (`probe_framework`), with what its author
+        ``declared``); ``only`` narrows
         them to the checks whose name starts with an entry or that verify a rule it
         names); session checks run ``session_layer`` (``MODULE`` or ``MODULE:OBJECT``)
         on the backend. ``expected_failures`` are the ``--xfail`` rules, or a mapping of
@@ -317,10 +377,14 @@ def plan_run(
     user_options = dict(options or {})
     try:
         target = BackendTarget(backend, user_options | process_options)
-        if suite == "langgraph":
-            probe = probe_saver(target, declared)
+        framework = framework_of_suite(suite)
+        if framework is not None:
+            probe = probe_framework(framework, target, declared)
         elif declared:
-            raise BackendLoadError("only a LangGraph saver is declared to (--declare)")
+            raise BackendLoadError(
+                "only another framework's store is declared to (--declare): "
+                + ", ".join(f.flag for f in FRAMEWORKS.values())
+            )
         else:
             probe = probe_backend(target)
     except BackendLoadError as exc:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Final, get_args
 
-from ...spec import RULES, RULES_BY_ID, RuleSuite
+from ...spec import FRAMEWORK_LEVELS, RULES, RULES_BY_ID, RuleSuite
 from ..checks import (
     Check,
     appending,
@@ -44,6 +44,7 @@ from ..checks import (
     listing,
     maintenance,
     network,
+    openai_session,
     processes,
     protocol,
     reading,
@@ -61,7 +62,9 @@ __all__ = [
     "ALL_CHECKS",
     "CHECKS_BY_NAME",
     "DEFAULT_SUITE",
+    "FRAMEWORK_CHECKS",
     "LANGGRAPH_CHECKS",
+    "OPENAI_SESSION_CHECKS",
     "SESSION_AREAS",
     "SESSION_CHECKS",
     "SUITES",
@@ -119,6 +122,13 @@ SESSION_CHECKS: tuple[Check, ...] = (
 LANGGRAPH_CHECKS: tuple[Check, ...] = langgraph.CHECKS
 """The langgraph suite: a LangGraph checkpoint saver (``--langgraph``) against its contract."""
 
+OPENAI_SESSION_CHECKS: tuple[Check, ...] = openai_session.CHECKS
+"""The openai_session suite: an OpenAI Agents session store (``--openai-session``)
+against its contract."""
+
+FRAMEWORK_CHECKS: tuple[Check, ...] = LANGGRAPH_CHECKS + OPENAI_SESSION_CHECKS
+"""Every check of another framework's store interface (`FRAMEWORKS`)."""
+
 DEFAULT_SUITE: Final[SuiteSelection] = "storage"
 """The suite of a run that names none: the CLI, the pytest plugin and `run_kit` alike."""
 
@@ -127,6 +137,7 @@ SUITES: dict[SuiteSelection, tuple[Check, ...]] = {
     "session": SESSION_CHECKS,
     "all": ALL_CHECKS + SESSION_CHECKS,
     "langgraph": LANGGRAPH_CHECKS,
+    "openai_session": OPENAI_SESSION_CHECKS,
 }
 """The checks of each suite."""
 assert set(SUITES) == set(get_args(SuiteSelection))
@@ -136,7 +147,7 @@ SESSION_AREAS: frozenset[str] = frozenset(
 )
 """The rule areas of the session suite's rules (FOLD, CKPT, SNAP, RESTORE, COMPACT)."""
 
-CHECKS_BY_NAME: dict[str, Check] = {c.name: c for c in SUITES["all"] + LANGGRAPH_CHECKS}
+CHECKS_BY_NAME: dict[str, Check] = {c.name: c for c in SUITES["all"] + FRAMEWORK_CHECKS}
 """Every check of every suite by check name (``RULE-ID::function_name``)."""
 
 _SESSION_NAMES = frozenset(c.name for c in SESSION_CHECKS)
@@ -153,15 +164,13 @@ def suite_of_rule(rule_id: str) -> SuiteSelection:
     Raises `UnknownRuleError` (one line, naming the id) for an id the catalog lacks.
     """
     suite = RULES_BY_ID[check_rule_id(rule_id)].suite
-    if suite is RuleSuite.SESSION:
-        return "session"
-    return "langgraph" if suite is RuleSuite.LANGGRAPH else "storage"
+    return suite.value
 
 
 def rules_of_suite(suite: SuiteSelection) -> frozenset[str]:
     """The ids of the catalog's rules a run of ``suite`` reports on."""
-    if suite == "all":  # the checkpointer's two suites; a saver's is another backend's
-        return frozenset(r.id for r in RULES if r.suite is not RuleSuite.LANGGRAPH)
+    if suite == "all":  # the checkpointer's two suites; a framework's is another backend's
+        return frozenset(r.id for r in RULES if r.suite not in FRAMEWORK_LEVELS)
     return frozenset(r.id for r in RULES if r.suite == suite)
 
 
@@ -205,7 +214,8 @@ def select_checks(
         hint = ""
         elsewhere = [
             name
-            for name in ("storage", "session", "langgraph")
+            for name in SUITES
+            if name != "all"
             if name != suite and any(_matches(c, w) for c in SUITES[name] for w in wanted)
         ]
         if suite is not None and elsewhere:

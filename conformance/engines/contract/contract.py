@@ -25,14 +25,19 @@ of this type, and adding one adds modules, not changes to the machines.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Generic, Protocol, TypeAlias, TypeVar, cast
+from typing import TYPE_CHECKING, Generic, Protocol, TypeAlias, TypeVar, cast
 
 import msgspec
 from hypothesis import strategies as st
 
 from ....backends.stdio.wire import StdioProtocolError
+from ....spec import BackendContext
+
+if TYPE_CHECKING:  # the history's records are made of this module's calls and answers
+    from ..history.linearizable import Recorded
 
 __all__ = [
     "Answer",
@@ -154,11 +159,30 @@ class Contract(Generic[Store, State]):
     """How the object a backend's factory returns becomes the store the operations
     call (a framework's store wrapped, its sync methods run in a thread); the
     object itself when None."""
+    opens: Callable[[Callable[..., object], BackendContext], Awaitable[Store]] | None = None
+    """How the store is opened from the backend's factory and a store's context, for an
+    interface whose factory is not ``factory(ctx)`` (one object per session id, made
+    when a call first names it); None: ``factory(ctx)``, awaited, then ``adapt``."""
     describe: Callable[[State, Call, Answer, Answer | None, str], tuple[str, str]] | None = None
     """What differs between the model's answer and the store's (the last argument the
     exception the store raised instead, or ""): a shape free of the example's values
     (what makes two findings one defect) and a sentence with them. None: the finding
     shows both answers whole."""
+    confirm: (
+        Callable[
+            [Store, State, Call, Answer, Answer | None, str], Awaitable[tuple[str, str, str] | None]
+        ]
+        | None
+    ) = None
+    """A second look at the open store before a divergence is named: given the model's
+    state, the call, the model's answer, the store's (None: no answer the contract
+    allows) and what it raised, the rule, shape and sentence to name it by instead, or
+    None to keep the judge's (a Session object answering from a stale copy is told from
+    a store answering wrong by asking a fresh object the same)."""
+    history_cause: Callable[[Sequence[Recorded]], tuple[str, str, str] | None] | None = None
+    """A cause the whole history shows that no single answer names (an add of several
+    items found in part): its rule, its shape and a sentence; None when it shows none.
+    The history checker asks it before naming the first call no order explains."""
     prepare: Callable[[State, Call], Call | None] | None = None
     """The call to make, from a drawn one and the model's state (a framework's call
     built as the framework would build it there: a put continuing its parent's
@@ -182,8 +206,13 @@ class Contract(Generic[Store, State]):
                 return op
         raise KeyError(f"contract {self.name!r} has no operation {name!r}: {self.names()}")
 
-    async def store_of(self, made: object) -> Store:
-        """The store the operations call, from what a backend's factory returned."""
+    async def open_store(self, factory: Callable[..., object], ctx: BackendContext) -> Store:
+        """The store the operations call, opened through a backend's ``factory`` on ``ctx``."""
+        if self.opens is not None:
+            return await self.opens(factory, ctx)
+        made = factory(ctx)
+        if asyncio.iscoroutine(made):
+            made = await made
         if self.adapt is not None:
             return await self.adapt(made)
         return cast("Store", made)

@@ -70,9 +70,15 @@ class ContractMachineBase(Diverging, RuleBasedStateMachine, Generic[Store, State
         if actual != expected:
             rule_id = self.contract.judge(self.state, call, expected, actual)
             shape, said = "", f"{seen}; the contract's model {answer_text(expected)}"
+            raised = "" if actual is not None else f"{type(got).__name__}: {got}"
             if self.contract.describe is not None:
-                raised = "" if actual is not None else f"{type(got).__name__}: {got}"
                 shape, said = self.contract.describe(self.state, call, expected, actual, raised)
+            if self.contract.confirm is not None:
+                looked = self.loop.run_until_complete(
+                    self.contract.confirm(self.store, self.state, call, expected, actual, raised)
+                )
+                if looked is not None:
+                    rule_id, shape, said = looked
             raise RuleViolation(
                 rule_id,
                 f"{call} {said}",

@@ -103,6 +103,12 @@ def judge_history(
     verdict = check_linearizable(contract, history)
     where = f"after {after}: " if after else ""
     if isinstance(verdict, Diverged):
+        cause = contract.history_cause(history) if contract.history_cause is not None else None
+        if cause is not None:
+            rule_id, shape, said = cause
+            raise RuleViolation(
+                rule_id, f"{where}{said}", catalog=contract.rules_by_id, shape=shape
+            )
         message = f"{where}{verdict.message()}"
         raise RuleViolation(verdict.rule_id, message, catalog=contract.rules_by_id)
     if isinstance(verdict, Undecided):

@@ -20,10 +20,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
+import tempfile
 import time
 from collections.abc import Hashable, Mapping, Sequence
 from pathlib import Path
-from typing import TypeVar, cast
+from typing import IO, Final, Protocol, TypeVar, cast
 
 import msgspec
 
@@ -32,6 +33,7 @@ from ..contract.contract import Call, Contract
 from ..history.linearizable import Recorded
 from ..target.provenance import blame_backend
 from .contract_programs import record_calls
+from .forkserver import CONTRACT_WORKER, spawn_forked
 from .groups import kill_group
 
 __all__ = [
@@ -41,6 +43,7 @@ __all__ = [
     "open_contract_store",
     "read_back",
     "run_programs_in_processes",
+    "serve_contract_worker",
 ]
 
 Store = TypeVar("Store")
@@ -78,20 +81,55 @@ async def open_contract_store(
     opens is evidence, not a kit error)."""
     factory = target.factory()
     try:
-        made: object = factory(target.context(path))
-        return await contract.store_of(await made if asyncio.iscoroutine(made) else made)
+        return await contract.open_store(factory, target.context(path))
     except Exception as exc:
         blame_backend(exc, f"opening the store in {path}")
         raise
 
 
+class _Process(Protocol):
+    """What a worker is to the kit, started afresh or forked (`ForkedWorker`)."""
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    @property
+    def stdin(self) -> asyncio.StreamWriter | None: ...
+
+    @property
+    def stdout(self) -> asyncio.StreamReader | None: ...
+
+    async def wait(self) -> int: ...
+
+
+class _Header(msgspec.Struct, frozen=True):
+    """A forked worker's first line of input: what a worker started afresh has in its argv."""
+
+    contract: str
+    path: str
+    options: dict[str, str]
+
+
+_LINE_LIMIT: Final = 2**24
+"""The longest line a worker may write: one call recorded with its whole answer."""
+
+
 class ContractWorker:
     """The kit's end of one worker process: `start` (returns once its store is open),
-    `send` its program, `records` of its calls, `kill`."""
+    `send` its program, `records` of its calls, `kill`.
 
-    def __init__(self, number: int, process: asyncio.subprocess.Process) -> None:
+    A worker is forked from the run's fork server for the backend where one can serve
+    (`checkpointspec.conformance.engines.processes.forkserver`: the backend's imports
+    paid once, not once per kill), else started afresh: under a tracer's ``prefix``
+    or with an environment of its own it always is."""
+
+    def __init__(self, number: int, process: _Process, stderr: IO[bytes]) -> None:
         self.number = number
         self.process = process
+        self.stderr = stderr
         self.program: tuple[Call, ...] = ()
         self.transcript = bytearray()
         """Every line the worker wrote to the kit, as written (a trace places them)."""
@@ -115,18 +153,28 @@ class ContractWorker:
         """Start worker ``number`` on the store in ``path`` (under the command
         ``prefix``, a tracer's, when given; in ``env``, else the target's);
         `WorkerGaveNoAnswer` if it is not open within ``deadline`` seconds."""
-        command = [*prefix, *target.argv(__name__), contract, str(path)]
-        for key, value in target.options.items():
-            command += ["--option", f"{key}={value}"]
-        process = await asyncio.create_subprocess_exec(
-            *command,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,
-            env=dict(env) if env is not None else target.env(),
-        )
-        worker = cls(number, process)
+        stderr = tempfile.TemporaryFile()  # noqa: SIM115 - the worker's for its lifetime
+        process: _Process | None = None
+        if not prefix and env is None:
+            process = await spawn_forked(target, stderr, _LINE_LIMIT, CONTRACT_WORKER)
+            if process is not None:
+                assert process.stdin is not None
+                header = _Header(contract, str(path), dict(target.options))
+                process.stdin.write(_encode(header) + b"\n")
+        if process is None:
+            command = [*prefix, *target.argv(__name__), contract, str(path)]
+            for key, value in target.options.items():
+                command += ["--option", f"{key}={value}"]
+            process = await asyncio.create_subprocess_exec(
+                *command,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=stderr,
+                start_new_session=True,
+                env=dict(env) if env is not None else target.env(),
+                limit=_LINE_LIMIT,
+            )
+        worker = cls(number, process, stderr)
         assert process.stdout is not None
         try:
             ready = await asyncio.wait_for(process.stdout.readline(), deadline)
@@ -134,12 +182,15 @@ class ContractWorker:
             ready = b""
         if ready != READY:
             await worker.kill()
-            assert process.stderr is not None
-            stderr = (await process.stderr.read()).decode(errors="replace")
             why = "did not open its store" if ready else "exited before its store was open"
-            raise WorkerGaveNoAnswer(number, why, stderr)
+            raise WorkerGaveNoAnswer(number, why, worker.stderr_text())
         worker.transcript += ready
         return worker
+
+    def stderr_text(self) -> str:
+        """What the worker wrote to its stderr so far."""
+        self.stderr.seek(0)
+        return self.stderr.read().decode(errors="replace")
 
     async def send(self, program: Sequence[Call]) -> None:
         """Give the worker its program: it starts making the calls at once."""
@@ -239,6 +290,15 @@ async def read_back(
         return await record_calls(contract, store, reads, process)
     finally:
         await contract.close(store)
+
+
+def serve_contract_worker(target: BackendTarget) -> None:
+    """Be a contract's worker forked by the fork server of ``target`` (its factory
+    loaded): the first line of input names the contract, the store and the options
+    (`_Header`); then as a worker started afresh."""
+    header = msgspec.json.decode(sys.stdin.buffer.readline(), type=_Header)
+    opened = BackendTarget(target.ref, header.options)
+    asyncio.run(_serve(opened, header.contract, header.path))
 
 
 def _main(argv: list[str]) -> None:

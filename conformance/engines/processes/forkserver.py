@@ -44,10 +44,13 @@ from ....backends.registry import BackendTarget
 from ....backends.stdio.child import end_process
 
 __all__ = [
+    "CHECKPOINTER_WORKER",
+    "CONTRACT_WORKER",
     "FORK_SERVER_FLAG",
     "FORK_SERVER_SETTING",
     "MOST_FORK_SERVERS",
     "PID",
+    "PROGRAMS",
     "READY",
     "STATUS",
     "WORKER_PROGRAM",
@@ -69,6 +72,12 @@ STATUS: Final = struct.Struct("!i")
 PID: Final = struct.Struct("!q")
 """A forked worker's pid, the fork server's answer to each request."""
 READY: Final = b"ready"
+CHECKPOINTER_WORKER: Final = b"fork"
+"""The request for a checkpointer's worker (`checkpointspec.conformance.engines.processes.worker`)."""
+CONTRACT_WORKER: Final = b"contract"
+"""The request for a contract's worker (`checkpointspec.conformance.engines.processes.
+contract_worker`): its first line of input names the contract, the store and the options."""
+PROGRAMS: Final = (CHECKPOINTER_WORKER, CONTRACT_WORKER)
 """What the fork server sends once it has loaded the backend."""
 _START_PATIENCE: Final = 300.0
 """Seconds a fork server may take to import the backend: some libraries take long."""
@@ -152,10 +161,10 @@ class _ForkServer:
         if not self.ready:
             self.close()
 
-    def fork(self, stdin: int, stdout: int, stderr: int, status: int) -> int:
-        """The pid of a new worker on these descriptors."""
+    def fork(self, program: bytes, stdin: int, stdout: int, stderr: int, status: int) -> int:
+        """The pid of a new worker running ``program`` (`PROGRAMS`) on these descriptors."""
         with self.lock:
-            socket.send_fds(self.socket, [b"fork"], [stdin, stdout, stderr, status])
+            socket.send_fds(self.socket, [program], [stdin, stdout, stderr, status])
             answer = _receive_exactly(self.socket, PID.size)
         return int(PID.unpack(answer)[0])
 
@@ -207,10 +216,14 @@ def _close_servers() -> None:
         _servers.clear()
 
 
-async def spawn_forked(target: BackendTarget, stderr: IO[bytes], limit: int) -> ForkedWorker | None:
+async def spawn_forked(
+    target: BackendTarget, stderr: IO[bytes], limit: int, program: bytes = CHECKPOINTER_WORKER
+) -> ForkedWorker | None:
     """A worker for ``target`` forked from the run's fork server, or None where a
     fork server cannot serve (see the module's docstring); ``limit`` is its stdout
-    reader's line limit."""
+    reader's line limit, ``program`` which worker it is (`PROGRAMS`)."""
+    if program not in PROGRAMS:
+        raise ValueError(f"a fork server runs {PROGRAMS}, not {program!r}")
     if os.environ.get(FORK_SERVER_SETTING, "1") == "0" or not hasattr(os, "pidfd_open"):
         return None
     server = _server_for(target)
@@ -220,7 +233,7 @@ async def spawn_forked(target: BackendTarget, stderr: IO[bytes], limit: int) -> 
     our_stdout, child_stdout = os.pipe()
     our_status, server_status = os.pipe()
     try:
-        pid = server.fork(child_stdin, child_stdout, stderr.fileno(), server_status)
+        pid = server.fork(program, child_stdin, child_stdout, stderr.fileno(), server_status)
     except OSError:  # the fork server died (ConnectionError is one): start afresh from now on
         with _servers_lock:
             _servers[(os.getpid(), target.ref.target)] = None

@@ -59,7 +59,8 @@ from .client import (
     breach_line,
     violation_line,
 )
-from .forkserver import FORK_SERVER_FLAG, PID, READY, STATUS
+from .contract_worker import serve_contract_worker
+from .forkserver import CONTRACT_WORKER, FORK_SERVER_FLAG, PID, READY, STATUS
 from .messages import Acked, AppendBatches, KitRequest, PauseAt, Stress
 from .stress import run_workload
 
@@ -167,18 +168,24 @@ def _serve_worker(target: BackendTarget) -> None:
         sys.exit(BACKEND_FAILED)
 
 
-def serve_forked(target: BackendTarget, stdin: int, stdout: int, stderr: int) -> NoReturn:
+def serve_forked(
+    target: BackendTarget, program: bytes, stdin: int, stdout: int, stderr: int
+) -> NoReturn:
     """Be a worker in a process just forked by the fork server
     (`checkpointspec.conformance.engines.processes.forkserver`): a session of its own,
-    the kit's pipes and file as stdin, stdout and stderr, ``target``'s factory already loaded;
-    ends the process with the status a worker started afresh would end with."""
+    the kit's pipes and file as stdin, stdout and stderr, ``target``'s factory already
+    loaded, running ``program`` (a checkpointer's worker or a contract's); ends the
+    process with the status a worker started afresh would end with."""
     os.setsid()
     for given, standard in ((stdin, 0), (stdout, 1), (stderr, 2)):
         os.dup2(given, standard)
         os.close(given)
     status = 1
     try:
-        _serve_worker(target)
+        if program == CONTRACT_WORKER:
+            serve_contract_worker(target)
+        else:
+            _serve_worker(target)
         status = 0
     except SystemExit as exit_:
         status = exit_.code if isinstance(exit_.code, int) else int(exit_.code is not None)
@@ -228,7 +235,7 @@ def serve_forks(backend: str, fd: int) -> None:
             for kept in [*statuses.values(), *running, *ended, fds[3]]:
                 os.close(kept)
             signal.signal(signal.SIGINT, signal.default_int_handler)
-            serve_forked(target, fds[0], fds[1], fds[2])  # never returns
+            serve_forked(target, message, fds[0], fds[1], fds[2])  # never returns
         for passed in fds[:3]:
             os.close(passed)
         statuses[pid] = fds[3]

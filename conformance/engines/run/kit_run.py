@@ -24,15 +24,17 @@ from ....spec import Capability
 from ..search.budget import format_seconds
 from ..search.replay import Reproduction
 from ..target.session_layer import DEFAULT_SESSION_LAYER
+from .frameworks import framework_of_suite
 from .profiles import Profile
 
 __all__ = ["BackendProbe", "KitRun", "OutputName", "ReportOutputs", "SuiteSelection"]
 
-SuiteSelection: TypeAlias = Literal["storage", "session", "all", "langgraph"]
+SuiteSelection: TypeAlias = Literal["storage", "session", "all", "langgraph", "openai_session"]
 """What a run checks: the checkpointer (``storage``), the session layer on it
-(``session``), or both (``all``); or a LangGraph checkpoint saver (``langgraph``,
-``--langgraph``), a contract of its own. `checkpointspec.conformance.running.registry`
-holds each suite's checks."""
+(``session``), or both (``all``); or another framework's store, a contract of its
+own: a LangGraph checkpoint saver (``langgraph``, ``--langgraph``) or an OpenAI
+Agents session store (``openai_session``, ``--openai-session``; `frameworks`).
+`checkpointspec.conformance.running.registry` holds each suite's checks."""
 
 
 class BackendProbe(msgspec.Struct, frozen=True):
@@ -148,7 +150,7 @@ class KitRun(msgspec.Struct, frozen=True, kw_only=True):
         layer). A failure's reproduce blob is added by whoever has it."""
         suite = "session" if session_check else "storage"
         return self._command(
-            "langgraph" if self.suite == "langgraph" else suite, f" --only {check}"
+            self.suite if framework_of_suite(self.suite) else suite, f" --only {check}"
         )
 
     def rerun_command(self) -> str:
@@ -160,10 +162,11 @@ class KitRun(msgspec.Struct, frozen=True, kw_only=True):
         # The backend's name is what the command line said: module:function, a
         # built-in, or a ``--process`` backend's command, quoted already.
         command = f"checkpointspec run {self.backend.name}"
-        if suite == "langgraph":  # --langgraph names the saver's factory and the suite
-            command = f"checkpointspec run --langgraph {self.backend.name}"
+        framework = framework_of_suite(suite)
+        if framework is not None:  # its flag names the object's factory and the suite
+            command = f"checkpointspec run {framework.flag} {self.backend.name}"
             claims = sorted(c.value for c in self.probe.capabilities)
-            if claims:  # a saver's capabilities are what its author declared
+            if claims:  # such an object's capabilities are what its author declared
                 command += f" --declare {','.join(claims)}"
         elif suite != "storage":
             command += f" --suite {suite}"
