@@ -237,3 +237,21 @@ KINDS = {
 def make(session_id: str, ctx: BackendContext) -> FileSession:
     """The kit's factory: the session ``-o kind=NAME`` names (FileSession by default)."""
     return KINDS[ctx.options.get("kind", "FileSession")](session_id, ctx.path)
+
+
+class _NotASession:
+    """What a factory returning the wrong thing returns: no pop_item, a sync get_items."""
+
+    def get_items(self, limit: int | None = None) -> list[Item]:
+        return []
+
+    async def add_items(self, items: list[Item]) -> None:
+        return None
+
+    async def clear_session(self) -> None:
+        return None
+
+
+def not_a_session(session_id: str, ctx: BackendContext) -> _NotASession:
+    """A factory whose object is not a Session: the probe names what it lacks."""
+    return _NotASession()

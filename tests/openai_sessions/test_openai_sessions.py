@@ -1,0 +1,49 @@
+"""The OpenAI Agents SDK's own sessions, in the ``openai-agents`` tox environment.
+
+Skipped where the SDK is not installed (the core depends on none of it): the
+sessions of ``openai-agents`` get the verdicts docs/openai-agents.md publishes,
+through the recipes of examples/openai_sessions.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("agents")
+
+from checkpointspec.conformance.running.plan import plan_run
+from checkpointspec.conformance.running.runner import run_kit
+from checkpointspec.spec import Capability
+
+REPO = Path(__file__).resolve().parents[2]
+BOTH_CLAIMS = (Capability.DURABLE, Capability.MULTI_PROCESS)
+
+VERDICTS = {
+    "recipes:sqlite": (BOTH_CLAIMS, set()),
+    "recipes:async_sqlite": (BOTH_CLAIMS, set()),
+    "recipes:sqlalchemy_sqlite": (BOTH_CLAIMS, set()),
+}
+"""Per recipe: what it is declared to claim, and the rules it fails (docs/openai-agents.md)."""
+
+
+@pytest.mark.parametrize("recipe", list(VERDICTS))
+def test_the_sdks_sessions_get_the_published_verdicts(
+    recipe: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    declared, failing = VERDICTS[recipe]
+    monkeypatch.syspath_prepend(str(REPO))  # the recipes are examples.openai_sessions
+    run = plan_run(
+        f"examples.openai_sessions.{recipe}",
+        suite="openai_session",
+        profile="quick",
+        seed=1,
+        workers=1,
+        declared=declared,
+    )
+    report = run_kit(run)
+    failed = {r.id: r.reason for r in report.rules if r.status not in ("passed", "skipped")}
+    assert set(failed) == failing, failed
+    assert set(report.roots) == failing
+    assert {r.id for r in report.rules if r.status == "skipped"} == set(), "every rule checked"
