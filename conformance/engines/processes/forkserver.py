@@ -72,13 +72,14 @@ STATUS: Final = struct.Struct("!i")
 PID: Final = struct.Struct("!q")
 """A forked worker's pid, the fork server's answer to each request."""
 READY: Final = b"ready"
+"""What the fork server sends once it has loaded the backend."""
 CHECKPOINTER_WORKER: Final = b"fork"
 """The request for a checkpointer's worker (`checkpointspec.conformance.engines.processes.worker`)."""
 CONTRACT_WORKER: Final = b"contract"
 """The request for a contract's worker (`checkpointspec.conformance.engines.processes.
 contract_worker`): its first line of input names the contract, the store and the options."""
 PROGRAMS: Final = (CHECKPOINTER_WORKER, CONTRACT_WORKER)
-"""What the fork server sends once it has loaded the backend."""
+"""The workers a fork server forks, by the request that names each."""
 _START_PATIENCE: Final = 300.0
 """Seconds a fork server may take to import the backend: some libraries take long."""
 
