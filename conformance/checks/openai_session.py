@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from ...spec.openai_session import OPENAI_SESSION_RULES, SessionsState, judge, step
+from ...spec.openai_session import OPENAI_SESSION_RULES, SessionsState, encoded, judge, step
 from ..engines.contract.contract import Call, Returned, plain
 from ..engines.contract.openai_session import (
     OPENAI_SESSION_CONTRACT,
@@ -398,7 +398,7 @@ MACHINE_RULES: Final[tuple[str, ...]] = tuple(
 
 
 def model_based(h: Harness) -> None:
-    """OASGET-001: random sequences of the four calls, on confusable ids through two Session objects each, agree with the model."""
+    """OASADD-001: random sequences of the four calls, on confusable ids through two Session objects each, agree with the model."""
     machine = contract_machine(OPENAI_SESSION_CONTRACT, _opener(h), h.root)
     run_machine(h, machine, examples=h.profile.stateful_examples, steps=h.profile.stateful_steps)
 
@@ -543,6 +543,64 @@ def _popped_twice(history: Sequence[Recorded]) -> str:
     return ""
 
 
+async def racing_pops(h: Harness) -> None:
+    """OASPOP-002: pop_item calls made at once through Session objects of one session each return a different item."""
+    rounds = max(1, h.profile.stateful_examples // 10)
+    judged = 0
+    for round_ in h.slice.within(range(rounds), f"rounds of racing pops (of {rounds})"):
+        replies = [assistant(f"round {round_} reply {n}") for n in range(CALLERS)]
+        fill = add("conv-3", *replies, handle=0)
+        pops = [pop("conv-3", handle=c + 1) for c in range(CALLERS)]
+        store = await _opener(h)(h.new_store())
+        try:  # the same pops one after another are the sequential rules' to judge
+            _, alone = await first_divergence(
+                store, [fill, *pops, get("conv-3")], "pops one after another"
+            )
+        finally:
+            await store.close()
+        if alone is not None:
+            raise alone
+        store = await _opener(h)(h.new_store())
+        try:
+            await record_calls(OPENAI_SESSION_CONTRACT, store, [fill], 0)
+            raced = await asyncio.gather(
+                *(
+                    record_calls(OPENAI_SESSION_CONTRACT, store, [p], n + 1)
+                    for n, p in enumerate(pops)
+                )
+            )
+            (left,) = await record_calls(OPENAI_SESSION_CONTRACT, store, [get("conv-3")], 0)
+        finally:
+            await store.close()
+        history = [r for each in raced for r in each]
+        twice = _popped_twice(history)
+        if twice:
+            raise RuleViolation(
+                "OASPOP-002",
+                f"{CALLERS} pops at once: {twice}",
+                shape="two racing pop_item calls returned one item",
+            )
+        popped = [
+            r.answer.value
+            for r in history
+            if isinstance(r.answer, Returned) and r.answer.value is not None
+        ]
+        remaining = left.answer.value if isinstance(left.answer, Returned) else None
+        if isinstance(remaining, list) and sorted(map(str, popped + remaining)) != sorted(
+            encoded(i) for i in replies
+        ):
+            raise RuleViolation(
+                "OASPOP-002",
+                f"{CALLERS} pops at once of a session of {CALLERS} items returned {popped!r} "
+                f"and left {remaining!r}: an item removed without being returned, or returned and kept",
+                shape="racing pop_item calls removed other items than they returned",
+            )
+        judged += 1
+    if judged == 0:
+        raise NothingExercised("no round of racing pops was made before the run's cap")
+    h.measure(f"{judged} rounds of {CALLERS} pops at once")
+
+
 async def callers_at_once(h: Harness) -> None:
     """OASMP-001: turns of one conversation made at once through Session objects of one store have the outcome of some order."""
 
@@ -665,6 +723,7 @@ CHECKS: tuple[Check, ...] = (
     *(_scenario_check(s) for s in SCENARIOS),
     check("OASADD-002")(refused_add_adds_nothing),
     check(*MACHINE_RULES, kind="model")(model_based),
+    check("OASPOP-002", kind="processes")(racing_pops),
     check("OASMP-001", "OASPOP-002", kind="processes")(callers_at_once),
     check(
         "OASMP-002",

@@ -13,6 +13,7 @@ They need the ``openai-agents`` extra (``pip install 'checkpointspec[openai-agen
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import AsyncIterator
 
 from agents import SQLiteSession
@@ -41,6 +42,43 @@ async def sqlalchemy_sqlite(session_id: str, ctx: BackendContext) -> AsyncIterat
     (``sqlite+aiosqlite``), its engine disposed when the kit is done with it."""
     session = SQLAlchemySession.from_url(
         session_id, url=f"sqlite+aiosqlite:///{ctx.path / 'sessions.db'}", create_tables=True
+    )
+    try:
+        yield session
+    finally:
+        await session.engine.dispose()
+
+
+DSN_VARIABLE = "CHECKPOINTSPEC_POSTGRES_DSN"
+"""The environment variable holding the PostgreSQL server's DSN (the kit's own backend's too)."""
+
+
+@contextlib.asynccontextmanager
+async def sqlalchemy_postgres(session_id: str, ctx: BackendContext) -> AsyncIterator[object]:
+    """``SQLAlchemySession`` on a PostgreSQL server (``postgresql+asyncpg``): the server
+    from ``--option dsn=...``, else ``$CHECKPOINTSPEC_POSTGRES_DSN``.
+
+    **A store is a pair of tables.** The kit names a store by a directory and re-opens
+    it, also from other processes; SQLAlchemySession takes its tables' names, so each
+    directory gets tables of its own, named by the marker file the kit's PostgreSQL
+    backend names its schemas with (``schema_for``: a random ``cps_<24 hex digits>``
+    the first time, the recorded name after). The tables stay on the server: run it on
+    a throwaway one (``python .ci/postgres.py run -- ...``)."""
+    from checkpointspec.backends.postgres.stores import schema_for
+
+    dsn = ctx.options.get("dsn") or os.environ.get(DSN_VARIABLE, "")
+    if not dsn:
+        raise RuntimeError(
+            f"{DSN_VARIABLE} is not set: this session needs a PostgreSQL server"
+            f" (set it, pass --option dsn=..., or run under `python .ci/postgres.py run -- ...`)"
+        )
+    prefix = schema_for(ctx.path)
+    session = SQLAlchemySession.from_url(
+        session_id,
+        url=dsn.replace("postgresql://", "postgresql+asyncpg://", 1),
+        create_tables=True,
+        sessions_table=f"{prefix}_sessions",
+        messages_table=f"{prefix}_messages",
     )
     try:
         yield session

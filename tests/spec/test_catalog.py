@@ -16,6 +16,7 @@ import checkpointspec.spec
 import pytest
 from checkpointspec.spec import (
     CAPABILITY_REASONS,
+    FRAMEWORK_LEVELS,
     LEVEL_MEANINGS,
     RULES,
     RULES_BY_ID,
@@ -79,8 +80,8 @@ def test_every_rule_has_a_suite_and_a_level_that_fit_it(r: Rule) -> None:
     assert isinstance(r.level, ConformanceLevel)
     if r.suite is RuleSuite.SESSION:
         assert r.level is ConformanceLevel.SESSION, r.id
-    elif r.suite is RuleSuite.LANGGRAPH:
-        assert r.level is ConformanceLevel.LANGGRAPH, r.id
+    elif r.suite in FRAMEWORK_LEVELS:  # another framework's contract: one level
+        assert r.level is FRAMEWORK_LEVELS[r.suite], r.id
     elif r.level not in (
         ConformanceLevel.STORE_HOOKS,
         ConformanceLevel.CONNECTION_LOSS,

@@ -186,8 +186,14 @@ async def _close(session: object) -> None:
 
 
 async def open_sessions(factory: Callable[..., object], ctx: BackendContext) -> SessionStore:
-    """The store at ``ctx`` as the operations see it (`Contract.opens`): nothing opened yet."""
-    return SessionStore(factory, ctx)
+    """The store at ``ctx`` as the operations see it (`Contract.opens`), with the first
+    drawn id's first Session object open: what a store writes when it is first opened
+    (its schema, a marker naming its tables on a server) is written now, as a
+    checkpointer's store is when its handle opens, not by whichever call comes first
+    (which a crash check would then charge to that call)."""
+    store = SessionStore(factory, ctx)
+    await store.session(SESSION_IDS[0], 0)
+    return store
 
 
 # -- the calls ------------------------------------------------------------------------------
