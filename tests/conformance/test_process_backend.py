@@ -31,7 +31,7 @@ def served(backend: str) -> str:
         (["run", "memory", "--process", "x"], "one of them"),
         (
             ["run"],
-            "name a backend, or give --process COMMAND, --lite-agent MODULE#FACTORY or --langgraph",
+            "name a backend, or give --process COMMAND, --lite-agent MODULE#FACTORY, --langgraph",
         ),
         (["run", "memory", "--validate-protocol"], "--validate-protocol checks a --process"),
         (["run", "--process", "  "], "--process needs a command"),

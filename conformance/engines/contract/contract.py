@@ -28,16 +28,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Generic, Protocol, TypeAlias, TypeVar, cast
+from typing import Generic, Protocol, TypeAlias, TypeVar, cast
 
 import msgspec
 from hypothesis import strategies as st
 
 from ....backends.stdio.wire import StdioProtocolError
 from ....spec import BackendContext
-
-if TYPE_CHECKING:  # the history's records are made of this module's calls and answers
-    from ..history.linearizable import Recorded
 
 __all__ = [
     "Answer",
@@ -46,6 +43,7 @@ __all__ = [
     "Contract",
     "Operation",
     "Raised",
+    "RecordedCall",
     "Returned",
     "answer_text",
     "plain",
@@ -108,6 +106,18 @@ def answer_text(answer: Answer | None) -> str:
     if isinstance(answer, Raised):
         return f"raised {answer.error}"
     return f"returned {answer.value!r}"
+
+
+class RecordedCall(Protocol):
+    """A call as a history records it (`checkpointspec.conformance.engines.history.
+    linearizable.Recorded` is one): the call, and its answer (None: none came, or one
+    the contract does not allow)."""
+
+    @property
+    def call(self) -> Call: ...
+
+    @property
+    def answer(self) -> Answer | None: ...
 
 
 @dataclass(frozen=True)
@@ -179,7 +189,7 @@ class Contract(Generic[Store, State]):
     allows) and what it raised, the rule, shape and sentence to name it by instead, or
     None to keep the judge's (a Session object answering from a stale copy is told from
     a store answering wrong by asking a fresh object the same)."""
-    history_cause: Callable[[Sequence[Recorded]], tuple[str, str, str] | None] | None = None
+    history_cause: Callable[[Sequence[RecordedCall]], tuple[str, str, str] | None] | None = None
     """A cause the whole history shows that no single answer names (an add of several
     items found in part): its rule, its shape and a sentence; None when it shows none.
     The history checker asks it before naming the first call no order explains."""

@@ -36,8 +36,17 @@ from ....spec.openai_session import (
     judge,
     step,
 )
-from ..history.linearizable import Recorded
-from .contract import Answer, Call, Contract, JSONArgs, Operation, Raised, Returned, plain
+from .contract import (
+    Answer,
+    Call,
+    Contract,
+    JSONArgs,
+    Operation,
+    Raised,
+    RecordedCall,
+    Returned,
+    plain,
+)
 
 __all__ = [
     "FRESH_HANDLES",
@@ -246,7 +255,7 @@ def _describe(
     return found.shape, found.sentence
 
 
-def partial_add(history: Sequence[Recorded]) -> tuple[str, str, str] | None:
+def partial_add(history: Sequence[RecordedCall]) -> tuple[str, str, str] | None:
     """An add_items of several items that the history's last whole read of its session
     shows in part or torn apart (OASADD-002), or None.
 
