@@ -56,11 +56,9 @@ from ..engines.contract.langgraph import (
     readback as _readback,
 )
 from ..engines.contract.violations import RuleViolation
-from ..engines.crash.contract_kills import killed_at_each_call
-from ..engines.crash.contract_power_loss import TraceUnusable, power_loss_states
+from ..engines.crash.contract_power_loss import TraceUnusable
 from ..engines.crash.contract_server_power_loss import server_power_loss_states
-from ..engines.crash.recorder import attach_unavailable, tracer_unavailable
-from ..engines.crash.stopper import stopper_unavailable
+from ..engines.crash.recorder import attach_unavailable
 from ..engines.crash.verdicts import quiet
 from ..engines.history.linearizable import Diverged, Recorded, Undecided, check_linearizable
 from ..engines.machines.contract import contract_machine
@@ -71,6 +69,7 @@ from ..engines.run.harness import CheckSkipped, Harness, NothingExercised
 from ..engines.search.stateful import run_machine
 from ..engines.target.fault_serde import FaultySerde
 from ..engines.target.provenance import blame_backend
+from ._contract_crashes import killed_writer, power_cut_writer
 from .base import Check, check
 
 if TYPE_CHECKING:  # the postgres extra's; imported where a server is launched
@@ -1004,59 +1003,23 @@ async def _writer_program(h: Harness, twin: Twin) -> list[Call]:
 
 async def writer_killed_at_each_call(h: Harness) -> None:
     """LGKILL-001: a writer killed after each of its file-changing system calls leaves an order's prefix."""
-    reason = stopper_unavailable()
-    if reason is not None:  # this machine's lack, not the saver's: nothing is judged
-        raise NothingExercised(f"writers cannot be held at a system call here: {reason}")
-    program = await _writer_program(h, _writer_twin(h))
-    try:
-        covered = await killed_at_each_call(LANGGRAPH_CONTRACT_REF, h.target, h.root, program)
-    except RuleViolation as found:
-        raise RuleViolation(
-            "LGKILL-001",
-            found.message,
-            shape="a state a killed writer left that no prefix of its calls gives",
-        ) from found
-    if covered.calls == 0:
-        raise CheckSkipped(
-            "the saver changed no file under its store's directory: it keeps its data "
-            "elsewhere (in memory, on a server), which a killed process cannot leave half-written"
-        )
-    if not covered.killed:
-        raise NothingExercised(f"no writer was held at any of its {covered.calls} system calls")
-    h.measure(f"a writer killed at {len(covered.killed)} of {covered.calls} system calls")
+    await killed_writer(
+        h,
+        LANGGRAPH_CONTRACT_REF,
+        lambda: _writer_program(h, _writer_twin(h)),
+        "LGKILL-001",
+        what="the saver",
+    )
 
 
 async def power_loss_at_each_operation(h: Harness) -> None:
     """LGPOWER-001: after a power loss at any point of a traced writer, every answered call reads back whole."""
-    reason = tracer_unavailable()
-    if reason is not None:  # this machine's lack, not the saver's: nothing is judged
-        raise NothingExercised(f"a writer cannot be traced here: {reason}")
-    program = await _writer_program(h, _writer_twin(h))
-    try:
-        covered = await power_loss_states(
-            LANGGRAPH_CONTRACT_REF,
-            h.target,
-            h.root,
-            program,
-            budget=h.profile.traced_states,
-            seed=h.seed,
-        )
-    except RuleViolation as found:
-        raise RuleViolation(
-            "LGPOWER-001",
-            found.message,
-            shape="a state a power loss left that no prefix of the answered calls gives",
-        ) from found
-    except TraceUnusable as exc:
-        raise NothingExercised(f"the writer's trace cannot be judged: {exc}") from exc
-    if covered.operations == 0:
-        raise CheckSkipped(
-            "the saver changed no file under its store's directory: it keeps its data "
-            "elsewhere (in memory, on a server), which a power loss here cannot reach"
-        )
-    h.measure(
-        f"{covered.states} of {covered.possible} crash states judged "
-        f"({covered.operations} store operations traced)"
+    await power_cut_writer(
+        h,
+        LANGGRAPH_CONTRACT_REF,
+        lambda: _writer_program(h, _writer_twin(h)),
+        "LGPOWER-001",
+        what="the saver",
     )
 
 

@@ -34,6 +34,7 @@ from ...spec.openai_session import OPENAI_SESSION_RULES, SessionsState, encoded,
 from ..engines.contract.contract import Call, Returned, plain
 from ..engines.contract.openai_session import (
     OPENAI_SESSION_CONTRACT,
+    SESSION_IDS,
     SessionStore,
     confirm,
     open_sessions,
@@ -41,16 +42,13 @@ from ..engines.contract.openai_session import (
     readback,
 )
 from ..engines.contract.violations import RuleViolation
-from ..engines.crash.contract_kills import killed_at_each_call
-from ..engines.crash.contract_power_loss import TraceUnusable, power_loss_states
-from ..engines.crash.recorder import tracer_unavailable
-from ..engines.crash.stopper import stopper_unavailable
 from ..engines.history.linearizable import Diverged, Recorded, Undecided, check_linearizable
 from ..engines.machines.contract import contract_machine
 from ..engines.processes.contract_programs import record_calls
 from ..engines.processes.contract_worker import run_programs_in_processes
 from ..engines.run.harness import CheckSkipped, Harness, NothingExercised
 from ..engines.search.stateful import run_machine
+from ._contract_crashes import killed_writer, power_cut_writer
 from .base import Check, check
 
 __all__ = ["CHECKS", "SCENARIOS", "Scenario", "first_divergence"]
@@ -181,6 +179,9 @@ EXACT_VALUES: Final[dict[str, object]] = {
 }
 """One value of every kind an item may carry, each a way a store's encoding can change it."""
 
+CONFUSABLE_IDS: Final[tuple[str, ...]] = (*SESSION_IDS, "conv%2F1", "x" * 300)
+"""The machine's ids, an escaped separator and an id longer than a file name may be."""
+
 SCENARIOS: Final[tuple[Scenario, ...]] = (
     Scenario(
         "OASADD-001",
@@ -275,39 +276,8 @@ SCENARIOS: Final[tuple[Scenario, ...]] = (
         "OASISO-001",
         "confusable_session_ids_are_apart",
         "ids differing in case, separator, trailing space or normalisation hold their own items",
-        tuple(
-            call
-            for n, sid in enumerate(
-                (
-                    "conv-1",
-                    "Conv-1",
-                    "conv_1",
-                    "conv:1",
-                    "conv/1",
-                    "conv%2F1",
-                    "conv-1 ",
-                    "caf\u00e9",
-                    "cafe\u0301",
-                    "x" * 300,
-                )
-            )
-            for call in (add(sid, user(f"only in {n}")),)
-        )
-        + tuple(
-            get(sid)
-            for sid in (
-                "conv-1",
-                "Conv-1",
-                "conv_1",
-                "conv:1",
-                "conv/1",
-                "conv%2F1",
-                "conv-1 ",
-                "caf\u00e9",
-                "cafe\u0301",
-                "x" * 300,
-            )
-        )
+        tuple(add(sid, user(f"only in {n}")) for n, sid in enumerate(CONFUSABLE_IDS))
+        + tuple(get(sid) for sid in CONFUSABLE_IDS)
         + (pop("Conv-1"), clear("conv_1"), get("conv-1"), get("conv:1")),
     ),
     Scenario(
@@ -657,65 +627,23 @@ async def _without_faults(h: Harness, program: Sequence[Call]) -> None:
         raise found
 
 
+async def _writer_program(h: Harness) -> Sequence[Call]:
+    """`WRITER_PROGRAM`, judged first without a fault (`_without_faults`)."""
+    await _without_faults(h, WRITER_PROGRAM)
+    return WRITER_PROGRAM
+
+
 async def writer_killed_at_each_call(h: Harness) -> None:
     """OASKILL-001: a writer killed after each of its file-changing system calls leaves an order's prefix, each call whole."""
-    reason = stopper_unavailable()
-    if reason is not None:  # this machine's lack, not the store's: nothing is judged
-        raise NothingExercised(f"writers cannot be held at a system call here: {reason}")
-    await _without_faults(h, WRITER_PROGRAM)
-    try:
-        covered = await killed_at_each_call(CONTRACT_REF, h.target, h.root, WRITER_PROGRAM)
-    except RuleViolation as found:
-        if found.rule_id in CAUSES:  # named by what the kill tore, not by the kill
-            raise
-        raise RuleViolation(
-            "OASKILL-001",
-            found.message,
-            shape="a state a killed writer left that no prefix of its calls gives",
-        ) from found
-    if covered.calls == 0:
-        raise CheckSkipped(
-            "the store changed no file under its directory: it keeps its data elsewhere "
-            "(in memory, on a server), which a killed process cannot leave half-written"
-        )
-    if not covered.killed:
-        raise NothingExercised(f"no writer was held at any of its {covered.calls} system calls")
-    h.measure(f"a writer killed at {len(covered.killed)} of {covered.calls} system calls")
+    await killed_writer(
+        h, CONTRACT_REF, lambda: _writer_program(h), "OASKILL-001", what="the store", causes=CAUSES
+    )
 
 
 async def power_loss_at_each_operation(h: Harness) -> None:
     """OASPOWER-001: after a power loss at any point of a traced writer, every answered call reads back whole."""
-    reason = tracer_unavailable()
-    if reason is not None:  # this machine's lack, not the store's: nothing is judged
-        raise NothingExercised(f"a writer cannot be traced here: {reason}")
-    await _without_faults(h, WRITER_PROGRAM)
-    try:
-        covered = await power_loss_states(
-            CONTRACT_REF,
-            h.target,
-            h.root,
-            WRITER_PROGRAM,
-            budget=h.profile.traced_states,
-            seed=h.seed,
-        )
-    except RuleViolation as found:
-        if found.rule_id in CAUSES:
-            raise
-        raise RuleViolation(
-            "OASPOWER-001",
-            found.message,
-            shape="a state a power loss left that no prefix of the answered calls gives",
-        ) from found
-    except TraceUnusable as exc:
-        raise NothingExercised(f"the writer's trace cannot be judged: {exc}") from exc
-    if covered.operations == 0:
-        raise CheckSkipped(
-            "the store changed no file under its directory: it keeps its data elsewhere "
-            "(in memory, on a server), which a power loss here cannot reach"
-        )
-    h.measure(
-        f"{covered.states} of {covered.possible} crash states judged "
-        f"({covered.operations} store operations traced)"
+    await power_cut_writer(
+        h, CONTRACT_REF, lambda: _writer_program(h), "OASPOWER-001", what="the store", causes=CAUSES
     )
 
 

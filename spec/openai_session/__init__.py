@@ -7,11 +7,13 @@ SDK import, no I/O. `rules` numbers the clauses (the openai_session suite of the
 catalog), `model` is the sequential oracle, `judge` the rule an answer breaks.
 """
 
-from .judge import Judgement, judge
+from .judge import CLEARED_BY_A_CONFUSABLE_ID, CLEARED_BY_ANOTHER_ID, Judgement, judge
 from .model import OPERATIONS, WRITES, SessionsState, answer_on, encoded, step
 from .rules import OPENAI_SESSION_DECLARABLE, OPENAI_SESSION_RULES
 
 __all__ = [
+    "CLEARED_BY_ANOTHER_ID",
+    "CLEARED_BY_A_CONFUSABLE_ID",
     "OPENAI_SESSION_DECLARABLE",
     "OPENAI_SESSION_RULES",
     "OPERATIONS",

@@ -19,7 +19,7 @@ import msgspec
 
 from .model import SessionsState, answer_on, confusable
 
-__all__ = ["Judgement", "judge"]
+__all__ = ["CLEARED_BY_ANOTHER_ID", "CLEARED_BY_A_CONFUSABLE_ID", "Judgement", "judge"]
 
 _OWN_RULE: Final[dict[str, str]] = {
     "add_items": "OASADD-001",
@@ -27,6 +27,12 @@ _OWN_RULE: Final[dict[str, str]] = {
     "pop_item": "OASPOP-001",
     "clear_session": "OASCLEAR-001",
 }
+
+
+CLEARED_BY_A_CONFUSABLE_ID: Final = "a clear_session of a confusable id took this session's items"
+CLEARED_BY_ANOTHER_ID: Final = "another session's clear_session took this session's items"
+"""The shapes of items gone after a clear of another id: the ids merged, or a clear that
+takes every session. One answer cannot tell them apart; a second look at the store can."""
 
 
 class Judgement(msgspec.Struct, frozen=True):
@@ -108,23 +114,20 @@ def judge(
             "OASITEM-001", "an item came back changed", f"{said}: {changed[0]} was never added"
         )
     wiped = state.wiped_from(session_id)
-    merged = [sid for sid in state.cleared_ids if confusable(sid, session_id)]
-    if wiped and merged:
-        survivors = tuple(t for t in held if t not in wiped)
-        if answer_on(survivors, operation, arguments)[1] == actual:
+    survivors = tuple(t for t in held if t not in wiped)
+    if wiped and answer_on(survivors, operation, arguments)[1] == actual:
+        merged = [sid for sid in state.cleared_ids if confusable(sid, session_id)]
+        if merged:
             return Judgement(
                 "OASISO-001",
-                "a clear_session of a confusable id took this session's items",
+                CLEARED_BY_A_CONFUSABLE_ID,
                 f"{said}: as if clear_session of {merged[0]!r} had cleared this session too",
             )
-    if wiped:
-        survivors = tuple(t for t in held if t not in wiped)
-        if answer_on(survivors, operation, arguments)[1] == actual:
-            return Judgement(
-                "OASCLEAR-001",
-                "another session's clear_session took this session's items",
-                f"{said}: as if a clear_session of another id had removed this session's items",
-            )
+        return Judgement(
+            "OASCLEAR-001",
+            CLEARED_BY_ANOTHER_ID,
+            f"{said}: as if a clear_session of another id had removed this session's items",
+        )
     return Judgement(own, _shape_among_own(held, operation, arguments, returned), said)
 
 

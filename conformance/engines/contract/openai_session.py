@@ -28,6 +28,8 @@ from hypothesis import strategies as st
 
 from ....spec import BackendContext
 from ....spec.openai_session import (
+    CLEARED_BY_A_CONFUSABLE_ID,
+    CLEARED_BY_ANOTHER_ID,
     OPENAI_SESSION_RULES,
     WRITES,
     Judgement,
@@ -318,12 +320,9 @@ def partial_add(history: Sequence[RecordedCall]) -> tuple[str, str, str] | None:
     return None
 
 
-WIPES: Final = {
-    "a clear_session of a confusable id took this session's items": "OASISO-001",
-    "another session's clear_session took this session's items": "OASCLEAR-001",
-}
+WIPES: Final = {CLEARED_BY_A_CONFUSABLE_ID: "OASISO-001", CLEARED_BY_ANOTHER_ID: "OASCLEAR-001"}
 """The two causes of items gone after a clear of another id, which one answer cannot
-tell apart: the ids merged (OASISO-001), or a clear that takes every session (OASCLEAR-001)."""
+tell apart, by their rule: the ids merged, or a clear that takes every session."""
 
 
 async def _whose_clear(store: SessionStore, found: Judgement) -> tuple[str, str, str] | None:
@@ -332,17 +331,17 @@ async def _whose_clear(store: SessionStore, found: Judgement) -> tuple[str, str,
     in case that does is OASISO-001's; None when neither does (the items went some
     other way, a Session object's stale copy among them)."""
     witness = [{"role": "user", "content": "witness"}]
-    for rule, cleared in (("OASCLEAR-001", WITNESS_IDS[1]), ("OASISO-001", WITNESS_IDS[0].upper())):
+    trials = (
+        (CLEARED_BY_ANOTHER_ID, WITNESS_IDS[1]),
+        (CLEARED_BY_A_CONFUSABLE_ID, WITNESS_IDS[0].upper()),
+    )
+    for shape, cleared in trials:
         await call_session(store, "add_items", (WITNESS_IDS[0], store.fresh_handle(), witness))
         await call_session(store, "clear_session", (cleared, store.fresh_handle()))
         left = await call_session(store, "get_items", (WITNESS_IDS[0], store.fresh_handle(), None))
         if not left:
-            shape = next(s for s, r in WIPES.items() if r == rule)
-            return (
-                rule,
-                shape,
-                f"{found.sentence}; clear_session({cleared!r}) emptied {WITNESS_IDS[0]!r} too",
-            )
+            said = f"{found.sentence}; clear_session({cleared!r}) emptied {WITNESS_IDS[0]!r} too"
+            return WIPES[shape], shape, said
         await call_session(store, "clear_session", (WITNESS_IDS[0], store.fresh_handle()))
     return None
 

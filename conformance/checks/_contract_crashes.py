@@ -1,0 +1,104 @@
+"""The crash checks of a contract's store, shared by the framework suites.
+
+A framework suite (LangGraph savers, OpenAI Agents sessions) checks its store with a
+writer killed after each of its file-changing system calls and with the power-loss
+states of a traced writer, both through the contract engines; what differs is the
+contract, the program, the rule a finding is filed under, and which findings keep
+the rule that named their cause (an add kept in part is that, whether a kill or a
+power loss cut it). The check functions stay in their suite's module and call these.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+
+from ..engines.contract.contract import Call
+from ..engines.contract.violations import RuleViolation
+from ..engines.crash.contract_kills import killed_at_each_call
+from ..engines.crash.contract_power_loss import TraceUnusable, power_loss_states
+from ..engines.crash.recorder import tracer_unavailable
+from ..engines.crash.stopper import stopper_unavailable
+from ..engines.run.harness import CheckSkipped, Harness, NothingExercised
+
+__all__ = ["killed_writer", "power_cut_writer"]
+
+
+def _filed(found: RuleViolation, rule_id: str, shape: str, causes: frozenset[str]) -> RuleViolation:
+    """``found`` as ``rule_id``'s finding, unless its rule is one of ``causes``."""
+    if found.rule_id in causes:
+        return found
+    filed = RuleViolation(rule_id, found.message, shape=shape)
+    filed.__cause__ = found
+    return filed
+
+
+async def killed_writer(
+    h: Harness,
+    contract_ref: str,
+    program: Callable[[], Awaitable[Sequence[Call]]],
+    rule_id: str,
+    *,
+    what: str,
+    causes: frozenset[str] = frozenset(),
+) -> None:
+    """Judge a writer of the calls ``program`` gives (once this machine can hold one)
+    killed after each of its file-changing system calls; a finding is ``rule_id``'s (or
+    its own, when its rule is among ``causes``). ``what`` names the store in a skip's
+    reason ("the saver")."""
+    reason = stopper_unavailable()
+    if reason is not None:  # this machine's lack, not the store's: nothing is judged
+        raise NothingExercised(f"writers cannot be held at a system call here: {reason}")
+    try:
+        covered = await killed_at_each_call(contract_ref, h.target, h.root, await program())
+    except RuleViolation as found:
+        shape = "a state a killed writer left that no prefix of its calls gives"
+        raise _filed(found, rule_id, shape, causes) from found
+    if covered.calls == 0:
+        raise CheckSkipped(
+            f"{what} changed no file under the store's directory: it keeps its data "
+            "elsewhere (in memory, on a server), which a killed process cannot leave half-written"
+        )
+    if not covered.killed:
+        raise NothingExercised(f"no writer was held at any of its {covered.calls} system calls")
+    h.measure(f"a writer killed at {len(covered.killed)} of {covered.calls} system calls")
+
+
+async def power_cut_writer(
+    h: Harness,
+    contract_ref: str,
+    program: Callable[[], Awaitable[Sequence[Call]]],
+    rule_id: str,
+    *,
+    what: str,
+    causes: frozenset[str] = frozenset(),
+) -> None:
+    """Judge the power-loss states (the profile's ``traced_states`` of them) of a traced
+    writer of the calls ``program`` gives (once this machine can trace one); a finding is
+    ``rule_id``'s (or its own, when its rule is among ``causes``). ``what`` names the
+    store in a skip's reason."""
+    reason = tracer_unavailable()
+    if reason is not None:  # this machine's lack, not the store's: nothing is judged
+        raise NothingExercised(f"a writer cannot be traced here: {reason}")
+    try:
+        covered = await power_loss_states(
+            contract_ref,
+            h.target,
+            h.root,
+            await program(),
+            budget=h.profile.traced_states,
+            seed=h.seed,
+        )
+    except RuleViolation as found:
+        shape = "a state a power loss left that no prefix of the answered calls gives"
+        raise _filed(found, rule_id, shape, causes) from found
+    except TraceUnusable as exc:
+        raise NothingExercised(f"the writer's trace cannot be judged: {exc}") from exc
+    if covered.operations == 0:
+        raise CheckSkipped(
+            f"{what} changed no file under the store's directory: it keeps its data "
+            "elsewhere (in memory, on a server), which a power loss here cannot reach"
+        )
+    h.measure(
+        f"{covered.states} of {covered.possible} crash states judged "
+        f"({covered.operations} store operations traced)"
+    )
