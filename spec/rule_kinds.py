@@ -44,6 +44,8 @@ class RuleSuite(enum.StrEnum):
     """A LangGraph checkpoint saver (``--langgraph``): a contract of its own."""
     OPENAI_SESSION = "openai_session"
     """An OpenAI Agents SDK session (``--openai-session``): a contract of its own."""
+    ADK_SESSION = "adk_session"
+    """A Google ADK session service (``--adk-session-service``): a contract of its own."""
 
 
 class ConformanceLevel(enum.StrEnum):
@@ -58,7 +60,7 @@ class ConformanceLevel(enum.StrEnum):
     connections cut by the kit's proxy) and those only a backend served over the
     stdio protocol can break (``stdio_protocol``); the session suite's rules are one
     level whatever capability they need, and so are each framework's store
-    interface's (``langgraph``, ``openai_session``): `FRAMEWORK_LEVELS`.
+    interface's (``langgraph``, ``openai_session``, ``adk_session``): `FRAMEWORK_LEVELS`.
     """
 
     BASE = "base"
@@ -77,6 +79,7 @@ class ConformanceLevel(enum.StrEnum):
     STDIO_PROTOCOL = "stdio_protocol"
     LANGGRAPH = "langgraph"
     OPENAI_SESSION = "openai_session"
+    ADK_SESSION = "adk_session"
 
     @property
     def capability(self) -> Capability | None:
@@ -110,6 +113,10 @@ _MEANINGS_WITHOUT_CAPABILITY: Final[dict[ConformanceLevel, str]] = {
         "as an OpenAI Agents session it keeps every item added, in order and exactly, "
         "gives the latest ones and pops each once, whoever else uses the store"
     ),
+    ConformanceLevel.ADK_SESSION: (
+        "as an ADK session service it keeps every session and event, in order and exactly, "
+        "applies state deltas by scope and keeps apps, users and sessions apart"
+    ),
     ConformanceLevel.STDIO_PROTOCOL: (
         "served over the stdio protocol, it answers every request with one well-formed "
         "reply of the request's id and nothing else (needs --process)"
@@ -129,6 +136,7 @@ declaring the capability promises (`CAPABILITY_REASONS`)."""
 FRAMEWORK_LEVELS: Final[dict[RuleSuite, ConformanceLevel]] = {
     RuleSuite.LANGGRAPH: ConformanceLevel.LANGGRAPH,
     RuleSuite.OPENAI_SESSION: ConformanceLevel.OPENAI_SESSION,
+    RuleSuite.ADK_SESSION: ConformanceLevel.ADK_SESSION,
 }
 """The suites of another framework's store interface, each a contract of its own with
 one level: a backend checked against one of them is checked against nothing else."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from .adk_session.rules import ADK_SESSION_RULES
 from .capabilities import Capability
 from .langgraph.rules import LANGGRAPH_RULES
 from .openai_session.rules import OPENAI_SESSION_RULES
@@ -961,7 +962,9 @@ CHECKPOINTER_RULES: Final[tuple[Rule, ...]] = (
 
 """The rules of the checkpointer contract: the storage and session suites."""
 
-RULES: Final[tuple[Rule, ...]] = CHECKPOINTER_RULES + LANGGRAPH_RULES + OPENAI_SESSION_RULES
+RULES: Final[tuple[Rule, ...]] = (
+    CHECKPOINTER_RULES + LANGGRAPH_RULES + OPENAI_SESSION_RULES + ADK_SESSION_RULES
+)
 """Every rule of every contract the kit checks, each id once."""
 
 RULES_BY_ID: Final[dict[str, Rule]] = {r.id: r for r in RULES}

@@ -96,10 +96,12 @@ _RULES_INTRO = """
 Each area of rules is checked by one suite of the kit: `storage` judges the
 checkpointer itself, `session` the session layer running on it (`--suite session`),
 `langgraph` a LangGraph checkpoint saver (`--langgraph MODULE:FACTORY`), a
-contract of its own whose rules are the `LG` areas (docs/langgraph.md), and
+contract of its own whose rules are the `LG` areas (docs/langgraph.md),
 `openai_session` an OpenAI Agents session store (`--openai-session
 MODULE:FACTORY`), a contract of its own whose rules are the `OAS` areas
-(docs/openai-agents.md).
+(docs/openai-agents.md), and `adk_session` a Google ADK session service
+(`--adk-session-service MODULE:FACTORY`), whose rules are the `ADK` areas
+(docs/adk.md).
 """
 
 

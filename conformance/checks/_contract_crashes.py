@@ -42,14 +42,22 @@ async def killed_writer(
     causes: frozenset[str] = frozenset(),
 ) -> None:
     """Judge a writer of the calls ``program`` gives (once this machine can hold one)
-    killed after each of its file-changing system calls; a finding is ``rule_id``'s (or
+    killed after each of its file-changing system calls (a seeded sample of the
+    profile's ``kill_states`` of them when there are more); a finding is ``rule_id``'s (or
     its own, when its rule is among ``causes``). ``what`` names the store in a skip's
     reason ("the saver")."""
     reason = stopper_unavailable()
     if reason is not None:  # this machine's lack, not the store's: nothing is judged
         raise NothingExercised(f"writers cannot be held at a system call here: {reason}")
     try:
-        covered = await killed_at_each_call(contract_ref, h.target, h.root, await program())
+        covered = await killed_at_each_call(
+            contract_ref,
+            h.target,
+            h.root,
+            await program(),
+            budget=h.profile.kill_states,
+            seed=h.seed,
+        )
     except RuleViolation as found:
         shape = "a state a killed writer left that no prefix of its calls gives"
         raise _filed(found, rule_id, shape, causes) from found
@@ -60,7 +68,12 @@ async def killed_writer(
         )
     if not covered.killed:
         raise NothingExercised(f"no writer was held at any of its {covered.calls} system calls")
-    h.measure(f"a writer killed at {len(covered.killed)} of {covered.calls} system calls")
+    sampled = (
+        " (a seeded sample: the profile's kill_states)"
+        if covered.calls > h.profile.kill_states
+        else ""
+    )
+    h.measure(f"a writer killed at {len(covered.killed)} of {covered.calls} system calls{sampled}")
 
 
 async def power_cut_writer(

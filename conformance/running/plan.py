@@ -20,7 +20,7 @@ import os
 import random
 import shutil
 import tempfile
-from collections.abc import Callable, Coroutine, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Final, Literal, TypeAlias, cast
 
@@ -43,6 +43,8 @@ from ...spec import (
     StoreHooks,
 )
 from ..checks.base import Check
+from ..engines.contract.adk_session import METHODS as SERVICE_METHODS
+from ..engines.contract.adk_session import close_service, open_service
 from ..engines.contract.langgraph import offers_of, open_saver
 from ..engines.contract.openai_session import METHODS as SESSION_METHODS
 from ..engines.contract.openai_session import open_sessions
@@ -193,30 +195,57 @@ def probe_session_store(target: BackendTarget, declared: Iterable[Capability] = 
         store = await open_sessions(factory, target.context(scratch))
         try:
             session = await store.session("checkpointspec-probe")
-            missing = [m for m in SESSION_METHODS if not callable(getattr(session, m, None))]
-            not_async = [
-                m
-                for m in SESSION_METHODS
-                if m not in missing and not inspect.iscoroutinefunction(getattr(session, m))
-            ]
-            if missing or not_async:
-                said = "; ".join(
-                    part
-                    for part in (
-                        f"it has no {', '.join(missing)}" if missing else "",
-                        f"{', '.join(not_async)} {'is' if len(not_async) == 1 else 'are'} not async"
-                        if not_async
-                        else "",
-                    )
-                    if part
-                )
-                raise FactoryFailedError(
-                    target.ref.target,
-                    TypeError(f"{type(session).__name__} is not an OpenAI Agents Session: {said}"),
-                )
+            why = _not_async(session, SESSION_METHODS, "an OpenAI Agents Session")
+            if why:
+                raise FactoryFailedError(target.ref.target, TypeError(why))
             await session.get_items()  # type: ignore[attr-defined]
         finally:
             await store.close()
+        return BackendProbe(claims, has_hooks=False)
+
+    return _on_scratch(target, probe)
+
+
+def _not_async(session: object, methods: Sequence[str], what: str) -> str:
+    """Why ``session`` is not ``what`` (a method missing, one not async), or ""."""
+    missing = [m for m in methods if not callable(getattr(session, m, None))]
+    not_async = [
+        m
+        for m in methods
+        if m not in missing and not inspect.iscoroutinefunction(getattr(session, m))
+    ]
+    parts = [
+        f"it has no {', '.join(missing)}" if missing else "",
+        f"{', '.join(not_async)} {'is' if len(not_async) == 1 else 'are'} not async"
+        if not_async
+        else "",
+    ]
+    said = "; ".join(p for p in parts if p)
+    return f"{type(session).__name__} is not {what}: {said}" if said else ""
+
+
+def probe_session_service(
+    target: BackendTarget, declared: Iterable[Capability] = ()
+) -> BackendProbe:
+    """Open one ADK session service of ``target`` (``--adk-session-service``) on a scratch
+    store, ask it for a session no one created and close it, with what its author
+    ``declared`` of it (from `ADK_SESSION_DECLARABLE`). Raises `BackendLoadError` when
+    that fails or the object lacks a method of ``BaseSessionService`` the contract calls
+    (the message names them) or has one that is not a coroutine function."""
+    claims = _declared(FRAMEWORKS["adk_session"], declared)
+    factory = target.factory()
+
+    async def probe(scratch: Path) -> BackendProbe:
+        handle = await open_service(factory, target.context(scratch))
+        try:
+            why = _not_async(handle.service, SERVICE_METHODS, "an ADK BaseSessionService")
+            if why:
+                raise FactoryFailedError(target.ref.target, TypeError(why))
+            await handle.service.get_session(  # type: ignore[attr-defined]
+                app_name="checkpointspec-probe", user_id="probe", session_id="probe"
+            )
+        finally:
+            await close_service(handle)
         return BackendProbe(claims, has_hooks=False)
 
     return _on_scratch(target, probe)
@@ -228,6 +257,8 @@ def probe_framework(
     """``framework``'s store of ``target`` probed as its suite's checks need it."""
     if framework.suite.value == "langgraph":
         return probe_saver(target, declared)
+    if framework.suite.value == "adk_session":
+        return probe_session_service(target, declared)
     return probe_session_store(target, declared)
 
 

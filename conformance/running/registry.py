@@ -20,6 +20,7 @@ from typing import Final, get_args
 from ...spec import FRAMEWORK_LEVELS, RULES, RULES_BY_ID, RuleSuite
 from ..checks import (
     Check,
+    adk_session,
     appending,
     arguments,
     capabilities,
@@ -59,6 +60,7 @@ from ..checks import (
 from ..engines.run.kit_run import SuiteSelection
 
 __all__ = [
+    "ADK_SESSION_CHECKS",
     "ALL_CHECKS",
     "CHECKS_BY_NAME",
     "DEFAULT_SUITE",
@@ -126,7 +128,11 @@ OPENAI_SESSION_CHECKS: tuple[Check, ...] = openai_session.CHECKS
 """The openai_session suite: an OpenAI Agents session store (``--openai-session``)
 against its contract."""
 
-FRAMEWORK_CHECKS: tuple[Check, ...] = LANGGRAPH_CHECKS + OPENAI_SESSION_CHECKS
+ADK_SESSION_CHECKS: tuple[Check, ...] = adk_session.CHECKS
+"""The adk_session suite: an ADK session service (``--adk-session-service``), checked
+against its own contract."""
+
+FRAMEWORK_CHECKS: tuple[Check, ...] = LANGGRAPH_CHECKS + OPENAI_SESSION_CHECKS + ADK_SESSION_CHECKS
 """Every check of another framework's store interface (`FRAMEWORKS`)."""
 
 DEFAULT_SUITE: Final[SuiteSelection] = "storage"
@@ -138,6 +144,7 @@ SUITES: dict[SuiteSelection, tuple[Check, ...]] = {
     "all": ALL_CHECKS + SESSION_CHECKS,
     "langgraph": LANGGRAPH_CHECKS,
     "openai_session": OPENAI_SESSION_CHECKS,
+    "adk_session": ADK_SESSION_CHECKS,
 }
 """The checks of each suite."""
 assert set(SUITES) == set(get_args(SuiteSelection))

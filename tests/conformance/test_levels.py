@@ -41,6 +41,7 @@ NAMES = (
     "stdio_protocol",
     "langgraph",
     "openai_session",
+    "adk_session",
 )
 
 
@@ -75,7 +76,7 @@ def test_a_storage_level_holds_the_rules_of_its_capability() -> None:
         if level.name == "stdio_protocol":  # what only a backend behind --process can break
             assert level.rules == ("PROTO-001",)
             continue
-        if level.name in ("langgraph", "openai_session"):  # a framework's contract, one level
+        if level.name in ("langgraph", "openai_session", "adk_session"):  # a framework's contract, one level
             assert all(suite_of_rule(r) == level.name for r in level.rules)
             continue
         assert level.capability == (None if level.name == "base" else Capability(level.name)), (
@@ -115,8 +116,9 @@ def test_all_passed_attains_every_storage_level_and_not_the_session_one() -> Non
     levels = _levels(report_of(every_rule_passed()).levels)
     assert "langgraph" not in levels  # a saver's level is no checkpointer's
     assert "openai_session" not in levels
+    assert "adk_session" not in levels
     assert [n for n in NAMES if n in levels and levels[n].status == "attained"] == [
-        n for n in NAMES if n not in ("session", "langgraph", "openai_session")
+        n for n in NAMES if n not in ("session", "langgraph", "openai_session", "adk_session")
     ]
     assert levels["session"].status == "not_run"
     assert "did not check the session suite" in levels["session"].reason

@@ -371,7 +371,7 @@ def test_a_process_backend_runs_through_the_plugin(pytester: pytest.Pytester) ->
     [
         (
             ["--checkpointer", "memory", "--checkpointer-process", "x"],
-            "give one of --checkpointer, --checkpointer-process, --checkpointer-langgraph and",
+            "give one of --checkpointer, --checkpointer-process, --checkpointer-langgraph,",
         ),
         (
             ["--checkpointer", "memory", "--checkpointer-validate-protocol"],

@@ -25,7 +25,7 @@ from checkpointspec.conformance.running.registry import (
 )
 from checkpointspec.spec import RULES, RULES_BY_ID
 
-EVERY_CHECK = SUITES["all"] + SUITES["langgraph"] + SUITES["openai_session"]
+EVERY_CHECK = SUITES["all"] + SUITES["langgraph"] + SUITES["openai_session"] + SUITES["adk_session"]
 
 PENDING: dict[str, str] = {}
 """Rules whose checks are being written elsewhere; each says where they will be."""
@@ -66,9 +66,9 @@ def test_checks_live_in_the_module_of_their_rule_area() -> None:
             # the session layer's state machine judges every session area at once
             assert siblings <= {"RESTORE", "FOLD"}, c.name
             continue
-        if module in ("langgraph", "openai_session"):
+        if module in ("langgraph", "openai_session", "adk_session"):
             # a framework's suite is one contract's: its scenarios are data in one module
-            prefix = "LG" if module == "langgraph" else "OAS"
+            prefix = {"langgraph": "LG", "openai_session": "OAS", "adk_session": "ADK"}[module]
             assert all(s.startswith(prefix) for s in siblings), c.name
             continue
         # the storage model-based checks sit with the rule they are named after
@@ -118,11 +118,13 @@ def test_a_rules_suite_is_the_catalogs() -> None:
 def test_every_rule_belongs_to_one_suite() -> None:
     storage, session = rules_of_suite("storage"), rules_of_suite("session")
     langgraph, sessions = rules_of_suite("langgraph"), rules_of_suite("openai_session")
+    services = rules_of_suite("adk_session")
     assert not storage & session
     assert not (storage | session) & langgraph
     assert not (storage | session | langgraph) & sessions
+    assert not (storage | session | langgraph | sessions) & services
     assert storage | session == rules_of_suite("all")
-    assert storage | session | langgraph | sessions == {r.id for r in RULES}
+    assert storage | session | langgraph | sessions | services == {r.id for r in RULES}
     assert "FOLD-001" in session
     assert "MAINT-001" in storage
     assert "LGPUT-001" in langgraph

@@ -49,6 +49,7 @@ from .contract import (
     Returned,
     plain,
 )
+from .values import json_values, short_texts, texts
 
 __all__ = [
     "FRESH_HANDLES",
@@ -87,35 +88,6 @@ FRESH_HANDLES: Final = 1000
 """The first handle of the Session objects the kit opens for a second look (`confirm`)."""
 """The Session objects the machine opens per id: a store must answer the same through each."""
 
-EDGE_TEXTS: Final[tuple[str, ...]] = (" ", "\n", "\t", "\r\n", "\u00a0", "\u2028", "\ufeff", "")
-"""What a "tidy" store eats at either end of a text (stripping, a line reader)."""
-
-_text = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_size=16)
-_texts = st.one_of(
-    _text,
-    st.builds(
-        lambda a, t, b: a + t + b, st.sampled_from(EDGE_TEXTS), _text, st.sampled_from(EDGE_TEXTS)
-    ),
-)
-
-
-def json_values() -> st.SearchStrategy[object]:
-    """Any JSON value an item may carry: null, booleans, integers within 2**53, finite
-    floats (``-0.0`` and ``1e16`` among them), text, and lists and objects of them."""
-    scalars = st.one_of(
-        st.none(),
-        st.booleans(),
-        st.integers(-(2**53), 2**53),
-        st.floats(allow_nan=False, allow_infinity=False),
-        st.sampled_from((0.5, -0.0, 1e16, 1.0)),
-        _texts,
-    )
-    return st.recursive(
-        scalars,
-        lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_text, inner, max_size=3),
-        max_leaves=6,
-    )
-
 
 def items() -> st.SearchStrategy[dict[str, object]]:
     """One conversation item: a message, a function call and its output as the SDK
@@ -124,21 +96,21 @@ def items() -> st.SearchStrategy[dict[str, object]]:
         st.fixed_dictionaries(
             {
                 "role": st.sampled_from(("user", "assistant", "system", "developer")),
-                "content": _texts,
+                "content": texts,
             }
         ),
         st.fixed_dictionaries(
             {
                 "type": st.just("function_call"),
-                "call_id": _text,
-                "name": _text,
-                "arguments": _texts,
+                "call_id": short_texts,
+                "name": short_texts,
+                "arguments": texts,
             }
         ),
         st.fixed_dictionaries(
-            {"type": st.just("function_call_output"), "call_id": _text, "output": _texts}
+            {"type": st.just("function_call_output"), "call_id": short_texts, "output": texts}
         ),
-        st.dictionaries(_text, json_values(), max_size=4),
+        st.dictionaries(short_texts, json_values(), max_size=4),
     )
 
 

@@ -21,6 +21,7 @@ answered call undone); a power loss is not simulated here.
 
 from __future__ import annotations
 
+import random
 import tempfile
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -59,12 +60,15 @@ async def killed_at_each_call(
     *,
     env: Mapping[str, str] | None = None,
     points: Iterable[int] | None = None,
+    budget: int | None = None,
+    seed: int = 0,
 ) -> KilledAt:
     """Kill a worker running ``program`` right after each of its store-changing
-    system calls (or only at ``points``, 1-based, those past the last ignored), and
-    judge what each kill left (see the module). Raises the first `RuleViolation`
-    found, naming the kill point in its message (`HistoryUndecided` for a history
-    too tangled to decide); returns what was covered."""
+    system calls (or only at ``points``, 1-based, those past the last ignored; or,
+    with ``budget`` and more calls than it, at a sample of ``budget`` of them drawn
+    by ``seed``), and judge what each kill left (see the module). Raises the first
+    `RuleViolation` found, naming the kill point in its message (`HistoryUndecided`
+    for a history too tangled to decide); returns what was covered."""
     contract = load_contract(contract_ref)
     if contract.readback is None:
         raise ValueError(f"contract {contract.name!r} has no readback: kills cannot be judged")
@@ -83,7 +87,11 @@ async def killed_at_each_call(
     counted = len(await stopper.finish())
     await worker.kill()
     killed: list[int] = []
-    for point in points if points is not None else range(1, counted + 1):
+    if points is None:
+        points = range(1, counted + 1)
+        if budget is not None and counted > budget:
+            points = sorted(random.Random(seed).sample(points, budget))
+    for point in points:
         if not 1 <= point <= counted:
             continue
         path, worker, stopper = await held_at(point)

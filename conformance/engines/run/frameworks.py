@@ -1,6 +1,7 @@
 """Store interfaces of other agent frameworks the kit checks, each a suite of its own.
 
-A framework's store (a LangGraph checkpoint saver, an OpenAI Agents session) is
+A framework's store (a LangGraph checkpoint saver, an OpenAI Agents session, an ADK
+session service) is
 not a checkpointer: the author names its factory with the framework's own flag, the
 run checks that interface's contract alone, and what the object cannot show of
 itself is declared (``--declare``). `FRAMEWORKS` says, per suite, the flags, what
@@ -17,6 +18,7 @@ from typing import Final
 import msgspec
 
 from ....spec import Capability, RuleSuite
+from ....spec.adk_session.rules import ADK_SESSION_DECLARABLE
 from ....spec.langgraph.rules import LANGGRAPH_DECLARABLE
 from ....spec.openai_session.rules import OPENAI_SESSION_DECLARABLE
 
@@ -70,6 +72,15 @@ FRAMEWORKS: Final[dict[str, Framework]] = {
             "an awaitable of one or a context manager yielding one",
             "docs/openai-agents.md",
             OPENAI_SESSION_DECLARABLE,
+        ),
+        Framework(
+            RuleSuite.ADK_SESSION,
+            "adk_session_service",
+            "an ADK session service",
+            "FACTORY gets the store's BackendContext and returns a BaseSessionService, an "
+            "awaitable of one or a context manager yielding one",
+            "docs/adk.md",
+            ADK_SESSION_DECLARABLE,
         ),
     )
 }

@@ -29,11 +29,14 @@ from .profiles import Profile
 
 __all__ = ["BackendProbe", "KitRun", "OutputName", "ReportOutputs", "SuiteSelection"]
 
-SuiteSelection: TypeAlias = Literal["storage", "session", "all", "langgraph", "openai_session"]
+SuiteSelection: TypeAlias = Literal[
+    "storage", "session", "all", "langgraph", "openai_session", "adk_session"
+]
 """What a run checks: the checkpointer (``storage``), the session layer on it
 (``session``), or both (``all``); or another framework's store, a contract of its
 own: a LangGraph checkpoint saver (``langgraph``, ``--langgraph``) or an OpenAI
-Agents session store (``openai_session``, ``--openai-session``; `frameworks`).
+Agents session store (``openai_session``, ``--openai-session``) or an ADK session
+service (``adk_session``, ``--adk-session-service``; `frameworks`).
 `checkpointspec.conformance.running.registry` holds each suite's checks."""
 
 
