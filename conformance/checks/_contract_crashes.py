@@ -49,12 +49,13 @@ async def killed_writer(
     reason = stopper_unavailable()
     if reason is not None:  # this machine's lack, not the store's: nothing is judged
         raise NothingExercised(f"writers cannot be held at a system call here: {reason}")
+    calls = await program()  # its own findings, made without a fault, are not the kill's
     try:
         covered = await killed_at_each_call(
             contract_ref,
             h.target,
             h.root,
-            await program(),
+            calls,
             budget=h.profile.kill_states,
             seed=h.seed,
         )
@@ -92,12 +93,13 @@ async def power_cut_writer(
     reason = tracer_unavailable()
     if reason is not None:  # this machine's lack, not the store's: nothing is judged
         raise NothingExercised(f"a writer cannot be traced here: {reason}")
+    calls = await program()  # its own findings, made without a fault, are not the crash's
     try:
         covered = await power_loss_states(
             contract_ref,
             h.target,
             h.root,
-            await program(),
+            calls,
             budget=h.profile.traced_states,
             seed=h.seed,
         )

@@ -18,7 +18,7 @@ from typing import Final
 
 import msgspec
 
-from .model import APP_PREFIX, TEMP_PREFIX, USER_PREFIX, AdkState, Key, confusable
+from .model import APP_PREFIX, TEMP_PREFIX, USER_PREFIX, AdkState, Key, confusable, event_text
 
 __all__ = ["Judgement", "judge"]
 
@@ -37,6 +37,17 @@ class Judgement(msgspec.Struct, frozen=True):
     rule: str
     shape: str
     sentence: str
+
+
+def _has_nul(value: object) -> bool:
+    """Whether ``value`` holds, anywhere, a text with a NUL character."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, Mapping):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return any(_has_nul(v) for v in value)
+    return False
 
 
 def _own(operation: str, arguments: Sequence[object]) -> str:
@@ -72,9 +83,14 @@ def judge(
     own = _own(operation, arguments)
     want = f"raises {expected_error}" if expected_error else f"returns {expected!r}"
     if raised:
-        return Judgement(
-            own, f"{operation} raised", f"raised {raised}; the contract's model {want}"
-        )
+        said = f"raised {raised}; the contract's model {want}"
+        if _has_nul(arguments):
+            return Judgement(
+                "ADKITEM-001",
+                "a value with a NUL character refused",
+                f"{said}: the call carries text with a NUL character, which JSON holds",
+            )
+        return Judgement(own, f"{operation} raised", said)
     got = f"raised {actual_error}" if actual_error else f"returned {actual!r}"
     said = f"{got}; the contract's model {want}"
     if operation == "list_sessions":
@@ -165,17 +181,24 @@ def _judge_list(
         return Judgement(
             "ADKLIST-001", "list_sessions returned something other than sessions", said
         )
-    app = str(arguments[0])
+    app, user = str(arguments[0]), arguments[1]
     extra = [e for e in actual if e not in expected]
+    stored = {k for k, _ in state.sessions}
     for entry in extra:
         if not isinstance(entry, list) or len(entry) != 2:
             break
         named: Key = (app, str(entry[0]), str(entry[1]))
-        if named in {k for k, _ in state.deleted}:
+        if named in {k for k, _ in state.deleted} and named not in stored:
             return Judgement(
                 "ADKDEL-001", "a deleted session listed", f"{said}: {entry!r} was deleted"
             )
-        if any(_names_confusable(k, named) for k, _ in state.sessions):
+        if user is not None and entry[0] != user and not confusable(str(entry[0]), str(user)):
+            return Judgement(
+                "ADKLIST-001",
+                "list_sessions listed sessions of another user",
+                f"{said}: {entry!r} is a session of user {entry[0]!r}",
+            )
+        if any(_names_confusable(k, named) for k in stored):
             return Judgement(
                 "ADKISO-001",
                 "list_sessions listed a session of another app or user",
@@ -205,6 +228,12 @@ def _judge_events(
     own_events = set(stored.events) if stored is not None else set()
     elsewhere = {e for k, s in state.sessions if k != key for e in s.events}
     for event in extra:
+        if _without_temp(event) in set(want) - set(got):
+            return Judgement(
+                "ADKSTATE-001",
+                "an event was stored with its temp: keys",
+                f"{said}: {event} keeps temp: keys, which are never stored",
+            )
         if event in state.deleted_events(key) and event not in own_events:
             return Judgement(
                 "ADKDEL-001",
@@ -230,6 +259,17 @@ def _judge_events(
     if len(got) > len(want):
         return Judgement(rule, "get_session returned events more than once or too many", said)
     return Judgement(rule, "get_session left out events the session holds", said)
+
+
+def _without_temp(event: str) -> str:
+    """An event's text with the temp: keys of its state delta left out."""
+    try:
+        decoded = msgspec.json.decode(event)
+    except msgspec.DecodeError:
+        return event
+    if not isinstance(decoded, dict) or not isinstance(decoded.get("state_delta"), dict):
+        return event
+    return event_text(decoded)
 
 
 def _judge_state(

@@ -76,7 +76,11 @@ def test_a_storage_level_holds_the_rules_of_its_capability() -> None:
         if level.name == "stdio_protocol":  # what only a backend behind --process can break
             assert level.rules == ("PROTO-001",)
             continue
-        if level.name in ("langgraph", "openai_session", "adk_session"):  # a framework's contract, one level
+        if level.name in (
+            "langgraph",
+            "openai_session",
+            "adk_session",
+        ):  # a framework's contract, one level
             assert all(suite_of_rule(r) == level.name for r in level.rules)
             continue
         assert level.capability == (None if level.name == "base" else Capability(level.name)), (

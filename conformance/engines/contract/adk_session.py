@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, cast
 
+import msgspec
 from hypothesis import strategies as st
 
 from ....spec.adk_session import (
@@ -35,9 +36,20 @@ from ....spec.adk_session import (
     encoded,
     event_number,
     judge,
+    split_delta,
     step,
 )
-from .contract import Answer, Call, Contract, JSONArgs, Operation, Raised, Returned, plain
+from .contract import (
+    Answer,
+    Call,
+    Contract,
+    JSONArgs,
+    Operation,
+    Raised,
+    RecordedCall,
+    Returned,
+    plain,
+)
 from .values import json_values, texts
 
 __all__ = [
@@ -54,6 +66,7 @@ __all__ = [
     "event_id",
     "open_service",
     "readback",
+    "torn_read",
 ]
 
 METHODS: Final[tuple[str, ...]] = (
@@ -297,6 +310,44 @@ def _describe(
     return found.shape, found.sentence
 
 
+WITNESS_USERS: Final = ("checkpointspec-witness-a1", "zz-unrelated-9")
+"""Two users unlike each other and every drawn one, for the second look at a list."""
+
+
+async def confirm(
+    handle: ServiceHandle,
+    state: AdkState,
+    call: Call,
+    expected: Answer,
+    actual: Answer | None,
+    raised: str,
+) -> tuple[str, str, str] | None:
+    """Before a list answer is put down to names folded together (ADKISO-001), the
+    service is asked to list the sessions of a user unlike any with a session: one
+    that lists a session of another such user ignores its user_id, which is
+    ADKLIST-001's, not a folding of resembling names."""
+    found = _judgement(state, call, expected, actual, raised)
+    if call.operation != "list_sessions" or found.rule != "ADKISO-001" or call.arguments[1] is None:
+        return None
+    app = str(call.arguments[0])
+    witness = (app, WITNESS_USERS[0], "witness")
+    try:
+        if state.session(witness) is None:
+            await call_service(handle, "create_session", (*witness, {}))
+        listed = await call_service(handle, "list_sessions", (app, WITNESS_USERS[1]))
+        await call_service(handle, "delete_session", witness)
+    except Exception:  # a service that cannot take the second look is judged on the first
+        return None
+    if not listed:
+        return None
+    return (
+        "ADKLIST-001",
+        "list_sessions listed sessions of another user",
+        f"{found.sentence}; list_sessions({app!r}, {WITNESS_USERS[1]!r}) then listed {listed!r}, "
+        f"a session of {WITNESS_USERS[0]!r}: the user_id asked for is not what is listed",
+    )
+
+
 def _error_name(exc: BaseException) -> str | None:
     name = type(exc).__name__
     return name if name in CONTRACT_ERRORS else None
@@ -330,6 +381,49 @@ def readback(calls: Sequence[Call]) -> tuple[Call, ...]:
     return tuple(Call("get_session", (*key, None, None, None)) for key in keys) + tuple(
         Call("list_sessions", (app, None)) for app in apps
     )
+
+
+def torn_read(history: Sequence[RecordedCall]) -> tuple[str, str, str] | None:
+    """A get_session whose state is not what its own events make of the session's
+    created state: state and events read at different moments (one not yet showing an
+    append the other shows), which no order of the calls gives; None when there is
+    none. Judged only for sessions created once and never deleted in the history, and
+    on session keys (no app:, user: or temp: prefix), which only the session's own
+    create and events set."""
+    created: dict[tuple[str, str, str], dict[str, object]] = {}
+    changed: set[tuple[str, str, str]] = set()
+    for recorded in history:
+        call = recorded.call
+        if call.operation in ("create_session", "delete_session"):
+            key = (str(call.arguments[0]), str(call.arguments[1]), str(call.arguments[2]))
+            if call.operation == "delete_session" or key in created:
+                changed.add(key)
+            elif isinstance(recorded.answer, Returned):
+                created[key] = dict(cast("Mapping[str, object]", call.arguments[3] or {}))
+    for recorded in history:
+        call, answer = recorded.call, recorded.answer
+        if call.operation != "get_session" or call.arguments[4:6] != (None, None):
+            continue
+        key = (str(call.arguments[0]), str(call.arguments[1]), str(call.arguments[2]))
+        if key not in created or key in changed or not isinstance(answer, Returned):
+            continue
+        read = cast("Mapping[str, object] | None", answer.value)
+        if read is None:
+            continue
+        own = split_delta(created[key])[2]
+        for text in cast("list[str]", read["events"]):
+            decoded = cast("dict[str, dict[str, object]]", msgspec.json.decode(text))
+            own |= split_delta(decoded["state_delta"])[2]
+        state = cast("Mapping[str, str]", read["state"])
+        shown = {k: v for k, v in state.items() if not k.startswith(("app:", "user:", "temp:"))}
+        if shown != own:
+            return (
+                "",
+                "get_session read state and events of different moments",
+                f"{recorded}: its state's session keys are {shown!r}, where the session's "
+                f"create and the events this same read returned make them {own!r}",
+            )
+    return None
 
 
 def _key(call: Call) -> str:
@@ -397,6 +491,7 @@ ADK_SESSION_CONTRACT: Final[Contract[ServiceHandle, AdkState]] = Contract(
     adapt=adapt_service,
     describe=_describe,
     prepare=_prepare,
+    confirm=confirm,
 )
 """The contract of a persistent ADK session service (declared durable): an append
 through a stale session object is refused. What the model-based machine, the history
