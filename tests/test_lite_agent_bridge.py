@@ -358,3 +358,137 @@ def test_rules_only_the_bridge_answers_for_are_checked_by_the_kit(tmp_path: Path
     assert {rule.id: rule.status for rule in own.rules if rule.id in ANSWERED} == dict.fromkeys(
         ANSWERED, "passed"
     ), describe(own)
+
+
+SCRATCH = """
+export function make({ dir }) {
+  return {
+    async append() { return 0; },
+    async *read() {},
+    async head() { return 0; },
+    scratchFiles() { return { '*-shm': 'the WAL index, rebuilt on open' }; },
+  };
+}
+export function wrong({ dir }) {
+  return { async append() { return 0; }, async *read() {}, async head() { return 0; }, scratchFiles: ['*-shm'] };
+}
+"""
+
+
+def test_scratch_files_are_the_checkpointers_own_in_the_hello(tmp_path: Path) -> None:
+    module = tmp_path / "scratch.mjs"
+    module.write_text(SCRATCH, encoding="utf-8")
+    store = tmp_path / "store"
+    store.mkdir()
+    (hello,) = _converse(f"{module}#make", [_hello(store)])
+    assert hello["result"]["scratch_files"] == {"*-shm": "the WAL index, rebuilt on open"}
+    assert "scratch files *-shm" in describe_lite_agent(f"{module}#make").header()
+    (refused,) = _converse(f"{module}#wrong", [_hello(store)])
+    assert "scratchFiles must be" in refused["error"]["message"]
+    (plain,) = _converse(CORRECT, [_hello(store)])
+    assert plain["result"]["scratch_files"] == {}
+
+
+HOOKED = """
+import { createHash } from 'node:crypto';
+import { readFile, writeFile } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+
+const VERSION = 1;
+const typed = (name, message, fields) => Object.assign(new Error(message), { name }, fields);
+const sum = (events) => createHash('sha256').update(JSON.stringify(events)).digest('hex');
+
+async function load(file) {
+  if (!existsSync(file)) return { version: VERSION, events: [], sum: sum([]) };
+  const log = JSON.parse(await readFile(file, 'utf8'));
+  if (log.version > VERSION) {
+    throw typed('SchemaVersionError', `format ${log.version}`, { found: log.version, supported: VERSION });
+  }
+  return log;
+}
+
+function checked(log, file) {
+  if (sum(log.events) !== log.sum) {
+    throw typed('CorruptStoreError', 'checksum mismatch', { location: file, detail: 'the events do not match their checksum' });
+  }
+  return log.events;
+}
+
+export async function make({ dir }) {
+  const file = join(dir, 'log.json');
+  await load(file); // a newer store is refused on open
+  return {
+    async append(sessionId, events, expectedHead) {
+      const log = await load(file);
+      const stored = checked(log, file).filter((e) => e.sessionId === sessionId);
+      if (expectedHead !== undefined && expectedHead !== stored.length) {
+        throw typed('CheckpointConflictError', 'conflict', { sessionId, expected: expectedHead, actual: stored.length });
+      }
+      let seq = stored.length;
+      for (const event of events) {
+        seq += 1;
+        log.events.push({ seq, sessionId, parentSeq: seq > 1 ? seq - 1 : null, ts: new Date(0).toISOString(), event });
+      }
+      log.sum = sum(log.events);
+      await writeFile(file, JSON.stringify(log));
+      return seq;
+    },
+    async *read(sessionId, { sinceSeq = 0 } = {}) {
+      const log = await load(file);
+      yield* checked(log, file).filter((e) => e.sessionId === sessionId && e.seq > sinceSeq);
+    },
+    async head(sessionId) {
+      const log = await load(file);
+      return checked(log, file).filter((e) => e.sessionId === sessionId).length;
+    },
+    async checkIntegrity() {
+      const log = await load(file);
+      return sum(log.events) === log.sum ? { ok: true, detail: 'checksum matches' } : { ok: false, detail: 'checksum mismatch in log.json' };
+    },
+  };
+}
+
+export async function markNewerSchema({ dir }) {
+  const file = join(dir, 'log.json');
+  const log = JSON.parse(await readFile(file, 'utf8'));
+  await writeFile(file, JSON.stringify({ ...log, version: VERSION + 1 }));
+}
+
+export async function damageStore({ dir }) {
+  const file = join(dir, 'log.json');
+  const log = JSON.parse(await readFile(file, 'utf8'));
+  const message = log.events[3].event.message;
+  message.content = String(message.content).replace('x', 'y');
+  await writeFile(file, JSON.stringify(log));
+  return 'a character of event 4 in log.json, under its checksum';
+}
+"""
+
+
+def test_store_hooks_are_the_modules_own_and_reach_the_kit(tmp_path: Path) -> None:
+    module = tmp_path / "hooked.mjs"
+    module.write_text(HOOKED, encoding="utf-8")
+    described = describe_lite_agent(f"{module}#make")
+    assert described.storeHooks
+    assert "markNewerSchema(), damageStore()" in described.header()
+    report = run_kit(
+        plan_run(
+            None,
+            process=lite_agent_command(f"{module}#make", ()),
+            validate_protocol=True,
+            profile="quick",
+            seed=SEED,
+            only=("SCHEMA-001", "INTEG-002"),
+        )
+    )
+    statuses = {r.id: r.status for r in report.rules if r.id in ("SCHEMA-001", "INTEG-002")}
+    assert statuses == {"SCHEMA-001": "passed", "INTEG-002": "passed"}, describe(report)
+    # Without the hooks the same rules are skipped, and only then.
+    (tmp_path / "plain.mjs").write_text(
+        HOOKED.replace(
+            "export async function markNewerSchema", "async function markNewerSchema"
+        ).replace("export async function damageStore", "async function damageStore"),
+        encoding="utf-8",
+    )
+    assert not describe_lite_agent(f"{tmp_path / 'plain.mjs'}#make").storeHooks

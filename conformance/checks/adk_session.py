@@ -614,10 +614,6 @@ async def _judge_callers(
         history = await at_once(round_)
         verdict = check_linearizable(contract, history)
         if isinstance(verdict, Diverged):
-            torn = torn_read(history)
-            if torn is not None:
-                _, shape, said = torn
-                raise RuleViolation(rule_id, f"{CALLERS} callers {how}: {said}", shape=shape)
             # A stale check that lets racing appends through is the likeliest cause of an
             # outcome no order gives, and one the history cannot show by itself: the
             # same appends are raced again with every read done first.
@@ -629,6 +625,10 @@ async def _judge_callers(
                     f"({verdict.message()}); {twice}",
                     shape="appends through objects of one reading all stored",
                 )
+            torn = torn_read(history)
+            if torn is not None:
+                _, shape, said = torn
+                raise RuleViolation(rule_id, f"{CALLERS} callers {how}: {said}", shape=shape)
             raise RuleViolation(
                 rule_id,
                 f"{CALLERS} callers {how}: {verdict.message()}",

@@ -44,6 +44,7 @@ from ..engines.processes.client import (
 )
 from ..engines.processes.messages import AppendBatches
 from ..engines.run.harness import CheckSkipped, Harness, read_all
+from ..engines.target.authoring import why_no_simulated_disk
 from ._support import check_whole_batches, expect, opened_workers, snapshot, spin
 from .base import check
 
@@ -57,9 +58,8 @@ async def _record_round(h: Harness, rng: random.Random, number: int) -> Round:
     await base.close()
     if not isinstance(base, FileSystemPorted):
         raise CheckSkipped(
-            "DUR-003 needs the backend's file I/O routed through a simulated disk: the handle "
-            "does not implement FileSystemPorted (on_filesystem(fs) -> Checkpointer, see "
-            "checkpointspec.spec.filesystem)"
+            "DUR-003 on the simulated disk needs the backend's file I/O routed through it: "
+            + why_no_simulated_disk(base)
         )
     disk = SimulatedDisk.load(store)
     cp = base.on_filesystem(disk)

@@ -30,13 +30,13 @@ certain, the rest may be lost, reordered or torn.
 What is needed: ``strace`` and permission to trace (a skip says so otherwise);
 a backend whose files live under the store directory (a server's are elsewhere:
 its trace shows no store operation and the check is skipped with that reason);
-no store file mapped shared and writable, unless the backend declares it
-`ScratchFiles`.
+no store file mapped shared and writable, unless the backend declares it scratch
+(`ScratchFiles`) or the kit knows it is (SQLite's WAL index:
+`checkpointspec.conformance.engines.crash.scratch`).
 """
 
 from __future__ import annotations
 
-import fnmatch
 import random
 import tempfile
 from collections.abc import Mapping
@@ -54,6 +54,7 @@ from ..engines.crash.recorder import (
     tracer_argv,
     tracer_unavailable,
 )
+from ..engines.crash.scratch import unseen
 from ..engines.crash.states import CrashPlan, CrashSpec, Image
 from ..engines.crash.verdicts import (
     Call,
@@ -75,6 +76,7 @@ from ..engines.processes.client import (
     hello,
 )
 from ..engines.run.harness import CheckSkipped, Harness
+from ..engines.target.authoring import how_to_declare_scratch
 from .base import check
 
 __all__ = ["CHECKS"]
@@ -86,11 +88,12 @@ _REPLY_TIMEOUT: Final = 120.0
 """Seconds per reply: a traced worker is slower, and a busy machine slower still."""
 
 
-async def _scratch(h: Harness, store: Path) -> dict[str, str]:
+async def _scratch(h: Harness, store: Path) -> tuple[dict[str, str], str]:
     """Open and close a handle on ``store`` (its files are then the starting image);
-    the scratch files it declares."""
+    the scratch files it declares, and how its author declares them."""
     async with h.opened(store) as cp:
-        return dict(cp.scratch_files()) if isinstance(cp, ScratchFiles) else {}
+        declared = dict(cp.scratch_files()) if isinstance(cp, ScratchFiles) else {}
+        return declared, how_to_declare_scratch(cp)
 
 
 async def _traced_run(
@@ -176,7 +179,7 @@ async def _record(h: Harness, rng: random.Random, number: int, rule_id: str) -> 
     if reason is not None:
         raise CheckSkipped(f"{rule_id} at system-call precision needs a tracer: {reason}")
     store = h.new_store()
-    scratch = await _scratch(h, store)
+    scratch, how_to_declare = await _scratch(h, store)
     sessions, calls = plan_workload(rng, h.capabilities, number)
     base, run, transcript = await _traced_run(h, store, calls, rule_id)
     if not run.ops:
@@ -186,17 +189,12 @@ async def _record(h: Harness, rng: random.Random, number: int, rule_id: str) -> 
             "client cannot judge a crash (a server backend gets this rule checked by tracing "
             "its server: checkpointspec.spec.ServerLaunching)"
         )
-    unseen = sorted(
-        path
-        for path in run.mapped
-        if not any(fnmatch.fnmatch(path, pattern) for pattern in scratch)
-    )
-    if unseen:
+    unjudged = unseen(store, run.mapped, scratch)
+    if unjudged:
         raise CheckSkipped(
-            f"the backend maps store files shared and writable ({', '.join(unseen)}): writes "
+            f"the backend maps store files shared and writable ({', '.join(unjudged)}): writes "
             "through a mapping are not system calls, so a trace cannot say what a crash leaves "
-            "in them. A backend that rebuilds such a file on open declares it with "
-            "ScratchFiles.scratch_files()"
+            "in them. A backend that rebuilds such a file on open declares it: " + how_to_declare
         )
     steps = steps_of(run, calls, transcript)
     return Round(number, CrashPlan(base, run.ops), steps, sessions, ", traced")

@@ -54,6 +54,7 @@ from ..engines.crash.stopper import (
 )
 from ..engines.crash.verdicts import quiet
 from ..engines.run.harness import CheckSkipped, Harness, read_all
+from ..engines.target.authoring import why_no_simulated_disk
 from .base import check
 
 __all__ = ["CHECKS"]
@@ -262,7 +263,7 @@ async def _record(
     if not isinstance(handle, FileSystemPorted):
         raise CheckSkipped(
             "the power-loss half of RESTORE-006 needs the backend's file I/O routed through a "
-            "simulated disk: the handle does not implement FileSystemPorted"
+            "simulated disk: " + why_no_simulated_disk(handle)
         )
     disk = SimulatedDisk.load(base)
     cp = handle.on_filesystem(disk)

@@ -65,12 +65,22 @@ class BridgeDescription(msgspec.Struct, frozen=True):
     declared: tuple[str, ...]
     capabilities: tuple[str, ...]
     """What the bridge declares in its ``hello``: found and declared together."""
+    scratchFiles: dict[str, str] = {}  # the bridge's JSON: a JavaScript name
+    """The store files the checkpointer's ``scratchFiles()`` says it rebuilds on open."""
+    storeHooks: bool = False
+    """Whether the module gives the store hooks (``markNewerSchema``, ``damageStore``)."""
 
     def header(self) -> str:
         """One line for a run's header: the factory, what was found, what was declared."""
-        found = ", ".join((*self.found, *(f"{m}()" for m in self.methods))) or "nothing optional"
+        methods = (*self.methods, *(("scratchFiles",) if self.scratchFiles else ()))
+        methods += ("markNewerSchema", "damageStore") if self.storeHooks else ()
+        found = ", ".join((*self.found, *(f"{m}()" for m in methods))) or "nothing optional"
         declared = ", ".join(self.declared) or "nothing"
-        return f"lite-agent {self.factory} from {self.module}: found {found}; declared {declared}"
+        scratch = f"; scratch files {', '.join(self.scratchFiles)}" if self.scratchFiles else ""
+        return (
+            f"lite-agent {self.factory} from {self.module}: found {found}; "
+            f"declared {declared}{scratch}"
+        )
 
 
 def _checked_declarations(declared: Sequence[str]) -> tuple[str, ...]:

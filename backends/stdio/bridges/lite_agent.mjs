@@ -97,6 +97,27 @@ async function loadFactory({ modulePath, factoryName }) {
   return factory;
 }
 
+/**
+ * The store hooks (SCHEMA-001, INTEG-002), when the module gives both: functions
+ * `markNewerSchema(options)` and `damageStore(options)`, properties of the factory or
+ * exports of its module, called with the factory's argument for a closed store. The
+ * first makes the store look written by a newer, incompatible format; the second
+ * damages stored event data in a way the checkpointer promises to detect and returns
+ * a string saying what it damaged.
+ */
+async function loadHooks({ modulePath }, factory) {
+  const isPath = modulePath.startsWith('.') || isAbsolute(modulePath);
+  const mod = await import(isPath ? pathToFileURL(resolve(process.cwd(), modulePath)).href : modulePath);
+  const find = (name) => factory[name] ?? mod[name] ?? mod.default?.[name];
+  const markNewerSchema = find('markNewerSchema');
+  const damageStore = find('damageStore');
+  const given = [markNewerSchema, damageStore].filter((hook) => typeof hook === 'function').length;
+  if (given === 1) {
+    throw new SetupError('give both store hooks, markNewerSchema(options) and damageStore(options), or neither');
+  }
+  return given === 2 ? { markNewerSchema, damageStore } : null;
+}
+
 /** An option's string as the factory gets it: true/false/null and numbers as JSON reads
  *  them, `str:` to keep a string that would otherwise become one of those. */
 function optionValue(text) {
@@ -115,6 +136,21 @@ function factoryOptions(storePath, options) {
   const argument = { [key]: fileName ? join(storePath, fileName) : storePath };
   for (const [name, value] of Object.entries(rest)) argument[name] = optionValue(value);
   return argument;
+}
+
+/**
+ * The store files the checkpointer rebuilds on open, which a crash check need not
+ * judge (the hello's `scratch_files`): its `scratchFiles()` (or a `scratchFiles`
+ * object), `{ 'glob pattern': 'why' }`, relative to the store's directory.
+ */
+function scratchFilesOf(checkpointer) {
+  const given = typeof checkpointer.scratchFiles === 'function' ? checkpointer.scratchFiles() : checkpointer.scratchFiles;
+  if (given === undefined) return {};
+  const entries = given !== null && typeof given === 'object' && !Array.isArray(given) ? Object.entries(given) : null;
+  if (!entries || entries.some(([, why]) => typeof why !== 'string')) {
+    throw new SetupError("scratchFiles must be { 'glob pattern': 'why the store rebuilds it on open' }");
+  }
+  return Object.fromEntries(entries);
 }
 
 /** What the bridge sees on the object and what it was told: the hello's capabilities. */
@@ -140,7 +176,14 @@ function capabilitiesOf(checkpointer, declared) {
     );
   }
   const capabilities = [...found, ...declared.filter((d) => d === 'durable' || d === 'multi_process')];
-  return { found, methods, declared, capabilities, emulated: emulatedFor(checkpointer) };
+  return {
+    found,
+    methods,
+    declared,
+    capabilities,
+    emulated: emulatedFor(checkpointer),
+    scratchFiles: scratchFilesOf(checkpointer),
+  };
 }
 
 // -- events: the kit's kinds as lite-agent SessionEvents ---------------------------------------
@@ -470,10 +513,13 @@ function parseArguments(argv) {
 async function describe({ target, declared, options }) {
   const scratch = mkdtempSync(join(tmpdir(), 'lite-agent-describe-'));
   try {
-    const handle = new Handle(await loadFactory(target), declared, () => {});
+    const factory = await loadFactory(target);
+    const storeHooks = (await loadHooks(target, factory)) !== null;
+    const handle = new Handle(factory, declared, () => {});
     const seen = await handle.open(scratch, options);
     await handle.call({ op: 'close', id: 0 });
-    process.stdout.write(JSON.stringify({ module: target.modulePath, factory: target.factoryName, ...seen }) + '\n');
+    const described = { module: target.modulePath, factory: target.factoryName, ...seen, storeHooks };
+    process.stdout.write(JSON.stringify(described) + '\n');
   } finally {
     rmSync(scratch, { recursive: true, force: true });
   }
@@ -482,6 +528,7 @@ async function describe({ target, declared, options }) {
 async function serve({ target, declared }) {
   const send = (reply) => process.stdout.write(JSON.stringify(reply) + '\n');
   const factory = await loadFactory(target);
+  const hooks = await loadHooks(target, factory);
   const handle = new Handle(factory, declared, send);
   const lines = createInterface({ input: process.stdin, crlfDelay: Infinity });
   for await (const line of lines) {
@@ -492,8 +539,16 @@ async function serve({ target, declared }) {
         if (request.protocol !== PROTOCOL) throw new Error(`protocol ${request.protocol}: this bridge speaks ${PROTOCOL}`);
         const seen = await handle.open(request.path, request.options ?? {});
         const name = `lite-agent ${target.factoryName} (${target.modulePath})`;
-        const { capabilities, emulated } = seen;
-        send({ id: request.id, result: { protocol: PROTOCOL, capabilities, name, reusable: true, emulated } });
+        const { capabilities, emulated, scratchFiles } = seen;
+        const result = { protocol: PROTOCOL, capabilities, name, reusable: true, emulated };
+        send({ id: request.id, result: { ...result, scratch_files: scratchFiles, store_hooks: hooks !== null } });
+      } else if (request.op === 'mark_newer_schema' || request.op === 'damage_store') {
+        // A process's only request, on a closed store: the module's own hook does it.
+        if (request.protocol !== PROTOCOL) throw new Error(`protocol ${request.protocol}: this bridge speaks ${PROTOCOL}`);
+        if (!hooks) throw new Error(`${request.op}: the module gives no store hooks (markNewerSchema, damageStore)`);
+        const hook = request.op === 'mark_newer_schema' ? hooks.markNewerSchema : hooks.damageStore;
+        const done = await hook(factoryOptions(request.path, request.options ?? {}));
+        send({ id: request.id, result: request.op === 'damage_store' ? String(done ?? 'damaged') : null });
       } else {
         if (!handle.checkpointer) throw new Error(`the first request must be a successful hello, not ${request.op}`);
         send({ id: request.id, result: (await handle.call(request)) ?? null });

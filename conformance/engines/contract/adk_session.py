@@ -384,12 +384,14 @@ def readback(calls: Sequence[Call]) -> tuple[Call, ...]:
 
 
 def torn_read(history: Sequence[RecordedCall]) -> tuple[str, str, str] | None:
-    """A get_session whose state is not what its own events make of the session's
-    created state: state and events read at different moments (one not yet showing an
-    append the other shows), which no order of the calls gives; None when there is
-    none. Judged only for sessions created once and never deleted in the history, and
-    on session keys (no app:, user: or temp: prefix), which only the session's own
-    create and events set."""
+    """A get_session whose state is what the session's created state and only some
+    first of the events it returned make of it: state read before an append its events
+    show, which no order of the calls gives; None when there is none. Judged only for
+    sessions created once and never deleted in the history, and on session keys (no
+    app:, user: or temp: prefix), which only the session's own create and events set.
+    Asked after racing appends are ruled out: appends stored through stale objects
+    read back in timestamp order, not the order they were stored in, which can look
+    the same."""
     created: dict[tuple[str, str, str], dict[str, object]] = {}
     changed: set[tuple[str, str, str]] = set()
     for recorded in history:
@@ -410,18 +412,19 @@ def torn_read(history: Sequence[RecordedCall]) -> tuple[str, str, str] | None:
         read = cast("Mapping[str, object] | None", answer.value)
         if read is None:
             continue
-        own = split_delta(created[key])[2]
+        folds = [split_delta(created[key])[2]]  # the session keys after each event read
         for text in cast("list[str]", read["events"]):
             decoded = cast("dict[str, dict[str, object]]", msgspec.json.decode(text))
-            own |= split_delta(decoded["state_delta"])[2]
+            folds.append(folds[-1] | split_delta(decoded["state_delta"])[2])
         state = cast("Mapping[str, str]", read["state"])
         shown = {k: v for k, v in state.items() if not k.startswith(("app:", "user:", "temp:"))}
-        if shown != own:
+        if shown != folds[-1] and shown in folds[:-1]:
             return (
                 "",
                 "get_session read state and events of different moments",
-                f"{recorded}: its state's session keys are {shown!r}, where the session's "
-                f"create and the events this same read returned make them {own!r}",
+                f"{recorded}: its state's session keys are {shown!r}, what the session held "
+                f"before the last {len(folds) - 1 - folds.index(shown)} of the events this "
+                f"same read returned, which make them {folds[-1]!r}",
             )
     return None
 

@@ -39,6 +39,7 @@ from ..processes.contract_worker import (
 )
 from .disk import SimulatedDisk
 from .recorder import TraceError, parse_trace, tracer_argv
+from .scratch import unseen
 from .states import CrashPlan
 
 __all__ = ["PowerLosses", "TraceUnusable", "before_the_loss", "power_loss_states"]
@@ -118,6 +119,13 @@ async def power_loss_states(
         raise TraceUnusable(str(exc)) from exc
     finally:
         trace_file.unlink(missing_ok=True)
+    unjudged = unseen(store, run.mapped, {})
+    if unjudged:
+        raise TraceUnusable(
+            f"the store maps files shared and writable ({', '.join(unjudged)}): writes "
+            "through a mapping are not system calls, so a trace cannot say what a power "
+            "loss leaves in them"
+        )
     replies = run.replies(bytes(worker.transcript))
     if replies is None or len(replies) != len(program) + 1 or len(records) != len(program):
         raise TraceUnusable(

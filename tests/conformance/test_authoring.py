@@ -1,0 +1,47 @@
+"""What a check tells an author to write, in the author's language, and the scratch
+files the kit knows without being told (SQLite's WAL index, in any language)."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from checkpointspec.backends.stdio.client import StdioCheckpointer
+from checkpointspec.backends.stdio.messages import HelloResult
+from checkpointspec.conformance.engines.crash.scratch import SQLITE_WAL_INDEX, detected, unseen
+from checkpointspec.conformance.engines.target.authoring import (
+    how_to_declare_scratch,
+    why_no_simulated_disk,
+)
+
+
+def _stdio_handle(name: str) -> StdioCheckpointer:
+    # Only the hello is read: no child process is needed to ask what it was called.
+    handle = StdioCheckpointer.__new__(StdioCheckpointer)
+    handle._hello = HelloResult(protocol=1, capabilities=[], name=name)
+    return handle
+
+
+def test_each_author_is_told_in_their_own_terms() -> None:
+    python, protocol = how_to_declare_scratch(object()), how_to_declare_scratch(_stdio_handle("x"))
+    lite_agent = how_to_declare_scratch(_stdio_handle("lite-agent make (./store.mjs)"))
+    assert "ScratchFiles.scratch_files()" in python
+    assert '"scratch_files"' in protocol
+    assert "ScratchFiles" not in protocol
+    assert "scratchFiles()" in lite_agent
+    assert "ScratchFiles" not in lite_agent
+    assert "FileSystemPorted" in why_no_simulated_disk(object())
+    for handle in (_stdio_handle("x"), _stdio_handle("lite-agent make (./s.mjs)")):
+        said = why_no_simulated_disk(handle)
+        assert "FileSystemPorted" not in said
+        assert "DUR-003::power_loss_at_each_operation" in said
+
+
+def test_sqlites_wal_index_is_known_scratch_beside_a_sqlite_database(tmp_path: Path) -> None:
+    with sqlite3.connect(tmp_path / "sessions.db") as db:
+        db.execute("CREATE TABLE t (x)")
+    (tmp_path / "notes").write_text("not a database", encoding="utf-8")
+    mapped = {"sessions.db-shm", "notes-shm", "cache.mmap"}
+    assert detected(tmp_path, mapped) == {"sessions.db-shm": SQLITE_WAL_INDEX}
+    assert unseen(tmp_path, mapped, {}) == ["cache.mmap", "notes-shm"]
+    assert unseen(tmp_path, mapped, {"*.mmap": "rebuilt on open"}) == ["notes-shm"]
