@@ -6,13 +6,18 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import pytest
 from checkpointspec.backends.stdio.client import StdioCheckpointer
 from checkpointspec.backends.stdio.messages import HelloResult
+from checkpointspec.conformance.engines.crash.recorder import tracer_unavailable
 from checkpointspec.conformance.engines.crash.scratch import SQLITE_WAL_INDEX, detected, unseen
 from checkpointspec.conformance.engines.target.authoring import (
     how_to_declare_scratch,
     why_no_simulated_disk,
 )
+from checkpointspec.conformance.engines.target.provenance import BackendHandle
+from checkpointspec.conformance.running.plan import plan_run
+from checkpointspec.conformance.running.runner import run_kit
 
 
 def _stdio_handle(name: str) -> StdioCheckpointer:
@@ -31,6 +36,8 @@ def test_each_author_is_told_in_their_own_terms() -> None:
     assert "scratchFiles()" in lite_agent
     assert "ScratchFiles" not in lite_agent
     assert "FileSystemPorted" in why_no_simulated_disk(object())
+    held = BackendHandle.wrap(_stdio_handle("lite-agent make (./s.mjs)"))  # as checks hold it
+    assert "scratchFiles()" in how_to_declare_scratch(held)
     for handle in (_stdio_handle("x"), _stdio_handle("lite-agent make (./s.mjs)")):
         said = why_no_simulated_disk(handle)
         assert "FileSystemPorted" not in said
@@ -45,3 +52,17 @@ def test_sqlites_wal_index_is_known_scratch_beside_a_sqlite_database(tmp_path: P
     assert detected(tmp_path, mapped) == {"sessions.db-shm": SQLITE_WAL_INDEX}
     assert unseen(tmp_path, mapped, {}) == ["cache.mmap", "notes-shm"]
     assert unseen(tmp_path, mapped, {"*.mmap": "rebuilt on open"}) == ["notes-shm"]
+
+
+def test_a_sqlite_store_that_declares_nothing_is_judged_at_system_call_precision() -> None:
+    if tracer_unavailable() is not None:
+        pytest.skip(f"no tracer here: {tracer_unavailable()}")
+    run = plan_run(
+        "undeclared_sqlite:make",
+        profile="quick",
+        seed=1,
+        workers=1,
+        only=("DUR-002::killed_at_every_system_call",),
+    )
+    (result,) = run_kit(run).checks
+    assert result.status == "passed", result.reason

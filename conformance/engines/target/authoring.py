@@ -11,6 +11,7 @@ the check opened.
 from __future__ import annotations
 
 from ....backends.stdio.client import StdioCheckpointer
+from .provenance import BackendHandle
 
 __all__ = [
     "LITE_AGENT_NAME",
@@ -25,7 +26,10 @@ LITE_AGENT_NAME = "lite-agent "
 
 def in_their_language(handle: object, *, python: str, protocol: str, lite_agent: str) -> str:
     """``lite_agent`` for a checkpointer the lite-agent bridge serves, ``protocol`` for
-    any other backend over the stdio protocol, ``python`` for a Python backend."""
+    any other backend over the stdio protocol, ``python`` for a Python backend (the
+    handle as a check holds it, or the backend's own object)."""
+    if isinstance(handle, BackendHandle):
+        handle = handle.backend_object
     if isinstance(handle, StdioCheckpointer):
         return lite_agent if (handle.name or "").startswith(LITE_AGENT_NAME) else protocol
     return python
