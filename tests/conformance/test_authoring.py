@@ -41,7 +41,7 @@ def test_each_author_is_told_in_their_own_terms() -> None:
     for handle in (_stdio_handle("x"), _stdio_handle("lite-agent make (./s.mjs)")):
         said = why_no_simulated_disk(handle)
         assert "FileSystemPorted" not in said
-        assert "DUR-003::power_loss_at_each_operation" in said
+        assert "DUR-003::power_loss_after_every_system_call" in said
 
 
 def test_sqlites_wal_index_is_known_scratch_beside_a_sqlite_database(tmp_path: Path) -> None:

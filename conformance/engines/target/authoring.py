@@ -51,7 +51,7 @@ def why_no_simulated_disk(handle: object) -> str:
     it can do: a Python backend can route it there; one in another process cannot."""
     traced = (
         "its power losses are judged from a trace of its process's system calls instead "
-        "(DUR-003::power_loss_at_each_operation)"
+        "(DUR-003::power_loss_after_every_system_call)"
     )
     return in_their_language(
         handle,
