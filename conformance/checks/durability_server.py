@@ -79,6 +79,7 @@ from ..engines.crash.verdicts import (
 )
 from ..engines.processes.client import WorkerClient
 from ..engines.run.harness import CheckSkipped, Harness, read_all
+from ..engines.target.authoring import missing_python_protocol
 from ._support import check_whole_batches, spin
 from .base import check
 from .durability_traced import drive_traced_worker, steps_of
@@ -99,9 +100,12 @@ async def _launched(h: Harness, rule_id: str) -> AsyncIterator[ServerControl]:
         launcher = cp if isinstance(cp, ServerLaunching) else None
     if launcher is None:
         raise CheckSkipped(
-            f"{rule_id} of a server needs a server the kit may kill: the handle does not "
-            "implement ServerLaunching (launch_server() -> ServerControl, see "
-            "checkpointspec.spec.server)"
+            f"{rule_id} of a server needs a server the kit may kill: "
+            + missing_python_protocol(
+                cp,
+                "a server it may kill",
+                "ServerLaunching (launch_server() -> ServerControl, see checkpointspec.spec.server)",
+            )
         )
     try:
         server = launcher.launch_server()

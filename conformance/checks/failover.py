@@ -39,6 +39,7 @@ from ..engines.history import Operation, Returned
 from ..engines.network.proxy import FaultProxy
 from ..engines.network.recorded import Writers, judge, violation
 from ..engines.run.harness import CheckSkipped, Harness, NothingExercised
+from ..engines.target.authoring import missing_python_protocol
 from .base import check
 
 __all__ = ["CHECKS"]
@@ -122,9 +123,12 @@ async def acknowledged_writes_survive_failover(h: Harness) -> None:
     specimen = await h.open()
     if not isinstance(specimen, Replicated):
         raise CheckSkipped(
-            "DUR-004 needs a primary and standby the kit may kill and promote: the handle does "
-            "not implement Replicated (start_failover_pair(directory), see "
-            "checkpointspec.spec.server)"
+            "DUR-004 needs a primary and standby the kit may kill and promote: "
+            + missing_python_protocol(
+                specimen,
+                "a primary and standby it may kill and promote",
+                "Replicated (start_failover_pair(directory), see checkpointspec.spec.server)",
+            )
         )
     acknowledged = 0
     for number in range(h.profile.failovers):

@@ -42,6 +42,7 @@ from ..engines.crash.verdicts import quiet
 from ..engines.network.proxy import Direction, Fault, FaultProxy
 from ..engines.network.recorded import Writers, cut_by, judge, violation
 from ..engines.run.harness import CheckSkipped, Harness, NothingExercised
+from ..engines.target.authoring import missing_python_protocol
 from .base import check
 
 __all__ = ["CHECKS", "draw_fault"]
@@ -84,9 +85,13 @@ async def cut_connections_lose_nothing(h: Harness) -> None:
     specimen = await h.open()
     if not isinstance(specimen, ServerRouted):
         raise CheckSkipped(
-            "NET-001 needs to put a proxy between the backend and its server: the handle does "
-            "not implement ServerRouted (server_address() and options_via(options, address), "
-            "see checkpointspec.spec.server)"
+            "NET-001 needs to put a proxy between the backend and its server: "
+            + missing_python_protocol(
+                specimen,
+                "the address of a server to put a proxy in front of",
+                "ServerRouted (server_address() and options_via(options, address), see "
+                "checkpointspec.spec.server)",
+            )
         )
     address = specimen.server_address()
     if address is None:

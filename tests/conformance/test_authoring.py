@@ -13,6 +13,7 @@ from checkpointspec.conformance.engines.crash.recorder import tracer_unavailable
 from checkpointspec.conformance.engines.crash.scratch import SQLITE_WAL_INDEX, detected, unseen
 from checkpointspec.conformance.engines.target.authoring import (
     how_to_declare_scratch,
+    missing_python_protocol,
     why_no_simulated_disk,
 )
 from checkpointspec.conformance.engines.target.provenance import BackendHandle
@@ -42,6 +43,17 @@ def test_each_author_is_told_in_their_own_terms() -> None:
         said = why_no_simulated_disk(handle)
         assert "FileSystemPorted" not in said
         assert "DUR-003::power_loss_after_every_system_call" in said
+
+
+def test_a_python_only_check_says_so_to_other_languages() -> None:
+    needs, protocol = "a server it may kill", "ServerLaunching (launch_server())"
+    assert "does not implement ServerLaunching" in missing_python_protocol(
+        object(), needs, protocol
+    )
+    for handle in (_stdio_handle("x"), _stdio_handle("lite-agent make (./s.mjs)")):
+        said = missing_python_protocol(handle, needs, protocol)
+        assert "ServerLaunching" not in said
+        assert "written in Python" in said
 
 
 def test_sqlites_wal_index_is_known_scratch_beside_a_sqlite_database(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ __all__ = [
     "LITE_AGENT_NAME",
     "how_to_declare_scratch",
     "in_their_language",
+    "missing_python_protocol",
     "why_no_simulated_disk",
 ]
 
@@ -61,4 +62,19 @@ def why_no_simulated_disk(handle: object) -> str:
         f"which the kit's simulated disk cannot reach; {traced}",
         lite_agent="a checkpointer the lite-agent bridge serves does its file I/O in Node, "
         f"which the kit's simulated disk cannot reach; {traced}",
+    )
+
+
+def missing_python_protocol(handle: object, needs: str, protocol: str) -> str:
+    """Why ``handle`` does not give the kit ``needs`` ("a server the kit may kill"):
+    a Python backend does not implement ``protocol`` (its name and signature, as the
+    sentence should show them); the stdio protocol and the lite-agent bridge have no
+    way to give it, so the check is one for Python backends."""
+    return in_their_language(
+        handle,
+        python=f"the handle does not implement {protocol}",
+        protocol=f"the stdio protocol has no way to give the kit {needs}: this check is "
+        "for a backend written in Python",
+        lite_agent=f"the lite-agent bridge has no way to give the kit {needs}: this check "
+        "is for a backend written in Python",
     )
