@@ -56,6 +56,7 @@ from ..engines.processes.contract_programs import record_calls
 from ..engines.processes.contract_worker import run_programs_in_processes
 from ..engines.run.harness import Harness, NothingExercised
 from ..engines.search.stateful import run_machine
+from . import _contract_servers as servers
 from ._contract_crashes import killed_writer, power_cut_writer
 from .base import Check, check
 
@@ -710,6 +711,35 @@ async def power_loss_at_each_operation(h: Harness) -> None:
     )
 
 
+# -- the server killed, its connections cut, its host power-cut ----------------------------------
+
+
+async def server_killed(h: Harness) -> None:
+    """ADKSRV-001: the session service's PostgreSQL server killed at a moment of its calls and started again keeps every answered call."""
+    await servers.server_killed(
+        h, contract_of(h), await _writer_program(h), "ADKSRV-001", what="the session service"
+    )
+
+
+async def connections_cut(h: Harness) -> None:
+    """ADKSRV-002: a session service whose connections to its server are cut at any byte keeps every answered call and halves none."""
+    await servers.connections_cut(
+        h, contract_of(h), await _writer_program(h), "ADKSRV-002", what="the session service"
+    )
+
+
+async def server_power_cut(h: Harness) -> None:
+    """ADKSRV-003: a power cut of the session service's PostgreSQL server's host at any point of its calls keeps every answered call."""
+    await servers.server_power_cut(
+        h,
+        contract_of(h),
+        _contract_ref(h),
+        await _writer_program(h),
+        "ADKSRV-003",
+        what="the session service",
+    )
+
+
 CHECKS: tuple[Check, ...] = (
     *(_scenario_check(s) for s in SCENARIOS),
     check("ADKCREATE-002")(generated_ids_are_distinct),
@@ -727,6 +757,13 @@ CHECKS: tuple[Check, ...] = (
     ),
     check("ADKPOWER-001", kind="crash", replay_note="the system calls a real process made")(
         power_loss_at_each_operation
+    ),
+    check("ADKSRV-001", kind="crash", replay_note="where in the server's work a kill lands")(
+        server_killed
+    ),
+    check("ADKSRV-002", kind="stress", replay_note="which call a cut lands in")(connections_cut),
+    check("ADKSRV-003", kind="crash", replay_note="the system calls a real server made")(
+        server_power_cut
     ),
 )
 """The adk_session suite, scenarios first, then the machine, the callers at once and the crashes."""

@@ -36,13 +36,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
-import random
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, cast
 
-from ...spec import BackendContext, ServerAddress
+from ...spec import BackendContext
 from ...spec.langgraph import LANGGRAPH_RULES, SaverState, apply, difference, prepare, rule_for
 from ..engines.contract.contract import Call, Returned, plain
 from ..engines.contract.langgraph import (
@@ -56,24 +55,20 @@ from ..engines.contract.langgraph import (
     readback as _readback,
 )
 from ..engines.contract.violations import RuleViolation
-from ..engines.crash.contract_power_loss import TraceUnusable
-from ..engines.crash.contract_server_power_loss import server_power_loss_states
-from ..engines.crash.recorder import attach_unavailable
-from ..engines.crash.verdicts import quiet
 from ..engines.history.linearizable import Diverged, Recorded, Undecided, check_linearizable
 from ..engines.machines.contract import contract_machine
-from ..engines.network.proxy import Direction, Fault, FaultProxy
-from ..engines.processes.contract_programs import judge_history, record_calls
+from ..engines.processes.contract_programs import record_calls
 from ..engines.processes.contract_worker import run_programs_in_processes
 from ..engines.run.harness import CheckSkipped, Harness, NothingExercised
 from ..engines.search.stateful import run_machine
 from ..engines.target.fault_serde import FaultySerde
 from ..engines.target.provenance import blame_backend
+from . import _contract_servers as servers
 from ._contract_crashes import killed_writer, power_cut_writer
 from .base import Check, check
 
 if TYPE_CHECKING:  # the postgres extra's; imported where a server is launched
-    from ...backends.postgres.cluster import Cluster
+    pass
 
 __all__ = ["CHECKS", "SCENARIOS", "Scenario"]
 
@@ -1026,228 +1021,29 @@ async def power_loss_at_each_operation(h: Harness) -> None:
 LANGGRAPH_CONTRACT_REF = "checkpointspec.conformance.engines.contract.langgraph:LANGGRAPH_CONTRACT"
 
 
-# -- the server killed ---------------------------------------------------------------------------
-
-UNREACHABLE_SERVER: Final = "postgresql://checkpointspec@127.0.0.1:1/unreachable"
-"""The ``dsn`` option a saver is first opened with: a saver that takes its server from
-the option cannot open (nothing listens on port 1), one that does not opens anyway."""
-
-
-async def _open_with(h: Harness, path: Path, dsn: str) -> SaverHandle:
-    """A saver of the store in ``path`` on the server ``dsn`` names."""
-    return await _opener(h, {"dsn": dsn})(path)
-
-
-async def _takes_its_server_from_the_options(h: Harness) -> bool:
-    """Whether the saver opens on the server the ``dsn`` option names: opened with an
-    unreachable one, it fails."""
-    try:
-        handle = await _open_with(h, h.new_store(), UNREACHABLE_SERVER)
-    except Exception:  # the saver's: it tried the server it was given
-        return True
-    await handle.close()
-    return False
-
-
-async def _killed_round(
-    h: Harness, cluster: Cluster, program: Sequence[Call], rng: random.Random
-) -> None:
-    """Make ``program`` on a fresh store of ``cluster``, kill the server right after a
-    call drawn with ``rng`` was answered or a moment into it, start it again, read
-    everything back through a fresh saver and judge the history."""
-    path = h.new_store()
-    handle = await _open_with(h, path, cluster.dsn)
-    killed_at = rng.randrange(len(program))
-    history: list[Recorded] = []
-    try:
-        history += await record_calls(LANGGRAPH_CONTRACT, handle, program[:killed_at], 0)
-        call = program[killed_at]
-        if rng.random() < 0.5:  # right after the server answered the call
-            history += await record_calls(LANGGRAPH_CONTRACT, handle, [call], 0)
-            await asyncio.to_thread(cluster.crash)
-            when = f"right after {_shown(call)} was answered"
-        else:  # a moment into the call, drawn with the seed
-            in_flight = asyncio.ensure_future(record_calls(LANGGRAPH_CONTRACT, handle, [call], 0))
-            await asyncio.sleep(rng.uniform(0.0, 0.02))  # a random kill moment, not a wait
-            await asyncio.to_thread(cluster.crash)
-            history += await in_flight
-            when = f"a moment into {_shown(call)}"
-    finally:
-        with contextlib.suppress(Exception):  # its connection died with the server
-            await handle.close()
-    await asyncio.to_thread(cluster.start)
-    await _read_back_and_judge(
-        h,
-        cluster,
-        path,
-        program,
-        history,
-        RuleViolation(
-            "LGSRV-001",
-            f"after the server was killed {when}",
-            shape="a state a killed server kept that no prefix of the answered calls gives",
-        ),
-    )
-
-
-async def _read_back_and_judge(
-    h: Harness,
-    cluster: Cluster,
-    path: Path,
-    program: Sequence[Call],
-    history: list[Recorded],
-    finding: RuleViolation,
-) -> None:
-    """Read everything ``program`` may have changed through a fresh saver straight to
-    ``cluster`` and judge it with ``history``; what no order explains is raised as
-    ``finding``, its message (what happened) followed by the history checker's."""
-    again = await _open_with(h, path, cluster.dsn)
-    try:
-        history += await record_calls(LANGGRAPH_CONTRACT, again, list(_readback(program)), 1)
-    finally:
-        await again.close()
-    try:
-        judge_history(LANGGRAPH_CONTRACT, history, finding.message)
-    except RuleViolation as found:
-        raise RuleViolation(finding.rule_id, found.message, shape=finding.shape) from found
-
-
-@contextlib.asynccontextmanager
-async def _server_of_its_own(h: Harness) -> AsyncIterator[Cluster]:
-    """A throwaway PostgreSQL cluster for a saver that takes its server from the ``dsn``
-    option; skipped for one that does not, not judged where none can be launched."""
-    if not await _takes_its_server_from_the_options(h):
-        raise CheckSkipped(
-            "the saver opened with an unreachable server in its dsn option: it keeps its "
-            "data elsewhere (files, memory), or takes its server from somewhere the kit "
-            "cannot point at a server of its own"
-        )
-    try:  # the package needs psycopg (the postgres extra), which the core does not
-        from ...backends.postgres.cluster import ClusterError, make_cluster
-    except ImportError as exc:
-        raise NothingExercised(
-            f"the kit launches its PostgreSQL server with the postgres extra ({exc}): "
-            "pip install 'checkpointspec[postgres]'"
-        ) from exc
-    try:
-        cluster = await asyncio.to_thread(make_cluster)
-    except ClusterError as exc:  # this machine's lack, not the saver's
-        raise NothingExercised(f"no PostgreSQL server can be launched here: {exc}") from exc
-    try:
-        yield cluster
-    finally:
-        await asyncio.to_thread(cluster.remove)
+# -- the server killed, its connections cut, its host power-cut ----------------------------------
 
 
 async def server_killed(h: Harness) -> None:
     """LGSRV-001: the saver's PostgreSQL server killed at a moment of its calls and started again keeps every answered call."""
     program = await _writer_program(h, _writer_twin(h))
-    rng = random.Random(h.seed)
-    kills = 0
-    async with _server_of_its_own(h) as cluster:
-        for _ in h.slice.within(range(h.profile.server_kills), "server kills"):
-            await _killed_round(h, cluster, program, rng)
-            kills += 1
-    h.measure(
-        f"the server killed {kills} times, each at a call of {len(program)} drawn with the seed"
-    )
-
-
-def _cut_of(seed: int, round_: int, connection: int, calls: int) -> Fault:
-    """The cut of a saver's ``connection`` in ``round_``: within the first two chunks per
-    call of one direction (a call is a request and its response, or a pipeline of them),
-    so that it lands among the calls; towards the client two times in three, where a
-    lost response to a commit is a call whose outcome the saver cannot know; half
-    inside a chunk, a third with a reset."""
-    rng = random.Random(f"{seed}:{round_}:{connection}")
-    direction: Direction = "to_client" if rng.random() < 2 / 3 else "to_server"
-    return Fault(
-        cut=direction,
-        at_chunk=rng.randrange(2 * calls),
-        torn_bytes=rng.randint(1, 12) if rng.random() < 0.5 else 0,
-        reset=rng.random() < 1 / 3,
+    await servers.server_killed(
+        h, LANGGRAPH_CONTRACT, program, "LGSRV-001", what="the saver", shown=_shown
     )
 
 
 async def server_power_cut(h: Harness) -> None:
     """LGSRV-003: a power cut of the saver's PostgreSQL server's host at any point of its calls keeps every answered call."""
-    reason = attach_unavailable()
-    if reason is not None:  # this machine's lack, not the saver's: nothing is judged
-        raise NothingExercised(f"the server cannot be traced here: {reason}")
     program = await _writer_program(h, _writer_twin(h))
-    async with _server_of_its_own(h) as cluster:
-        try:
-            covered = await server_power_loss_states(
-                LANGGRAPH_CONTRACT_REF,
-                h.target,
-                h.root,
-                program,
-                cluster,
-                budget=h.profile.server_states,
-                seed=h.seed,
-            )
-        except RuleViolation as found:
-            raise RuleViolation(
-                "LGSRV-003",
-                found.message,
-                shape="a state a power cut of the server left that no prefix of the answered "
-                "calls gives",
-            ) from found
-        except TraceUnusable as exc:
-            raise NothingExercised(f"the server's trace cannot be judged: {exc}") from exc
-    h.measure(
-        f"{covered.states} power cuts of the server judged, of {covered.possible} "
-        f"({covered.operations} operations on its data directory traced)"
+    await servers.server_power_cut(
+        h, LANGGRAPH_CONTRACT, LANGGRAPH_CONTRACT_REF, program, "LGSRV-003", what="the saver"
     )
-
-
-async def _cut_round(h: Harness, cluster: Cluster, program: Sequence[Call], round_: int) -> int:
-    """Make ``program`` on a fresh store of ``cluster`` through a proxy that cuts each of
-    the saver's connections at a byte drawn with the seed, then read everything back
-    straight from the server and judge the history. Returns how many cuts fired."""
-    path = h.new_store()
-    target = ServerAddress("127.0.0.1", cluster.port)
-    with FaultProxy(target) as proxy, quiet():
-        routed = cluster.dsn.replace(f":{cluster.port}/", f":{proxy.address.port}/")
-        handle = await _open_with(h, path, routed)
-        # Armed once the saver is open: its connection is cut among its calls, not in
-        # the factory's setup().
-        proxy.arm(lambda connection: _cut_of(h.seed, round_, connection, len(program)))
-        try:
-            history = await record_calls(LANGGRAPH_CONTRACT, handle, program, 0)
-        finally:
-            with contextlib.suppress(Exception):  # a cut connection may not close cleanly
-                await handle.close()
-        fired = list(proxy.fired)
-    cuts = "; ".join(f"connection {f.connection}: {f.fault.describe()}" for f in fired)
-    await _read_back_and_judge(
-        h,
-        cluster,
-        path,
-        program,
-        history,
-        RuleViolation(
-            "LGSRV-002",
-            f"the saver's connections cut ({cuts or 'none fired'})",
-            shape="a state cut connections left that no prefix of the answered calls gives",
-        ),
-    )
-    return len(fired)
 
 
 async def connections_cut(h: Harness) -> None:
     """LGSRV-002: a saver whose connections to its server are cut at any byte keeps every answered call and halves none."""
     program = await _writer_program(h, _writer_twin(h))
-    cuts = rounds = 0
-    async with _server_of_its_own(h) as cluster:
-        for round_ in h.slice.within(range(h.profile.server_kills), "rounds of cut connections"):
-            cuts += await _cut_round(h, cluster, program, round_)
-            rounds += 1
-    if cuts == 0:
-        raise NothingExercised(
-            f"no connection was cut in {rounds} rounds: the calls were too short"
-        )
-    h.measure(f"{cuts} connections cut in {rounds} rounds of {len(program)} calls")
+    await servers.connections_cut(h, LANGGRAPH_CONTRACT, program, "LGSRV-002", what="the saver")
 
 
 # -- the serializer failing ---------------------------------------------------------------------

@@ -48,6 +48,7 @@ from ..engines.processes.contract_programs import record_calls
 from ..engines.processes.contract_worker import run_programs_in_processes
 from ..engines.run.harness import CheckSkipped, Harness, NothingExercised
 from ..engines.search.stateful import run_machine
+from . import _contract_servers as servers
 from ._contract_crashes import killed_writer, power_cut_writer
 from .base import Check, check
 
@@ -647,6 +648,35 @@ async def power_loss_at_each_operation(h: Harness) -> None:
     )
 
 
+# -- the server killed, its connections cut, its host power-cut ----------------------------------
+
+
+async def server_killed(h: Harness) -> None:
+    """OASSRV-001: the session store's PostgreSQL server killed at a moment of its calls and started again keeps every answered call."""
+    await servers.server_killed(
+        h, OPENAI_SESSION_CONTRACT, await _writer_program(h), "OASSRV-001", what="the session store"
+    )
+
+
+async def connections_cut(h: Harness) -> None:
+    """OASSRV-002: a session store whose connections to its server are cut at any byte keeps every answered call and halves none."""
+    await servers.connections_cut(
+        h, OPENAI_SESSION_CONTRACT, await _writer_program(h), "OASSRV-002", what="the session store"
+    )
+
+
+async def server_power_cut(h: Harness) -> None:
+    """OASSRV-003: a power cut of the session store's PostgreSQL server's host at any point of its calls keeps every answered call."""
+    await servers.server_power_cut(
+        h,
+        OPENAI_SESSION_CONTRACT,
+        CONTRACT_REF,
+        await _writer_program(h),
+        "OASSRV-003",
+        what="the session store",
+    )
+
+
 CHECKS: tuple[Check, ...] = (
     *(_scenario_check(s) for s in SCENARIOS),
     check("OASADD-002")(refused_add_adds_nothing),
@@ -664,6 +694,13 @@ CHECKS: tuple[Check, ...] = (
     ),
     check("OASPOWER-001", kind="crash", replay_note="the system calls a real process made")(
         power_loss_at_each_operation
+    ),
+    check("OASSRV-001", kind="crash", replay_note="where in the server's work a kill lands")(
+        server_killed
+    ),
+    check("OASSRV-002", kind="stress", replay_note="which call a cut lands in")(connections_cut),
+    check("OASSRV-003", kind="crash", replay_note="the system calls a real server made")(
+        server_power_cut
     ),
 )
 """The openai_session suite, scenarios first, then the machine, the callers at once and the crashes."""

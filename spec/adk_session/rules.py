@@ -23,8 +23,9 @@ __all__ = ["ADK_SESSION_DECLARABLE", "ADK_SESSION_RULES"]
 ADK_SESSION_DECLARABLE: Final[dict[Capability, str]] = {
     Capability.DURABLE: (
         "it is a persistent service: every answered create_session, append_event and "
-        "delete_session survives a power loss, and an append through a session object "
-        "older than the stored session raises StaleSessionError"
+        "delete_session survives a power loss and its server killed or its server's host "
+        "power-cut, and an append through a session object older than the stored session "
+        "raises StaleSessionError"
     ),
     Capability.MULTI_PROCESS: "services in several processes may use one store at once",
 }
@@ -151,6 +152,36 @@ ADK_SESSION_RULES: Final[tuple[Rule, ...]] = (
         "in one process. For services declared multi_process: a deployment with several "
         "workers relies on it.",
         Capability.MULTI_PROCESS,
+    ),
+    _must(
+        "ADKSRV-001",
+        "A killed server keeps every answered call",
+        "After the database server a session service keeps its data in is killed at any moment of "
+        "its calls and started again, the service reads as some of its calls in order left it, "
+        "with every call answered before the kill among them and the call cut short whole "
+        "or absent. For services declared durable that take their server's URL from the "
+        "options they are opened with (dsn): a server restarts after a crash, and the next request reads what it kept.",
+        Capability.DURABLE,
+    ),
+    _must(
+        "ADKSRV-002",
+        "A cut connection keeps every answered call",
+        "When a session service's connections to its database server are cut at any byte of its "
+        "calls (a response lost, a request torn, a reset), every call answered before "
+        "reads back afterwards, and every call that raised is whole or absent. For "
+        "services that take their server's URL from the options they are opened with "
+        "(dsn): networks drop connections, and a request retried after the error reads what was kept.",
+    ),
+    _must(
+        "ADKSRV-003",
+        "A power cut of the server's host keeps every answered call",
+        "After a power cut of the host of the database server a session service keeps its data in, "
+        "at any moment of its calls, the server started again on what its disk kept "
+        "reads as some of the calls in order left it, with every call answered before the "
+        "cut among them and the call in flight whole or absent. For services declared "
+        "durable that take their server's URL from the options they are opened with "
+        "(dsn): an answered call is what the next request starts from.",
+        Capability.DURABLE,
     ),
     _must(
         "ADKKILL-001",

@@ -142,6 +142,36 @@ OPENAI_SESSION_RULES: Final[tuple[Rule, ...]] = (
         Capability.MULTI_PROCESS,
     ),
     _must(
+        "OASSRV-001",
+        "A killed server keeps every answered call",
+        "After the database server a session store keeps its data in is killed at any moment of "
+        "its calls and started again, the store reads as some of its calls in order left it, "
+        "with every call answered before the kill among them and the call cut short whole "
+        "or absent. For stores declared durable that take their server's URL from the "
+        "options they are opened with (dsn): a server restarts after a crash, and the next turn reads what it kept.",
+        Capability.DURABLE,
+    ),
+    _must(
+        "OASSRV-002",
+        "A cut connection keeps every answered call",
+        "When a session store's connections to its database server are cut at any byte of its "
+        "calls (a response lost, a request torn, a reset), every call answered before "
+        "reads back afterwards, and every call that raised is whole or absent. For "
+        "stores that take their server's URL from the options they are opened with "
+        "(dsn): networks drop connections, and a turn retried after the error reads what was kept.",
+    ),
+    _must(
+        "OASSRV-003",
+        "A power cut of the server's host keeps every answered call",
+        "After a power cut of the host of the database server a session store keeps its data in, "
+        "at any moment of its calls, the server started again on what its disk kept "
+        "reads as some of the calls in order left it, with every call answered before the "
+        "cut among them and the call in flight whole or absent. For stores declared "
+        "durable that take their server's URL from the options they are opened with "
+        "(dsn): an answered call is what the next turn starts from.",
+        Capability.DURABLE,
+    ),
+    _must(
         "OASKILL-001",
         "A killed writer leaves whole calls",
         "A process killed at any moment of its calls leaves the store as some of its "

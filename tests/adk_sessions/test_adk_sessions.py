@@ -25,6 +25,7 @@ from checkpointspec.spec import Capability
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 BOTH_CLAIMS = (Capability.DURABLE, Capability.MULTI_PROCESS)
+ON_A_SERVER = {"ADKSRV-001", "ADKSRV-002", "ADKSRV-003"}
 
 from adk_services import RULE_OF  # noqa: E402  (beside this file, on the path pytest gives)
 
@@ -58,7 +59,7 @@ def test_the_in_memory_service_passes_what_it_is_judged_by() -> None:
     report = _run("adk_services:make", options={"kind": "InMemory"})
     statuses = _statuses(report)
     assert set(statuses) == rules_of_suite("adk_session")
-    undeclared = {"ADKSTALE-001", "ADKMP-002", "ADKKILL-001", "ADKPOWER-001"}
+    undeclared = {"ADKSTALE-001", "ADKMP-002", "ADKKILL-001", "ADKPOWER-001", *ON_A_SERVER}
     assert {r for r, s in statuses.items() if s == "skipped"} == undeclared, statuses
     assert {s for r, s in statuses.items() if r not in undeclared} == {"passed"}, statuses
     assert report.exit_status == 0
@@ -72,8 +73,27 @@ def test_a_persistent_service_that_keeps_the_contract_passes_every_rule() -> Non
         assert statuses.pop("ADKKILL-001") == "not_checked"
     if tracer_unavailable() is not None:
         assert statuses.pop("ADKPOWER-001") == "not_checked"
+    # A store on files takes no server from its options: the server rules are skipped.
+    assert {r: statuses.pop(r) for r in ON_A_SERVER} == dict.fromkeys(ON_A_SERVER, "skipped")
     assert set(statuses.values()) == {"passed"}, statuses
     assert report.exit_status == 0
+
+
+def test_a_server_answering_before_its_wal_is_written_fails_the_server_rules(
+    postgres_dsn: str,
+) -> None:
+    report = _run(
+        "adk_server_services:asynchronous_commit",
+        options={"dsn": postgres_dsn},
+        declared=BOTH_CLAIMS,
+        only=["ADKSRV"],
+    )
+    failed = {r.id for r in report.rules if r.status == "failed"}
+    # The host's power cut is judged on every state a trace allows; a kill may land
+    # where the WAL writer had written everything already.
+    assert "ADKSRV-003" in failed, report.roots
+    assert failed <= {"ADKSRV-001", "ADKSRV-003"}
+    assert {r.id: r.status for r in report.rules}["ADKSRV-002"] == "passed"
 
 
 @pytest.mark.parametrize(("kind", "rule_id"), sorted(RULE_OF.items()))

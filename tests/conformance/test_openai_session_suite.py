@@ -42,6 +42,9 @@ def test_a_correct_store_passes_every_rule() -> None:
         assert statuses.pop("OASKILL-001") == "not_checked"
     if tracer_unavailable() is not None:
         assert statuses.pop("OASPOWER-001") == "not_checked"
+    # A store on files takes no server from its options: the server rules are skipped.
+    on_a_server = {"OASSRV-001", "OASSRV-002", "OASSRV-003"}
+    assert {r: statuses.pop(r) for r in on_a_server} == dict.fromkeys(on_a_server, "skipped")
     assert set(statuses.values()) == {"passed"}, statuses
     assert report.exit_status == 0
     assert [level.name for level in report.levels] == ["openai_session"]
@@ -110,6 +113,7 @@ def test_a_writer_killed_mid_add_is_named_by_what_it_tore() -> None:
 
 def test_every_rule_has_a_scenario_or_a_check_of_its_own() -> None:
     own = {"OASADD-002", "OASPOP-002", "OASMP-001", "OASMP-002", "OASKILL-001", "OASPOWER-001"}
+    own |= {"OASSRV-001", "OASSRV-002", "OASSRV-003"}
     assert {s.rule for s in SCENARIOS} | own == {r.id for r in OPENAI_SESSION_RULES}
 
 
