@@ -20,6 +20,10 @@ Each check names the rule it verifies first:
 - **crashes** (`writer_killed_at_each_call`, `power_loss_at_each_operation`): a
   conversation's calls made by a writer killed right after each system call that
   changes a file under the store, or traced and rebuilt after a power loss.
+- **servers** (`server_killed`, `connections_cut`, `server_power_cut`): for a service
+  that takes its server from the ``dsn`` option, the same calls on a PostgreSQL
+  cluster of the kit's own, its server killed, its connections cut, its host's power
+  cut (`_contract_servers`).
 
 A service declared durable is judged as a persistent one (stale appends refused,
 `ADK_SESSION_CONTRACT`), any other as ``InMemorySessionService`` behaves
@@ -628,7 +632,7 @@ async def _judge_callers(
                 )
             torn = torn_read(history)
             if torn is not None:
-                _, shape, said = torn
+                shape, said = torn
                 raise RuleViolation(rule_id, f"{CALLERS} callers {how}: {said}", shape=shape)
             raise RuleViolation(
                 rule_id,
@@ -766,4 +770,4 @@ CHECKS: tuple[Check, ...] = (
         server_power_cut
     ),
 )
-"""The adk_session suite, scenarios first, then the machine, the callers at once and the crashes."""
+"""The adk_session suite, scenarios first, then the machine, the callers at once the crashes and the servers."""

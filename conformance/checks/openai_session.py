@@ -17,6 +17,10 @@ Each check names the rule it verifies first:
   conversation's calls made by a writer killed right after each system call that
   changes a file under the store, or traced and rebuilt after a power loss at any
   point; what they left read back and judged like any history.
+- **servers** (`server_killed`, `connections_cut`, `server_power_cut`): for a store
+  that takes its server from the ``dsn`` option, the same calls on a PostgreSQL
+  cluster of the kit's own, its server killed, its connections cut, its host's power
+  cut (`_contract_servers`).
 
 A check needing what the store does not have (data in files under its store's
 directory; a declaration) is skipped, saying so.
@@ -703,4 +707,4 @@ CHECKS: tuple[Check, ...] = (
         server_power_cut
     ),
 )
-"""The openai_session suite, scenarios first, then the machine, the callers at once and the crashes."""
+"""The openai_session suite, scenarios first, then the machine, the callers at once the crashes and the servers."""

@@ -52,6 +52,7 @@ from ..engines.run.frameworks import FRAMEWORKS, Framework, framework_of_suite
 from ..engines.run.kit_run import BackendProbe, KitRun, OutputName, ReportOutputs, SuiteSelection
 from ..engines.run.profiles import DEFAULT_PROFILE, PROFILES, Profile
 from ..engines.search.replay import Reproduction
+from ..engines.target.authoring import how_to_give_store_hooks
 from ..engines.target.provenance import open_checkpointer
 from ..engines.target.session_layer import DEFAULT_SESSION_LAYER, load_session_layer
 from .registry import DEFAULT_SUITE, SUITES, UnknownCheckError, is_session_check, select_checks
@@ -140,6 +141,7 @@ def probe_backend(target: BackendTarget) -> BackendProbe:
             dict(refused),
             external_storage=external,
             left_behind=await drop_or_say_why(cp, scratch) if external else "",
+            store_hooks_how=how_to_give_store_hooks(cp),
         )
 
     return _on_scratch(target, probe)
@@ -293,9 +295,8 @@ def skip_reason(check: Check, probe: BackendProbe) -> str | None:
             for c in missing
         )
     if check.hooks and not probe.has_hooks:
-        return (
-            "needs StoreHooks (mark_newer_schema, damage_store), which the backend does not offer"
-        )
+        how = probe.store_hooks_how or how_to_give_store_hooks(None)
+        return f"needs the store hooks, which the backend does not offer: {how}"
     return None
 
 

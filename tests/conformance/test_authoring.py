@@ -13,6 +13,7 @@ from checkpointspec.conformance.engines.crash.recorder import tracer_unavailable
 from checkpointspec.conformance.engines.crash.scratch import SQLITE_WAL_INDEX, detected, unseen
 from checkpointspec.conformance.engines.target.authoring import (
     how_to_declare_scratch,
+    how_to_give_store_hooks,
     missing_python_protocol,
     why_no_simulated_disk,
 )
@@ -43,6 +44,14 @@ def test_each_author_is_told_in_their_own_terms() -> None:
         said = why_no_simulated_disk(handle)
         assert "FileSystemPorted" not in said
         assert "DUR-003::power_loss_after_every_system_call" in said
+
+
+def test_store_hooks_are_asked_for_in_each_language() -> None:
+    assert "StoreHooks" in how_to_give_store_hooks(object())
+    assert '"store_hooks": true' in how_to_give_store_hooks(_stdio_handle("x"))
+    lite_agent = how_to_give_store_hooks(_stdio_handle("lite-agent make (./s.mjs)"))
+    assert "markNewerSchema(options)" in lite_agent
+    assert "StoreHooks" not in lite_agent
 
 
 def test_a_python_only_check_says_so_to_other_languages() -> None:

@@ -26,6 +26,7 @@ from typing import Final, cast
 import msgspec
 from hypothesis import strategies as st
 
+from ....spec import BackendContext
 from ....spec.adk_session import (
     ADK_SESSION_RULES,
     WRITES,
@@ -145,7 +146,7 @@ async def adapt_service(made: object) -> ServiceHandle:
     return ServiceHandle(made, stack)
 
 
-async def open_service(factory: Callable[..., object], ctx: object) -> ServiceHandle:
+async def open_service(factory: Callable[..., object], ctx: BackendContext) -> ServiceHandle:
     """The service ``factory`` makes for ``ctx``, as `adapt_service` makes it."""
     return await adapt_service(factory(ctx))
 
@@ -383,15 +384,15 @@ def readback(calls: Sequence[Call]) -> tuple[Call, ...]:
     )
 
 
-def torn_read(history: Sequence[RecordedCall]) -> tuple[str, str, str] | None:
+def torn_read(history: Sequence[RecordedCall]) -> tuple[str, str] | None:
     """A get_session whose state is what the session's created state and only some
     first of the events it returned make of it: state read before an append its events
-    show, which no order of the calls gives; None when there is none. Judged only for
-    sessions created once and never deleted in the history, and on session keys (no
-    app:, user: or temp: prefix), which only the session's own create and events set.
-    Asked after racing appends are ruled out: appends stored through stale objects
-    read back in timestamp order, not the order they were stored in, which can look
-    the same."""
+    show, which no order of the calls gives, as a shape and a sentence; None when
+    there is none. Judged only for sessions created once and never deleted in the
+    history, and on session keys (no app:, user: or temp: prefix), which only the
+    session's own create and events set. Asked after racing appends are ruled out:
+    appends stored through stale objects read back in timestamp order, not the order
+    they were stored in, which can look the same."""
     created: dict[tuple[str, str, str], dict[str, object]] = {}
     changed: set[tuple[str, str, str]] = set()
     for recorded in history:
@@ -420,7 +421,6 @@ def torn_read(history: Sequence[RecordedCall]) -> tuple[str, str, str] | None:
         shown = {k: v for k, v in state.items() if not k.startswith(("app:", "user:", "temp:"))}
         if shown != folds[-1] and shown in folds[:-1]:
             return (
-                "",
                 "get_session read state and events of different moments",
                 f"{recorded}: its state's session keys are {shown!r}, what the session held "
                 f"before the last {len(folds) - 1 - folds.index(shown)} of the events this "

@@ -54,6 +54,9 @@ class BackendProbe(msgspec.Struct, frozen=True):
     (`checkpointspec.spec.ExternalStorage`): every check's stores are dropped after it."""
     left_behind: str = ""
     """Why the probe's own store could not be dropped ("" when it was, or needed not be)."""
+    store_hooks_how: str = ""
+    """How this backend's author gives the store hooks, in their own language (a skip
+    for want of them says it); "" for a backend the hooks do not apply to."""
     saver_offers: dict[str, tuple[str, ...]] = msgspec.field(default_factory=dict)
     """For a LangGraph saver (``--langgraph``): per operation, the twins it offers it
     through (``async``, ``sync``; none for an extended operation it lacks). Empty for a

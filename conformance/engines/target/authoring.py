@@ -16,6 +16,7 @@ from .provenance import BackendHandle
 __all__ = [
     "LITE_AGENT_NAME",
     "how_to_declare_scratch",
+    "how_to_give_store_hooks",
     "in_their_language",
     "missing_python_protocol",
     "why_no_simulated_disk",
@@ -77,4 +78,16 @@ def missing_python_protocol(handle: object, needs: str, protocol: str) -> str:
         "for a backend written in Python",
         lite_agent=f"the lite-agent bridge has no way to give the kit {needs}: this check "
         "is for a backend written in Python",
+    )
+
+
+def how_to_give_store_hooks(handle: object) -> str:
+    """How the author of ``handle`` gives the kit its store hooks (SCHEMA-001, INTEG-002)."""
+    return in_their_language(
+        handle,
+        python="implement StoreHooks (mark_newer_schema(path), damage_store(path))",
+        protocol='declare "store_hooks": true in the hello and answer mark_newer_schema and '
+        "damage_store",
+        lite_agent="export markNewerSchema(options) and damageStore(options) from the "
+        "factory's module (docs/lite-agent.md)",
     )
