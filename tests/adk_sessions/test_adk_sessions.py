@@ -96,9 +96,14 @@ def test_a_server_answering_before_its_wal_is_written_fails_the_server_rules(
     assert {r.id: r.status for r in report.rules}["ADKSRV-002"] == "passed"
 
 
+@pytest.mark.parametrize(
+    "seed", [1, pytest.param(2, marks=pytest.mark.slow), pytest.param(3, marks=pytest.mark.slow)]
+)
 @pytest.mark.parametrize(("kind", "rule_id"), sorted(RULE_OF.items()))
-def test_a_one_bug_service_fails_its_rule_as_the_one_root(kind: str, rule_id: str) -> None:
-    report = _run("adk_services:make", options={"kind": kind})
+def test_a_one_bug_service_fails_its_rule_as_the_one_root(
+    kind: str, rule_id: str, seed: int
+) -> None:
+    report = _run("adk_services:make", options={"kind": kind}, seed=seed)
     failed = {r.id for r in report.rules if r.status == "failed"}
     assert failed == {rule_id}, report.roots
     assert set(report.roots) == {rule_id}
