@@ -197,7 +197,7 @@ def probe_session_store(target: BackendTarget, declared: Iterable[Capability] = 
         store = await open_sessions(factory, target.context(scratch))
         try:
             session = await store.session("checkpointspec-probe")
-            why = _not_async(session, SESSION_METHODS, "an OpenAI Agents Session")
+            why = _why_not(session, SESSION_METHODS, "an OpenAI Agents Session")
             if why:
                 raise FactoryFailedError(target.ref.target, TypeError(why))
             await session.get_items()  # type: ignore[attr-defined]
@@ -208,7 +208,7 @@ def probe_session_store(target: BackendTarget, declared: Iterable[Capability] = 
     return _on_scratch(target, probe)
 
 
-def _not_async(session: object, methods: Sequence[str], what: str) -> str:
+def _why_not(session: object, methods: Sequence[str], what: str) -> str:
     """Why ``session`` is not ``what`` (a method missing, one not async), or ""."""
     missing = [m for m in methods if not callable(getattr(session, m, None))]
     not_async = [
@@ -240,7 +240,7 @@ def probe_session_service(
     async def probe(scratch: Path) -> BackendProbe:
         handle = await open_service(factory, target.context(scratch))
         try:
-            why = _not_async(handle.service, SERVICE_METHODS, "an ADK BaseSessionService")
+            why = _why_not(handle.service, SERVICE_METHODS, "an ADK BaseSessionService")
             if why:
                 raise FactoryFailedError(target.ref.target, TypeError(why))
             await handle.service.get_session(  # type: ignore[attr-defined]

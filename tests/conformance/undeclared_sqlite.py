@@ -20,7 +20,7 @@ class Undeclared:
         self._inner = inner
 
     def __getattr__(self, name: str) -> Any:
-        if name == "scratch_files":
+        if name == "scratch_files" or name.startswith("__"):  # its own protocols only
             raise AttributeError(name)
         return getattr(self._inner, name)
 
