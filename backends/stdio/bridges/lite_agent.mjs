@@ -80,14 +80,18 @@ function parseTarget(spec) {
   return { modulePath, factoryName };
 }
 
-async function loadFactory({ modulePath, factoryName }) {
-  // A path is taken from the kit's working directory; anything else is a package name.
+/** The module `modulePath` names: a path from the kit's working directory, or a package. */
+async function importModule(modulePath) {
   const isPath = modulePath.startsWith('.') || isAbsolute(modulePath);
   const url = isPath ? pathToFileURL(resolve(process.cwd(), modulePath)).href : modulePath;
-  const mod = await import(url).catch((error) => {
+  return import(url).catch((error) => {
     if (error?.code === 'ERR_MODULE_NOT_FOUND') throw new SetupError(error.message);
     throw error;
   });
+}
+
+async function loadFactory({ modulePath, factoryName }) {
+  const mod = await importModule(modulePath);
   // A CommonJS module's exports are the ESM namespace's `default`.
   const factory = mod[factoryName] ?? mod.default?.[factoryName];
   if (typeof factory !== 'function') {
@@ -106,8 +110,7 @@ async function loadFactory({ modulePath, factoryName }) {
  * a string saying what it damaged.
  */
 async function loadHooks({ modulePath }, factory) {
-  const isPath = modulePath.startsWith('.') || isAbsolute(modulePath);
-  const mod = await import(isPath ? pathToFileURL(resolve(process.cwd(), modulePath)).href : modulePath);
+  const mod = await importModule(modulePath); // imported once already: the same namespace
   const find = (name) => factory[name] ?? mod[name] ?? mod.default?.[name];
   const markNewerSchema = find('markNewerSchema');
   const damageStore = find('damageStore');
