@@ -341,16 +341,27 @@ def _from_resembling(state: AdkState, key: Key, name: str, value: object) -> boo
 
 
 def _loosely_equal(want: object, got: object) -> bool:
-    """Whether two value texts are one value changed by its encoding: equal as Python
-    values (1 and 1.0, -0.0 and 0), or one a string of the other."""
+    """Whether two value texts are one value changed by its encoding (`_changed_form`)."""
     try:
         a, b = msgspec.json.decode(str(want)), msgspec.json.decode(str(got))
     except msgspec.DecodeError:
         return False
+    return _changed_form(a, b)
+
+
+def _changed_form(a: object, b: object) -> bool:
+    """Whether ``b`` is ``a`` changed by an encoding, at any depth: equal as Python values
+    (1 and 1.0, -0.0 and 0), numbers a rounding apart (a float kept as a decimal reads
+    back an integer of its digits), a string cut or stripped, or a string of the value;
+    lists item by item, objects key by key."""
     if a == b or _numbers_close(a, b):
         return True
     if isinstance(a, str) and isinstance(b, str):
         return a.strip() == b.strip() or a.startswith(b) or b.startswith(a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_changed_form(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_changed_form(a[k], b[k]) for k in a)
     return isinstance(b, str) and b == str(a)
 
 

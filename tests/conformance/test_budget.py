@@ -36,6 +36,7 @@ from checkpointspec.conformance.engines.search.driver import (
     explore_runs,
     within_slice,
 )
+from checkpointspec.conformance.engines.search.exploration import rejecting_tolerated
 from checkpointspec.conformance.engines.search.replay import (
     REPORTING_PHASES,
     kit_settings,
@@ -110,17 +111,21 @@ def test_every_check_may_take_what_is_left_of_the_cap_and_shrink_for_its_kinds_s
     model_weight, property_weight = KIND_WEIGHTS["model"], KIND_WEIGHTS["property"]
     assert first is not None
     assert first.cap == pytest.approx(1000.0)  # the whole cap, not a share of it
+    # A failure's work is shared out of the profile's failure time, not of the cap.
+    failure_seconds = run.profile.failure_seconds
+    assert failure_seconds is not None and failure_seconds < 1000.0
     assert first.shrinking == pytest.approx(
-        1000.0 * model_weight / (model_weight + property_weight)
+        failure_seconds * model_weight / (model_weight + property_weight)
     )
-    second = plan.allowance_for(prop)  # 400 s into the run: what is left
-    assert second == Allowance(cap=pytest.approx(600.0), shrinking=pytest.approx(600.0))
+    second = plan.allowance_for(prop)  # 400 s into the run: what is left; no failure time
+    assert second == Allowance(cap=pytest.approx(600.0), shrinking=SHRINK_FLOOR)
 
 
 def test_side_by_side_a_checks_shrinking_never_outlasts_the_run() -> None:
-    # Two workers: the run's 100 s left are 200 s of checking, but the one check left
-    # runs in one worker and may shrink for the 100 s, not 200.
+    # Two workers: the quick profile's 60 s of failure time are 120 s of checking, but
+    # the one check left runs in one worker and may shrink for the run's 100 s, not 120.
     run = plan_run("memory", profile="quick", seed=1, budget=100.0, workers=2)
+    assert run.profile.failure_seconds == 60.0
     model, prop = CHECKS_BY_NAME["SEQ-001::model_based"], CHECKS_BY_NAME[PROPERTY]
     frozen = iter([0.0, 0.0, 0.0])
     plan = BudgetPlan(run, [model, prop], clock=lambda: next(frozen))
@@ -128,11 +133,19 @@ def test_side_by_side_a_checks_shrinking_never_outlasts_the_run() -> None:
     given = plan.allowance_for(prop)
     assert given is not None
     assert given.shrinking == pytest.approx(
-        200.0 * property_weight / (model_weight + property_weight)
+        120.0 * property_weight / (model_weight + property_weight)
     )
     last = plan.allowance_for(model)
     assert last is not None
     assert (last.cap, last.shrinking) == (pytest.approx(100.0), pytest.approx(100.0))
+
+
+def test_a_cap_below_the_failure_time_shares_out_the_cap() -> None:
+    run = plan_run("memory", profile="quick", seed=1, budget=10.0)
+    prop = CHECKS_BY_NAME[PROPERTY]
+    frozen = iter([0.0, 0.0])
+    given = BudgetPlan(run, [prop], clock=lambda: next(frozen)).allowance_for(prop)
+    assert given == Allowance(cap=pytest.approx(10.0), shrinking=pytest.approx(10.0))
 
 
 def test_checks_side_by_side_start_longest_first_and_the_skipped_last() -> None:
@@ -407,6 +420,41 @@ def test_shrinking_stops_at_its_share_before_the_cap() -> None:
     assert len(ran) <= 5  # at most four before the share is spent, and the final replay
     assert h.slice.shrinks_left_out > 0
     assert not h.slice.incomplete
+
+
+def _two_defects(h: SearchHost, ran: list[int]) -> Callable[[], None]:
+    """A property of ``h`` breaking SEQ-001 on numbers of at least 100 and READ-001 on
+    odd ones: two findings, the second found only in a round after the first."""
+
+    @kit_settings(max_examples=50, phases=REPORTING_PHASES)
+    @given(st.integers(min_value=0, max_value=10_000))
+    @within_slice(h)
+    @rejecting_tolerated
+    def test(n: int) -> None:
+        ran.append(n)
+        if n >= 100:
+            raise RuleViolation("SEQ-001", f"{n} is too big")
+        if n % 2:
+            raise RuleViolation("READ-001", f"{n} is odd")
+
+    return replayable(test, 1, None)
+
+
+def test_rounds_after_a_failure_are_a_failures_work_within_its_share() -> None:
+    # A cap far away, a share of 4 s spent by the first round's shrinking: the rounds
+    # after it are not started, the check says so, and what it found stands.
+    h = _harness(Slice(1000.0, clock=ticking(), shrinking=4.0))
+    explore_runs(h, _two_defects(h, []), 50)
+    assert len(h.findings) == 1
+    assert h.explored is not None and not h.explored.complete
+    assert h.slice.rounds_left_out == 3
+    assert not h.slice.incomplete  # no count was left out: the check failed
+    assert "left 3 exploration rounds after a failure unstarted" in h.slice.coverage()
+    # With the time, the next round finds the second defect.
+    roomy = _harness(Slice(None))
+    explore_runs(roomy, _two_defects(roomy, []), 50)
+    assert sorted(f.violation.rule_id for f in roomy.findings) == ["READ-001", "SEQ-001"]
+    assert roomy.slice.rounds_left_out == 0
 
 
 def test_the_report_gives_the_runs_cap_and_what_each_check_had_left(tmp_path: Path) -> None:

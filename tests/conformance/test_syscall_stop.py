@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import subprocess
 import sys
 import textwrap
 from collections.abc import AsyncIterator
@@ -30,8 +31,10 @@ from checkpointspec.conformance.engines.crash.stopper import (
     is_send,
     server_sends_unavailable,
     stopper_unavailable,
+    store_call_filter,
     until_done_or_silent,
 )
+from checkpointspec.conformance.engines.processes.filters import install_call_filter
 
 pytestmark = pytest.mark.skipif(
     stopper_unavailable() is not None, reason=f"cannot hold processes: {stopper_unavailable()}"
@@ -57,14 +60,24 @@ CHILD = textwrap.dedent(
 CALLS = 5
 
 
+FILTERED_CHILD = CHILD.replace(
+    "sys.stdin.readline()",
+    "from checkpointspec.conformance.engines.processes.filters import install_call_filter\n"
+    "install_call_filter(bytes.fromhex(sys.stdin.readline()))",
+)
+"""The same child, installing the filter it is sent before its first store call."""
+
+
 @asynccontextmanager
-async def child(tmp_path: Path) -> AsyncIterator[tuple[asyncio.subprocess.Process, Path]]:
+async def child(
+    tmp_path: Path, program: str = CHILD
+) -> AsyncIterator[tuple[asyncio.subprocess.Process, Path]]:
     store = tmp_path / "store"
     store.mkdir()
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-c",
-        CHILD,
+        program,
         str(store),
         str(tmp_path / "elsewhere"),
         stdin=asyncio.subprocess.PIPE,
@@ -101,6 +114,90 @@ def test_a_process_killed_after_its_nth_store_call_leaves_exactly_that(
     held = asyncio.run(run())
     assert held.startswith(f"stopped {n} ")
     assert held.endswith(str(tmp_path / "store" / "f"))
+
+
+async def go_filtered(process: asyncio.subprocess.Process) -> None:
+    assert process.stdin is not None
+    process.stdin.write(store_call_filter().hex().encode() + b"\n")
+    await process.stdin.drain()
+
+
+@pytest.mark.parametrize(("n", "left"), [(1, b""), (2, b"A"), (3, b"AB"), (4, b"AB"), (5, b"ABC")])
+def test_under_the_call_filter_a_process_is_held_at_the_same_calls(
+    tmp_path: Path, n: int, left: bytes
+) -> None:
+    async def run() -> str:
+        async with child(tmp_path, FILTERED_CHILD) as (process, store):
+            stopper = await SyscallStopper.start(process.pid, [store], n, filtered=True)
+            await go_filtered(process)
+            held = await stopper.outcome
+            with pytest.raises(ValueError, match="killed, not resumed"):
+                await stopper.resume()
+            await stopper.kill()
+            assert await process.wait() == -9
+            assert (store / "f").read_bytes() == left
+            return held
+
+    held = asyncio.run(run())
+    assert held.startswith(f"stopped {n} ")
+    assert held.endswith(str(tmp_path / "store" / "f"))
+
+
+def test_under_the_call_filter_the_same_calls_are_counted(tmp_path: Path) -> None:
+    async def run() -> list[str]:
+        async with child(tmp_path, FILTERED_CHILD) as (process, store):
+            stopper = await SyscallStopper.start(process.pid, [store], CALLS + 1, filtered=True)
+            await go_filtered(process)
+            assert process.stdout is not None
+            assert await process.stdout.readline() == b"done\n"
+            return await stopper.finish()
+
+    f = tmp_path / "store" / "f"
+    assert asyncio.run(run()) == [
+        f"openat {f}",
+        f"write {f}",
+        f"write {f}",
+        f"fsync {f}",
+        f"write {f}",
+    ]
+
+
+def test_the_call_filter_traps_the_calls_that_may_count_and_no_other(tmp_path: Path) -> None:
+    # Untraced, a trapped call fails with ENOSYS (no tracer to hand it to): a write
+    # does; a read, a stat and a getpid run as ever. The probe can write nothing once
+    # filtered, so it answers by its exit status.
+    probe = textwrap.dedent(
+        """
+        import errno, os, sys
+        from checkpointspec.conformance.engines.processes.filters import install_call_filter
+        path = sys.argv[2]
+        reading, writing = os.open(path, os.O_RDONLY), os.open(path, os.O_WRONLY)
+        install_call_filter(bytes.fromhex(sys.argv[1]))
+        if not (os.getpid() > 0 and os.stat(path).st_size == 4 and os.read(reading, 9) == b"data"):
+            os._exit(2)
+        try:
+            os.write(writing, b"x")
+        except OSError as exc:
+            os._exit(0 if exc.errno == errno.ENOSYS else 3)
+        os._exit(4)
+        """
+    )
+    data = tmp_path / "data"
+    data.write_bytes(b"data")
+    done = subprocess.run(
+        [sys.executable, "-c", probe, store_call_filter().hex(), str(data)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, (done.returncode, done.stderr)
+    assert data.read_bytes() == b"data"
+
+
+def test_a_call_filter_of_no_whole_entries_is_refused() -> None:
+    with pytest.raises(ValueError, match="whole 8-byte entries"):
+        install_call_filter(b"\x00" * 12)
 
 
 def test_a_held_process_goes_on_when_let_go(tmp_path: Path) -> None:

@@ -120,6 +120,23 @@ def test_a_float_rounded_or_a_sign_lost_is_the_value_changed() -> None:
         assert judge(state, "get_session", _get(), expected, actual).rule == "ADKITEM-001"
 
 
+def test_a_float_inside_a_value_kept_as_a_decimal_is_the_value_changed() -> None:
+    # PostgreSQL's JSONB keeps a number as `numeric`: a float deep in an app key's list,
+    # set by an earlier call, reads back as the integer of its digits.
+    state = _after(
+        ("create_session", ("app", "u", "s0", {"app:k": ["x", False, 6.75886978272042e113]}))
+    )
+    expected = step(state, "create_session", ("app", "u", "s1", {}))[1]
+    as_decimal = "[" + '"x",false,675886978272042' + "0" * 99 + "]"
+    actual = {"id": "s1", "state": {"app:k": as_decimal}}
+    found = judge(state, "create_session", ("app", "u", "s1", {}), expected, actual)
+    assert found.rule == "ADKITEM-001"
+    other = {"id": "s1", "state": {"app:k": '["x",false,7]'}}
+    assert judge(state, "create_session", ("app", "u", "s1", {}), expected, other).rule == (
+        "ADKSTATE-001"
+    )
+
+
 def test_a_refused_nul_is_the_value_not_the_operation() -> None:
     found = judge(
         AdkState(),

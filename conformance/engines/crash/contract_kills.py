@@ -33,7 +33,7 @@ from ....backends.registry import BackendTarget
 from ..contract.contract import Call
 from ..processes.contract_programs import judge_history
 from ..processes.contract_worker import ContractWorker, load_contract, read_back
-from .stopper import SyscallStopper
+from .stopper import SyscallStopper, store_call_filter
 
 __all__ = ["KilledAt", "killed_at_each_call"]
 
@@ -78,8 +78,8 @@ async def killed_at_each_call(
         """A worker on a fresh store, traced to be held after its ``point``-th call."""
         path = Path(tempfile.mkdtemp(prefix="killed-", dir=root))
         worker = await ContractWorker.start(0, contract_ref, target, path, env=env)
-        stopper = await SyscallStopper.start(worker.pid, [path], point)
-        await worker.send(program)
+        stopper = await SyscallStopper.start(worker.pid, [path], point, filtered=True)
+        await worker.send(program, call_filter=store_call_filter())
         return path, worker, stopper
 
     path, worker, stopper = await held_at(EVERY_CALL)

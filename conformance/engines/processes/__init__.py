@@ -9,5 +9,6 @@
 | `groups` | each worker is a process group, killed whole |
 | `stress` | free-running workers that record a history for the history checker |
 | `contract_programs` | concurrent programs of any `Contract`'s calls on handles of this process, judged by `history.linearizable` |
+| `filters` | a worker installs on itself the seccomp filter its tracer asked for (`crash.stopper.store_call_filter`) |
 | `contract_worker` | the same programs, one worker process each (``python -m checkpointspec.conformance.engines.processes.contract_worker``) |
 """

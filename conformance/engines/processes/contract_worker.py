@@ -33,6 +33,7 @@ from ..contract.contract import Call, Contract
 from ..history.linearizable import Recorded
 from ..target.provenance import blame_backend
 from .contract_programs import record_calls
+from .filters import install_call_filter
 from .forkserver import CONTRACT_WORKER, spawn_forked
 from .groups import kill_group
 
@@ -52,7 +53,18 @@ State = TypeVar("State", bound=Hashable)
 READY = b"ready\n"
 _encode = msgspec.json.Encoder().encode
 _recorded = msgspec.json.Decoder(Recorded)
-_program = msgspec.json.Decoder(tuple[Call, ...])
+
+
+class _Orders(msgspec.Struct, frozen=True):
+    """A worker's program line: the calls to make and, from a tracer that asked for
+    one, the seccomp filter to install on itself before the first
+    (`checkpointspec.conformance.engines.processes.filters`)."""
+
+    calls: tuple[Call, ...]
+    call_filter: bytes | None = None
+
+
+_orders = msgspec.json.Decoder(_Orders)
 
 
 class WorkerGaveNoAnswer(Exception):
@@ -192,12 +204,14 @@ class ContractWorker:
         self.stderr.seek(0)
         return self.stderr.read().decode(errors="replace")
 
-    async def send(self, program: Sequence[Call]) -> None:
-        """Give the worker its program: it starts making the calls at once."""
+    async def send(self, program: Sequence[Call], *, call_filter: bytes | None = None) -> None:
+        """Give the worker its program: it starts making the calls at once (first
+        installing ``call_filter`` on itself, when given: a tracer's
+        `checkpointspec.conformance.engines.crash.stopper.store_call_filter`)."""
         self.program = tuple(program)
         stdin = self.process.stdin
         assert stdin is not None
-        stdin.write(_encode(self.program) + b"\n")
+        stdin.write(_encode(_Orders(self.program, call_filter)) + b"\n")
         await stdin.drain()
         stdin.close()
 
@@ -264,7 +278,10 @@ async def _serve(target: BackendTarget, contract_ref: str, path: str) -> None:
     out = sys.stdout.buffer
     out.write(READY)
     out.flush()
-    program = _program.decode(sys.stdin.buffer.readline())
+    orders = _orders.decode(sys.stdin.buffer.readline())
+    if orders.call_filter is not None:
+        install_call_filter(orders.call_filter)
+    program = orders.calls
 
     def write(recorded: Recorded) -> None:
         out.write(_encode(recorded) + b"\n")

@@ -48,6 +48,11 @@ class Profile(msgspec.Struct, frozen=True):
     above what the counts take on a loaded 2-core machine; a check it stops before
     its counts is incomplete (`checkpointspec.conformance.engines.search.budget`). None:
     no cap."""
+    failure_seconds: float | None = None
+    """The wall-clock time a run's work beyond its counts is shared out of: a failure's
+    shrinking and the exploration rounds after it (`checkpointspec.conformance.running.slices`).
+    Neither is a count (a failure stands however far it was shrunk), so on a backend
+    that fails, the run ends near this time rather than at the cap. None: the cap's."""
     exploration_rounds: int = 6
     """Hypothesis runs a property or model-based check makes at most: each one after a
     failure tolerates the rules found so far and looks for the next finding
@@ -80,6 +85,7 @@ PROFILES: dict[str, Profile] = {
         stress_seconds=60.0,
         exploration_rounds=4,
         budget_seconds=300.0,
+        failure_seconds=60.0,
         server_kills=4,
         server_states=8,
     ),
@@ -98,6 +104,7 @@ PROFILES: dict[str, Profile] = {
         stress_operations=5_000,
         stress_seconds=300.0,
         budget_seconds=1800.0,
+        failure_seconds=600.0,
         connection_calls=400,
         failovers=2,
     ),
@@ -119,6 +126,7 @@ PROFILES: dict[str, Profile] = {
         stress_kills=2,
         exploration_rounds=12,
         budget_seconds=14400.0,
+        failure_seconds=3600.0,
         connection_calls=2000,
         failovers=6,
         server_kills=40,

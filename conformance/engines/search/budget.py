@@ -16,10 +16,10 @@ timer that interrupts it. A check records what the cap left out (`Slice.stopped`
 "checked 40 of 200 crash states"), which makes it incomplete (`Slice.incomplete`);
 where the counts are reached first nothing changes and the report says nothing.
 
-A failure found is shrunk within the check's share of the budget
-(`Allowance.shrinking`: the run's time left, times the workers, in proportion to
-its kind's weight, `KIND_WEIGHTS`, over the weights of the checks not yet started)
-and never past the cap: once it is spent, the shrinking's examples end without
+A failure found is shrunk, and explored past in further rounds, within the check's
+share of a failure's time (`Allowance.shrinking`: the profile's ``failure_seconds``
+left, times the workers, in proportion to its kind's weight, `KIND_WEIGHTS`, over the
+weights of the checks not yet started) and never past the cap: once it is spent, the shrinking's examples end without
 reaching the backend (as overruns, see
 `checkpointspec.conformance.engines.search.driver`), so Hypothesis stops shrinking
 and reports the smallest failing example it had found, replayable from its blob,
@@ -89,8 +89,8 @@ left (never past the cap): enough for a few shrinking steps on a slow backend.""
 class Allowance(msgspec.Struct, frozen=True):
     """The time one check may take, from its start: ``cap`` is what is left of the run's
     time cap (None: the run has none; 0: the cap was reached before the check started,
-    so it does not start), ``shrinking`` the seconds a failure's shrinking may take
-    (None: as long as the cap allows)."""
+    so it does not start), ``shrinking`` the seconds a failure's work may take: its
+    shrinking and the exploration rounds after it (None: as long as the cap allows)."""
 
     cap: float | None
     shrinking: float | None = None
@@ -175,6 +175,10 @@ class Slice:
         self.shrinks_left_out = 0
         """Examples of a failing Hypothesis round's shrinking left out because its time
         was spent: the failure is reported as far as it was shrunk."""
+        self.rounds_left_out = 0
+        """Exploration rounds not started after a failure because its share of the time
+        was spent: the check failed, and the rules it found nothing of are not passed
+        by it (it did not finish exploring)."""
         self.left_out: list[str] = []
         """What the cap left out, in words (`stopped`); empty if nothing."""
         self.examples_per_round: int | None = None
@@ -196,7 +200,8 @@ class Slice:
         return self.seconds is not None and self.elapsed() >= self.seconds
 
     def shrinking_spent(self) -> bool:
-        """Whether a failure's shrinking must stop: its time, or the cap, is spent."""
+        """Whether a failure's work (its shrinking, further exploration rounds) must stop:
+        its time, or the cap, is spent."""
         return self.spent() or (self.shrinking is not None and self.elapsed() >= self.shrinking)
 
     def left(self) -> float | None:
@@ -226,8 +231,9 @@ class Slice:
 
     @property
     def cut_short(self) -> bool:
-        """Whether anything was left out: the counts (`incomplete`) or a failure's shrinking."""
-        return self.incomplete or self.shrinks_left_out > 0
+        """Whether anything was left out: the counts (`incomplete`) or a failure's
+        shrinking or further rounds."""
+        return self.incomplete or self.shrinks_left_out > 0 or self.rounds_left_out > 0
 
     @contextlib.contextmanager
     def hypothesis_round(self) -> Iterator[None]:
@@ -281,4 +287,9 @@ class Slice:
             )
         if self.shrinks_left_out:
             parts.append("stopped shrinking a failure when its share of the budget was spent")
+        if self.rounds_left_out:
+            parts.append(
+                f"left {self.rounds_left_out} exploration rounds after a failure unstarted "
+                "when its share of the budget was spent"
+            )
         return "; ".join(parts)

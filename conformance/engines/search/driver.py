@@ -93,7 +93,8 @@ def explore_runs(h: SearchHost, run_once: Callable[[], None], examples: int) -> 
     """``run_once`` (the check's Hypothesis run of ``examples`` examples, each admitted by
     `within_slice`) in exploration rounds (`explore`): every failure is recorded in
     ``h.findings`` and the next round tolerates its rule, up to the profile's
-    ``exploration_rounds`` or the run's time cap. A round the cap ended failed nothing:
+    ``exploration_rounds`` or until the check's share of a failure's time is spent
+    (`Slice.shrinking_spent`). A round the cap ended failed nothing:
     its examples after the cap were left out (`Slice.examples_left_out`), which makes
     the check incomplete, not failed.
     A replay (``--reproduce``) runs once, as recorded."""
@@ -107,9 +108,13 @@ def explore_runs(h: SearchHost, run_once: Callable[[], None], examples: int) -> 
             run_once()
 
     rounds = h.profile.exploration_rounds
-    h.explored = explore(one_round, h.findings, rounds, h.run.tolerated, h.slice.spent)
-    if not h.explored.complete and h.explored.rounds < rounds and h.slice.spent():
-        h.slice.stopped(f"explored {h.explored.rounds} of up to {rounds} rounds")
+    # A round after the first follows a failure: it is a failure's work, within its share.
+    h.explored = explore(one_round, h.findings, rounds, h.run.tolerated, h.slice.shrinking_spent)
+    if not h.explored.complete and h.explored.rounds < rounds:
+        if h.slice.spent():
+            h.slice.stopped(f"explored {h.explored.rounds} of up to {rounds} rounds")
+        elif h.slice.shrinking_spent():
+            h.slice.rounds_left_out = rounds - h.explored.rounds
 
 
 class SliceSpent(bdb.BdbQuit):
