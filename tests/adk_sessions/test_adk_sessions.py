@@ -119,10 +119,8 @@ VERDICTS: dict[str, tuple[tuple[Capability, ...], set[str]]] = {
 """Per recipe: what it is declared to claim and the rules it fails (docs/adk.md)."""
 
 NOT_JUDGED: dict[str, set[str]] = {
-    # Each check of a failing rule shrinks and explores until the cap on a server, and
-    # a torn get_session shows in some runs only: the rules the verdict rests on are
-    # the scenarios' (docs/adk.md has the whole run's).
-    "recipes:database_postgres": {"ADKGET-001::model_based", "ADKMP-002::callers_in_processes"},
+    # A torn get_session shows in some runs only (docs/adk.md has the whole run's).
+    "recipes:database_postgres": {"ADKMP-002::callers_in_processes"},
     # SQLite's stale checks across processes fail in most runs, not all.
     "recipes:database_sqlite": set(),
 }

@@ -89,6 +89,9 @@ def test_a_budget_is_printed_as_the_option_takes_it_back() -> None:
 def test_every_profile_has_a_cap_growing_with_its_counts() -> None:
     budgets = [PROFILES[name].budget_seconds for name in ("quick", "default", "thorough")]
     assert budgets == [300.0, 1800.0, 14400.0]
+    # A failure's work is shared out of a time well inside the cap: the quick gate's minute.
+    failures = [PROFILES[name].failure_seconds for name in ("quick", "default", "thorough")]
+    assert failures == [60.0, 600.0, 3600.0]
 
 
 def test_bad_budget_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
@@ -113,7 +116,8 @@ def test_every_check_may_take_what_is_left_of_the_cap_and_shrink_for_its_kinds_s
     assert first.cap == pytest.approx(1000.0)  # the whole cap, not a share of it
     # A failure's work is shared out of the profile's failure time, not of the cap.
     failure_seconds = run.profile.failure_seconds
-    assert failure_seconds is not None and failure_seconds < 1000.0
+    assert failure_seconds is not None
+    assert failure_seconds < 1000.0
     assert first.shrinking == pytest.approx(
         failure_seconds * model_weight / (model_weight + property_weight)
     )
@@ -446,7 +450,8 @@ def test_rounds_after_a_failure_are_a_failures_work_within_its_share() -> None:
     h = _harness(Slice(1000.0, clock=ticking(), shrinking=4.0))
     explore_runs(h, _two_defects(h, []), 50)
     assert len(h.findings) == 1
-    assert h.explored is not None and not h.explored.complete
+    assert h.explored is not None
+    assert not h.explored.complete
     assert h.slice.rounds_left_out == 3
     assert not h.slice.incomplete  # no count was left out: the check failed
     assert "left 3 exploration rounds after a failure unstarted" in h.slice.coverage()
