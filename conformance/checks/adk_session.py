@@ -531,7 +531,16 @@ async def _round_in_processes(h: Harness, round_: int) -> list[Recorded]:
         history = await record_calls(contract, store, base, len(programs))
     finally:
         await contract.close(store)
-    history += await run_programs_in_processes(_contract_ref(h), h.target, path, programs)
+    # Each caller's read of the shared session first, in every process; then, told to
+    # go at once, the rest, its append through what it read first: the appends race
+    # across processes as `_racing_appends` makes them race in one.
+    history += await run_programs_in_processes(
+        _contract_ref(h),
+        h.target,
+        path,
+        [program[:1] for program in programs],
+        then=[program[1:] for program in programs],
+    )
     store = await _opener(h)(path)
     try:
         return history + await record_calls(contract, store, FINAL_READS, len(programs))

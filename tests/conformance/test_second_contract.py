@@ -156,6 +156,26 @@ def test_callers_in_processes_of_a_correct_register_are_linearizable(tmp_path: P
     assert _processes_finding("FileRegister", tmp_path) is None
 
 
+def test_then_programs_start_in_every_process_after_every_first_program(tmp_path: Path) -> None:
+    # Each worker reads, then, told to go with the others, writes: every read is over
+    # before any write begins, whichever worker is slower to start.
+    env = {**os.environ, "PYTHONPATH": str(HERE)}
+    first = [[Call("get", ("a",))] for _ in range(3)]
+    then = [[Call("put", ("a", n)), Call("get", ("a",))] for n in range(3)]
+    history = asyncio.run(
+        run_programs_in_processes(
+            "kv_register:REGISTER", _register("FileRegister"), tmp_path, first, then=then, env=env
+        )
+    )
+    assert len(history) == 9
+    reads = [min((r for r in history if r.process == p), key=lambda r: r.invoked) for p in range(3)]
+    writes = [r for r in history if r.call.operation == "put"]
+    assert all(r.call == Call("get", ("a",)) and r.completed is not None for r in reads)
+    assert sorted(r.process for r in writes) == [0, 1, 2]
+    assert max(r.completed or 0.0 for r in reads) <= min(w.invoked for w in writes)
+    judge_history(REGISTER, history)
+
+
 def test_a_worker_that_cannot_open_its_store_says_why(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(HERE)}
     with pytest.raises(WorkerGaveNoAnswer, match="exited before its store was open") as raised:

@@ -56,12 +56,18 @@ _recorded = msgspec.json.Decoder(Recorded)
 
 
 class _Orders(msgspec.Struct, frozen=True):
-    """A worker's program line: the calls to make and, from a tracer that asked for
-    one, the seccomp filter to install on itself before the first
-    (`checkpointspec.conformance.engines.processes.filters`)."""
+    """A worker's program line: the calls to make; the calls to make ``then``, once the
+    kit says go (a line on stdin) after every worker made its first calls; and, from a
+    tracer that asked for one, the seccomp filter to install on itself before the
+    first call (`checkpointspec.conformance.engines.processes.filters`)."""
 
     calls: tuple[Call, ...]
     call_filter: bytes | None = None
+    then: tuple[Call, ...] = ()
+
+
+GO: Final = b"go\n"
+"""The kit's line that starts every worker's ``then`` calls at once."""
 
 
 _orders = msgspec.json.Decoder(_Orders)
@@ -145,6 +151,8 @@ class ContractWorker:
         self.program: tuple[Call, ...] = ()
         self.transcript = bytearray()
         """Every line the worker wrote to the kit, as written (a trace places them)."""
+        self._first_taken = 0
+        """Recorded calls `first_records` has handed out already."""
 
     @property
     def pid(self) -> int:
@@ -204,20 +212,55 @@ class ContractWorker:
         self.stderr.seek(0)
         return self.stderr.read().decode(errors="replace")
 
-    async def send(self, program: Sequence[Call], *, call_filter: bytes | None = None) -> None:
+    async def send(
+        self,
+        program: Sequence[Call],
+        *,
+        call_filter: bytes | None = None,
+        then: Sequence[Call] = (),
+    ) -> None:
         """Give the worker its program: it starts making the calls at once (first
         installing ``call_filter`` on itself, when given: a tracer's
-        `checkpointspec.conformance.engines.crash.stopper.store_call_filter`)."""
-        self.program = tuple(program)
+        `checkpointspec.conformance.engines.crash.stopper.store_call_filter`), and
+        makes the ``then`` calls after them once told to `go`."""
+        self.program = (*program, *then)
         stdin = self.process.stdin
         assert stdin is not None
-        stdin.write(_encode(_Orders(self.program, call_filter)) + b"\n")
+        stdin.write(_encode(_Orders(tuple(program), call_filter, tuple(then))) + b"\n")
         await stdin.drain()
-        stdin.close()
+        if not then:
+            stdin.close()
+
+    async def first_records(self, count: int, deadline: float = 60.0) -> list[Recorded]:
+        """The worker's first ``count`` recorded calls, as it makes them (fewer if it
+        exits first or ``deadline`` passes); `records` then gives the rest."""
+        stdout = self.process.stdout
+        assert stdout is not None
+        got: list[Recorded] = []
+
+        async def read() -> None:
+            while len(got) < count and (line := await stdout.readline()):
+                self.transcript += line
+                with contextlib.suppress(msgspec.DecodeError):
+                    got.append(msgspec.structs.replace(_recorded.decode(line), process=self.number))
+
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(read(), deadline)
+        self._first_taken += len(got)
+        return got
+
+    def go(self) -> None:
+        """Start the worker's ``then`` calls (written at once; see `send`)."""
+        stdin = self.process.stdin
+        assert stdin is not None
+        with contextlib.suppress(ConnectionError):
+            stdin.write(GO)
+            stdin.close()
 
     async def records(self, deadline: float = 60.0) -> list[Recorded]:
         """Every call the worker recorded, until it exits (or ``deadline`` passes, when
-        it is killed); the call it was making when it ended, with no answer."""
+        it is killed), after those `first_records` gave; the call it was making when it
+        ended, with no answer."""
         stdout = self.process.stdout
         assert stdout is not None
         got: list[Recorded] = []
@@ -232,8 +275,9 @@ class ContractWorker:
             await asyncio.wait_for(read(), deadline)
         except TimeoutError:
             await self.kill()
-        if len(got) < len(self.program):
-            got.append(Recorded(self.number, self.program[len(got)], time.monotonic()))
+        made = self._first_taken + len(got)
+        if made < len(self.program):
+            got.append(Recorded(self.number, self.program[made], time.monotonic()))
         return got
 
     async def kill(self) -> None:
@@ -249,13 +293,18 @@ async def run_programs_in_processes(
     path: Path,
     programs: Sequence[Sequence[Call]],
     *,
+    then: Sequence[Sequence[Call]] | None = None,
     env: Mapping[str, str] | None = None,
     deadline: float = 60.0,
 ) -> list[Recorded]:
     """Run each of ``programs`` in a worker of its own on the store in ``path``, all
-    at once: each is given its program only when every one is open. Returns every
-    call recorded, a call never answered with no answer."""
+    at once: each is given its program only when every one is open. With ``then``
+    (one more program per worker), each worker makes those calls only once every
+    worker has made its first ones, all told to go at the same moment: every read
+    of the first programs comes before any call of the second, which then race.
+    Returns every call recorded, a call never answered with no answer."""
     workers: list[ContractWorker] = []
+    seconds = then if then is not None else [() for _ in programs]
     try:
         for number, _ in enumerate(programs):
             workers.append(
@@ -263,10 +312,22 @@ async def run_programs_in_processes(
                     number, contract, target, path, env=env, deadline=deadline
                 )
             )
-        for worker, program in zip(workers, programs, strict=True):
-            await worker.send(program)
+        for worker, program, second in zip(workers, programs, seconds, strict=True):
+            await worker.send(program, then=second)
+        first: list[list[Recorded]] = [[] for _ in workers]
+        if then is not None:
+            first = list(
+                await asyncio.gather(
+                    *(
+                        w.first_records(len(p), deadline)
+                        for w, p in zip(workers, programs, strict=True)
+                    )
+                )
+            )
+            for worker in workers:
+                worker.go()
         histories = await asyncio.gather(*(worker.records(deadline) for worker in workers))
-        return [recorded for history in histories for recorded in history]
+        return [recorded for each in (*first, *histories) for recorded in each]
     finally:
         for worker in workers:
             await worker.kill()
@@ -289,6 +350,8 @@ async def _serve(target: BackendTarget, contract_ref: str, path: str) -> None:
 
     try:
         await record_calls(contract, store, program, 0, write)  # the parent numbers its workers
+        if orders.then and sys.stdin.buffer.readline() == GO:
+            await record_calls(contract, store, orders.then, 0, write)
     finally:
         await contract.close(store)
 
