@@ -333,11 +333,11 @@ class _Tracer:
     ) -> None:
         self.libc = _libc()
         self.sends = sends
+        """Whether sends to a server count (``--sends``)."""
         self.filtered = filtered
         """Whether the tree runs under `store_call_filter`: threads run on with
         ``PTRACE_CONT`` and stop only at a trapped call (and at its exit, when it may
         count), not at every call."""
-        """Whether sends to a server count (``--sends``)."""
         self.peers: dict[tuple[int, int, str], str | None] = {}
         """Per (process, descriptor, socket inode): the server it is connected to, or None."""
         given = [os.path.normpath(os.path.abspath(root)) for root in roots]

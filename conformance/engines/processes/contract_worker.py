@@ -3,11 +3,13 @@
 A worker, ``python -m checkpointspec.conformance.engines.processes.contract_worker
 BACKEND CONTRACT PATH [--option K=V ...]`` (`BackendTarget.argv`), imports the
 backend's factory and the contract (``module:attribute``), opens the store in
-``PATH`` (the factory's object adapted by the contract) and says ``ready`` on stdout. It then reads its program, one JSON
-line, makes the calls one after another and writes one `Recorded` line per call,
-unbuffered, with the times read just before and after it from the clock all
-processes share (``CLOCK_MONOTONIC``); so a worker that dies loses at most the call
-in flight, which the history then has with no answer. Each worker is its own
+``PATH`` (the factory's object adapted by the contract) and says ``ready`` on stdout.
+It then reads its program, one JSON line (`_Orders`: a seccomp filter a tracer asked
+for, installed first; calls to make after the kit's ``go`` line, when every worker
+has made its first calls), makes the calls one after another and writes one
+`Recorded` line per call, unbuffered, with the times read just before and after it
+from the clock all processes share (``CLOCK_MONOTONIC``); so a worker that dies
+loses at most the call in flight, which the history then has with no answer. Each worker is its own
 process group, killed whole when the kit is done with it or gives up on it.
 
 `ContractWorker` is the kit's end of one worker (the crash checks hold and kill

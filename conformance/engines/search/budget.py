@@ -19,8 +19,8 @@ where the counts are reached first nothing changes and the report says nothing.
 A failure found is shrunk, and explored past in further rounds, within the check's
 share of a failure's time (`Allowance.shrinking`: the profile's ``failure_seconds``
 left, times the workers, in proportion to its kind's weight, `KIND_WEIGHTS`, over the
-weights of the checks not yet started) and never past the cap: once it is spent, the shrinking's examples end without
-reaching the backend (as overruns, see
+weights of the checks not yet started) and never past the cap: once it is spent,
+no further round starts and the shrinking's examples end without reaching the backend (as overruns, see
 `checkpointspec.conformance.engines.search.driver`), so Hypothesis stops shrinking
 and reports the smallest failing example it had found, replayable from its blob,
 since its final replay of that example is always admitted. A failure shrunk short
