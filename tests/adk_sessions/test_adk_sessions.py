@@ -14,6 +14,7 @@ import pytest
 
 pytest.importorskip("google.adk")
 
+from checkpointspec.conformance.engines.contract.adk_session import TORN_READ
 from checkpointspec.conformance.engines.crash.recorder import tracer_unavailable
 from checkpointspec.conformance.engines.crash.stopper import stopper_unavailable
 from checkpointspec.conformance.running.plan import plan_run
@@ -118,7 +119,6 @@ VERDICTS: dict[str, tuple[tuple[Capability, ...], set[str]]] = {
 }
 """Per recipe: what it is declared to claim and the rules it fails (docs/adk.md)."""
 
-TORN_GET_SESSION = "get_session read state and events of different moments"
 SOMETIMES: dict[str, set[str]] = {
     # DatabaseSessionService on PostgreSQL reads a session's row, events and state in
     # separate statements under READ COMMITTED: callers appending at once, in one
@@ -150,4 +150,4 @@ def test_adks_services_get_the_published_verdicts(
     assert failed - sometimes == failing, differing
     assert set(report.roots) - sometimes == failing
     torn = [f for f in report.findings if f.rule in sometimes]
-    assert all(f.shape == TORN_GET_SESSION for f in torn), [f.summary for f in torn]
+    assert all(f.shape == TORN_READ for f in torn), [f.summary for f in torn]

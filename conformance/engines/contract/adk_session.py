@@ -61,6 +61,7 @@ __all__ = [
     "METHODS",
     "SESSION_IDS",
     "STATE_KEYS",
+    "TORN_READ",
     "USERS",
     "ServiceHandle",
     "call_service",
@@ -69,6 +70,9 @@ __all__ = [
     "readback",
     "torn_read",
 ]
+
+TORN_READ: Final = "get_session read state and events of different moments"
+"""The shape of a `torn_read` finding."""
 
 METHODS: Final[tuple[str, ...]] = (
     "create_session",
@@ -421,7 +425,7 @@ def torn_read(history: Sequence[RecordedCall]) -> tuple[str, str] | None:
         shown = {k: v for k, v in state.items() if not k.startswith(("app:", "user:", "temp:"))}
         if shown != folds[-1] and shown in folds[:-1]:
             return (
-                "get_session read state and events of different moments",
+                TORN_READ,
                 f"{recorded}: its state's session keys are {shown!r}, what the session held "
                 f"before the last {len(folds) - 1 - folds.index(shown)} of the events this "
                 f"same read returned, which make them {folds[-1]!r}",
