@@ -17,6 +17,7 @@ from checkpointspec.conformance.checks import failover, kill, processes, reading
 from checkpointspec.conformance.checks.base import Check
 from checkpointspec.conformance.engines.crash.holds import Hold
 from checkpointspec.conformance.engines.history import Operation, Returned, Unknown
+from checkpointspec.conformance.engines.processes.messages import Acked
 from checkpointspec.conformance.engines.processes.stress import overlapping_calls
 from checkpointspec.conformance.engines.run.kit_run import KitRun
 from checkpointspec.conformance.engines.run.profiles import PROFILES
@@ -113,6 +114,30 @@ def test_racing_processes_with_no_batch_are_not_checked(tmp_path: Path) -> None:
     )
     assert result.status == "not_checked"
     assert result.reason.startswith("no append completed")
+
+
+def test_racing_processes_that_ran_one_after_another_race_again_then_are_not_checked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each race's writers answered one after another (w0's batches, then w1's): the
+    # check races again on a fresh session, and after RACES such races it says so.
+    raced: list[str] = []
+
+    async def in_turn(_clients: object, session: str, *_args: object) -> dict[str, list[Acked]]:
+        raced.append(session)
+        return {"w0": [Acked(0, 2, 0), Acked(1, 4, 2)], "w1": [Acked(0, 6, 4), Acked(1, 8, 6)]}
+
+    async def nothing_to_judge(*_args: object) -> None:
+        return None
+
+    monkeypatch.setattr(processes, "_race", in_turn)
+    monkeypatch.setattr(processes, "_judge_race", nothing_to_judge)
+    result = _run(processes.processes_share_one_log, tmp_path, resolve_backend("sqlite"))
+    assert raced == ["shared", "shared-1", "shared-2"][: processes.RACES]
+    assert result.status == "not_checked"
+    assert result.reason.startswith(
+        f"no two processes' appends overlapped in time in {processes.RACES} races"
+    )
 
 
 async def _no_holds(*_args: object) -> AsyncIterator[Hold]:
