@@ -461,6 +461,45 @@ def test_the_search_reports_what_no_order_explains() -> None:
     assert "linearizability search" in verdict.anomalies[0].summary
 
 
+def _truncate_in_flight_across_answers() -> History:
+    """A truncate in flight across a head and reads: each alone fits some moment for it."""
+    h = History()
+    h.append(1, "a1 a2", (0, 10), head=2)
+    h.truncate(2, 1, (15, 100))
+    h.append(1, "b1", (20, 30), head=3)
+    h.read(3, 0, "a1 a2 b1", (40, 42))
+    return h
+
+
+@pytest.mark.parametrize("reads_after", [1, 2])
+def test_a_wrong_head_a_wrong_order_explains_is_named_not_the_read_after_it(
+    reads_after: int,
+) -> None:
+    # The head fits the truncate placed inside it, which the search tries first; the
+    # reads after it then fit no order. With one read after it, leaving out either the
+    # head or that read explains the rest: the first of them is named. With two, only
+    # leaving out the head does.
+    h = _truncate_in_flight_across_answers()
+    wrong = h.head(4, 1, (50, 52))
+    for n in range(reads_after):
+        h.read(3, 0, "a1 a2 b1", (60 + 10 * n, 62 + 10 * n))
+    verdict = h.check("a1")
+    assert rules(verdict) == ["HEAD-001"], verdict.report()
+    assert verdict.anomalies[0].operations[0] == wrong
+    assert "head 3" in verdict.anomalies[0].summary  # the log when the head answered
+
+
+def test_a_wrong_read_is_named_when_the_heads_around_it_agree_on_one_order() -> None:
+    h = _truncate_in_flight_across_answers()
+    h.head(4, 3, (50, 52))
+    wrong = h.read(3, 0, "a1", (55, 57))
+    h.head(4, 3, (60, 62))
+    h.head(4, 3, (70, 72))
+    verdict = h.check("a1")
+    assert rules(verdict) == ["READ-003"], verdict.report()
+    assert verdict.anomalies[0].operations[0] == wrong
+
+
 @pytest.mark.parametrize(("actual", "ok"), [(2, True), (1, True), (7, False)])
 def test_the_search_asks_the_model_what_a_conflicting_truncate_saw(actual: int, ok: bool) -> None:
     h = History()

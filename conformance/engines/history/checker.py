@@ -45,6 +45,10 @@ lost updates lets the later ones run, so what follows from them is listed too.
 rest as what followed from it. Sessions the
 fast path cannot decide go to `checkpointspec.conformance.engines.history.linearize`, a bounded
 linearizability search, which may answer "undecided" instead of running on.
+Where the search finds no order, the anomaly is the call at fault, not the one it
+happened to stop at: a wrong head or read may fit a wrong order of the writes in
+flight, and the search then stops at a later answer the right order explains
+(`first_unexplained_observer`).
 
 The records are defined in `records` and re-exported here; the fast
 path lives in `chain` (stages 1-3) and `realtime` (stage 4), on the
@@ -64,7 +68,7 @@ from ..contract.ledger import Fate, Ledger, markers_text
 from ..contract.violations import RuleViolation
 from .causes import ordered
 from .chain import AnomaliesFound, ChainUndecided, SessionChain
-from .linearize import LogCall, search_log
+from .linearize import LogCall, first_unexplained_observer, search_log
 from .records import (
     Anomaly,
     Conflicted,
@@ -198,6 +202,9 @@ def _search(session: SessionChain, reason: str, max_steps: int) -> tuple[list[An
         return [], (
             f"session {session.name!r}: the search stopped after {result.steps} steps ({reason})"
         )
+    # The search fails where no order is left, which a wrong answer to an earlier
+    # read or head may have led it to: name the first call no order explains.
+    result = first_unexplained_observer(calls, session.final, max_steps=max_steps) or result
     assert result.failed_at is not None
     logs = "; ".join(
         f"head {length}" + (f" ending {markers_text(tail)}" if tail else "")

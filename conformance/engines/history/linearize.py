@@ -53,7 +53,7 @@ from ....spec import (
     UserPrompt,
 )
 
-__all__ = ["LogCall", "SearchResult", "search_log"]
+__all__ = ["LogCall", "SearchResult", "first_unexplained_observer", "search_log"]
 
 CallKind = Literal["append", "read", "head", "truncate", "delete"]
 CallStatus = Literal["ok", "conflict", "indeterminate"]
@@ -282,11 +282,16 @@ def search_log(
     *,
     max_steps: int = 1_000_000,
     max_configurations: int = 20_000,
+    until: int | None = None,
 ) -> SearchResult:
     """Is there a linearization of ``calls`` that ends with the log ``final``?
 
     ``final`` is a full read taken after every call returned (or its process
-    was killed); it is checked as one more call.
+    was killed); it is checked as one more call. With ``until``, the search
+    stops just before the responses at that time and, if something still
+    explains the history up to there, answers ``"linearizable"`` with the calls
+    then in flight and the logs that explain it as ``in_flight`` and
+    ``candidates``.
     """
     logs = _Logs()
     last = max((max(c.invoked, c.completed or c.invoked) for c in calls), default=0)
@@ -314,7 +319,14 @@ def search_log(
         ]
         return placed.union(fitting) if fitting else placed
 
-    for _, is_response, index in timeline:
+    for at, is_response, index in timeline:
+        if until is not None and (at, is_response) >= (until, 1):
+            return SearchResult(
+                "linearizable",
+                steps,
+                in_flight=tuple(sorted(in_flight)),
+                candidates=_candidates(logs, configs),
+            )
         if not is_response:
             in_flight.add(index)
             if pure[index]:
@@ -347,13 +359,104 @@ def search_log(
                     return SearchResult("undecided", steps)
         in_flight.discard(index)
         if not survivors:
-            candidates = sorted({(n.length, logs.tail(n, 4)) for n, _ in configs})[:3]
             return SearchResult(
                 "violation",
                 steps,
                 failed_at=index,
                 in_flight=tuple(sorted(in_flight)),
-                candidates=tuple(candidates),
+                candidates=_candidates(logs, configs),
             )
         configs = survivors
     return SearchResult("linearizable", steps)
+
+
+def _candidates(
+    logs: _Logs, configs: Iterable[tuple[_Log, frozenset[int]]]
+) -> tuple[tuple[int, tuple[str, ...]], ...]:
+    """Up to three of the logs ``configs`` hold, shortest first, by length and last markers."""
+    return tuple(sorted({(node.length, logs.tail(node, 4)) for node, _ in configs})[:3])
+
+
+def first_unexplained_observer(
+    calls: Sequence[LogCall],
+    final: Sequence[str],
+    *,
+    max_steps: int = 1_000_000,
+    max_configurations: int = 20_000,
+    suspects: int = 24,
+) -> SearchResult | None:
+    """For a history `search_log` found no order for: the call that only looked at the
+    log (a read, a head, a conflict) whose answer is the one at fault.
+
+    The search fails at the first response no configuration survives, which is not
+    always the call at fault: a head answered from a stale cache may fit a wrong
+    order of the writes in flight, and the search then fails at a later read that
+    the right order explains. Calls that change nothing only add constraints, so
+    with the writes (and the final log) explained on their own, the observers taken
+    in invocation order explain everything up to one of them and nothing from it
+    on; a bisection finds that one. It contradicts some answer before it, or is
+    wrong itself: of it and the ``suspects`` observers invoked just before it, those
+    whose answer left out lets the rest up to it be explained are the suspects.
+    The one to blame is the suspect whose answer left out lets the whole history be
+    explained (the others' answers agree with one order of the writes and it does
+    not); between suspects alike, the one invoked first, as a stale answer is wrong
+    when it is given and the answers after it see the log as it is.
+
+    The answer is a ``"violation"`` whose ``failed_at`` is that call's index in
+    ``calls``, with the calls in flight and the logs that explained the rest when it
+    returned. None when the writes alone have no order (the fault is theirs: the
+    search's own answer stands) or when a search stopped undecided.
+    """
+    pure = [_is_pure(call) for call in calls]
+    writes = [i for i, is_pure in enumerate(pure) if not is_pure]
+    observers = sorted(
+        (i for i, is_pure in enumerate(pure) if is_pure), key=lambda i: (calls[i].invoked, i)
+    )
+    steps = 0
+
+    def search(chosen: Iterable[int], until: int | None = None) -> tuple[list[int], SearchResult]:
+        nonlocal steps
+        indices = sorted(chosen)
+        result = search_log(
+            [calls[i] for i in indices],
+            final,
+            max_steps=max_steps,
+            max_configurations=max_configurations,
+            until=until,
+        )
+        steps += result.steps
+        return indices, result
+
+    def explained(chosen: Iterable[int]) -> bool:
+        return search(chosen)[1].verdict == "linearizable"
+
+    if not observers or not explained(writes):
+        return None
+    fits, breaks = 0, len(observers)  # observers[:fits] are explained, observers[:breaks] not
+    while breaks - fits > 1:
+        middle = (fits + breaks) // 2
+        verdict = search([*writes, *observers[:middle]])[1].verdict
+        if verdict == "undecided":
+            return None
+        fits, breaks = (middle, breaks) if verdict == "linearizable" else (fits, middle)
+    upto = [*writes, *observers[:breaks]]
+    suspected = [
+        p
+        for p in range(max(0, fits - suspects), fits)
+        if explained(i for i in upto if i != observers[p])
+    ] + [fits]
+    if len(suspected) > 1:
+        everything = [*writes, *observers]
+        alone = [p for p in suspected if explained(i for i in everything if i != observers[p])]
+        suspected = alone or suspected
+    at_fault = observers[suspected[0]]
+    indices, before = search((i for i in upto if i != at_fault), until=calls[at_fault].completed)
+    if before.verdict != "linearizable":
+        return None
+    return SearchResult(
+        "violation",
+        steps,
+        failed_at=at_fault,
+        in_flight=tuple(indices[i] for i in before.in_flight if i < len(indices)),
+        candidates=before.candidates,
+    )
