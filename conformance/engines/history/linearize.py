@@ -377,6 +377,10 @@ def _candidates(
     return tuple(sorted({(node.length, logs.tail(node, 4)) for node, _ in configs})[:3])
 
 
+class _Undecided(Exception):
+    """A search of `first_unexplained_observer` ran out of its steps."""
+
+
 def first_unexplained_observer(
     calls: Sequence[LogCall],
     final: Sequence[str],
@@ -405,7 +409,8 @@ def first_unexplained_observer(
     The answer is a ``"violation"`` whose ``failed_at`` is that call's index in
     ``calls``, with the calls in flight and the logs that explained the rest when it
     returned. None when the writes alone have no order (the fault is theirs: the
-    search's own answer stands) or when a search stopped undecided.
+    search's own answer stands) or when the searches, which share ``max_steps``,
+    stopped undecided.
     """
     pure = [_is_pure(call) for call in calls]
     writes = [i for i, is_pure in enumerate(pure) if not is_pure]
@@ -415,42 +420,50 @@ def first_unexplained_observer(
     steps = 0
 
     def search(chosen: Iterable[int], until: int | None = None) -> tuple[list[int], SearchResult]:
+        # Every search shares the one budget of steps: undecided ends the whole blame.
         nonlocal steps
         indices = sorted(chosen)
         result = search_log(
             [calls[i] for i in indices],
             final,
-            max_steps=max_steps,
+            max_steps=max_steps - steps,
             max_configurations=max_configurations,
             until=until,
         )
         steps += result.steps
+        if result.verdict == "undecided":
+            raise _Undecided
         return indices, result
 
     def explained(chosen: Iterable[int]) -> bool:
         return search(chosen)[1].verdict == "linearizable"
 
-    if not observers or not explained(writes):
-        return None
-    fits, breaks = 0, len(observers)  # observers[:fits] are explained, observers[:breaks] not
-    while breaks - fits > 1:
-        middle = (fits + breaks) // 2
-        verdict = search([*writes, *observers[:middle]])[1].verdict
-        if verdict == "undecided":
+    try:
+        if not observers or not explained(writes):
             return None
-        fits, breaks = (middle, breaks) if verdict == "linearizable" else (fits, middle)
-    upto = [*writes, *observers[:breaks]]
-    suspected = [
-        p
-        for p in range(max(0, fits - suspects), fits)
-        if explained(i for i in upto if i != observers[p])
-    ] + [fits]
-    if len(suspected) > 1:
-        everything = [*writes, *observers]
-        alone = [p for p in suspected if explained(i for i in everything if i != observers[p])]
-        suspected = alone or suspected
-    at_fault = observers[suspected[0]]
-    indices, before = search((i for i in upto if i != at_fault), until=calls[at_fault].completed)
+        fits, breaks = 0, len(observers)  # observers[:fits] are explained, [:breaks] not
+        while breaks - fits > 1:
+            middle = (fits + breaks) // 2
+            if explained([*writes, *observers[:middle]]):
+                fits = middle
+            else:
+                breaks = middle
+        upto = [*writes, *observers[:breaks]]
+        suspected = [
+            p
+            for p in range(max(0, fits - suspects), fits)
+            if explained(i for i in upto if i != observers[p])
+        ] + [fits]
+        if len(suspected) > 1:
+            everything = [*writes, *observers]
+            alone = [p for p in suspected if explained(i for i in everything if i != observers[p])]
+            suspected = alone or suspected
+        at_fault = observers[suspected[0]]
+        indices, before = search(
+            (i for i in upto if i != at_fault), until=calls[at_fault].completed
+        )
+    except _Undecided:
+        return None
     if before.verdict != "linearizable":
         return None
     return SearchResult(
