@@ -1,8 +1,10 @@
 """Benchmark: the same seed gives the same verdict, quiet and under load.
 
 Run ``python bench/bench_verdicts.py`` (``--backend NAME``, default ``sqlite``;
-``--seed N``, default 4; ``--load N`` busy processes, default 8). It runs the
-command a CI gate runs twice::
+``--seed N``, default 4; ``--load N`` busy processes, default 8). ``NAME`` is a
+backend of `bench_kit` (``memory``, ``file``, ``sqlite``, ``node-stdio``: the Node
+example over the stdio protocol, ``slow-import``: the file backend behind a 3 s
+import) or any target the CLI takes. It runs the command a CI gate runs twice::
 
     checkpointspec run BACKEND --profile quick -q --seed N --report FILE
 
@@ -21,12 +23,14 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from bench_kit import Backend, backends
 from checkpointspec.conformance.running.compare import verdicts_of
 from checkpointspec.conformance.running.merge import load_report
 
@@ -39,12 +43,24 @@ def kit() -> list[str]:
     return [str(beside)] if beside.exists() else [sys.executable, "-m", "checkpointspec"]
 
 
-def run_quick(backend: str, seed: int, report: Path) -> tuple[float, int]:
+def chosen(name: str) -> Backend:
+    """The backend `bench_kit` knows by ``name``, or ``name`` as the CLI's target."""
+    known = {backend.name: backend for backend in backends(shutil.which("node"))}
+    return known.get(name, Backend(name, [name], 60.0))
+
+
+def run_quick(backend: Backend, seed: int, report: Path) -> tuple[float, int]:
     """One quick run; its wall time and exit status."""
+    env = dict(os.environ)
+    if backend.extra_path is not None:
+        env["PYTHONPATH"] = os.pathsep.join(
+            filter(None, [str(backend.extra_path), env.get("PYTHONPATH")])
+        )
     started = time.perf_counter()
-    argv = ["run", backend, "--profile", "quick", "-q", "--seed", str(seed), "--report"]
+    argv = ["run", *backend.arguments, "--profile", "quick", "-q", "--seed", str(seed)]
     done = subprocess.run(
-        [*kit(), *argv, str(report)],
+        [*kit(), *argv, "--report", str(report)],
+        env=env,
         stdout=subprocess.DEVNULL,
         check=False,
     )
@@ -57,14 +73,15 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=4)
     parser.add_argument("--load", type=int, default=8)
     args = parser.parse_args()
+    backend = chosen(args.backend)
     scratch = Path(tempfile.mkdtemp(prefix="bench-verdicts-"))
     quiet_report, loaded_report = scratch / "quiet.json", scratch / "loaded.json"
     print(f"load before: {os.getloadavg()[0]:.2f} (1 min)")
-    quiet_wall, quiet_status = run_quick(args.backend, args.seed, quiet_report)
+    quiet_wall, quiet_status = run_quick(backend, args.seed, quiet_report)
     print(f"quiet:  {quiet_wall:6.1f} s, exit status {quiet_status}")
     spinners = [subprocess.Popen([sys.executable, "-c", SPIN]) for _ in range(args.load)]
     try:
-        loaded_wall, loaded_status = run_quick(args.backend, args.seed, loaded_report)
+        loaded_wall, loaded_status = run_quick(backend, args.seed, loaded_report)
         load = os.getloadavg()[0]
     finally:
         for spinner in spinners:
