@@ -17,6 +17,12 @@ negative seq, a ``to_seq`` beyond the head) are the child's to refuse. So is a
 call on a closed handle: it is sent to the process that closed the handle, or,
 once that process serves another handle, to one told ``hello`` and ``close`` for
 the same store, and the backend answers it (`CheckpointerClosedError`, CLOSE-001).
+
+A call is one request and its reply lines, one at a time per handle. The event
+loop writes the request and waits for the replies itself (a reader on the
+child's stdout), so a call costs two wake-ups, the child's and the loop's; a
+thread takes the call only when the handle is busy or closed, when a request is
+too long to write at once, or to run a fault hook, which may block.
 """
 
 from __future__ import annotations
@@ -183,15 +189,48 @@ class _Child:
         while (line := self._replies.line()) is None:
             remaining = self._replies.remaining()
             if remaining <= 0:
-                raise StdioProtocolError(
-                    f"no reply within {self.timeout:.0f} s to request {request_id}; "
-                    f"the child's stderr ends:\n{self.stderr_tail()}",
-                    expected_id=request_id,
-                )
+                raise self._overdue(request_id)
             ready, _, _ = select.select([stdout], [], [], remaining)
             if ready and not self._replies.took(os.read(stdout.fileno(), 1 << 16)):
                 raise self.exited(request_id)
         return line
+
+    async def next_line(self, request_id: int) -> bytes:
+        """`read_line` on the running event loop: the loop waits for the child's stdout,
+        no thread does, so a call costs the child's wake-up and the loop's, not a
+        thread's besides (under load each wake-up waits for a time slice)."""
+        stdout = self.process.stdout
+        assert stdout is not None
+        fd = stdout.fileno()
+        loop = asyncio.get_running_loop()
+        self._replies.ask(self.timeout)
+        while (line := self._replies.line()) is None:
+            remaining = self._replies.remaining()
+            if remaining <= 0:
+                raise self._overdue(request_id)
+            woken: asyncio.Future[bool] = loop.create_future()
+
+            def wake(readable: bool, woken: asyncio.Future[bool] = woken) -> None:
+                if not woken.done():
+                    woken.set_result(readable)
+
+            loop.add_reader(fd, wake, True)
+            timer = loop.call_later(remaining, wake, False)
+            try:
+                readable = await woken
+            finally:
+                loop.remove_reader(fd)
+                timer.cancel()
+            if readable and not self._replies.took(os.read(fd, 1 << 16)):
+                raise await asyncio.to_thread(self.exited, request_id)
+        return line
+
+    def _overdue(self, request_id: int) -> StdioProtocolError:
+        return StdioProtocolError(
+            f"no reply within {self.timeout:.0f} s to request {request_id}; "
+            f"the child's stderr ends:\n{self.stderr_tail()}",
+            expected_id=request_id,
+        )
 
     def exited(self, request_id: int) -> StdioProtocolError:
         """The error for a child gone while the request ``request_id`` was in flight, with
@@ -212,6 +251,10 @@ class _Child:
         self.process.stdout.close()
         self._stderr.close()
 
+
+_LOOP_WRITE_LIMIT: Final = 16 << 10
+"""The longest request line the event loop writes itself: well inside a pipe's buffer,
+which the child has emptied by answering the request before it."""
 
 _Key = tuple[tuple[str, ...], str | None]
 _IDLE_LIMIT: Final = 8
@@ -407,31 +450,81 @@ class StdioCheckpointer:
     def _exchange_locked(
         self, request: Request, op: str, chunks: list[StoredEvent] | None
     ) -> msgspec.Raw:
+        self._child.write(self._encode(request), request.id)
+        return self._replies_locked(request.id, op, chunks)
+
+    def _encode(self, request: Request) -> bytes:
+        """The line of ``request``, now the request in flight."""
         line = self._conversation.encode(request)
         self._conversation.begin(request)
         if self._validator is not None:
             self._validator.check_request(line)
-        self._child.write(line, request.id)
+        return line
+
+    def _replies_locked(
+        self, request_id: int, op: str, chunks: list[StoredEvent] | None
+    ) -> msgspec.Raw:
+        """Read the replies to the request ``request_id``, written, up to its result."""
         while True:
-            raw = self._child.read_line(request.id)
-            if self._validator is not None:
-                self._validator.check_reply(raw, op)
-            reply = self._conversation.decode(raw)
-            if reply.error is not None:
-                raise to_exception(reply.error, raw)
-            if reply.fault is not None:
-                self._on_fault(reply.fault, request.id, raw)
+            raw = self._child.read_line(request_id)
+            reply = self._judge_reply(raw, op, chunks, request_id)
+            if reply is None:
                 continue
-            if reply.events is not None:
-                if chunks is None:
-                    raise StdioProtocolError(
-                        f"events in the reply to {op}: {quote(raw)}",
-                        line=raw,
-                        expected_id=request.id,
-                    )
-                chunks.extend(reply.events)
+            if reply.fault is not None:
+                self._on_fault(reply.fault, request_id, raw)
                 continue
             return reply.result
+
+    def _finish_and_unlock(
+        self, request_id: int, op: str, chunks: list[StoredEvent] | None
+    ) -> None:
+        """Read what is left of the replies to a request whose caller stopped waiting,
+        then free the handle: its child never answers a request the handle forgot."""
+        try:
+            with contextlib.suppress(Exception):
+                self._replies_locked(request_id, op, chunks)
+        finally:
+            self._lock.release()
+
+    async def _exchange_on_loop(
+        self, request: Request, op: str, chunks: list[StoredEvent] | None
+    ) -> msgspec.Raw:
+        """`_exchange_locked` with the event loop waiting for the replies; the caller
+        holds the handle's lock. A fault point's hook may block, so it runs in a thread."""
+        line = self._encode(request)
+        if len(line) < _LOOP_WRITE_LIMIT:
+            self._child.write(line, request.id)
+        else:  # a pipe takes so much only as fast as the child reads it
+            await asyncio.to_thread(self._child.write, line, request.id)
+        while True:
+            raw = await self._child.next_line(request.id)
+            reply = self._judge_reply(raw, op, chunks, request.id)
+            if reply is None:
+                continue
+            if reply.fault is not None:
+                await asyncio.to_thread(self._on_fault, reply.fault, request.id, raw)
+                continue
+            return reply.result
+
+    def _judge_reply(
+        self, raw: bytes, op: str, chunks: list[StoredEvent] | None, request_id: int
+    ) -> Reply | None:
+        """One reply line to the request ``request_id``: its error raised, a read's
+        events kept in ``chunks`` (None: more lines follow), else the reply, a fault
+        point reported or the result."""
+        if self._validator is not None:
+            self._validator.check_reply(raw, op)
+        reply = self._conversation.decode(raw)
+        if reply.error is not None:
+            raise to_exception(reply.error, raw)
+        if reply.fault is None and reply.events is not None:
+            if chunks is None:
+                raise StdioProtocolError(
+                    f"events in the reply to {op}: {quote(raw)}", line=raw, expected_id=request_id
+                )
+            chunks.extend(reply.events)
+            return None
+        return reply
 
     def _on_fault(self, point: str, request_id: int, raw: bytes) -> None:
         if not self._reporting:
@@ -453,11 +546,35 @@ class StdioCheckpointer:
         self._child.write(resume, request_id)
 
     async def _call(self, op: str, build: Callable[[int], Request], kind: type[_T]) -> _T:
-        raw = await asyncio.to_thread(self._send, op, build, None)
-        return _decode_result(raw, kind, op)
+        return _decode_result(await self._request(op, build, None), kind, op)
 
     async def _call_none(self, op: str, build: Callable[[int], Request]) -> None:
-        _null_result(await asyncio.to_thread(self._send, op, build, None), op)
+        _null_result(await self._request(op, build, None), op)
+
+    async def _request(
+        self, op: str, build: Callable[[int], Request], chunks: list[StoredEvent] | None
+    ) -> msgspec.Raw:
+        """`_send` the request ``build`` makes. An open handle whose lock is free talks to
+        its child from the event loop; otherwise (the handle busy or closed) a thread
+        waits its turn. A caller that stops waiting (cancelled) leaves its replies to
+        a thread, which reads them to the end before the handle takes another call."""
+        if not self._lock.acquire(blocking=False):
+            return await asyncio.to_thread(self._send, op, build, chunks)
+        if self._closed:
+            self._lock.release()
+            return await asyncio.to_thread(self._send, op, build, chunks)
+        request = build(self._take_id())
+        try:
+            result = await self._exchange_on_loop(request, op, chunks)
+        except asyncio.CancelledError:
+            finish = (request.id, op, chunks)
+            threading.Thread(target=self._finish_and_unlock, args=finish, daemon=True).start()
+            raise
+        except BaseException:
+            self._lock.release()
+            raise
+        self._lock.release()
+        return result
 
     def _take_id(self) -> int:
         return self._conversation.next_id()
@@ -586,9 +703,7 @@ class StdioCheckpointer:
 
         self._refuse_types("read", checks)
         chunks: list[StoredEvent] = []
-        raw = await asyncio.to_thread(
-            self._send, "read", lambda id: Read(id, session_id, since_seq), chunks
-        )
+        raw = await self._request("read", lambda id: Read(id, session_id, since_seq), chunks)
         result = _decode_result(raw, ReadResult, "read")
         if result.count != len(chunks):
             raise StdioProtocolError(

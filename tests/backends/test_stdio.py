@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Callable, Coroutine, Iterator
@@ -352,6 +353,24 @@ async def test_a_hung_child_is_reported_not_waited_for_forever(tmp_path: Path) -
         await asyncio.to_thread(StdioCheckpointer.start, sleeper, tmp_path, reply_timeout=1)
 
 
+@synchronous
+async def test_a_child_that_stops_answering_a_call_is_reported_within_its_timeout(
+    tmp_path: Path,
+) -> None:
+    hello_then_nothing = [
+        sys.executable,
+        "-c",
+        "import sys; sys.stdin.readline(); "
+        'print(\'{"id":0,"result":{"protocol":1,"capabilities":[]}}\', flush=True); '
+        "sys.stdin.readline(); sys.stdin.readline()",
+    ]
+    cp = await asyncio.to_thread(
+        StdioCheckpointer.start, hello_then_nothing, tmp_path, reply_timeout=1
+    )
+    with pytest.raises(StdioProtocolError, match="no reply within 1 s to request 2"):
+        await cp.head("s")
+
+
 def test_store_hooks_are_offered_only_when_declared(
     served: StdioCheckpointer, tmp_path: Path
 ) -> None:
@@ -463,3 +482,41 @@ def test_without_spares_a_handle_starts_its_child_alone(
     alone = StdioCheckpointer.start(command, tmp_path)
     asyncio.run(alone.close())
     assert key not in _pool._spares
+
+
+GATED_HEADS = """
+import json, sys
+asked, gate = sys.argv[1], sys.argv[2]  # two named pipes
+heads = iter([7, 8])
+for raw in sys.stdin:
+    request = json.loads(raw)
+    result = {"protocol": 1, "capabilities": []} if request["op"] == "hello" else None
+    if request["op"] == "head":
+        result = next(heads)
+        if result == 7:  # the first: held until its caller is gone
+            open(asked, "w").close()  # the request has come: the test may cancel its caller
+            open(gate).read()  # the test opens the gate once its caller is gone
+    sys.stdout.write(json.dumps({"id": request["id"], "result": result}) + "\\n")
+    sys.stdout.flush()
+"""
+
+
+@synchronous
+async def test_a_call_whose_caller_stops_waiting_leaves_the_handle_in_step(
+    tmp_path: Path,
+) -> None:
+    # The first head is cancelled while the child holds its answer; the handle must read
+    # that answer (7) before the second head's, not take it for the second's.
+    asked, gate = tmp_path / "asked", tmp_path / "gate"
+    os.mkfifo(asked)
+    os.mkfifo(gate)
+    child = [sys.executable, "-c", GATED_HEADS, str(asked), str(gate)]
+    cp = await asyncio.to_thread(StdioCheckpointer.start, child, tmp_path / "store")
+    first = asyncio.ensure_future(cp.head("s"))
+    await asyncio.to_thread(asked.read_bytes)  # ends when the child has the request
+    first.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    await asyncio.to_thread(gate.write_bytes, b"")
+    assert await cp.head("s") == 8
+    await cp.close()

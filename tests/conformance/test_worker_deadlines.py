@@ -47,7 +47,8 @@ def test_a_silent_worker_names_the_request_it_left_unanswered_and_its_last_words
             worker = await WorkerClient.start(
                 BackendTarget.named("blocking_backend:make"),
                 stderr,
-                reply_timeout=2,
+                # Long enough for the worker to start and reach the factory on a busy machine.
+                reply_timeout=10,
                 env={"PYTHONPATH": pythonpath},
             )
             try:
@@ -60,7 +61,7 @@ def test_a_silent_worker_names_the_request_it_left_unanswered_and_its_last_words
     hung, pid = asyncio.run(body())
     assert hung.waiting_for == "hello"
     assert str(hung).startswith(
-        f"worker process {pid} sent no answer to its hello request within 2s"
+        f"worker process {pid} sent no answer to its hello request within 10s"
     ), str(hung)
     assert "opening the store at" in str(hung), str(hung)
 
