@@ -30,12 +30,14 @@ from checkpointspec.backends.sqlite import make as make_sqlite
 from checkpointspec.spec import (
     BackendContext,
     CheckpointConflictError,
+    FaultHook,
     SessionEvent,
     check_truncate_arguments,
 )
 
 __all__ = [
     "DeleteCrashes",
+    "DeleteCrashesWhenResumed",
     "HeadCachedPerHandle",
     "ThreeDefects",
     "TruncateIgnoresExpectedHead",
@@ -51,6 +53,37 @@ class _SqliteVariant(SqliteCheckpointer):
         handle = await make_sqlite(ctx)
         handle.__class__ = cls
         return cast(Self, handle)
+
+
+class DeleteCrashesWhenResumed(_SqliteVariant):
+    """Bug: a delete that stalled at one of its fault points raises ``TypeError`` once it
+    goes on (its clean-up indexes a row the stall's bookkeeping left out), after its
+    transaction committed.
+
+    Only the commanded workers pause a delete, and they meet the crash in the answer of
+    the write they resumed. Kit must report KILL-001 there, keeping delete's crash as
+    the other explanation (no check meets it plainly: unpaused deletes work).
+    """
+
+    violates = "KILL-001"
+
+    def set_fault_hook(self, hook: FaultHook | None) -> None:
+        if hook is None:
+            super().set_fault_hook(None)
+            return
+
+        def noting(point: str) -> None:
+            if point.startswith("delete."):
+                self.__dict__["stalled_delete"] = True
+            hook(point)
+
+        super().set_fault_hook(noting)
+
+    async def delete(self, session_id: str) -> None:
+        await super().delete(session_id)
+        if self.__dict__.pop("stalled_delete", False):
+            missing: list[int] | None = None
+            missing[0]  # type: ignore[index]  # the crash itself: None is not subscriptable
 
 
 class TruncateIgnoresExpectedHead(_SqliteVariant):

@@ -14,6 +14,7 @@ from checkpointspec.conformance.running.runner import run_check, run_kit
 from kit_reports import MODEL_BASED, describe
 from rooted_backends import (
     DeleteCrashes,
+    DeleteCrashesWhenResumed,
     HeadCachedPerHandle,
     ThreeDefects,
     TruncateIgnoresExpectedHead,
@@ -94,6 +95,22 @@ def test_commanded_workers_name_an_ignored_truncate_head_by_its_own_rule() -> No
     assert report.exit_status == 1, text
     assert report.roots == ("TRUNC-003",), text
     assert [f.rule for f in report.findings] == ["TRUNC-003"], text
+
+
+@pytest.mark.slow
+def test_a_crash_of_a_resumed_write_keeps_the_operations_crash_in_view() -> None:
+    """A worker that ended on the backend's error while finishing a paused write is
+    KILL-001 with that operation's crash as its other explanation, as one that ended
+    on a call it had just been sent: so where the crash is seen plainly it is the root."""
+    backend = "rooted_backends:DeleteCrashesWhenResumed.make"
+    report = run_kit(
+        plan_run(backend, profile="quick", seed=3, only=("KILL-001::commanded_workers",))
+    )
+    text = describe(report)
+    assert report.exit_status == 1, text
+    [finding] = report.findings
+    assert finding.rule == DeleteCrashesWhenResumed.violates, text
+    assert finding.otherwise == ("DELETE-001", "delete raised TypeError"), text
 
 
 @pytest.mark.slow

@@ -387,7 +387,7 @@ class CommandedMachine(RuleBasedStateMachine):
     def drain(self) -> None:
         """Collect the reads started during a pause that has just ended."""
         for k, (session, allowed) in sorted(self.busy.items()):
-            self.check_read(k, session, self.call_receive(k), allowed)
+            self.check_read(k, session, self.call_receive(k, Read(UNSENT, session)), allowed)
         self.busy.clear()
 
     @rule(
@@ -449,16 +449,26 @@ class CommandedMachine(RuleBasedStateMachine):
         k, command = self.paused
         self.paused = None
         self.pool.send(k, Resume(UNSENT))
-        reply = self.call_receive(k)
+        reply = self.call_receive(k, command)
         self.check_write(k, command, reply, self.apply(command))
         self.drain()
 
-    def call_receive(self, k: int) -> WorkerReply:
+    def call_receive(self, k: int, command: Request | KitRequest) -> WorkerReply:
+        """The answer to ``command``, sent to worker ``k`` before a pause (the paused
+        write, a read begun during it); a worker that ended on an error of the backend
+        keeps that operation's crash as the other explanation, as `call` does."""
         try:
             return self.pool.receive(k)
         except (WorkerHung, WorkerExited) as hung:
+            if backend_error(hung):
+                raise RuleViolation.or_crash(
+                    "KILL-001",
+                    f"worker {k} ended on {command!r}: {hung}",
+                    _operation_of(command),
+                    backend_error(hung),
+                ) from None
             raise RuleViolation(
-                "KILL-001", f"worker {k} hung finishing its write: {hung}"
+                "KILL-001", f"worker {k} hung finishing {command!r}: {hung}"
             ) from None
 
     @rule(k=_worker, session=_session, op=_write_kind, size=st.integers(1, 3))
