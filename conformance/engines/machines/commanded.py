@@ -223,17 +223,8 @@ class CommandedMachine(RuleBasedStateMachine):
         try:
             reply = self.pool.call(k, request)
         except (WorkerHung, WorkerExited) as hung:
-            if backend_error(hung):
-                raise RuleViolation.or_crash(
-                    "KILL-001",
-                    f"worker {k} ended on {request!r}: {hung}",
-                    _operation_of(request),
-                    backend_error(hung),
-                ) from None
-            raise RuleViolation(
-                "KILL-001",
-                f"worker {k} hung on {request!r}: {hung}; "
-                "something a killed process held was not released",
+            raise _lost(
+                k, request, hung, "something a killed process held was not released"
             ) from None
         note(f"worker {k}: {request!r} -> {reply!r}")
         return reply
@@ -460,16 +451,7 @@ class CommandedMachine(RuleBasedStateMachine):
         try:
             return self.pool.receive(k)
         except (WorkerHung, WorkerExited) as hung:
-            if backend_error(hung):
-                raise RuleViolation.or_crash(
-                    "KILL-001",
-                    f"worker {k} ended on {command!r}: {hung}",
-                    _operation_of(command),
-                    backend_error(hung),
-                ) from None
-            raise RuleViolation(
-                "KILL-001", f"worker {k} hung finishing {command!r}: {hung}"
-            ) from None
+            raise _lost(k, command, hung, "its pause had ended") from None
 
     @rule(k=_worker, session=_session, op=_write_kind, size=st.integers(1, 3))
     @precondition(lambda self: self.paused is None and not self.fault_points)
@@ -547,6 +529,22 @@ def _pairs(reply: WorkerReply) -> Pairs | WorkerReply:
     if isinstance(reply, Succeeded) and isinstance(reply.value, list):
         return [(seq, marker) for seq, marker in reply.value]
     return reply
+
+
+def _lost(
+    k: int, request: Request | KitRequest, lost: WorkerHung | WorkerExited, why: str
+) -> RuleViolation:
+    """KILL-001 for worker ``k``, which never answered ``request``: it ended on an error of
+    the backend (that operation's crash kept as the other explanation), or it hung
+    (``why``: what should have let it go on)."""
+    if backend_error(lost):
+        return RuleViolation.or_crash(
+            "KILL-001",
+            f"worker {k} ended on {request!r}: {lost}",
+            _operation_of(request),
+            backend_error(lost),
+        )
+    return RuleViolation("KILL-001", f"worker {k} hung on {request!r}: {lost}; {why}")
 
 
 def _operation_of(request: Request | KitRequest) -> str:
