@@ -69,9 +69,10 @@ async def generations_only_grow(h: Harness) -> None:
         )
 
 
-@check("GEN-002")
+@check("GEN-002", "GEN-001")
 async def expected_generation_catches_aba(h: Harness) -> None:
-    """GEN-002: a stale expected_generation conflicts (kind 'generation') even when the head matches."""
+    """GEN-002: a stale expected_generation conflicts (kind 'generation') even when the head
+    matches; the current one, a session's first included, lets appends and truncates through."""
     cp = _generational(await h.open())
     await append_five(cp, h)
     stale = await cp.generation("s")
@@ -102,6 +103,15 @@ async def expected_generation_catches_aba(h: Harness) -> None:
         await cp.append("s", [h.prompt("ok")], 5, expected_generation=current) == 6,
         "GEN-002",
         "an append with the current generation failed",
+    )
+    # The current generation lets a truncate through too, the first one (of a session
+    # nothing was ever removed from) included.
+    await cp.append("t", [h.prompt("a"), h.prompt("b")])
+    first = await cp.generation("t")
+    expect(
+        await cp.truncate("t", 1, 2, expected_generation=first) == 1,
+        "GEN-002",
+        f"a truncate with the current generation {first} failed",
     )
 
 

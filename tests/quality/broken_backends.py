@@ -934,6 +934,35 @@ class IgnoresExpectedGeneration(Broken):
         return checked._replace(expected_generation=None)
 
 
+class TruncateTakesAFirstGenerationForOne(Broken):
+    """Bug: truncate compares ``expected_generation`` with 1 where the session's
+    generation is 0 (a store defaulting a missing generation to 1), so the current
+    generation of a session nothing was removed from is refused.
+
+    Only a truncate with that generation shows it; the conflict carries a generation
+    ``generation()`` never answers. Kit must report GEN-001 (a wrong generation), from
+    GEN-002's check, which makes that truncate.
+    """
+
+    violates = "GEN-001"
+
+    async def truncate(
+        self,
+        session_id: str,
+        to_seq: int,
+        expected_head: int | None = None,
+        *,
+        expected_generation: int | None = None,
+    ) -> int:
+        if expected_generation is not None and await self.generation(session_id) == 0:
+            if expected_generation != 1:
+                raise CheckpointConflictError(session_id, expected_generation, 1, "generation")
+            expected_generation = 0
+        return await super().truncate(
+            session_id, to_seq, expected_head, expected_generation=expected_generation
+        )
+
+
 class TruncatesWithoutDeclaring(Broken):
     """Bug: TRUNCATE is not declared (its author took truncate for an extra), yet truncate truncates.
 

@@ -96,6 +96,8 @@ _MEMORY_CHECKS: dict[str, tuple[str, ...]] = {
     "SeqsRestartEachBatch": ("SEQ-001::seqs_are_contiguous_across_batches",),
     # The free-running check blames the forks it sees on APPEND-004 first.
     "SharedOnlyInProcess": ("MP-001::processes_share_one_log",),
+    # Only GEN-002's check truncates with the current generation.
+    "TruncateTakesAFirstGenerationForOne": ("GEN-002::expected_generation_catches_aba",),
 }
 """Memory cases that run some of the checks named after their rule; the others run all of them."""
 

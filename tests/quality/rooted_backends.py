@@ -41,6 +41,7 @@ __all__ = [
     "HeadCachedPerHandle",
     "ThreeDefects",
     "TruncateIgnoresExpectedHead",
+    "TruncateTakesAnEmptyHeadForOne",
 ]
 
 
@@ -84,6 +85,35 @@ class DeleteCrashesWhenResumed(_SqliteVariant):
         if self.__dict__.pop("stalled_delete", False):
             missing: list[int] | None = None
             missing[0]  # type: ignore[index]  # the crash itself: None is not subscriptable
+
+
+class TruncateTakesAnEmptyHeadForOne(_SqliteVariant):
+    """Bug: truncate compares ``expected_head`` with 1 where the session's head is 0 (a
+    store defaulting a missing head to 1), so on an empty session an expected head of 1
+    passes and one of 0 conflicts.
+
+    One worker of the commanded workers shows it alone: after its truncate with the
+    stale expected head 1 went through, it reads head 0 and the same truncate goes
+    through again. Kit must report TRUNC-003 there, not MP-001.
+    """
+
+    violates = "TRUNC-003"
+
+    async def truncate(
+        self,
+        session_id: str,
+        to_seq: int,
+        expected_head: int | None = None,
+        *,
+        expected_generation: int | None = None,
+    ) -> int:
+        if expected_head is not None and await self.head(session_id) == 0:
+            if expected_head != 1:
+                raise CheckpointConflictError(session_id, expected_head, 1)
+            expected_head = 0
+        return await super().truncate(
+            session_id, to_seq, expected_head, expected_generation=expected_generation
+        )
 
 
 class TruncateIgnoresExpectedHead(_SqliteVariant):

@@ -18,6 +18,7 @@ from rooted_backends import (
     HeadCachedPerHandle,
     ThreeDefects,
     TruncateIgnoresExpectedHead,
+    TruncateTakesAnEmptyHeadForOne,
 )
 
 THREE = "rooted_backends:ThreeDefects.make"
@@ -95,6 +96,21 @@ def test_commanded_workers_name_an_ignored_truncate_head_by_its_own_rule() -> No
     assert report.exit_status == 1, text
     assert report.roots == ("TRUNC-003",), text
     assert [f.rule for f in report.findings] == ["TRUNC-003"], text
+
+
+@pytest.mark.slow
+def test_commanded_workers_name_a_condition_one_worker_decides_wrongly_by_its_own_rule() -> None:
+    """A truncate comparing an empty session's expected head with 1 goes through with a
+    stale expected head for one worker alone: TRUNC-003 in the commanded-workers check,
+    not MP-001 (which it was reported as: the worker's probe with a head no log reaches
+    conflicted, as this store compares that one)."""
+    backend = "rooted_backends:TruncateTakesAnEmptyHeadForOne.make"
+    report = run_kit(
+        plan_run(backend, profile="quick", seed=1, only=("KILL-001::commanded_workers",))
+    )
+    text = describe(report)
+    assert report.exit_status == 1, text
+    assert report.roots == (TruncateTakesAnEmptyHeadForOne.violates,), text
 
 
 @pytest.mark.slow

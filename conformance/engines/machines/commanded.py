@@ -296,28 +296,40 @@ class CommandedMachine(RuleBasedStateMachine):
     def blame_unchecked_head(self, k: int, command: Append | Truncate, call: str) -> None:
         """After a write whose expected_head was stale succeeded: if the same worker's next
         write of that kind succeeds with an expected head no log reaches, the backend never
-        compares expected_head at all. No other process is needed to show that, so the rule
-        broken is the write's own (APPEND-002, TRUNC-003), not MP-001."""
+        compares expected_head at all; if it succeeds again with the same stale expected
+        head, just after the worker itself read another head, the backend compares it
+        with a head of its own making. No other process is needed to show either, so the
+        rule broken is the write's own (APPEND-002, TRUNC-003), not MP-001."""
         head = self.call(k, Head(UNSENT, command.session_id))
         if not isinstance(head, Succeeded) or not isinstance(head.value, int):
             return  # MP-001 names the stale write; this worker cannot say more
-        if isinstance(command, Append):
-            markers = [f"m{next(self.markers)}"]
-            probe: Append | Truncate = Append(
-                UNSENT, command.session_id, marker_prompts(markers), NEVER_A_HEAD
-            )
-            rule_id = "APPEND-002"
-        else:
-            probe = Truncate(UNSENT, command.session_id, head.value, NEVER_A_HEAD)
-            rule_id = "TRUNC-003"
-        alone = self.call(k, probe)
-        if isinstance(alone, Succeeded):
-            raise RuleViolation(
-                rule_id,
-                f"a {_kind(command)} with a stale expected_head succeeds: after {call} gave "
-                f"Succeeded, {_kind(probe)}({command.session_id!r}, expected_head={NEVER_A_HEAD}) "
-                f"on worker {k} alone also gave {alone}; expected CheckpointConflictError",
-            )
+        stale = [NEVER_A_HEAD]
+        if command.expected_head is not None and command.expected_head != head.value:
+            stale.append(command.expected_head)
+        for expected_head in stale:
+            probe: Append | Truncate
+            if isinstance(command, Append):
+                markers = [f"m{next(self.markers)}"]
+                probe = Append(UNSENT, command.session_id, marker_prompts(markers), expected_head)
+                rule_id = "APPEND-002"
+            else:
+                # To the head: a truncate that is let through changes nothing.
+                probe = Truncate(UNSENT, command.session_id, head.value, expected_head)
+                rule_id = "TRUNC-003"
+            alone = self.call(k, probe)
+            if isinstance(alone, Succeeded):
+                raise RuleViolation(
+                    rule_id,
+                    f"a {_kind(command)} with a stale expected_head succeeds: after {call} "
+                    f"gave Succeeded, worker {k} read head {head.value}, and "
+                    f"{_kind(probe)}({command.session_id!r}, expected_head={expected_head}) "
+                    f"on it alone also gave {alone}; expected CheckpointConflictError",
+                    call=f"worker {k}: {_kind(probe)}({command.session_id!r}, "
+                    f"expected_head={expected_head})",
+                    expected="raises CheckpointConflictError",
+                    got=f"returned {alone.value!r}",
+                    shape=f"{_kind(probe)} did not raise CheckpointConflictError (head conflict)",
+                )
 
     def log(self, session: str) -> Pairs:
         return [(e.seq, getattr(e.event, "text", "")) for e in self.model.log(session)]
