@@ -99,14 +99,18 @@ def test_commanded_workers_name_an_ignored_truncate_head_by_its_own_rule() -> No
 
 
 @pytest.mark.slow
-def test_commanded_workers_name_a_condition_one_worker_decides_wrongly_by_its_own_rule() -> None:
-    """A truncate comparing an empty session's expected head with 1 goes through with a
-    stale expected head for one worker alone: TRUNC-003 in the commanded-workers check,
-    not MP-001 (which it was reported as: the worker's probe with a head no log reaches
-    conflicted, as this store compares that one)."""
+@pytest.mark.parametrize("seed", ROOTED_SEEDS)
+def test_commanded_workers_name_a_condition_one_worker_decides_wrongly_by_its_own_rule(
+    seed: int,
+) -> None:
+    """A truncate comparing an empty session's expected head with 1 lets a stale expected
+    head through and refuses one that holds, for one worker alone: TRUNC-003 in the
+    commanded-workers check, either way, not MP-001 (which both were reported as: the
+    worker's probe with a head no log reaches conflicted, as this store compares that
+    one, and a refusal was not probed at all)."""
     backend = "rooted_backends:TruncateTakesAnEmptyHeadForOne.make"
     report = run_kit(
-        plan_run(backend, profile="quick", seed=1, only=("KILL-001::commanded_workers",))
+        plan_run(backend, profile="quick", seed=seed, only=("KILL-001::commanded_workers",))
     )
     text = describe(report)
     assert report.exit_status == 1, text

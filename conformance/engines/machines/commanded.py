@@ -289,9 +289,33 @@ class CommandedMachine(RuleBasedStateMachine):
                     "MP-001", f"{call} gave {reply}; expected a conflict", kind, error
                 )
         elif not (isinstance(reply, Succeeded) and reply.value == expected):
+            if error == "CheckpointConflictError":
+                self.blame_refused_head(k, command, call, reply)
             raise RuleViolation.or_crash(
                 "MP-001", f"{call} gave {reply}; expected head {expected}", kind, error
             )
+
+    def blame_refused_head(
+        self, k: int, command: Append | Truncate, call: str, refusal: WorkerReply
+    ) -> None:
+        """After a write whose expected_head held was refused: if the same worker then
+        reads that very head, the store's own answers disagree, with no other write in
+        between (one write at a time here), so the refusal compared a head of the
+        store's own making. No other process is needed to show that: the write's own
+        rule (APPEND-002, TRUNC-003), not MP-001."""
+        head = self.call(k, Head(UNSENT, command.session_id))
+        if not (isinstance(head, Succeeded) and head.value == command.expected_head):
+            return  # the worker sees another head: MP-001 names the refusal
+        kind = _kind(command)
+        raise RuleViolation(
+            "TRUNC-003" if isinstance(command, Truncate) else "APPEND-002",
+            f"{call} gave {refusal}, and worker {k} then read head {head.value}: "
+            "the expectation held",
+            call=call,
+            expected="success",
+            got=f"raised CheckpointConflictError: {getattr(refusal, 'message', '')}",
+            shape=f"{kind} refused an expectation that holds",
+        )
 
     def blame_unchecked_head(self, k: int, command: Append | Truncate, call: str) -> None:
         """After a write whose expected_head was stale succeeded: if the same worker's next
