@@ -7,6 +7,7 @@ from functools import partial
 from ...spec import (
     Capability,
     CheckpointConflictError,
+    GenerationalCheckpointer,
     InvalidArgumentError,
 )
 from ...spec.divergences import TO_HEAD_CHANGED
@@ -88,6 +89,10 @@ async def truncate_creates_no_phantom(h: Harness) -> None:
     """TRUNC-004: truncating an unknown session to 0 creates no session."""
     cp = await h.open()
     expect(await cp.truncate("ghost", 0) == 0, "TRUNC-004", "truncate('ghost', 0) did not return 0")
+    if h.has(Capability.GENERATION) and isinstance(cp, GenerationalCheckpointer):
+        # Observed, not asserted: the witness judges it. A truncate to the head (0 here)
+        # removes nothing, so it moves no generation (TRUNC-005, GEN-001).
+        await cp.generation("ghost")
     await cp.truncate("ghost", 0, expected_head=0)
     if h.has(Capability.LIST):  # without it, a phantom session is invisible to the contract
         listed = [i.id for i in await cp.list_sessions()]
