@@ -289,14 +289,14 @@ class CommandedMachine(RuleBasedStateMachine):
                     "MP-001", f"{call} gave {reply}; expected a conflict", kind, error
                 )
         elif not (isinstance(reply, Succeeded) and reply.value == expected):
-            if error == "CheckpointConflictError":
+            if isinstance(reply, Failed) and error == "CheckpointConflictError":
                 self.blame_refused_head(k, command, call, reply)
             raise RuleViolation.or_crash(
                 "MP-001", f"{call} gave {reply}; expected head {expected}", kind, error
             )
 
     def blame_refused_head(
-        self, k: int, command: Append | Truncate, call: str, refusal: WorkerReply
+        self, k: int, command: Append | Truncate, call: str, refusal: Failed
     ) -> None:
         """After a write whose expected_head held was refused: if the same worker then
         reads that very head, the store's own answers disagree, with no other write in
@@ -313,7 +313,7 @@ class CommandedMachine(RuleBasedStateMachine):
             "the expectation held",
             call=call,
             expected="success",
-            got=f"raised CheckpointConflictError: {getattr(refusal, 'message', '')}",
+            got=f"raised CheckpointConflictError: {refusal.message}",
             shape=f"{kind} refused an expectation that holds",
         )
 
