@@ -57,15 +57,34 @@ def defects_of(
 ) -> tuple[Defect, ...]:
     """The run's defects: one per root rule and shape, with the checks that saw it and
     the rules that follow from it (its symptoms), the one explaining most first, then
-    in catalog order. A rule expected to fail is no defect."""
+    in catalog order. A rule expected to fail is no defect.
+
+    A root finding without a shape (no call of its check was judged against the
+    model: a history's anomaly, a crash state's reading) names its rule only. It is a
+    sighting of that rule's one shaped defect when the run has exactly one; otherwise
+    the rule's unshaped findings are one defect of their own, shown with the first's
+    summary, rather than a line per example."""
     symptoms: dict[str, set[str]] = {}
     for finding in findings:
         if finding.follows_from is not None:
             symptoms.setdefault(finding.follows_from, set()).add(finding.rule)
+    roots = [f for f in findings if f.follows_from is None and f.rule not in expected_failures]
+    shapes: dict[str, set[str]] = {}
+    for finding in roots:
+        if finding.shape:
+            shapes.setdefault(finding.rule, set()).add(finding.shape)
+    unshaped: dict[str, str] = {}
     seen: dict[tuple[str, str], list[Finding]] = {}
-    for finding in findings:
-        if finding.follows_from is None and finding.rule not in expected_failures:
-            seen.setdefault(defect_key(finding), []).append(finding)
+    # Shaped findings first: a defect shows the call, expectation and answer of one.
+    for finding in sorted(roots, key=lambda f: not f.shape):
+        known = shapes.get(finding.rule, set())
+        if finding.shape:
+            shape = finding.shape
+        elif len(known) == 1:
+            (shape,) = known
+        else:
+            shape = unshaped.setdefault(finding.rule, finding.summary)
+        seen.setdefault((finding.rule, shape), []).append(finding)
     defects = [
         Defect(
             rule=rule,

@@ -224,6 +224,32 @@ def test_two_shapes_of_one_rule_are_two_defects() -> None:
     assert len(defects_of(two)) == 2
 
 
+def test_a_finding_without_a_shape_is_a_sighting_of_its_rules_one_defect() -> None:
+    """A history's anomaly names its rule, not a divergence: with one shaped defect of
+    that rule in the run it is that defect seen again, not a second line to fix."""
+    shape = "append acknowledged a stale expected_head"
+    seen = [
+        Finding("MP-001", "STRESS", "15 anomalies, the first: ..."),
+        Finding("MP-001", "MP-001::racing", "x", shape=shape, call="append('s1', ...)"),
+    ]
+    (defect,) = defects_of(seen)
+    assert (defect.rule, defect.shape, defect.call) == ("MP-001", shape, "append('s1', ...)")
+    assert defect.checks == ("MP-001::racing", "STRESS")
+
+
+def test_unshaped_findings_stay_apart_from_two_shaped_defects_of_their_rule() -> None:
+    shapes = ("read yielded an event at or before since_seq", "read yielded seqs out of order")
+    seen = [
+        Finding("READ-001", "STRESS", "a history anomaly"),
+        Finding("READ-001", "HISTORY", "another history anomaly"),
+        *(Finding("READ-001", f"check {n}", "x", shape=s) for n, s in enumerate(shapes)),
+    ]
+    defects = defects_of(seen)
+    assert sorted(d.shape for d in defects) == sorted([*shapes, "a history anomaly"])
+    (unshaped,) = (d for d in defects if d.shape not in shapes)
+    assert unshaped.checks == ("HISTORY", "STRESS")
+
+
 def test_an_expected_failure_is_no_defect() -> None:
     known = [Finding("TRUNC-003", TRUNCATE_CHECK, "x", shape="truncate did not raise")]
     assert defects_of(known, {"TRUNC-003": "declared"}) == ()
@@ -265,7 +291,10 @@ def test_a_report_marks_derived_rules_and_leads_with_roots() -> None:
     assert report.rules[1].status == "failed"
     encoded = msgspec.json.decode(msgspec.json.encode(report))
     assert [f["follows_from"] for f in encoded["findings"]][-1] == "TRUNC-003"
-    assert [d["rule"] for d in encoded["defects"]] == ["TRUNC-003", "TRUNC-003"]
+    # Neither check judged a divergence: the two sightings of TRUNC-003 are one defect.
+    assert [(d["rule"], d["checks"]) for d in encoded["defects"]] == [
+        ("TRUNC-003", sorted([TRUNCATE_CHECK, STRESS_CHECK]))
+    ]
 
 
 READ_CHECK = "READ-001::since_seq_is_exclusive"
