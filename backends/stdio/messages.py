@@ -213,7 +213,9 @@ class HelloResult(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     reason, as `checkpointspec.spec.ScratchFiles` declares them), and the requests
     it answers itself because the backend behind it has no such operation
     (``emulated``: request ``op`` to why; a bridge's, e.g. the lite-agent bridge
-    answering ``close`` for a checkpointer without ``close()``; absent: none)."""
+    answering ``close`` for a checkpointer without ``close()``; absent: none), and
+    whether it answers each request before it reads the next, so that the kit may
+    send several reads without waiting for each one's answer (``pipelined``)."""
 
     protocol: int
     capabilities: list[str]
@@ -223,6 +225,7 @@ class HelloResult(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     name: str | None = None
     scratch_files: dict[str, str] = {}
     emulated: dict[str, str] = {}
+    pipelined: bool = False
 
 
 class ReadResult(msgspec.Struct, frozen=True, forbid_unknown_fields=True):

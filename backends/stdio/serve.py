@@ -251,6 +251,9 @@ class Server:
             reusable=self.reusable,
             name=f"serve {type(self.cp).__name__}",
             scratch_files=dict(scratch),
+            # One request at a time, in order; a fault report's resume is read only
+            # while the kit enabled reports, when it sends one request at a time.
+            pipelined=True,
         )
 
     async def store_hook(self, request: MarkNewerSchema | DamageStore) -> str | None:

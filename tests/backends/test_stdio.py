@@ -520,3 +520,108 @@ async def test_a_call_whose_caller_stops_waiting_leaves_the_handle_in_step(
     await asyncio.to_thread(gate.write_bytes, b"")
     assert await cp.head("s") == 8
     await cp.close()
+
+
+@synchronous
+async def test_pipelined_reads_answer_as_reads_one_by_one_do(served: StdioCheckpointer) -> None:
+    await served.append("a", [UserPrompt("1"), UserPrompt("2")])
+    await served.append("b", [UserPrompt("3")])
+    ids = ["a", "missing", "", "b", "a"]  # "" is the child's to refuse, mid-way
+    together = await served.read_logs(ids)
+    for session_id, answer in zip(ids, together, strict=True):
+        try:
+            alone: object = [e async for e in served.read(session_id)]
+        except InvalidArgumentError as exc:
+            alone = exc
+        if isinstance(alone, Exception):
+            assert type(answer) is type(alone)
+            assert answer.reason_code == alone.reason_code  # type: ignore[union-attr]
+        else:
+            assert answer == alone
+    assert await served.head("b") == 1  # the handle is in step afterwards
+
+
+COUNTING_CHILD = """
+import json, os, sys
+pipelined, log = sys.argv[1] == "yes", open(sys.argv[2], "a")  # a spare child opens it too
+pending = b""
+while chunk := os.read(0, 1 << 16):
+    *lines, pending = (pending + chunk).split(b"\\n")
+    log.write(f"{len(lines)}\\n")  # requests that came in one read
+    log.flush()
+    for line in lines:
+        request = json.loads(line)
+        if request["op"] == "hello":
+            result = {"protocol": 1, "capabilities": [], "pipelined": pipelined}
+        else:
+            result = {"count": 0} if request["op"] == "read" else None
+        sys.stdout.write(json.dumps({"id": request["id"], "result": result}) + "\\n")
+        sys.stdout.flush()
+"""
+
+
+@pytest.mark.parametrize(("pipelined", "arrivals"), [("yes", ["1", "4"]), ("no", ["1"] * 5)])
+@synchronous
+async def test_a_pipelined_child_gets_the_reads_together_and_another_one_by_one(
+    tmp_path: Path, pipelined: str, arrivals: list[str]
+) -> None:
+    log = tmp_path / "arrivals"
+    child = [sys.executable, "-c", COUNTING_CHILD, pipelined, str(log)]
+    cp = await asyncio.to_thread(StdioCheckpointer.start, child, tmp_path / "store")
+    assert await cp.read_logs(["a", "b", "c", "d"]) == [[], [], [], []]
+    # hello, then the four reads: in one write to a child that declared pipelined.
+    assert log.read_text().split() == arrivals
+    await cp.close()
+
+
+@synchronous
+async def test_a_breach_in_pipelined_reads_answers_the_reads_left(tmp_path: Path) -> None:
+    hello = '{"protocol":1,"capabilities":[],"pipelined":true}'
+    cp = await _start(tmp_path, hello, '{"id":{id},"result":{"count":0}}', "no JSON at all")
+    first, second, third = await cp.read_logs(["a", "b", "c"])
+    assert first == []
+    assert isinstance(second, StdioProtocolError)
+    assert second.expected_id == 3  # hello 0, the reads 2, 3, 4
+    assert third is second  # never sent a request of its own: the conversation broke
+
+
+GATED_READS = """
+import json, sys
+asked, gate = sys.argv[1], sys.argv[2]  # two named pipes
+held = False
+for raw in sys.stdin:
+    request = json.loads(raw)
+    if request["op"] == "hello":
+        result = {"protocol": 1, "capabilities": [], "pipelined": True}
+    elif request["op"] == "read":
+        if not held:  # the first: held until its caller is gone
+            held = True
+            open(asked, "w").close()
+            open(gate).read()
+        result = {"count": 0}
+    else:
+        result = 5 if request["op"] == "head" else None
+    sys.stdout.write(json.dumps({"id": request["id"], "result": result}) + "\\n")
+    sys.stdout.flush()
+"""
+
+
+@synchronous
+async def test_pipelined_reads_whose_caller_stops_waiting_leave_the_handle_in_step(
+    tmp_path: Path,
+) -> None:
+    # Three reads are sent; the caller is cancelled while the child holds the first.
+    # The handle must read all three answers before the head's, not take one for it.
+    asked, gate = tmp_path / "asked", tmp_path / "gate"
+    os.mkfifo(asked)
+    os.mkfifo(gate)
+    child = [sys.executable, "-c", GATED_READS, str(asked), str(gate)]
+    cp = await asyncio.to_thread(StdioCheckpointer.start, child, tmp_path / "store")
+    reads = asyncio.ensure_future(cp.read_logs(["a", "b", "c"]))
+    await asyncio.to_thread(asked.read_bytes)
+    reads.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await reads
+    await asyncio.to_thread(gate.write_bytes, b"")
+    assert await cp.head("s") == 5
+    await cp.close()

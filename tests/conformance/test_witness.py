@@ -391,3 +391,30 @@ def test_a_generation_counting_truncates_to_the_head_keeps_trunc_005_as_the_othe
     divergence = witness.first.divergence
     assert divergence.rule == "GEN-001"
     assert divergence.otherwise == ("TRUNC-005", "a truncate to the head changed the session")
+
+
+class ReadLogsDropTheLast(memory.MemoryCheckpointer):
+    """Reads made together (`BackendHandle.read_logs`) lose each session's last event;
+    a read of its own is right."""
+
+    async def read_logs(self, session_ids: Sequence[str]) -> list[list[StoredEvent] | Exception]:
+        return [[e async for e in self.read(s)][:-1] for s in session_ids]
+
+
+def test_reads_made_together_are_judged_each_as_a_read(tmp_path: Path) -> None:
+    witness = Witness(memory.make(BackendContext(path=tmp_path / "probe")).capabilities)
+
+    async def calls() -> list[list[StoredEvent] | Exception]:
+        cp = await open_checkpointer(
+            _factory(ReadLogsDropTheLast), BackendContext(path=tmp_path), witness
+        )
+        await cp.append("s", _prompts("a", "b"))
+        assert [e.seq async for e in cp.read("s")] == [1, 2]
+        return await cp.read_logs(["unknown", "s"])  # type: ignore[attr-defined, no-any-return]
+
+    unknown, s = asyncio.run(calls())
+    assert unknown == []
+    assert [e.seq for e in s] == [1]  # type: ignore[union-attr]
+    assert witness.first is not None
+    assert witness.first.number == 4  # append, read, then the second of the reads together
+    assert witness.first.divergence.call == "read('s')"

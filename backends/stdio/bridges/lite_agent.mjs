@@ -543,7 +543,8 @@ async function serve({ target, declared }) {
         const seen = await handle.open(request.path, request.options ?? {});
         const name = `lite-agent ${target.factoryName} (${target.modulePath})`;
         const { capabilities, emulated, scratchFiles } = seen;
-        const result = { protocol: PROTOCOL, capabilities, name, reusable: true, emulated };
+        // Each request is answered before the next line is taken: pipelined.
+        const result = { protocol: PROTOCOL, capabilities, name, reusable: true, emulated, pipelined: true };
         send({ id: request.id, result: { ...result, scratch_files: scratchFiles, store_hooks: hooks !== null } });
       } else if (request.op === 'mark_newer_schema' || request.op === 'damage_store') {
         // A process's only request, on a closed store: the module's own hook does it.

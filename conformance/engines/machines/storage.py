@@ -504,10 +504,10 @@ class CheckpointerMachine(MachineBase):
             return
         i = open_handles[-1]
         cp = self.handles[i]
-        reads = [(f"handle {i}: read({s!r})", partial(read_all, cp, s)) for s in CONFUSABLE_IDS]
-        for session_id, (call, _), got in zip(
-            CONFUSABLE_IDS, reads, self.backend_calls(reads), strict=True
+        for session_id, got in zip(
+            CONFUSABLE_IDS, self.backend_reads(i, CONFUSABLE_IDS), strict=True
         ):
+            call = f"handle {i}: read({session_id!r})"
             if isinstance(got, Err):
                 # This handle is open, so "closed" means closing another handle broke it.
                 rule_id = (

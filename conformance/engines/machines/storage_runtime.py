@@ -25,6 +25,7 @@ from hypothesis import note
 from hypothesis.stateful import RuleBasedStateMachine
 
 from ....backends.registry import BackendTarget
+from ....backends.stdio.wire import StdioProtocolError
 from ....spec import (
     Capability,
     CheckpointConflictError,
@@ -56,7 +57,7 @@ from ..contract.outcomes import (
 from ..contract.violations import RuleViolation, RuleWarning
 from ..search.exploration import Diverging
 from ..search.transcripts import exchanged, new_run
-from ..target.provenance import open_checkpointer
+from ..target.provenance import BackendHandle, open_checkpointer
 from ..target.witness import note_made
 
 __all__ = ["CURRENT", "MachineBase", "MachineEnv", "answer_text"]
@@ -191,6 +192,31 @@ class MachineBase(Diverging, RuleBasedStateMachine):
 
         outcomes = self.run(in_turn())
         for (call, _), outcome in zip(calls, outcomes, strict=True):
+            exchanged(call, answer_text(outcome))
+        return outcomes
+
+    def backend_reads(
+        self, handle_index: int, session_ids: Sequence[str]
+    ) -> list[Ok[list[StoredEvent]] | Err]:
+        """Every event of each of ``session_ids`` through handle ``handle_index``, the reads
+        made in turn (`backend_calls` of one ``read`` each, transcript included), but
+        asked of the handle at once (`BackendHandle.read_logs`): a stdio child that
+        answers in order gets them in one write, the same reads at a fraction of the
+        round trips."""
+        cp = self.handles[handle_index]
+        calls = [f"handle {handle_index}: read({s!r})" for s in session_ids]
+        if not isinstance(cp, BackendHandle):
+            return self.backend_calls(
+                [(c, partial(read_all, cp, s)) for c, s in zip(calls, session_ids, strict=True)]
+            )
+        answers = self.run(cp.read_logs(session_ids))
+        for answer in answers:
+            if isinstance(answer, RuleViolation | StdioProtocolError):
+                raise answer  # no answer to compare, as `run_backend` has it
+        outcomes: list[Ok[list[StoredEvent]] | Err] = [
+            Err(answer) if isinstance(answer, Exception) else Ok(answer) for answer in answers
+        ]
+        for call, outcome in zip(calls, outcomes, strict=True):
             exchanged(call, answer_text(outcome))
         return outcomes
 

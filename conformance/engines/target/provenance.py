@@ -26,7 +26,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Sequence
 from typing import Literal, NamedTuple, TypeVar, cast
 
 from ....backends.registry import open_backend
@@ -41,6 +41,7 @@ from ....spec import (
     StoredEvent,
 )
 from ..contract.answers import check_answer, check_read_item
+from ..contract.violations import RuleViolation
 from .witness import Pending, Witness
 
 __all__ = [
@@ -287,6 +288,40 @@ class BackendHandle:
     async def head(self, *args: object, **kwargs: object) -> int:
         return cast(int, await self._await("head", *args, **kwargs))
 
+    async def read_logs(self, session_ids: Sequence[str]) -> list[list[StoredEvent] | Exception]:
+        """Every event of each of ``session_ids``, or the exception its read raised: the
+        reads made in turn, nothing else in between, each told to the witness as a
+        ``read`` of its own. The backend's object makes them with a ``read_logs`` of its
+        own where it has one (a stdio child that declared ``pipelined`` gets them in one
+        write); otherwise they are read one after another through this handle. A read
+        answered by the very exception of the read before it was not made (that read
+        broke the conversation): the witness is told of none such."""
+        own: _ReadLogs | None = getattr(self._target, "read_logs", None)
+        if own is None:
+            return [await _read_or_error(self, session_id) for session_id in session_ids]
+        answers = await own(session_ids)
+        outcomes: list[list[StoredEvent] | Exception] = []
+        for session_id, answer in zip(session_ids, answers, strict=True):
+            if isinstance(answer, Exception) and outcomes and answer is outcomes[-1]:
+                outcomes.append(answer)  # not made: the read before it broke the conversation
+                continue
+            pending = self._watched.begin("read", (session_id,), {}) if self._watched else None
+            if isinstance(answer, Exception):
+                self._end(pending, "raised", answer)
+                blame_backend(answer, "read")
+                outcomes.append(answer)
+                continue
+            try:
+                for item in answer:
+                    check_read_item(item)
+            except RuleViolation as wrong:
+                self._end(pending, "abandoned")
+                outcomes.append(wrong)
+                continue
+            self._end(pending, "returned", answer)
+            outcomes.append(answer)
+        return outcomes
+
     async def list_sessions(self) -> list[SessionInfo]:
         return cast(list[SessionInfo], await self._await("list_sessions"))
 
@@ -319,6 +354,18 @@ class BackendHandle:
 
     def __repr__(self) -> str:
         return repr(self._target)
+
+
+_ReadLogs = Callable[[Sequence[str]], Awaitable[list[list[StoredEvent] | Exception]]]
+"""A backend object's own ``read_logs`` (`BackendHandle.read_logs`)."""
+
+
+async def _read_or_error(handle: BackendHandle, session_id: str) -> list[StoredEvent] | Exception:
+    """Everything ``handle.read(session_id)`` yields, or the exception it raised."""
+    try:
+        return [stored async for stored in handle.read(session_id)]
+    except Exception as exc:
+        return exc
 
 
 def _forwarding_method(name: str) -> Callable[..., object]:
