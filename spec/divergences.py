@@ -24,7 +24,8 @@ wrong names the defect and what it corrupted later does not. Pure: no I/O.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Sequence
+import unicodedata
+from collections.abc import Callable, Mapping, Sequence
 from typing import Final, Literal
 
 import msgspec
@@ -55,6 +56,7 @@ __all__ = [
     "of_listing",
     "of_read",
     "rule_requiring",
+    "same_fold",
 ]
 
 
@@ -495,36 +497,60 @@ or None if nothing is known."""
 
 
 def of_listing(
-    got: Sequence[str], expected: Sequence[str], *, cause: Cause | None = None
+    got: Sequence[str],
+    expected: Sequence[str],
+    *,
+    cause: Cause | None = None,
+    made: Mapping[str, tuple[str, str]] = {},
 ) -> Divergence | None:
     """The ids listed, each once, must be the sessions the model holds (LIST-001; their
     order is LIST-002's, judged where ties can be told from order). As many ids listed
     that the model does not hold as it holds ids not listed: ids not kept as given
     (ID-001). A session listed that the model does not hold, or not listed that it
-    does, is named by what made it so, by ``cause``."""
+    does, is named by what made it so (``cause``, or ``made``: what each call that
+    left no session in the model would have made of its id). A session listed under
+    an id no call made but that folds into one an empty append made (`same_fold`: a
+    store mapping ``a/b`` to ``a_b``) is that append's too, the folding being the
+    other explanation (ID-001)."""
     if sorted(got) == sorted(expected):
         return None
+    reason = cause if cause is not None else made.get
     wanted, shown = f"ids {sorted(expected)}", f"ids {sorted(got)}"
     if len(set(got)) != len(got):
         return Divergence("LIST-001", "list_sessions listed a session twice", "", wanted, shown)
     extra, missing = set(got) - set(expected), set(expected) - set(got)
     if extra and len(extra) == len(missing):
-        return Divergence(
-            "ID-001", "list_sessions listed an id other than as given", "", wanted, shown
-        )
+        return Divergence("ID-001", _OTHER_ID, "", wanted, shown)
     for one in sorted(extra):
-        made = cause(one) if cause is not None else None
-        if made is not None:
-            return Divergence(made[0], made[1], expected=wanted, got=shown)
+        if (found := reason(one)) is not None:
+            return Divergence(found[0], found[1], expected=wanted, got=shown)
     for one in sorted(missing):
-        made = cause(one) if cause is not None else None
-        if made is not None:
-            return Divergence(made[0], made[1], expected=wanted, got=shown)
+        if (found := reason(one)) is not None:
+            return Divergence(found[0], found[1], expected=wanted, got=shown)
+    for one, (rule, shape) in sorted(made.items()):
+        if rule == "APPEND-001" and one not in got and any(same_fold(one, x) for x in extra):
+            otherwise = ("ID-001", _OTHER_ID)
+            return Divergence(rule, shape, expected=wanted, got=shown, otherwise=otherwise)
     if set(got) - set(expected):
         shape = "list_sessions listed a session that was never written"
     else:
         shape = "list_sessions left out a session that holds events"
     return Divergence("LIST-001", shape, expected=wanted, got=shown)
+
+
+_OTHER_ID: Final = "list_sessions listed an id other than as given"
+
+
+def same_fold(a: str, b: str) -> bool:
+    """Whether a store could take ids ``a`` and ``b`` for one: the same once Unicode is
+    normalised (NFKC), case folded, and every character but a letter or digit made
+    ``_`` (the separators and escapes file names and keys are made with)."""
+    return _fold(a) == _fold(b)
+
+
+def _fold(session_id: str) -> str:
+    folded = unicodedata.normalize("NFKC", session_id).casefold()
+    return "".join(c if c.isalnum() else "_" for c in folded)
 
 
 class Context(msgspec.Struct, frozen=True):

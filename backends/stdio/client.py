@@ -22,7 +22,9 @@ A call is one request and its reply lines, one at a time per handle. The event
 loop writes the request and waits for the replies itself (a reader on the
 child's stdout), so a call costs two wake-ups, the child's and the loop's; a
 thread takes the call only when the handle is busy or closed, when a request is
-too long to write at once, or to run a fault hook, which may block.
+too long to write at once, or to run a fault hook, which may block. The one
+exception to one request at a time: a child that declared ``pipelined`` gets a run
+of reads in one write (`StdioCheckpointer.read_logs`), answered in order.
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ from checkpointspec.spec.divergences import (
     of_error,
     of_listing,
     of_read,
+    same_fold,
 )
 
 TS = "2026-01-01T00:00:00+00:00"
@@ -185,6 +186,36 @@ def test_a_listed_session_is_named_by_what_created_it() -> None:
         "LIST-001",
         "list_sessions left out a session that holds events",
     )
+
+
+def test_a_session_listed_under_a_folded_id_is_the_empty_append_that_made_it() -> None:
+    """An empty append to ``a/b`` that a store both keeps and files as ``a_b``: two
+    defects, the listing showing both at once. It is the append's (APPEND-001), the
+    folding the other explanation (ID-001), not a third defect of the listing."""
+    empty = {"a/b": ("APPEND-001", "an empty append created a session")}
+    folded = of_listing(["a_b"], [], made=empty)
+    assert folded is not None
+    assert (folded.rule, folded.shape) == ("APPEND-001", "an empty append created a session")
+    assert folded.otherwise == ("ID-001", "list_sessions listed an id other than as given")
+    # An id no store folds into the appended one is a session nothing made.
+    phantom = of_listing(["zz"], [], made=empty)
+    assert phantom is not None
+    assert (phantom.rule, phantom.shape) == (
+        "LIST-001",
+        "list_sessions listed a session that was never written",
+    )
+    # A read of an unknown session that made nothing is no empty append.
+    read = of_listing(["a_b"], [], made={"a/b": ("READ-002", "read created it")})
+    assert read is not None
+    assert read.rule == "LIST-001"
+
+
+def test_ids_a_store_may_take_for_one_fold_alike() -> None:
+    assert same_fold("a/b", "a_b")
+    assert same_fold("A", "a")
+    assert same_fold("caf\u00e9", "cafe\u0301")  # NFC and NFD
+    assert not same_fold("a/b", "ab")
+    assert not same_fold("s1", "s2")
 
 
 def test_a_generation_conflict_with_a_wrong_generation_is_gen_001() -> None:

@@ -389,7 +389,7 @@ class MachineBase(Diverging, RuleBasedStateMachine):
         listed = sorted(info.id for info in typed)
         # Named by the table, by the call that made a session listed or not (an empty
         # append: APPEND-001), as the witness names a listing.
-        divergence = of_listing([info.id for info in typed], expected, cause=self.made.get)
+        divergence = of_listing([info.id for info in typed], expected, made=self.made)
         if divergence is not None:
             seen = RuleViolation.of(
                 divergence.at(call),

@@ -549,7 +549,7 @@ class Witness:
         if operation == "list_sessions":
             assert isinstance(answer, list)
             ids = [getattr(info, "id", info) for info in value] if isinstance(value, list) else []
-            return of_listing([str(i) for i in ids], answer, cause=store.made.get)
+            return of_listing([str(i) for i in ids], answer, made=store.made)
         if operation in ("delete", "close"):
             return None
         return of_answer(operation, answer, value)
