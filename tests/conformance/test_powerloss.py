@@ -243,7 +243,18 @@ def test_torn_writes_produce_the_documented_byte_prefixes(disk: SimulatedDisk) -
         for t, state in zip(tears(plan.ops[-1]), by_kind(plan, disk.op_count, "torn"), strict=True)
     }
     head = b"h" * 100
-    assert torn.keys() == {(642, ""), (412, ""), (924, ""), (0, "zeros"), (924, "garbage")}
+    # Line breaks at 10, 266, ... 1034 of the data: the first and the last are tears.
+    assert torn.keys() == {
+        (642, ""),
+        (412, ""),
+        (924, ""),
+        (11, ""),
+        (1035, ""),
+        (0, "zeros"),
+        (924, "garbage"),
+    }
+    assert torn[(11, "")] == head + data[:11]  # up to the first line break
+    assert torn[(1035, "")] == head + data[:1035]  # up to the last
     assert torn[(642, "")] == head + data[:642]  # half
     assert torn[(412, "")] == head + data[: SECTOR - 100]  # up to the sector at 512
     assert torn[(924, "")] == head + data[: 2 * SECTOR - 100]  # up to the sector at 1024
@@ -279,6 +290,9 @@ def test_sampling_is_deterministic_and_keeps_the_core_states(disk: SimulatedDisk
     assert first != plan.sample(200, random.Random(5))
     core = [s for s in plan.all_specs() if plan.is_core(s)]
     assert set(core) <= set(first)
+    lines = [s for s in plan.all_specs() if s.kind == "torn" and plan.keeps_whole_lines(s)]
+    assert lines, "the workload writes records of several lines at once"
+    assert set(lines) <= set(first)
     assert first == sorted(first, key=plan.all_specs().index)
 
 

@@ -20,7 +20,8 @@ CrashMonkey, for a power loss right after operation ``k``:
   - ``omit``: every pending operation but one (later ones reached the disk first);
   - ``torn``: the pending operations before the last pending write, then that
     write torn (`tears`): half of it, its bytes up to a 512-byte sector
-    boundary, zeros in its place (the size grew, the data never came), or its
+    boundary, up to its first or last line break (whole lines of a batch of
+    records), zeros in its place (the size grew, the data never came), or its
     last sector replaced by garbage.
 * A state is replayed from the starting image by applying the kept operations
   in the order they were issued. Entry operations replay by inode: a rename
@@ -131,6 +132,9 @@ class Tear(NamedTuple):
     fill: str
     """``""`` (nothing more: the file is shorter or keeps its old bytes), ``"zeros"`` or ``"garbage"``."""
     label: str
+    whole_lines: bool = False
+    """It keeps whole lines of a write of several: what a log of one line per record
+    shows of a batch written at once as a shorter batch, whole records and no torn one."""
 
 
 def tears(op: Op) -> list[Tear]:
@@ -146,13 +150,21 @@ def tears(op: Op) -> list[Tear]:
         found.setdefault(
             (bound - start, ""), f"first {bound - start} of {n} bytes (up to the sector at {bound})"
         )
+    # Line breaks inside the write, not at its end: the first and the last.
+    breaks = [i + 1 for i in range(n - 1) if op.data[i] == 0x0A]
+    lines = sorted({breaks[0], breaks[-1]}) if breaks else []
+    for keep in lines:
+        found.setdefault((keep, ""), f"first {keep} of {n} bytes (whole lines only)")
     if n:
         found[(0, "zeros")] = f"{n} zero bytes instead of its data"
         last = max(start, (start + n - 1) // SECTOR * SECTOR)
         found[(last - start, "garbage")] = (
             f"its last sector ({start + n - last} bytes at {last}) garbage"
         )
-    return [Tear(keep, fill, label) for (keep, fill), label in found.items()]
+    return [
+        Tear(keep, fill, label, whole_lines=not fill and keep in lines)
+        for (keep, fill), label in found.items()
+    ]
 
 
 class CrashSpec(NamedTuple):
@@ -279,23 +291,31 @@ class CrashPlan:
         full = spec.kind == "prefix" and spec.arg == len(self.pending(spec.point))
         return spec.kind == "durable" or full
 
+    def keeps_whole_lines(self, spec: CrashSpec) -> bool:
+        """True for a torn write that keeps whole lines of several (`Tear.whole_lines`)."""
+        tear = self.tear_of(spec)
+        return tear is not None and tear.whole_lines
+
     def sample(self, budget: int, rng: random.Random) -> list[CrashSpec]:
         """At most ``budget`` specs, all of them if they fit, in crash-point order.
 
         Over budget, the durable image and the full state of every point come
-        first (they catch a missing barrier and a broken recovery), then the others
-        drawn with ``rng``, so the same seed draws the same states.
+        first (they catch a missing barrier and a broken recovery), then the torn
+        writes that keep whole lines (a batch of records written at once, cut between
+        two: a partial batch readable as such, whichever seed), then the others;
+        the tier that does not fit is drawn with ``rng``, so the same seed draws the
+        same states.
         """
         specs = self.all_specs()
         if len(specs) <= budget:
             return specs
         core = [s for s in specs if self.is_core(s)]
-        if len(core) >= budget:
-            chosen = rng.sample(core, budget)
-        else:
-            taken = set(core)
-            rest = [s for s in specs if s not in taken]
-            chosen = core + rng.sample(rest, budget - len(core))
+        lines = [s for s in specs if s.kind == "torn" and self.keeps_whole_lines(s)]
+        tiered = {*core, *lines}
+        chosen: list[CrashSpec] = []
+        for tier in (core, lines, [s for s in specs if s not in tiered]):
+            left = budget - len(chosen)
+            chosen += tier if len(tier) <= left else rng.sample(tier, left)
         order = {spec: n for n, spec in enumerate(specs)}
         return sorted(chosen, key=order.__getitem__)
 
