@@ -111,7 +111,7 @@ class History:
             process, "truncate", times, Returned(to_seq), to_seq=to_seq, expected_head=expected
         )
 
-    def check(self, final: str, **kwargs: int) -> HistoryVerdict:
+    def check(self, final: str, **kwargs: int | bool) -> HistoryVerdict:
         return check_history(self.ops, {"s": final.split()}, **kwargs)
 
 
@@ -448,6 +448,29 @@ def test_truncate_overlapping_appends_goes_to_the_search() -> None:
     verdict = h.check("a1 b1")
     assert verdict.ok, verdict.report()
     assert verdict.decided_by == {"s": "search"}
+
+
+def _append_after_a_stale_truncate() -> History:
+    """A truncate with a stale expected head (4, the head is 5) that succeeded, and an
+    append answering the head it left, before the truncate returned."""
+    h = History()
+    h.append(1, "a1 a2 a3 a4 a5", (0, 10), head=5)
+    h.truncate(2, 2, (15, 40), expected=4)
+    h.append(3, "b1", (20, 30), head=3)
+    return h
+
+
+def test_an_append_only_a_truncate_ignoring_its_expectation_explains_is_an_anomaly() -> None:
+    verdict = _append_after_a_stale_truncate().check("a1 a2 b1")
+    assert not verdict.ok
+    assert rules(verdict) == ["MP-001"]
+
+
+def test_a_declared_unconditional_truncate_explains_what_it_leaves() -> None:
+    """With TRUNC-003 expected (a store whose truncate takes no expected head), the
+    truncate is judged as one without: the append's head is what it left."""
+    verdict = _append_after_a_stale_truncate().check("a1 a2 b1", unconditional_truncates=True)
+    assert verdict.ok, verdict.report()
 
 
 def test_the_search_reports_what_no_order_explains() -> None:

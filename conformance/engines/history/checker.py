@@ -334,6 +334,7 @@ def check_history(
     search_steps: int = 1_000_000,
     max_anomalies: int = 5,
     across_processes: bool = True,
+    unconditional_truncates: bool = False,
 ) -> HistoryVerdict:
     """Decide whether the contract explains ``history``.
 
@@ -346,12 +347,21 @@ def check_history(
     first (`causes.ordered`). ``across_processes`` says the operations' ``process``
     numbers are separate processes, as in the stress check; False when they are
     handles of one process (a lost update between them is then APPEND-004, not MP-001).
+    ``unconditional_truncates``: the store is known to take no ``expected_head`` in a
+    truncate (TRUNC-003 expected, a declared gap): every truncate is judged as one
+    made without it, so what only a truncate that ignored a stale expectation explains
+    (an append answering a head such a truncate left) is that gap, not an anomaly.
 
     Raises ValueError for a malformed history: a marker used by two appends, a
     process with overlapping calls, a completion time on an unknown outcome, a
     session without a final log.
     """
-    ops = list(history)
+    ops = [
+        msgspec.structs.replace(op, expected_head=None)
+        if unconditional_truncates and op.kind == "truncate"
+        else op
+        for op in history
+    ]
     ledger = _validate(ops)
     by_session: dict[str, list[Operation]] = defaultdict(list)
     for op in sorted(ops, key=lambda o: o.invoked):
