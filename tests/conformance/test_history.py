@@ -473,6 +473,17 @@ def test_a_declared_unconditional_truncate_explains_what_it_leaves() -> None:
     assert verdict.ok, verdict.report()
 
 
+def test_a_truncate_beyond_every_head_the_log_could_have_is_trunc_002() -> None:
+    """An unconditional truncate that succeeded cutting to 4 while, whatever the order,
+    the log held 2 events or fewer: a truncate beyond the head accepted."""
+    h = History()
+    h.append(1, "a1 a2", (0, 10), head=2)
+    h.truncate(2, 1, (15, 40))
+    h.truncate(3, 4, (20, 30))
+    h.append(1, "b1", (50, 60), head=2)
+    assert rules(h.check("a1 b1")) == ["TRUNC-002"]
+
+
 def test_the_search_reports_what_no_order_explains() -> None:
     h = History()
     h.append(1, "a1 a2", (0, 10), head=2)

@@ -230,7 +230,10 @@ def _search(session: SessionChain, reason: str, max_steps: int) -> tuple[list[An
             case "head":
                 rule_id = "HEAD-001"
             case "truncate":
-                rule_id = _truncate_rule(calls, result.failed_at, session, max_steps)
+                # Up to three candidates are kept, shortest first: fewer are all of them.
+                whole = len(result.candidates) < 3
+                heads = [length for length, _ in result.candidates] if whole else []
+                rule_id = _truncate_rule(calls, result.failed_at, session, max_steps, heads)
             case "delete":
                 rule_id = "DELETE-001"
             case _:
@@ -281,15 +284,22 @@ def _gets_past(calls: list[LogCall], failed_at: int, session: SessionChain, max_
 
 
 def _truncate_rule(
-    calls: list[LogCall], failed_at: int, session: SessionChain, max_steps: int
+    calls: list[LogCall],
+    failed_at: int,
+    session: SessionChain,
+    max_steps: int,
+    heads: Sequence[int] = (),
 ) -> str:
     """The rule a truncate no order explains breaks: TRUNC-003 when it conflicted, or when
     the search gets past it once its ``expected_head`` is left out (every order would
-    have accepted it as an unconditional truncate: only the condition is wrong); else
-    TRUNC-001 (what it kept is wrong)."""
+    have accepted it as an unconditional truncate: only the condition is wrong);
+    TRUNC-002 when it succeeded cutting beyond every head the log could have had just
+    before (``heads``); else TRUNC-001 (what it kept is wrong)."""
     failed = calls[failed_at]
     if failed.status == "conflict":
         return "TRUNC-003"
+    if failed.status == "ok" and heads and all(failed.to_seq > head for head in heads):
+        return "TRUNC-002"
     if failed.expected_head is None:
         return "TRUNC-001"
     unconditional = [*calls]
