@@ -343,8 +343,9 @@ class MachineBase(Diverging, RuleBasedStateMachine):
         handle. A handle that misses it does not share the store with handle ``i``
         (HANDLE-001): that explains what handle ``i`` saw, where the writer of what it
         missed, or the handle that removed what it still has, can no longer be asked
-        (closed) or asked nothing of it. When every handle sees the probe, or no other
-        handle is open, ``seen`` stands."""
+        (closed) or asked nothing of it. When every handle sees the probe, when handle
+        ``i`` misses it too (reads are broken whoever wrote: no sign of two stores), or
+        no other handle is open, ``seen`` stands."""
         others = [k for k, mh in enumerate(self.model_handles) if k != i and not mh.closed]
         if not others or self.model_handles[i].closed:
             return
@@ -361,9 +362,12 @@ class MachineBase(Diverging, RuleBasedStateMachine):
                 f"handle {k}: read({PROBE_SESSION!r})",
                 partial(read_all, self.handles[k], PROBE_SESSION),
             )
-            for k in others
+            for k in [i, *others]
         ]
-        for k, got in zip(others, self.backend_calls(reads), strict=True):
+        own, *theirs = self.backend_calls(reads)
+        if not isinstance(own, Ok) or marker not in markers_of(s.event for s in own.value):
+            return
+        for k, got in zip(others, theirs, strict=True):
             if isinstance(got, Ok) and marker not in markers_of(s.event for s in got.value):
                 raise RuleViolation(
                     "HANDLE-001",
