@@ -44,6 +44,7 @@ from .records import StoredEvent
 __all__ = [
     "ANSWER_RULE",
     "TO_HEAD_CHANGED",
+    "UNCOMPARED_TRUNCATE",
     "WRONG_GENERATION",
     "Context",
     "Divergence",
@@ -263,6 +264,16 @@ def of_error(
                 else ""
             )
             crashed = got is not None and not isinstance(got, CheckpointError)
+            otherwise = crash(operation, got) if crashed and got is not None else None
+            if (
+                got is None
+                and operation == "truncate"
+                and isinstance(expected, InvalidArgumentError)
+                and expected.argument == "expected_head"
+            ):
+                # A truncate that never compares its expected head refuses no value of
+                # it: seen letting a stale one through, that is the defect.
+                otherwise = ("TRUNC-003", UNCOMPARED_TRUNCATE)
             return Divergence(
                 rule,
                 shape,
@@ -270,7 +281,7 @@ def of_error(
                 got=came,
                 # Crashing where a refusal was due: if the same crash is met where
                 # success was, the operation crashes whatever its arguments.
-                otherwise=crash(operation, got) if crashed and got is not None else None,
+                otherwise=otherwise,
             )
         if isinstance(expected, CheckpointConflictError):
             assert isinstance(got, CheckpointConflictError)
@@ -364,6 +375,11 @@ def evidence_of(rule: str, shape: str) -> frozenset[tuple[str, str]]:
         )
     return frozenset({(rule, shape)})
 
+
+UNCOMPARED_TRUNCATE = "truncate did not raise CheckpointConflictError (head conflict)"
+"""TRUNC-003's shape for a truncate that let a stale ``expected_head`` through: a
+truncate that never compares it (a store whose truncate takes none) also lets an
+invalid one through, so an ARG-002 of a truncate's ``expected_head`` follows from it."""
 
 TO_HEAD_CHANGED = "a truncate to the head changed the session"
 """TRUNC-005's shape wherever a truncate to the head is seen to have acted: its mtime

@@ -8,6 +8,7 @@ from checkpointspec.spec import (
     CheckpointerClosedError,
     InvalidArgumentError,
     ModelEvent,
+    ReasonCode,
     SessionLockedError,
     StoredEvent,
     UnsupportedOperationError,
@@ -15,6 +16,7 @@ from checkpointspec.spec import (
 )
 from checkpointspec.spec.divergences import (
     TO_HEAD_CHANGED,
+    UNCOMPARED_TRUNCATE,
     WRONG_GENERATION,
     Context,
     crash,
@@ -305,3 +307,17 @@ def test_a_wrong_generation_answer_shows_what_a_conflict_with_one_shows() -> Non
     assert ("TRUNC-005", TO_HEAD_CHANGED) in shows
     only = evidence_of("TRUNC-001", "truncated events remain")
     assert only == {("TRUNC-001", "truncated events remain")}
+
+
+def test_a_truncate_letting_an_invalid_expected_head_through_may_never_compare_it() -> None:
+    """ARG-002, otherwise TRUNC-003: a truncate that never compares its expected head
+    (a store declared without one) refuses no value of it either."""
+    due = InvalidArgumentError("expected_head", "negative", reason_code=ReasonCode.NEGATIVE)
+    divergence = of_error("truncate", due, None)
+    assert divergence is not None
+    assert divergence.rule == "ARG-002"
+    assert divergence.otherwise == ("TRUNC-003", UNCOMPARED_TRUNCATE)
+    # The stale expectation a truncate let through has that very shape.
+    stale = of_error("truncate", CheckpointConflictError("s", 1, 2), None)
+    assert stale is not None
+    assert (stale.rule, stale.shape) == ("TRUNC-003", UNCOMPARED_TRUNCATE)
