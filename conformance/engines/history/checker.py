@@ -368,7 +368,9 @@ def check_history(
     """
     ops = [
         msgspec.structs.replace(op, expected_head=None)
-        if unconditional_truncates and op.kind == "truncate"
+        if unconditional_truncates
+        and op.kind == "truncate"
+        and not isinstance(op.outcome, Conflicted)  # a refusal compared it after all
         else op
         for op in history
     ]
