@@ -504,33 +504,25 @@ def _content(stored: Sequence[StoredEvent], expected: Sequence[ModelEvent]) -> D
     return None
 
 
-Cause = Callable[[str], tuple[str, str] | None]
-"""Why a session is listed that the model does not hold, or not listed that it does:
-the rule and shape of the call that made it so (an empty append: APPEND-001, a read
-of an unknown session: READ-002, a refused append: its refusal's rule, a delete:
-LIST-001, a truncate of an unknown session: TRUNC-004, a truncate to 0: TRUNC-005),
-or None if nothing is known."""
-
-
 def of_listing(
     got: Sequence[str],
     expected: Sequence[str],
     *,
-    cause: Cause | None = None,
     made: Mapping[str, tuple[str, str]] = {},
 ) -> Divergence | None:
     """The ids listed, each once, must be the sessions the model holds (LIST-001; their
     order is LIST-002's, judged where ties can be told from order). As many ids listed
     that the model does not hold as it holds ids not listed: ids not kept as given
     (ID-001). A session listed that the model does not hold, or not listed that it
-    does, is named by what made it so (``cause``, or ``made``: what each call that
-    left no session in the model would have made of its id). A session listed under
+    does, is named by what made it so: ``made`` maps a session id to the rule and shape
+    of the call that would have made it (an empty append: APPEND-001, a read of an
+    unknown session: READ-002, a refused append: its refusal's rule, a delete:
+    LIST-001, a truncate of an unknown session: TRUNC-004, a truncate to 0: TRUNC-005). A session listed under
     an id no call made but that folds into one an empty append made (`same_fold`: a
     store mapping ``a/b`` to ``a_b``) is that append's too, the folding being the
     other explanation (ID-001)."""
     if sorted(got) == sorted(expected):
         return None
-    reason = cause if cause is not None else made.get
     wanted, shown = f"ids {sorted(expected)}", f"ids {sorted(got)}"
     if len(set(got)) != len(got):
         return Divergence("LIST-001", "list_sessions listed a session twice", "", wanted, shown)
@@ -538,10 +530,10 @@ def of_listing(
     if extra and len(extra) == len(missing):
         return Divergence("ID-001", _OTHER_ID, "", wanted, shown)
     for one in sorted(extra):
-        if (found := reason(one)) is not None:
+        if (found := made.get(one)) is not None:
             return Divergence(found[0], found[1], expected=wanted, got=shown)
     for one in sorted(missing):
-        if (found := reason(one)) is not None:
+        if (found := made.get(one)) is not None:
             return Divergence(found[0], found[1], expected=wanted, got=shown)
     for one, (rule, shape) in sorted(made.items()):
         if rule == "APPEND-001" and one not in got and any(same_fold(one, x) for x in extra):

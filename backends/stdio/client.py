@@ -458,8 +458,13 @@ class StdioCheckpointer:
 
     def _encode(self, request: Request) -> bytes:
         """The line of ``request``, now the request in flight."""
-        line = self._conversation.encode(request)
+        line = self._unsent_line(request)
         self._conversation.begin(request)
+        return line
+
+    def _unsent_line(self, request: Request) -> bytes:
+        """The line of ``request``, checked (`--validate-protocol`), not yet in flight."""
+        line = self._conversation.encode(request)
         if self._validator is not None:
             self._validator.check_request(line)
         return line
@@ -707,12 +712,7 @@ class StdioCheckpointer:
         self._refuse_types("read", checks)
         chunks: list[StoredEvent] = []
         raw = await self._request("read", lambda id: Read(id, session_id, since_seq), chunks)
-        result = _decode_result(raw, ReadResult, "read")
-        if result.count != len(chunks):
-            raise StdioProtocolError(
-                f"read's result says {result.count} events; its events replies carried "
-                f"{len(chunks)}"
-            )
+        _check_read_count(raw, chunks)
         for stored in chunks:
             yield stored
 
@@ -765,13 +765,6 @@ class StdioCheckpointer:
             self._lock.release()
         return [outcomes[n] for n in range(len(session_ids))]
 
-    def _unsent_line(self, request: Read) -> bytes:
-        """The line of ``request``, to be sent among others before it is in flight."""
-        line = self._conversation.encode(request)
-        if self._validator is not None:
-            self._validator.check_request(line)
-        return line
-
     async def _pipelined_read(self, request: Read) -> list[StoredEvent] | Exception:
         """The answer to ``request``, sent already among others and now in flight: its
         events, or the typed error the child answered. A breach of the protocol (a
@@ -790,13 +783,7 @@ class StdioCheckpointer:
             return exc
         if reply.fault is not None:
             self._on_fault(reply.fault, request.id, raw)  # raises: not reporting
-        result = _decode_result(reply.result, ReadResult, "read")
-        if result.count != len(chunks):
-            raise StdioProtocolError(
-                f"read's result says {result.count} events; its events replies carried "
-                f"{len(chunks)}",
-                expected_id=request.id,
-            )
+        _check_read_count(reply.result, chunks, request.id)
         return chunks
 
     def _drain_and_unlock(self, requests: Sequence[Read]) -> None:
@@ -1000,6 +987,18 @@ class HookedStdioCheckpointer(StdioCheckpointer):
             return runner._exchange(build(0, launch.options), op)
         finally:
             child.end()
+
+
+def _check_read_count(
+    raw: msgspec.Raw, chunks: list[StoredEvent], request_id: int | None = None
+) -> None:
+    """Refuse a read whose result counts other than the events its replies carried."""
+    result = _decode_result(raw, ReadResult, "read")
+    if result.count != len(chunks):
+        raise StdioProtocolError(
+            f"read's result says {result.count} events; its events replies carried {len(chunks)}",
+            expected_id=request_id,
+        )
 
 
 async def _reads_one_by_one(

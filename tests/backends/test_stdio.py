@@ -14,7 +14,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import ParamSpec
 
@@ -507,19 +507,29 @@ async def test_a_call_whose_caller_stops_waiting_leaves_the_handle_in_step(
 ) -> None:
     # The first head is cancelled while the child holds its answer; the handle must read
     # that answer (7) before the second head's, not take it for the second's.
+    cp = await _cancelled_while_held(tmp_path, GATED_HEADS, lambda cp: cp.head("s"))
+    assert await cp.head("s") == 8
+    await cp.close()
+
+
+async def _cancelled_while_held(
+    tmp_path: Path, script: str, call: Callable[[StdioCheckpointer], Awaitable[object]]
+) -> StdioCheckpointer:
+    """A handle on the child ``script`` (given two named pipes: it says it has a request,
+    then holds it until the gate opens) whose ``call`` was cancelled while held, the
+    gate opened afterwards."""
     asked, gate = tmp_path / "asked", tmp_path / "gate"
     os.mkfifo(asked)
     os.mkfifo(gate)
-    child = [sys.executable, "-c", GATED_HEADS, str(asked), str(gate)]
+    child = [sys.executable, "-c", script, str(asked), str(gate)]
     cp = await asyncio.to_thread(StdioCheckpointer.start, child, tmp_path / "store")
-    first = asyncio.ensure_future(cp.head("s"))
+    held = asyncio.ensure_future(call(cp))
     await asyncio.to_thread(asked.read_bytes)  # ends when the child has the request
-    first.cancel()
+    held.cancel()
     with pytest.raises(asyncio.CancelledError):
-        await first
+        await held
     await asyncio.to_thread(gate.write_bytes, b"")
-    assert await cp.head("s") == 8
-    await cp.close()
+    return cp
 
 
 @synchronous
@@ -612,16 +622,8 @@ async def test_pipelined_reads_whose_caller_stops_waiting_leave_the_handle_in_st
 ) -> None:
     # Three reads are sent; the caller is cancelled while the child holds the first.
     # The handle must read all three answers before the head's, not take one for it.
-    asked, gate = tmp_path / "asked", tmp_path / "gate"
-    os.mkfifo(asked)
-    os.mkfifo(gate)
-    child = [sys.executable, "-c", GATED_READS, str(asked), str(gate)]
-    cp = await asyncio.to_thread(StdioCheckpointer.start, child, tmp_path / "store")
-    reads = asyncio.ensure_future(cp.read_logs(["a", "b", "c"]))
-    await asyncio.to_thread(asked.read_bytes)
-    reads.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await reads
-    await asyncio.to_thread(gate.write_bytes, b"")
+    cp = await _cancelled_while_held(
+        tmp_path, GATED_READS, lambda cp: cp.read_logs(["a", "b", "c"])
+    )
     assert await cp.head("s") == 5
     await cp.close()

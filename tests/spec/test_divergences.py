@@ -179,7 +179,7 @@ def test_answers_are_named_by_their_operation() -> None:
 
 def test_a_listed_session_is_named_by_what_created_it() -> None:
     assert of_listing(["a", "b"], ["b", "a"]) is None
-    created = of_listing(["a", "e"], ["a"], cause=lambda sid: ("APPEND-001", "an empty append"))
+    created = of_listing(["a", "e"], ["a"], made={"e": ("APPEND-001", "an empty append")})
     assert created is not None
     assert created.rule == "APPEND-001"
     missing = of_listing(["a"], ["a", "b"])
