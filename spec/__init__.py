@@ -79,6 +79,7 @@ from .filesystem import FileStat, FileSystem, FileSystemPorted, ScratchFiles
 from .model import ModelEvent, ModelHandle, SpecModel
 from .protocol import (
     Checkpointer,
+    DropsStores,
     ExternalStorage,
     FaultHook,
     FaultInjectable,
@@ -86,6 +87,7 @@ from .protocol import (
     MaintenanceLockable,
     RefusesBeforeTheBackend,
     StoreHooks,
+    drops_stores,
 )
 from .records import IntegrityReport, SessionInfo, StoredEvent
 from .restoration import (
@@ -193,6 +195,7 @@ __all__ = [
     "ConformanceLevel",
     "ConnectionLostError",
     "CorruptStoreError",
+    "DropsStores",
     "ExternalStorage",
     "FailoverPair",
     "FaultHook",
@@ -279,6 +282,7 @@ __all__ = [
     "compaction_boundary",
     "content_hash",
     "decode_event",
+    "drops_stores",
     "encode_content",
     "encode_event",
     "estimate_tokens",

@@ -16,16 +16,20 @@ Errors, in the order a backend checks for them:
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, TypeVar, runtime_checkable
 
 from .capabilities import Capability
 from .events import SessionEvent
 from .records import IntegrityReport, SessionInfo, StoredEvent
 
+if TYPE_CHECKING:  # context.py imports this module: a factory's type needs the protocol
+    from .context import BackendContext
+
 __all__ = [
     "Checkpointer",
+    "DropsStores",
     "ExternalStorage",
     "FaultHook",
     "FaultInjectable",
@@ -33,6 +37,7 @@ __all__ = [
     "MaintenanceLockable",
     "RefusesBeforeTheBackend",
     "StoreHooks",
+    "drops_stores",
 ]
 
 
@@ -208,6 +213,49 @@ class ExternalStorage(Protocol):
     async def drop_stores(self, directory: Path) -> list[str]:
         """Remove what the stores under ``directory`` keep outside it; say what was removed."""
         ...
+
+
+@runtime_checkable
+class DropsStores(Protocol):
+    """Optional, on a framework store's *factory* (``--langgraph``, ``--openai-session``,
+    ``--adk-session-service``): the stores it makes keep their data outside their
+    directories (tables or a schema on a database server).
+
+    A framework's factory returns the framework's own object, which cannot grow a
+    method of this kit's, so the factory carries it (`drops_stores` attaches one).
+    The kit calls ``drop_stores`` once a check is over, every object the factory
+    made for it closed, with a context whose ``path`` is the check's directory and
+    whose ``options`` are the run's: every store whose directory lies under
+    ``path`` is finished with. What it raises is reported as what the run left
+    behind; the verdict does not change.
+    """
+
+    async def drop_stores(self, ctx: BackendContext) -> list[str]:
+        """Remove what the stores under ``ctx.path`` keep elsewhere; say what was removed."""
+        ...
+
+
+_Factory = TypeVar("_Factory", bound=Callable[..., object])
+
+
+def drops_stores(
+    drop: Callable[[BackendContext], Awaitable[list[str]]],
+) -> Callable[[_Factory], _Factory]:
+    """Decorate a framework store's factory with how its stores are dropped (`DropsStores`)::
+
+        async def drop_schemas(ctx: BackendContext) -> list[str]: ...
+
+        @drops_stores(drop_schemas)
+        def database_postgres(ctx: BackendContext) -> DatabaseSessionService: ...
+
+    The factory itself is returned unchanged, ``drop`` set as its ``drop_stores``.
+    """
+
+    def attach(factory: _Factory) -> _Factory:
+        factory.drop_stores = drop  # type: ignore[attr-defined]  # a function's own attribute
+        return factory
+
+    return attach
 
 
 FaultHook = Callable[[str], None]

@@ -37,6 +37,7 @@ __all__ = [
     "MARKER_NAME",
     "REGISTRY_SCHEMA",
     "drop_store",
+    "names_under",
     "prune_stores",
     "read_marker",
     "register",
@@ -59,6 +60,13 @@ def read_marker(directory: Path) -> str | None:
     except (FileNotFoundError, NotADirectoryError):
         return None
     return check_schema_name(text)
+
+
+def names_under(directory: Path) -> list[str]:
+    """The names the store directories under ``directory`` record, sorted: what a check's
+    stores are called on the server (a schema here; a recipe for a framework's store may
+    name tables or a database by them)."""
+    return sorted({n for m in directory.rglob(MARKER_NAME) if (n := read_marker(m.parent))})
 
 
 def schema_for(directory: Path) -> str:

@@ -23,6 +23,16 @@ from ..engines.run.harness import CheckSkipped, Harness, NothingExercised
 __all__ = ["killed_writer", "power_cut_writer"]
 
 
+def _skip_when_kept_elsewhere(h: Harness, what: str, fault: str) -> None:
+    """Skip, before any writer starts, when the factory says its stores keep their data
+    elsewhere (`checkpointspec.spec.DropsStores`): ``fault`` cannot reach it."""
+    if h.run.probe.external_storage:
+        raise CheckSkipped(
+            f"{what} keeps its data outside the store's directory, its factory says (it "
+            f"carries drops_stores: a store on a server), which {fault}"
+        )
+
+
 def _filed(found: RuleViolation, rule_id: str, shape: str, causes: frozenset[str]) -> RuleViolation:
     """``found`` as ``rule_id``'s finding, unless its rule is one of ``causes``."""
     if found.rule_id in causes:
@@ -46,6 +56,7 @@ async def killed_writer(
     profile's ``kill_states`` of them when there are more); a finding is ``rule_id``'s (or
     its own, when its rule is among ``causes``). ``what`` names the store in a skip's
     reason ("the saver")."""
+    _skip_when_kept_elsewhere(h, what, "a killed process cannot leave half-written")
     reason = stopper_unavailable()
     if reason is not None:  # this machine's lack, not the store's: nothing is judged
         raise NothingExercised(f"writers cannot be held at a system call here: {reason}")
@@ -90,6 +101,7 @@ async def power_cut_writer(
     writer of the calls ``program`` gives (once this machine can trace one); a finding is
     ``rule_id``'s (or its own, when its rule is among ``causes``). ``what`` names the
     store in a skip's reason."""
+    _skip_when_kept_elsewhere(h, what, "a power loss here cannot reach")
     reason = tracer_unavailable()
     if reason is not None:  # this machine's lack, not the store's: nothing is judged
         raise NothingExercised(f"a writer cannot be traced here: {reason}")

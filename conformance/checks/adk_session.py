@@ -459,7 +459,9 @@ MACHINE_RULES: Final[tuple[str, ...]] = (
 
 def model_based(h: Harness) -> None:
     """ADKGET-001: random sequences of the five calls, on resembling names through held session objects, agree with the model."""
-    machine = contract_machine(contract_of(h), _opener(h), h.root)
+    machine = contract_machine(
+        contract_of(h), _opener(h), h.root, keep_stores=h.run.probe.external_storage
+    )
     run_machine(h, machine, examples=h.profile.stateful_examples, steps=h.profile.stateful_steps)
 
 

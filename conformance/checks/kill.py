@@ -97,7 +97,7 @@ _SESSION: Final = "compacted"
 def commanded_workers(h: Harness) -> None:
     """KILL-001: processes paused inside writes and killed there leave whole writes and free locks."""
     with worker_pool(h.target, WORKERS) as pool:
-        env = CommandedEnv(pool, h.capabilities, h.new_store)
+        env = CommandedEnv(pool, h.capabilities, h.new_store, h.discard_store)
         # No shrinking: every shrink attempt replays processes being killed and
         # restarted, which took minutes; a failing run of at most commanded_steps
         # steps is reported as it was found.

@@ -615,7 +615,7 @@ def model_based(h: Harness) -> None:
     """LGPUT-001: random sequences of the saver's operations through both twins agree with the model."""
     open_one = _opener(h)
     contract = langgraph_contract(_offers(h))
-    machine = contract_machine(contract, open_one, h.root)
+    machine = contract_machine(contract, open_one, h.root, keep_stores=h.run.probe.external_storage)
     run_machine(h, machine, examples=h.profile.stateful_examples, steps=h.profile.stateful_steps)
 
 

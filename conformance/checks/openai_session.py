@@ -374,7 +374,9 @@ MACHINE_RULES: Final[tuple[str, ...]] = tuple(
 
 def model_based(h: Harness) -> None:
     """OASADD-001: random sequences of the four calls, on confusable ids through two Session objects each, agree with the model."""
-    machine = contract_machine(OPENAI_SESSION_CONTRACT, _opener(h), h.root)
+    machine = contract_machine(
+        OPENAI_SESSION_CONTRACT, _opener(h), h.root, keep_stores=h.run.probe.external_storage
+    )
     run_machine(h, machine, examples=h.profile.stateful_examples, steps=h.profile.stateful_steps)
 
 

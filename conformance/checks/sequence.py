@@ -108,6 +108,7 @@ def run_model_based(h: Harness, codec: type[Codec] | None) -> None:
         root=h.root,
         codec_factory=codec,
         warnings=h.warnings,
+        keep_stores=h.run.probe.external_storage,
     )
     run_machine(
         h,

@@ -58,6 +58,7 @@ def run_session_machine(
         root=h.root,
         layer=layer,
         restores=restores,
+        keep_stores=h.run.probe.external_storage,
     )
     run_machine(
         h,

@@ -38,6 +38,7 @@ from ...spec import (
     CAPABILITY_REASONS,
     BackendContext,
     Capability,
+    DropsStores,
     ExternalStorage,
     RefusesBeforeTheBackend,
     StoreHooks,
@@ -179,7 +180,9 @@ def probe_saver(target: BackendTarget, declared: Iterable[Capability] = ()) -> B
                     "neither get_tuple nor aget_tuple answers"
                 ),
             )
-        return BackendProbe(claims, has_hooks=False, saver_offers=dict(offers))
+        return await _dropping_the_scratch(
+            target, scratch, BackendProbe(claims, has_hooks=False, saver_offers=dict(offers))
+        )
 
     return _on_scratch(target, probe)
 
@@ -203,7 +206,7 @@ def probe_session_store(target: BackendTarget, declared: Iterable[Capability] = 
             await session.get_items()  # type: ignore[attr-defined]
         finally:
             await store.close()
-        return BackendProbe(claims, has_hooks=False)
+        return await _dropping_the_scratch(target, scratch, BackendProbe(claims, has_hooks=False))
 
     return _on_scratch(target, probe)
 
@@ -248,7 +251,7 @@ def probe_session_service(
             )
         finally:
             await close_service(handle)
-        return BackendProbe(claims, has_hooks=False)
+        return await _dropping_the_scratch(target, scratch, BackendProbe(claims, has_hooks=False))
 
     return _on_scratch(target, probe)
 
@@ -262,6 +265,31 @@ def probe_framework(
     if framework.suite.value == "adk_session":
         return probe_session_service(target, declared)
     return probe_session_store(target, declared)
+
+
+async def drop_through_factory(target: BackendTarget, directory: Path) -> str:
+    """Drop the stores under ``directory`` through the factory of a framework's ``target``
+    when it carries `DropsStores` (a store on a database server); "" when that worked or
+    was not needed, else what failed, in a sentence for the report."""
+    factory = target.factory()
+    if not isinstance(factory, DropsStores):
+        return ""
+    try:
+        await factory.drop_stores(target.context(directory))
+    except Exception as exc:
+        return f"drop_stores of {directory}'s stores raised {type(exc).__name__}: {exc}"
+    return ""
+
+
+async def _dropping_the_scratch(
+    target: BackendTarget, scratch: Path, probe: BackendProbe
+) -> BackendProbe:
+    """A framework store's ``probe`` with what its factory says of its stores (`DropsStores`),
+    the probe's own ``scratch`` store dropped through it."""
+    if not isinstance(target.factory(), DropsStores):
+        return probe
+    left = await drop_through_factory(target, scratch)
+    return msgspec.structs.replace(probe, external_storage=True, left_behind=left)
 
 
 async def drop_or_say_why(handle: object, directory: Path) -> str:

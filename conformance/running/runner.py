@@ -77,6 +77,7 @@ from ...spec import (
 )
 from ..checks.base import Check
 from ..engines.processes.groups import end_with_parent
+from ..engines.run.frameworks import framework_of_suite
 from ..engines.run.harness import CheckSkipped, Harness, NothingExercised
 from ..engines.run.kit_run import BackendProbe, KitRun
 from ..engines.search.budget import Allowance, format_seconds
@@ -94,7 +95,7 @@ from ..engines.target.witness import note_divergence
 from .failures import ANSWERED_DIFFERENTLY, full_traceback, hypothesis_lines, raised_at
 from .findings import findings_from, with_findings
 from .levels import judge_levels
-from .plan import drop_or_say_why, selected_checks, skip_reason
+from .plan import drop_or_say_why, drop_through_factory, selected_checks, skip_reason
 from .registry import CHECKS_BY_NAME, is_session_check
 from .report import (
     KIT_VERSION,
@@ -260,11 +261,17 @@ def _drop_external_stores(run: KitRun, harness: Harness | None, workdir: Path) -
     """Let a backend that keeps stores outside their directories (`ExternalStorage`, e.g.
     a database server) drop the check's stores, through the first handle the check
     opened, or one opened for it when the check opened none itself (a model-based
-    machine's per-example stores, a worker's). "" when that worked or was not needed;
+    machine's per-example stores, a worker's); a framework's store through its factory
+    (`DropsStores`). "" when that worked or was not needed;
     else what failed, which the check's result keeps (`CheckResult.left_behind`): it
     says nothing about the rules, but a gate must say what it left on the server."""
     if not run.probe.external_storage:
         return ""
+    if framework_of_suite(run.suite) is not None:  # the factory drops them (DropsStores)
+        try:
+            return asyncio.run(drop_through_factory(run.target, workdir))
+        except Exception as exc:
+            return f"the stores could not be dropped: {type(exc).__name__}: {exc}"
     specimen = harness.specimen if harness is not None else None
 
     async def drop() -> str:

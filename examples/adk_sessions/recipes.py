@@ -13,10 +13,9 @@ They need the ``adk`` extra (``pip install 'checkpointspec[adk]'``).
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import AsyncIterator
 
-from checkpointspec.spec import BackendContext
+from checkpointspec.spec import BackendContext, drops_stores
 from google.adk.events import Event  # noqa: F401  (imported once, before workers fork)
 from google.adk.sessions.database_session_service import DatabaseSessionService
 from google.adk.sessions.in_memory_session_service import InMemorySessionService
@@ -46,10 +45,28 @@ async def database_sqlite(ctx: BackendContext) -> AsyncIterator[object]:
         yield service
 
 
-DSN_VARIABLE = "CHECKPOINTSPEC_POSTGRES_DSN"
-"""The environment variable holding the PostgreSQL server's DSN (the kit's own backend's too)."""
+async def drop_schemas(ctx: BackendContext) -> list[str]:
+    """Drop the schema of every store under ``ctx.path``; return them. The kit calls it
+    when a check is done with its stores (`checkpointspec.spec.DropsStores`), so a run
+    leaves nothing on the server."""
+    import psycopg
+    from checkpointspec.backends.postgres.checkpointer import dsn_from
+    from checkpointspec.backends.postgres.stores import names_under
+    from psycopg import sql
+
+    schemas = names_under(ctx.path)
+    if schemas:
+        async with await psycopg.AsyncConnection.connect(
+            dsn_from(ctx.options), autocommit=True
+        ) as c:
+            for schema in schemas:
+                await c.execute(
+                    sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema))
+                )
+    return schemas
 
 
+@drops_stores(drop_schemas)
 @contextlib.asynccontextmanager
 async def database_postgres(ctx: BackendContext) -> AsyncIterator[object]:
     """``DatabaseSessionService`` on a PostgreSQL server (``postgresql+asyncpg``): the
@@ -59,17 +76,13 @@ async def database_postgres(ctx: BackendContext) -> AsyncIterator[object]:
     from other processes; ADK's tables have fixed names, so each directory gets a schema
     of its own (named by the marker file the kit's PostgreSQL backend names its schemas
     with, ``schema_for``) and the service's connections put it first on their
-    ``search_path``. The schemas stay on the server: run it on a throwaway one
-    (``python .ci/postgres.py run -- ...``)."""
+    ``search_path``. The kit drops a check's schemas when it is done with them
+    (`drop_schemas`); a run killed before that leaves its schemas on the server."""
     import asyncpg
+    from checkpointspec.backends.postgres.checkpointer import dsn_from
     from checkpointspec.backends.postgres.stores import schema_for
 
-    dsn = ctx.options.get("dsn") or os.environ.get(DSN_VARIABLE, "")
-    if not dsn:
-        raise RuntimeError(
-            f"{DSN_VARIABLE} is not set: this service needs a PostgreSQL server"
-            f" (set it, pass --option dsn=..., or run under `python .ci/postgres.py run -- ...`)"
-        )
+    dsn = dsn_from(ctx.options)
     schema = schema_for(ctx.path)
     connection = await asyncpg.connect(dsn)
     try:

@@ -38,10 +38,12 @@ lives outside the store's database: a session waiting for it there holds a
 snapshot the holder's ``CREATE INDEX CONCURRENTLY`` waits for, and PostgreSQL
 aborts one of them (``deadlock detected``).
 
-**Cleaning up.** Each database created is entered in
-``checkpointspec_langgraph_stores`` (database, host, directory) in the DSN's
-database; after creating one, the factory drops a few of this host's databases
-whose directory no longer names them (a database still in use is left for later).
+**Cleaning up.** The kit drops a check's databases when the check is done with
+them (`drop_databases`, attached to both factories with ``drops_stores``). Each
+database created is also entered in ``checkpointspec_langgraph_stores`` (database,
+host, directory) in the DSN's database; after creating one, the factory drops a few
+of this host's databases whose directory no longer names them (what a killed run
+left; a database still in use is left for later).
 
 The connections are made as LangGraph's docs require (autocommit,
 ``row_factory=dict_row``, ``prepare_threshold=0``) and closed when the kit
@@ -59,8 +61,8 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from checkpointspec.backends.postgres.stores import read_marker, schema_for
-from checkpointspec.spec import BackendContext
+from checkpointspec.backends.postgres.stores import names_under, read_marker, schema_for
+from checkpointspec.spec import BackendContext, drops_stores
 
 if TYPE_CHECKING:
     import psycopg
@@ -202,10 +204,45 @@ def _prune(admin: psycopg.Connection[Any]) -> list[str]:
     return dropped
 
 
+def _drop_databases(ctx: BackendContext) -> list[str]:
+    """Drop the database of every store under ``ctx.path`` and its registry row; return them.
+
+    The kit calls it (through `drop_databases`) when a check is done with its stores,
+    every connection to them closed; ``WITH (FORCE)`` ends one a killed worker left."""
+    import psycopg
+    from psycopg import sql
+
+    names = names_under(Path(ctx.path))
+    if not names:
+        return []
+    with psycopg.Connection.connect(_dsn(ctx), autocommit=True) as admin:
+        for name in names:
+            admin.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )
+            with contextlib.suppress(psycopg.errors.UndefinedTable):  # no store registered yet
+                admin.execute(
+                    sql.SQL("DELETE FROM {r} WHERE datname = %s").format(
+                        r=sql.Identifier(REGISTRY)
+                    ),
+                    (name,),
+                )
+    return names
+
+
+async def drop_databases(ctx: BackendContext) -> list[str]:
+    """The stores' databases under ``ctx.path`` dropped (`checkpointspec.spec.DropsStores`),
+    so a run leaves nothing on the server."""
+    import asyncio
+
+    return await asyncio.to_thread(_drop_databases, ctx)
+
+
 # The kit takes whatever a factory returns (a saver, an awaitable, a context manager);
 # the savers are typed ``object``: LangGraph is not installed where the kit is type-checked.
 
 
+@drops_stores(drop_databases)
 @contextlib.contextmanager
 def postgres(ctx: BackendContext) -> Iterator[object]:
     """``langgraph-checkpoint-postgres``'s PostgresSaver on the store's own database."""
@@ -229,6 +266,7 @@ def postgres(ctx: BackendContext) -> Iterator[object]:
         yield saver
 
 
+@drops_stores(drop_databases)
 @contextlib.asynccontextmanager
 async def async_postgres(ctx: BackendContext) -> AsyncIterator[object]:
     """``langgraph-checkpoint-postgres``'s AsyncPostgresSaver on the store's own database."""

@@ -13,12 +13,11 @@ They need the ``openai-agents`` extra (``pip install 'checkpointspec[openai-agen
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import AsyncIterator
 
 from agents import SQLiteSession
 from agents.extensions.memory import AsyncSQLiteSession, SQLAlchemySession
-from checkpointspec.spec import BackendContext
+from checkpointspec.spec import BackendContext, drops_stores
 
 # The SDK is imported with the module, not in each factory: the kit's worker processes
 # are forked from one that imported this module, so the SDK's import is paid once.
@@ -49,10 +48,30 @@ async def sqlalchemy_sqlite(session_id: str, ctx: BackendContext) -> AsyncIterat
         await session.engine.dispose()
 
 
-DSN_VARIABLE = "CHECKPOINTSPEC_POSTGRES_DSN"
-"""The environment variable holding the PostgreSQL server's DSN (the kit's own backend's too)."""
+async def drop_tables(ctx: BackendContext) -> list[str]:
+    """Drop the tables of every store under ``ctx.path``; return them. The kit calls it
+    when a check is done with its stores (`checkpointspec.spec.DropsStores`), so a run
+    leaves nothing on the server."""
+    import psycopg
+    from checkpointspec.backends.postgres.checkpointer import dsn_from
+    from checkpointspec.backends.postgres.stores import names_under
+    from psycopg import sql
+
+    prefixes = names_under(ctx.path)
+    tables = [f"{prefix}_{kind}" for prefix in prefixes for kind in ("messages", "sessions")]
+    if tables:
+        async with await psycopg.AsyncConnection.connect(
+            dsn_from(ctx.options), autocommit=True
+        ) as c:
+            await c.execute(
+                sql.SQL("DROP TABLE IF EXISTS {} CASCADE").format(
+                    sql.SQL(", ").join(sql.Identifier(t) for t in tables)
+                )
+            )
+    return tables
 
 
+@drops_stores(drop_tables)
 @contextlib.asynccontextmanager
 async def sqlalchemy_postgres(session_id: str, ctx: BackendContext) -> AsyncIterator[object]:
     """``SQLAlchemySession`` on a PostgreSQL server (``postgresql+asyncpg``): the server
@@ -62,16 +81,12 @@ async def sqlalchemy_postgres(session_id: str, ctx: BackendContext) -> AsyncIter
     it, also from other processes; SQLAlchemySession takes its tables' names, so each
     directory gets tables of its own, named by the marker file the kit's PostgreSQL
     backend names its schemas with (``schema_for``: a random ``cps_<24 hex digits>``
-    the first time, the recorded name after). The tables stay on the server: run it on
-    a throwaway one (``python .ci/postgres.py run -- ...``)."""
+    the first time, the recorded name after). The kit drops a check's tables when it is
+    done with them (`drop_tables`); a run killed before that leaves them on the server."""
+    from checkpointspec.backends.postgres.checkpointer import dsn_from
     from checkpointspec.backends.postgres.stores import schema_for
 
-    dsn = ctx.options.get("dsn") or os.environ.get(DSN_VARIABLE, "")
-    if not dsn:
-        raise RuntimeError(
-            f"{DSN_VARIABLE} is not set: this session needs a PostgreSQL server"
-            f" (set it, pass --option dsn=..., or run under `python .ci/postgres.py run -- ...`)"
-        )
+    dsn = dsn_from(ctx.options)
     prefix = schema_for(ctx.path)
     session = SQLAlchemySession.from_url(
         session_id,

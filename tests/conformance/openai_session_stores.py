@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from checkpointspec.spec import BackendContext
+from checkpointspec.spec import BackendContext, drops_stores
 
 Item = dict[str, Any]
 
@@ -237,6 +237,44 @@ KINDS = {
 def make(session_id: str, ctx: BackendContext) -> FileSession:
     """The kit's factory: the session ``-o kind=NAME`` names (FileSession by default)."""
     return KINDS[ctx.options.get("kind", "FileSession")](session_id, ctx.path)
+
+
+OPENED_MARK = "opened-by-elsewhere"
+"""The file `elsewhere` leaves in each store directory it opens a session on."""
+
+
+def _noted(ctx: BackendContext, line: str) -> None:
+    with Path(ctx.options["ledger"]).open("a", encoding="utf-8") as ledger:
+        ledger.write(line + "\n")
+
+
+async def _note_the_drop(ctx: BackendContext) -> list[str]:
+    """Note the drop, and which store directories are still there for it to find."""
+    present = sorted(str(mark.parent) for mark in ctx.path.rglob(OPENED_MARK))
+    _noted(ctx, f"dropped {ctx.path}")
+    for directory in present:
+        _noted(ctx, f"found {directory}")
+    return present
+
+
+@drops_stores(_note_the_drop)
+def elsewhere(session_id: str, ctx: BackendContext) -> FileSession:
+    """`FileSession`, its factory saying its stores keep data elsewhere (`DropsStores`): each
+    store it opens and each drop (with the store directories still there) noted in the
+    file ``ctx.options["ledger"]``."""
+    (ctx.path / OPENED_MARK).touch()
+    _noted(ctx, f"opened {ctx.path}")
+    return FileSession(session_id, ctx.path)
+
+
+async def _server_gone(ctx: BackendContext) -> list[str]:
+    raise ConnectionError("the server is gone")
+
+
+@drops_stores(_server_gone)
+def cannot_drop(session_id: str, ctx: BackendContext) -> FileSession:
+    """`FileSession`, its stores' drop refused as a store whose server went away would."""
+    return FileSession(session_id, ctx.path)
 
 
 class _NotASession:

@@ -16,6 +16,10 @@ from checkpointspec.spec import BackendContext
 __all__ = ["CannotDrop", "RemembersStores"]
 
 
+OPENED_MARK = "opened-by-remembers-stores"
+"""The file `RemembersStores` leaves in each store directory it opens."""
+
+
 class RemembersStores(MemoryCheckpointer):
     """The memory backend, noting each store it opens (``opened PATH``) and each drop
     the kit asks for (``dropped DIRECTORY``) in the file ``ctx.options["ledger"]``."""
@@ -28,15 +32,19 @@ class RemembersStores(MemoryCheckpointer):
         if not ctx.path.is_dir():  # BackendContext: the path already exists
             raise FileNotFoundError(f"the store's directory {ctx.path} does not exist")
         handle = cls(store_for(ctx.path))
+        (ctx.path / OPENED_MARK).touch()
         handle.ledger = Path(ctx.options["ledger"])
         with handle.ledger.open("a", encoding="utf-8") as noted:
             noted.write(f"opened {ctx.path}\n")
         return handle
 
     async def drop_stores(self, directory: Path) -> list[str]:
-        """Note the drop; a memory store has nothing outside to remove."""
+        """Note the drop and the store directories still there for it to find (``found
+        PATH``: each one this class opened); a memory store has nothing outside to remove."""
+        present = sorted(p.parent for p in directory.rglob(OPENED_MARK))
         with self.ledger.open("a", encoding="utf-8") as noted:
             noted.write(f"dropped {directory}\n")
+            noted.writelines(f"found {p}\n" for p in present)
         return [str(directory)]
 
 

@@ -388,7 +388,7 @@ async def holds(
                     yield Hold(t, n, before, sends)
                     taken += 1
             finally:
-                shutil.rmtree(before, ignore_errors=True)
+                h.discard_store(before)
         spare, held = share - taken, held + taken
     if cut:
         h.slice.stopped(f"held writers {held} times of up to {h.profile.held_writes}")
@@ -448,7 +448,7 @@ async def _count_calls(
         ):
             counted = write.reached.counted
     finally:
-        shutil.rmtree(store, ignore_errors=True)
+        h.discard_store(store)
     if counted == 0 and sends and calls[t].kind == "append":
         raise CheckSkipped(
             f"{calls[t].label} changed no file under the store directory and sent nothing "
@@ -464,7 +464,7 @@ async def counted_write(h: Harness, calls: list[Call], t: int, rule_id: str) -> 
     try:
         return await _count_write(h, before, calls, t, rule_id, False)
     finally:
-        shutil.rmtree(before, ignore_errors=True)
+        h.discard_store(before)
 
 
 async def until_waiting(worker: WorkerClient, reply: asyncio.Future[WorkerReply]) -> bool:

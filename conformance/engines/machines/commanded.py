@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import shutil
 import tempfile
 from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
@@ -154,11 +153,13 @@ def worker_pool(
 
 
 class CommandedEnv(msgspec.Struct):
-    """What a machine runs against: the workers, the declared capabilities, fresh stores."""
+    """What a machine runs against: the workers, the declared capabilities, fresh stores
+    and how a store an example is done with goes (`Harness.discard_store`)."""
 
     pool: WorkerPool
     capabilities: frozenset[Capability]
     new_store: Callable[[], Path]
+    discard_store: Callable[[Path], None]
 
 
 _worker = st.integers(min_value=0, max_value=WORKERS - 1)
@@ -551,7 +552,7 @@ class CommandedMachine(RuleBasedStateMachine):
         for k in range(WORKERS):
             if self.pool.alive(k):
                 self.call(k, Close(UNSENT))
-        shutil.rmtree(self.path, ignore_errors=True)
+        self.env.discard_store(self.path)
 
 
 def _kind(command: Write) -> WriteKind:

@@ -46,6 +46,9 @@ class ContractMachineBase(Diverging, RuleBasedStateMachine, Generic[Store, State
     contract: Contract[Store, State]
     open_store: Callable[[Path], Awaitable[Store]]
     root: Path
+    keep_stores: bool = False
+    """The stores' data lives elsewhere (a database server): an example's directory
+    stays for the check's end, where the factory drops what every directory names."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -92,7 +95,8 @@ class ContractMachineBase(Diverging, RuleBasedStateMachine, Generic[Store, State
             self.loop.run_until_complete(self.contract.close(self.store))
         finally:
             self.loop.close()
-            shutil.rmtree(self.path, ignore_errors=True)
+            if not self.keep_stores:
+                shutil.rmtree(self.path, ignore_errors=True)
 
 
 def _step(
@@ -110,14 +114,18 @@ def contract_machine(
     contract: Contract[Store, State],
     open_store: Callable[[Path], Awaitable[Store]],
     root: Path,
+    *,
+    keep_stores: bool = False,
 ) -> type[ContractMachineBase[Store, State]]:
     """A state machine class driving stores of ``contract`` opened by ``open_store``
     in directories under ``root``; run it like any Hypothesis state machine (the
-    kit's search drivers run it in rounds under a check's slice)."""
+    kit's search drivers run it in rounds under a check's slice). ``keep_stores``:
+    leave each example's directory for the check's end (`ContractMachineBase.keep_stores`)."""
     namespace: dict[str, object] = {
         "contract": contract,
         "open_store": staticmethod(open_store),
         "root": root,
+        "keep_stores": keep_stores,
     }
     for operation in contract.operations:
         # A weight of n is n rules, each of its own name: Hypothesis switches rules off

@@ -110,6 +110,10 @@ class SessionMachineEnv(msgspec.Struct):
     root: Path
     layer: SessionLayer
     restores: bool = True
+    keep_stores: bool = False
+    """The backend keeps its stores' data elsewhere (a database server): an example's
+    store directory stays for the check's end, where the backend drops what every
+    directory names (`Harness.discard_store`)."""
 
 
 class Blame(msgspec.Struct):
@@ -174,7 +178,8 @@ class SessionMachineBase(Diverging, RuleBasedStateMachine):
             self.run(run_backend(self.cp.close))
         finally:
             self.loop.close()
-            shutil.rmtree(self.home, ignore_errors=True)
+            if not self.env.keep_stores:
+                shutil.rmtree(self.home, ignore_errors=True)
 
     # -- the model -------------------------------------------------------------------
     def stored_model(self) -> list[StoredEvent]:

@@ -115,6 +115,10 @@ class MachineEnv(msgspec.Struct):
     root: Path
     codec_factory: Callable[[], Codec | None] | None = None
     warnings: list[RuleWarning] = msgspec.field(default_factory=list)
+    keep_stores: bool = False
+    """The backend keeps its stores' data elsewhere (a database server): an example's
+    store directory stays for the check's end, where the backend drops what every
+    directory names (`Harness.discard_store`)."""
 
 
 class MachineBase(Diverging, RuleBasedStateMachine):
@@ -226,7 +230,8 @@ class MachineBase(Diverging, RuleBasedStateMachine):
                 self.run(run_backend(cp.close))
         finally:
             self.loop.close()
-            shutil.rmtree(self.path, ignore_errors=True)
+            if not self.env.keep_stores:
+                shutil.rmtree(self.path, ignore_errors=True)
 
     # -- drawn arguments -------------------------------------------------------------
     def new_batch(self, kinds: list[str]) -> list[SessionEvent]:

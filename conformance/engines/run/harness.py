@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import shutil
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 
@@ -156,6 +157,14 @@ class Harness:
         path = self.root / f"store-{next(self._counter)}"
         path.mkdir(parents=True)
         return path
+
+    def discard_store(self, path: Path) -> None:
+        """Remove the directory of a store this check is done with. A backend keeping its
+        stores' data elsewhere (a database server) keeps the directory until the check
+        ends: the run then drops what every directory under the check's names
+        (`checkpointspec.spec.ExternalStorage`, `checkpointspec.spec.DropsStores`)."""
+        if not self.run.probe.external_storage:
+            shutil.rmtree(path, ignore_errors=True)
 
     @property
     def session(self) -> SessionLayer:

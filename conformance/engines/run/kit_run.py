@@ -51,7 +51,8 @@ class BackendProbe(msgspec.Struct, frozen=True):
     that answers for itself."""
     external_storage: bool = False
     """The handle keeps its stores' data outside their directories
-    (`checkpointspec.spec.ExternalStorage`): every check's stores are dropped after it."""
+    (`checkpointspec.spec.ExternalStorage`; a framework's factory: `DropsStores`): every
+    check's stores are dropped after it."""
     left_behind: str = ""
     """Why the probe's own store could not be dropped ("" when it was, or needed not be)."""
     store_hooks_how: str = ""
