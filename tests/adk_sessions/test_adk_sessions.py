@@ -121,10 +121,9 @@ VERDICTS: dict[str, tuple[tuple[Capability, ...], set[str]]] = {
 SOMETIMES: dict[str, set[str]] = {
     # DatabaseSessionService on PostgreSQL reads a session's row, events and state in
     # separate statements under READ COMMITTED: callers appending at once, in one
-    # process or in several, see a torn get_session in the runs where an append
-    # commits between a reader's statements (docs/adk.md). One CI run also failed
-    # ADKMP-001 with an outcome no order gives that the kit did not name as the torn
-    # read; until it is explained it is allowed here too, and docs/adk.md says so.
+    # process or in several, see a torn get_session (state behind or ahead of the
+    # events read) in the runs where an append commits between a reader's statements
+    # (docs/adk.md).
     "recipes:database_postgres": {"ADKMP-001", "ADKMP-002"},
 }
 """Rules a recipe fails in some runs only, by how its callers interleave: allowed."""

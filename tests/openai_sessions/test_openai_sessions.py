@@ -14,7 +14,6 @@ import pytest
 pytest.importorskip("agents")
 
 from checkpointspec.conformance.running.plan import plan_run
-from checkpointspec.conformance.running.registry import OPENAI_SESSION_CHECKS
 from checkpointspec.conformance.running.runner import run_kit
 from checkpointspec.spec import Capability
 
@@ -30,10 +29,15 @@ VERDICTS = {
 """Per recipe: what it is declared to claim, and the rules it fails (docs/openai-agents.md)."""
 
 
-ON_A_SERVER_NOT_JUDGED = "OASMP-002::callers_in_processes"
-"""SQLAlchemySession on PostgreSQL failed it in one of two runs (items of adds made at
-once read back in an order no sequence of them gives); until that is reproduced on
-its own, a verdict that depends on the scheduling is not asserted (docs/openai-agents.md)."""
+SOMETIMES: dict[str, set[str]] = {
+    # SQLAlchemySession orders a conversation by created_at, which PostgreSQL fixes when
+    # an add's transaction begins: an add that began first and took the session's lock
+    # second sorts before items already read. Callers in processes of their own see it
+    # in the runs where one is paused between its BEGIN and its lock (docs/openai-agents.md,
+    # examples/openai_sessions/upstream/sqlalchemy_postgres_add_order.py).
+    "recipes:sqlalchemy_postgres": {"OASMP-002"},
+}
+"""Rules a recipe fails in some runs only, by how its callers interleave: allowed."""
 
 
 @pytest.mark.parametrize("recipe", list(VERDICTS))
@@ -42,10 +46,10 @@ def test_the_sdks_sessions_get_the_published_verdicts(
 ) -> None:
     declared, failing = VERDICTS[recipe]
     monkeypatch.syspath_prepend(str(REPO))  # the recipes are examples.openai_sessions
-    options, only = {}, []
+    options = {}
     if recipe.endswith("_postgres"):
         options["dsn"] = request.getfixturevalue("postgres_dsn")
-        only = [c.name for c in OPENAI_SESSION_CHECKS if c.name != ON_A_SERVER_NOT_JUDGED]
+    sometimes = SOMETIMES.get(recipe, set())
     run = plan_run(
         f"examples.openai_sessions.{recipe}",
         suite="openai_session",
@@ -54,14 +58,13 @@ def test_the_sdks_sessions_get_the_published_verdicts(
         workers=1,
         declared=declared,
         options=options,
-        only=only,
     )
     report = run_kit(run)
     failed = {
         r.id: r.reason for r in report.rules if r.status not in ("passed", "skipped", "not_run")
     }
-    assert set(failed) == failing, failed
-    assert set(report.roots) == failing
+    assert set(failed) - sometimes == failing, failed
+    assert set(report.roots) - sometimes == failing
     skipped = {r.id for r in report.rules if r.status == "skipped"}
     # A store on a server changes no file a killed or power-cut writer could tear; one
     # on files takes no server the kit could kill, cut off or power-cut.

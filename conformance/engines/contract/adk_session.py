@@ -389,24 +389,38 @@ def readback(calls: Sequence[Call]) -> tuple[Call, ...]:
 
 
 def torn_read(history: Sequence[RecordedCall]) -> tuple[str, str] | None:
-    """A get_session whose state is what the session's created state and only some
-    first of the events it returned make of it: state read before an append its events
-    show, which no order of the calls gives, as a shape and a sentence; None when
-    there is none. Judged only for sessions created once and never deleted in the
-    history, and on session keys (no app:, user: or temp: prefix), which only the
-    session's own create and events set. Asked after racing appends are ruled out:
-    appends stored through stale objects read back in timestamp order, not the order
-    they were stored in, which can look the same."""
+    """A get_session whose state and events are of different moments, which no order of
+    the calls gives, as a shape and a sentence; None when there is none. Either way round:
+    its session keys are what the session's created state and only some first of the
+    events it returned make of them (state read before an append its events show), or
+    its app: or user: state holds a value only an append it did not return set (state
+    read after an append its events do not show; a service reading the session row, its
+    events and the app and user state in separate statements can do both). Judged only
+    for sessions created once and never deleted in the history. Asked after racing
+    appends are ruled out: appends stored through stale objects read back in timestamp
+    order, not the order they were stored in, which can look the same."""
     created: dict[tuple[str, str, str], dict[str, object]] = {}
     changed: set[tuple[str, str, str]] = set()
+    stored: dict[tuple[str, str, str], list[Mapping[str, object]]] = {}
+    setters: dict[tuple[str, str], int] = {}  # how many calls set a scoped key to a value
     for recorded in history:
         call = recorded.call
-        if call.operation in ("create_session", "delete_session"):
-            key = (str(call.arguments[0]), str(call.arguments[1]), str(call.arguments[2]))
-            if call.operation == "delete_session" or key in created:
-                changed.add(key)
-            elif isinstance(recorded.answer, Returned):
-                created[key] = dict(cast("Mapping[str, object]", call.arguments[3] or {}))
+        if call.operation not in ("create_session", "delete_session", "append_event"):
+            continue
+        key = (str(call.arguments[0]), str(call.arguments[1]), str(call.arguments[2]))
+        if call.operation == "append_event":
+            made = cast("Mapping[str, object]", call.arguments[4])
+            for scoped in _scoped(cast("Mapping[str, object]", made.get("state_delta") or {})):
+                setters[scoped] = setters.get(scoped, 0) + 1
+            if isinstance(recorded.answer, Returned):
+                stored.setdefault(key, []).append(made)
+        elif call.operation == "delete_session" or key in created:
+            changed.add(key)
+        elif isinstance(recorded.answer, Returned):
+            created[key] = dict(cast("Mapping[str, object] | None", call.arguments[3]) or {})
+        if call.operation == "create_session":
+            for scoped in _scoped(cast("Mapping[str, object] | None", call.arguments[3]) or {}):
+                setters[scoped] = setters.get(scoped, 0) + 1
     for recorded in history:
         call, answer = recorded.call, recorded.answer
         if call.operation != "get_session" or call.arguments[4:6] != (None, None):
@@ -418,9 +432,11 @@ def torn_read(history: Sequence[RecordedCall]) -> tuple[str, str] | None:
         if read is None:
             continue
         folds = [split_delta(created[key])[2]]  # the session keys after each event read
+        returned: set[object] = set()
         for text in cast("list[str]", read["events"]):
             decoded = cast("dict[str, dict[str, object]]", msgspec.json.decode(text))
             folds.append(folds[-1] | split_delta(decoded["state_delta"])[2])
+            returned.add(decoded.get("id"))
         state = cast("Mapping[str, str]", read["state"])
         shown = {k: v for k, v in state.items() if not k.startswith(("app:", "user:", "temp:"))}
         if shown != folds[-1] and shown in folds[:-1]:
@@ -430,7 +446,24 @@ def torn_read(history: Sequence[RecordedCall]) -> tuple[str, str] | None:
                 f"before the last {len(folds) - 1 - folds.index(shown)} of the events this "
                 f"same read returned, which make them {folds[-1]!r}",
             )
+        for made in stored.get(key, []):
+            if made.get("id") in returned:
+                continue
+            delta = cast("Mapping[str, object]", made.get("state_delta") or {})
+            for scoped in _scoped(delta):
+                if setters[scoped] == 1 and state.get(scoped[0]) == scoped[1]:
+                    return (
+                        TORN_READ,
+                        f"{recorded}: its state has {scoped[0]}={scoped[1]!r}, which only the "
+                        f"stored append of event {made.get('id')!r} set, and this same read "
+                        "did not return that event",
+                    )
     return None
+
+
+def _scoped(delta: Mapping[str, object]) -> list[tuple[str, str]]:
+    """The app: and user: keys of a state delta with their values as a read shows them."""
+    return [(k, encoded(v)) for k, v in delta.items() if k.startswith(("app:", "user:"))]
 
 
 def _key(call: Call) -> str:

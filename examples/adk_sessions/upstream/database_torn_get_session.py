@@ -1,12 +1,14 @@
 """DatabaseSessionService's get_session can return state and events of different moments.
 
-One process appends events, each setting ``state["turn"]`` to its own number; another
-reads the session over and over. Every read should show a state whose ``turn`` is the
-last returned event's: get_session reads the session row, its events and the app and
-user state in separate statements, and under PostgreSQL's READ COMMITTED an append
-committed between them shows in the events but not in the state (google-adk 2.13.0,
-asyncpg; it needs a server: set $ADK_DATABASE_URL to ``postgresql+asyncpg://...``).
-Run: ``python database_torn_get_session.py``.
+One process appends events, each setting ``state["turn"]`` and ``state["app:turn"]`` to
+its own number; another reads the session over and over. Every read should show a
+state whose ``turn`` and ``app:turn`` are the last returned event's: get_session reads
+the session row, then its events, then the app and user state, in separate
+statements, and under PostgreSQL's READ COMMITTED an append committed between them
+shows either way round: in the events but not in the session's state (``turn``
+behind), or in the app's state but not in the events (``app:turn`` ahead).
+google-adk 2.13.0, asyncpg; it needs a server: set $ADK_DATABASE_URL to
+``postgresql+asyncpg://...``. Run: ``python database_torn_get_session.py``.
 """
 
 import asyncio
@@ -26,7 +28,7 @@ def appender() -> None:
         async with DatabaseSessionService(URL) as service:
             for turn in range(1, APPENDS + 1):
                 session = await service.get_session(app_name="app", user_id="u", session_id="s")
-                delta = EventActions(state_delta={"turn": turn})
+                delta = EventActions(state_delta={"turn": turn, "app:turn": turn})
                 event = Event(
                     author="user", invocation_id="i", timestamp=time.time(), actions=delta
                 )
@@ -41,10 +43,12 @@ async def reader(done: object) -> int:
         while not done.is_set():  # type: ignore[attr-defined]
             read = await service.get_session(app_name="app", user_id="u", session_id="s")
             last = read.events[-1].actions.state_delta["turn"] if read.events else None
-            if read.state.get("turn") != last:
+            turn, app_turn = read.state.get("turn"), read.state.get("app:turn")
+            if (turn, app_turn) != (last, last):
                 torn += 1
                 print(
-                    f"{len(read.events)} events, the last setting turn={last}; state turn={read.state.get('turn')}"
+                    f"{len(read.events)} events, the last setting turn={last}; "
+                    f"state turn={turn}, app:turn={app_turn}"
                 )
     return torn
 
