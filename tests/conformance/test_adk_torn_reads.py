@@ -29,9 +29,12 @@ def _read(events: list[dict[str, object]], state: dict[str, object]) -> Recorded
     return Recorded(get(handle=3), Returned(value))
 
 
-def _history(*reads: Recorded, appended: Answer = Returned(None)) -> list[Recorded]:
+STORED = Returned(None)
+
+
+def _history(*reads: Recorded, appended: Answer = STORED) -> list[Recorded]:
     return [
-        Recorded(create(state={"user:turns": 0}), Returned(None)),
+        Recorded(create(state={"user:turns": 0}), STORED),
         Recorded(append("s1", ASKS, handle=1), appended),
         *reads,
     ]
