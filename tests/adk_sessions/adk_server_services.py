@@ -9,11 +9,24 @@ import contextlib
 from collections.abc import AsyncIterator
 
 import asyncpg
-from checkpointspec.backends.postgres.stores import schema_for
-from checkpointspec.spec import BackendContext
+from checkpointspec.backends.postgres.stores import names_under, schema_for
+from checkpointspec.spec import BackendContext, drops_stores
 from google.adk.sessions.database_session_service import DatabaseSessionService
 
 
+async def _drop_schemas(ctx: BackendContext) -> list[str]:
+    """The schemas of the stores under ``ctx.path`` dropped: the run leaves none behind."""
+    names = names_under(ctx.path)
+    connection = await asyncpg.connect(ctx.options["dsn"])
+    try:
+        for name in names:
+            await connection.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+    finally:
+        await connection.close()
+    return names
+
+
+@drops_stores(_drop_schemas)
 @contextlib.asynccontextmanager
 async def asynchronous_commit(ctx: BackendContext) -> AsyncIterator[object]:
     """The recipe of examples/adk_sessions with ``synchronous_commit = off``."""
