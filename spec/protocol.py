@@ -24,7 +24,7 @@ from .capabilities import Capability
 from .events import SessionEvent
 from .records import IntegrityReport, SessionInfo, StoredEvent
 
-if TYPE_CHECKING:  # context.py imports this module: a factory's type needs the protocol
+if TYPE_CHECKING:  # for annotations only: context.py imports this module
     from .context import BackendContext
 
 __all__ = [

@@ -161,7 +161,7 @@ class Harness:
     def discard_store(self, path: Path) -> None:
         """Remove the directory of a store this check is done with. A backend keeping its
         stores' data elsewhere (a database server) keeps the directory until the check
-        ends: the run then drops what every directory under the check's names
+        ends: the run then drops what each of the check's store directories names
         (`checkpointspec.spec.ExternalStorage`, `checkpointspec.spec.DropsStores`)."""
         if not self.run.probe.external_storage:
             shutil.rmtree(path, ignore_errors=True)
