@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from checkpointspec.conformance.checks.adk_session import append, create, event, get
+from checkpointspec.conformance.checks.adk_session import append, create, delete, event, get
 from checkpointspec.conformance.engines.contract.adk_session import TORN_READ, torn_read
 from checkpointspec.conformance.engines.contract.contract import Answer, Call, Raised, Returned
 from checkpointspec.spec.adk_session import encoded, event_text
@@ -87,4 +87,11 @@ def test_a_value_of_an_append_the_read_returned_is_not_torn() -> None:
         Recorded(append("s1", LATER, handle=2), Returned(None)),
         _read([ASKS, LATER], {"user:turns": 0, "last": 1, "app:seen": 1}),
     ]
+    assert torn_read(history) is None
+
+
+def test_a_deleted_session_is_not_judged() -> None:
+    # Its state and events may be of a session made again: no moment to compare.
+    read = _read([], {"user:turns": 0, "app:seen": 0})
+    history = [*_history(read), Recorded(delete(), STORED)]
     assert torn_read(history) is None

@@ -19,6 +19,7 @@ import copy
 import dataclasses
 import inspect
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, cast
@@ -402,7 +403,7 @@ def torn_read(history: Sequence[RecordedCall]) -> tuple[str, str] | None:
     created: dict[tuple[str, str, str], dict[str, object]] = {}
     changed: set[tuple[str, str, str]] = set()
     stored: dict[tuple[str, str, str], list[Mapping[str, object]]] = {}
-    setters: dict[tuple[str, str], int] = {}  # how many calls set a scoped key to a value
+    setters: Counter[tuple[str, str]] = Counter()  # how many calls set a scoped key to a value
     for recorded in history:
         call = recorded.call
         if call.operation not in ("create_session", "delete_session", "append_event"):
@@ -410,17 +411,19 @@ def torn_read(history: Sequence[RecordedCall]) -> tuple[str, str] | None:
         key = (str(call.arguments[0]), str(call.arguments[1]), str(call.arguments[2]))
         if call.operation == "append_event":
             made = cast("Mapping[str, object]", call.arguments[4])
-            for scoped in _scoped(cast("Mapping[str, object]", made.get("state_delta") or {})):
-                setters[scoped] = setters.get(scoped, 0) + 1
+            setters.update(_scoped(cast("Mapping[str, object]", made.get("state_delta") or {})))
             if isinstance(recorded.answer, Returned):
                 stored.setdefault(key, []).append(made)
-        elif call.operation == "delete_session" or key in created:
+            continue
+        if call.operation == "delete_session":
+            changed.add(key)
+            continue
+        given = dict(cast("Mapping[str, object] | None", call.arguments[3]) or {})
+        if key in created:
             changed.add(key)
         elif isinstance(recorded.answer, Returned):
-            created[key] = dict(cast("Mapping[str, object] | None", call.arguments[3]) or {})
-        if call.operation == "create_session":
-            for scoped in _scoped(cast("Mapping[str, object] | None", call.arguments[3]) or {}):
-                setters[scoped] = setters.get(scoped, 0) + 1
+            created[key] = given
+        setters.update(_scoped(given))
     for recorded in history:
         call, answer = recorded.call, recorded.answer
         if call.operation != "get_session" or call.arguments[4:6] != (None, None):
